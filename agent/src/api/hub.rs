@@ -1,0 +1,213 @@
+//! The API's Redis: one multiplexed command connection and one pattern
+//! subscription, shared by every request.
+//!
+//! Every master reply topic matches [`master::REPLY_PATTERN`], so a single
+//! `PSUBSCRIBE` hears the replies of every job. A reader task hands each
+//! message to the job that registered its topic (a [`Route`], made before
+//! the job is published so no PING is missed) and to the `/events`
+//! listeners. The reader never waits on a consumer: routes are unbounded
+//! and the event broadcast drops what a slow listener cannot keep up
+//! with, so one slow request cannot hold up another.
+
+use std::collections::HashMap;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use futures_util::{Stream, StreamExt};
+use redis::Msg;
+use serde::Serialize;
+use serde_json::Value;
+use tokio::sync::{broadcast, mpsc};
+
+use crate::bus::{Bus, BusError, Conn};
+use crate::master;
+use crate::protocol::Reply;
+
+/// Events an `/events` listener may fall behind by before it misses some.
+const EVENT_BACKLOG: usize = 4096;
+
+/// Pause before subscribing again after the subscription was lost.
+const RESUBSCRIBE_AFTER: Duration = Duration::from_secs(1);
+
+type Routes = Arc<Mutex<HashMap<String, mpsc::UnboundedSender<Msg>>>>;
+
+/// One event of the `/events` stream, in salt-api's shape: a tag and the
+/// data (here a PROTOCOL reply, or the job the API published).
+#[derive(Debug, Clone, Serialize)]
+pub struct Event {
+    /// `ping`, `return`, `reject` or `new`: the SSE event name.
+    #[serde(skip)]
+    pub kind: &'static str,
+    /// Salt's event tag: `salt/job/<jid>/ret/<id>`, `salt/job/<jid>/new`;
+    /// PINGs and rejects, which Salt has no tag for, under `maid/job/`.
+    pub tag: String,
+    pub data: Value,
+}
+
+impl Event {
+    fn from_reply(reply: Reply) -> Event {
+        let (kind, tag) = match &reply {
+            Reply::Ping(p) => ("ping", format!("maid/job/{}/ping/{}", p.jid, p.sub_ip)),
+            Reply::Return(r) => ("return", format!("salt/job/{}/ret/{}", r.jid, r.id)),
+            Reply::Reject(r) => ("reject", format!("maid/job/{}/reject/{}", r.jid, r.sub_ip)),
+        };
+        let data = serde_json::to_value(&reply).expect("replies serialise");
+        Event { kind, tag, data }
+    }
+
+    /// A job this API published.
+    pub fn new_job(jid: &str, data: Value) -> Event {
+        Event {
+            kind: "new",
+            tag: format!("salt/job/{jid}/new"),
+            data,
+        }
+    }
+}
+
+/// The shared connections.
+pub struct Hub {
+    bus: Bus,
+    /// The command connection; `None` after a failure, so the next request
+    /// connects afresh instead of reusing a dead socket.
+    conn: Mutex<Option<Conn>>,
+    routes: Routes,
+    events: broadcast::Sender<Arc<Event>>,
+    reader: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Hub {
+    fn drop(&mut self) {
+        self.reader.abort();
+    }
+}
+
+impl Hub {
+    /// Connect and subscribe; replies are heard from when this returns.
+    pub async fn start(bus: Bus) -> Result<Hub, BusError> {
+        let conn = bus.connect().await?;
+        let first = subscribe(&bus).await?;
+        let routes = Routes::default();
+        let (events, _) = broadcast::channel(EVENT_BACKLOG);
+        let reader = tokio::spawn(read(bus.clone(), first, routes.clone(), events.clone()));
+        Ok(Hub {
+            bus,
+            conn: Mutex::new(Some(conn)),
+            routes,
+            events,
+            reader,
+        })
+    }
+
+    /// The shared command connection (a clone multiplexes the same socket).
+    pub async fn conn(&self) -> Result<Conn, BusError> {
+        if let Some(c) = self.conn.lock().expect("conn slot poisoned").as_ref() {
+            return Ok(c.clone());
+        }
+        let fresh = self.bus.connect().await?;
+        *self.conn.lock().expect("conn slot poisoned") = Some(fresh.clone());
+        Ok(fresh)
+    }
+
+    /// Drop the command connection after it failed.
+    pub fn reset(&self) {
+        self.conn.lock().expect("conn slot poisoned").take();
+    }
+
+    /// Start receiving what is published on `topic`.
+    pub fn route(&self, topic: &str) -> Route {
+        let (tx, rx) = mpsc::unbounded_channel();
+        self.routes
+            .lock()
+            .expect("routes poisoned")
+            .insert(topic.to_string(), tx);
+        Route {
+            topic: topic.to_string(),
+            routes: self.routes.clone(),
+            rx,
+        }
+    }
+
+    /// Listen to every event from now on.
+    pub fn events(&self) -> broadcast::Receiver<Arc<Event>> {
+        self.events.subscribe()
+    }
+
+    /// Tell the listeners about `event`.
+    pub fn announce(&self, event: Event) {
+        // No listener is not an error.
+        let _ = self.events.send(Arc::new(event));
+    }
+}
+
+async fn subscribe(bus: &Bus) -> Result<redis::aio::PubSub, BusError> {
+    let mut pubsub = bus.subscribe(&[]).await?;
+    pubsub.psubscribe(master::REPLY_PATTERN).await?;
+    Ok(pubsub)
+}
+
+/// The reader task: dispatch until the hub is dropped, subscribing again
+/// whenever the subscription is lost.
+async fn read(
+    bus: Bus,
+    first: redis::aio::PubSub,
+    routes: Routes,
+    events: broadcast::Sender<Arc<Event>>,
+) {
+    let mut pubsub = Some(first);
+    loop {
+        let sub = match pubsub.take() {
+            Some(s) => s,
+            None => match subscribe(&bus).await {
+                Ok(s) => s,
+                Err(e) => {
+                    tracing::warn!(cause = %e, "cannot subscribe to reply topics; retrying");
+                    tokio::time::sleep(RESUBSCRIBE_AFTER).await;
+                    continue;
+                }
+            },
+        };
+        let mut messages = sub.into_on_message();
+        while let Some(msg) = messages.next().await {
+            let topic = msg.get_channel_name().to_string();
+            if let Some(tx) = routes.lock().expect("routes poisoned").get(&topic) {
+                // The job may have finished and not yet dropped its route.
+                let _ = tx.send(msg.clone());
+            }
+            if events.receiver_count() > 0
+                && let Ok(reply) = serde_json::from_slice::<Reply>(msg.get_payload_bytes())
+            {
+                let _ = events.send(Arc::new(Event::from_reply(reply)));
+            }
+        }
+        tracing::warn!("lost the reply subscription; subscribing again");
+        tokio::time::sleep(RESUBSCRIBE_AFTER).await;
+    }
+}
+
+/// The messages of one reply topic; unregistered when dropped, also when
+/// the request that held it was cancelled.
+pub struct Route {
+    topic: String,
+    routes: Routes,
+    rx: mpsc::UnboundedReceiver<Msg>,
+}
+
+impl Stream for Route {
+    type Item = Msg;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Msg>> {
+        self.rx.poll_recv(cx)
+    }
+}
+
+impl Drop for Route {
+    fn drop(&mut self) {
+        self.routes
+            .lock()
+            .expect("routes poisoned")
+            .remove(&self.topic);
+    }
+}

@@ -1,0 +1,88 @@
+//! `POST /login`, `POST /logout` and the token check in front of every
+//! other endpoint.
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::{Request, State};
+use axum::http::HeaderValue;
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+
+use super::Api;
+use super::error::ApiError;
+
+/// The header salt-api clients send their token in.
+pub const TOKEN_HEADER: &str = "x-auth-token";
+
+/// Who made a request, for the job's `user` (and so the audit log).
+#[derive(Debug, Clone)]
+pub struct User(pub String);
+
+fn string_field(body: &Value, name: &str) -> Result<String, ApiError> {
+    match body.get(name) {
+        Some(Value::String(s)) => Ok(s.clone()),
+        Some(_) => Err(ApiError::bad(name, "must be a string")),
+        None => Err(ApiError::bad(name, "is required")),
+    }
+}
+
+/// `{"username", "password", "eauth"}` → salt-api's token object, also in
+/// the `X-Auth-Token` response header. `eauth` is accepted and ignored:
+/// the users are the API's own.
+pub async fn login(State(api): State<Api>, body: Bytes) -> Result<Response, ApiError> {
+    let body: Value = serde_json::from_slice(&body)
+        .map_err(|e| ApiError::bad("body", format!("not JSON: {e}")))?;
+    if !body.is_object() {
+        return Err(ApiError::bad("body", "must be an object"));
+    }
+    let username = string_field(&body, "username")?;
+    let password = string_field(&body, "password")?;
+    let session = api
+        .auth
+        .login(&username, &password)
+        .await
+        .ok_or(ApiError::Unauthorized("wrong user name or password"))?;
+    let mut response = Json(json!({"return": [{
+        "token": session.token,
+        "start": session.start,
+        "expire": session.expire,
+        "user": session.user,
+        "eauth": "maid",
+        "perms": [".*"],
+    }]}))
+    .into_response();
+    if let Ok(v) = HeaderValue::from_str(&session.token) {
+        response.headers_mut().insert(TOKEN_HEADER, v);
+    }
+    Ok(response)
+}
+
+/// Forget the request's token.
+pub async fn logout(State(api): State<Api>, request: Request) -> Json<Value> {
+    if let Some(token) = token(&request) {
+        api.auth.logout(token);
+    }
+    Json(json!({"return": "Your token has been cleared"}))
+}
+
+fn token(request: &Request) -> Option<&str> {
+    request
+        .headers()
+        .get(TOKEN_HEADER)
+        .and_then(|v| v.to_str().ok())
+}
+
+/// Middleware: a valid `X-Auth-Token`, or 401.
+pub async fn require_token(
+    State(api): State<Api>,
+    mut request: Request,
+    next: Next,
+) -> Result<Response, ApiError> {
+    let token = token(&request).ok_or(ApiError::Unauthorized("X-Auth-Token header required"))?;
+    let user = api.auth.check(token).ok_or(ApiError::Unauthorized(
+        "token unknown or expired; log in again",
+    ))?;
+    request.extensions_mut().insert(User(user));
+    Ok(next.run(request).await)
+}

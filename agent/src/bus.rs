@@ -1,0 +1,277 @@
+//! The Redis deployments a fleet runs on — one server, Sentinel, or
+//! Cluster — behind one small interface: a multiplexed command connection
+//! and a pub/sub subscription.
+//!
+//! Sentinel is resolved to the current master on every connect, so a
+//! caller that reconnects after an error follows a failover. In a Cluster,
+//! classic pub/sub is cluster-wide, so subscriptions go to any reachable
+//! node while keyed commands go through the slot-aware cluster connection.
+
+use std::time::Duration;
+
+use redis::aio::{ConnectionLike, MultiplexedConnection, PubSub};
+use redis::cluster_async::ClusterConnection;
+use redis::sentinel::{SentinelClient, SentinelNodeConnectionInfo, SentinelServerType};
+use redis::{Client, Cmd, IntoConnectionInfo, Pipeline, RedisFuture, RedisResult, Value};
+use serde::{Deserialize, Serialize};
+
+/// How long one connection attempt may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How long a command may wait for its answer before the connection is
+/// taken for dead. redis-rs would give 500 ms, which a 10 MB PUBLISH or a
+/// Redis busy writing its AOF can exceed with nothing wrong; a connection
+/// that is truly gone is noticed by the heartbeat and the subscription too.
+const RESPONSE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Where Redis is (`[redis]` in the config). Exactly one of `url`,
+/// `sentinels` or `cluster`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RedisConfig {
+    /// A single server: `redis://[:password@]host:port/[db]` or `rediss://`.
+    pub url: Option<String>,
+    /// Sentinel addresses (`redis://host:26379`).
+    #[serde(default)]
+    pub sentinels: Vec<String>,
+    /// The service name the sentinels monitor.
+    pub service: Option<String>,
+    /// Cluster seed nodes.
+    #[serde(default)]
+    pub cluster: Vec<String>,
+    /// Password for the data nodes, when not in the URLs.
+    pub password: Option<String>,
+}
+
+/// Why a Redis endpoint is unusable.
+#[derive(Debug, thiserror::Error)]
+pub enum BusError {
+    #[error("redis: {0}")]
+    Config(String),
+    #[error("redis: {0}")]
+    Redis(#[from] redis::RedisError),
+    #[error("redis: connection timed out")]
+    Timeout,
+}
+
+#[derive(Debug, Clone)]
+enum Endpoint {
+    Single(Client),
+    Sentinel {
+        sentinels: Vec<String>,
+        service: String,
+        password: Option<String>,
+    },
+    Cluster {
+        nodes: Vec<String>,
+        password: Option<String>,
+    },
+}
+
+/// A Redis deployment.
+#[derive(Debug, Clone)]
+pub struct Bus {
+    endpoint: Endpoint,
+}
+
+/// A command connection; cheap to clone, safe to share.
+#[derive(Clone)]
+pub enum Conn {
+    Single(MultiplexedConnection),
+    Cluster(ClusterConnection),
+}
+
+impl ConnectionLike for Conn {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        match self {
+            Conn::Single(c) => c.req_packed_command(cmd),
+            Conn::Cluster(c) => c.req_packed_command(cmd),
+        }
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        cmd: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        match self {
+            Conn::Single(c) => c.req_packed_commands(cmd, offset, count),
+            Conn::Cluster(c) => c.req_packed_commands(cmd, offset, count),
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        match self {
+            Conn::Single(c) => c.get_db(),
+            Conn::Cluster(c) => c.get_db(),
+        }
+    }
+}
+
+fn with_password(url: &str, password: &Option<String>) -> RedisResult<redis::ConnectionInfo> {
+    let info = url.into_connection_info()?;
+    Ok(match password {
+        Some(pw) if info.redis_settings().password().is_none() => {
+            let settings = info.redis_settings().clone().set_password(pw);
+            info.set_redis_settings(settings)
+        }
+        _ => info,
+    })
+}
+
+async fn timed<T>(f: impl std::future::Future<Output = RedisResult<T>>) -> Result<T, BusError> {
+    match tokio::time::timeout(CONNECT_TIMEOUT, f).await {
+        Ok(r) => Ok(r?),
+        Err(_) => Err(BusError::Timeout),
+    }
+}
+
+impl Bus {
+    /// Check the configuration; nothing connects yet.
+    pub fn new(config: &RedisConfig) -> Result<Bus, BusError> {
+        let given = [
+            config.url.is_some(),
+            !config.sentinels.is_empty(),
+            !config.cluster.is_empty(),
+        ];
+        if given.iter().filter(|g| **g).count() > 1 {
+            return Err(BusError::Config(
+                "give only one of redis.url, redis.sentinels and redis.cluster".into(),
+            ));
+        }
+        let endpoint = if !config.sentinels.is_empty() {
+            Endpoint::Sentinel {
+                sentinels: config.sentinels.clone(),
+                service: config.service.clone().unwrap_or_else(|| "mymaster".into()),
+                password: config.password.clone(),
+            }
+        } else if !config.cluster.is_empty() {
+            for node in &config.cluster {
+                with_password(node, &config.password)?;
+            }
+            Endpoint::Cluster {
+                nodes: config.cluster.clone(),
+                password: config.password.clone(),
+            }
+        } else {
+            let url = config.url.as_deref().unwrap_or("redis://127.0.0.1:6379/");
+            Endpoint::Single(Client::open(with_password(url, &config.password)?)?)
+        };
+        Ok(Bus { endpoint })
+    }
+
+    /// A bus for one URL.
+    pub fn from_url(url: &str) -> Result<Bus, BusError> {
+        Bus::new(&RedisConfig {
+            url: Some(url.to_string()),
+            ..Default::default()
+        })
+    }
+
+    /// A client for the node that takes commands and subscriptions now:
+    /// the server, Sentinel's current master, or the first reachable
+    /// cluster node.
+    async fn node_client(&self) -> Result<Client, BusError> {
+        match &self.endpoint {
+            Endpoint::Single(c) => Ok(c.clone()),
+            Endpoint::Sentinel {
+                sentinels,
+                service,
+                password,
+            } => {
+                let mut node = SentinelNodeConnectionInfo::default();
+                if let Some(pw) = password {
+                    let settings = redis::RedisConnectionInfo::default().set_password(pw);
+                    node = node.set_redis_connection_info(settings);
+                }
+                let mut sentinel = SentinelClient::build(
+                    sentinels.clone(),
+                    service.clone(),
+                    Some(node),
+                    SentinelServerType::Master,
+                )?;
+                timed(sentinel.async_get_client()).await
+            }
+            Endpoint::Cluster { nodes, password } => {
+                let mut last = None;
+                for node in nodes {
+                    let client = Client::open(with_password(node, password)?)?;
+                    match timed(client.get_multiplexed_async_connection()).await {
+                        Ok(mut c) => {
+                            let pong: RedisResult<String> =
+                                redis::cmd("PING").query_async(&mut c).await;
+                            if pong.is_ok() {
+                                return Ok(client);
+                            }
+                        }
+                        Err(e) => last = Some(e),
+                    }
+                }
+                Err(last.unwrap_or_else(|| BusError::Config("no cluster nodes".into())))
+            }
+        }
+    }
+
+    /// Open a command connection.
+    pub async fn connect(&self) -> Result<Conn, BusError> {
+        match &self.endpoint {
+            Endpoint::Cluster { nodes, password } => {
+                let infos = nodes
+                    .iter()
+                    .map(|n| with_password(n, password))
+                    .collect::<RedisResult<Vec<_>>>()?;
+                let client = redis::cluster::ClusterClient::builder(infos)
+                    .connection_timeout(CONNECT_TIMEOUT)
+                    .response_timeout(RESPONSE_TIMEOUT)
+                    .build()?;
+                Ok(Conn::Cluster(timed(client.get_async_connection()).await?))
+            }
+            _ => {
+                let client = self.node_client().await?;
+                let config = redis::AsyncConnectionConfig::new()
+                    .set_connection_timeout(Some(CONNECT_TIMEOUT))
+                    .set_response_timeout(Some(RESPONSE_TIMEOUT));
+                Ok(Conn::Single(
+                    timed(client.get_multiplexed_async_connection_with_config(&config)).await?,
+                ))
+            }
+        }
+    }
+
+    /// Open a pub/sub connection subscribed to `topics`.
+    pub async fn subscribe(&self, topics: &[String]) -> Result<PubSub, BusError> {
+        let client = self.node_client().await?;
+        let mut pubsub = timed(client.get_async_pubsub()).await?;
+        for topic in topics {
+            timed(pubsub.subscribe(topic)).await?;
+        }
+        Ok(pubsub)
+    }
+
+    /// A short description for logs (no passwords).
+    pub fn describe(&self) -> String {
+        match &self.endpoint {
+            Endpoint::Single(c) => format!("{}", c.get_connection_info().addr()),
+            Endpoint::Sentinel {
+                service, sentinels, ..
+            } => {
+                format!(
+                    "sentinel service {service} via {} sentinels",
+                    sentinels.len()
+                )
+            }
+            Endpoint::Cluster { nodes, .. } => format!("cluster of {} seed nodes", nodes.len()),
+        }
+    }
+}
+
+/// `PUBLISH topic payload`.
+pub async fn publish(conn: &mut Conn, topic: &str, payload: &str) -> RedisResult<()> {
+    redis::cmd("PUBLISH")
+        .arg(topic)
+        .arg(payload)
+        .query_async::<i64>(conn)
+        .await
+        .map(|_| ())
+}

@@ -1,0 +1,2161 @@
+//! `maid bench`: the benchmark of the whole path, master publish to last
+//! reply, on a private `redis-server`.
+//!
+//! Three responders run side by side in one run, each in its own process
+//! so its CPU time and memory can be read from `/proc/<pid>`:
+//!
+//! * `raw`: the Redis floor, `maid bench-raw` — a minimal Rust responder
+//!   that answers each message with two publishes (no maid code);
+//! * `maid`: the real agent binary (`maid agent`) running `test.ping`;
+//! * `seed`: `bench/seed.py`, the original design in Python (redis-py
+//!   pub/sub listener, PING, a forked `multiprocessing.Process` per job).
+//!
+//! The master is this process: one reply topic, unique jids. For each
+//! responder: sequential round trips (publish → PING and return both in),
+//! throughput with a fixed number of jobs in flight, CPU time per job and
+//! RSS. The scenarios alternate in blocks so that background load on the
+//! machine hits them alike. Then: `cmd.run 'true'` against spawning `true`
+//! directly, agent start-up to ready with a cold and a warm compiled-plugin
+//! cache, and a fan-out of `test.ping` to many agents in one process
+//! (`maid bench-fleet`). Everything started is killed when the command
+//! ends, also on error or Ctrl-C.
+//!
+//! Timing is reported, never asserted; the test suite only runs `--tiny`.
+
+use std::collections::{HashMap, HashSet};
+use std::fs::File;
+use std::net::{Ipv4Addr, TcpListener};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::process::{Child, Command, ExitCode, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use clap::Args;
+use futures_util::{Stream, StreamExt};
+use redis::aio::MultiplexedConnection;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::RuntimeOpts;
+use super::setup::{Setup, modules_in};
+
+mod soak;
+pub use soak::{SoakArgs, soak};
+
+/// The seed baseline, compiled in so the binary always runs the repo's copy.
+const SEED_PY: &str = include_str!("../../../../bench/seed.py");
+
+/// How long one reply may take before a scenario is declared stuck.
+const REPLY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How long a process may take to subscribe.
+const READY_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Master topics, one per responder.
+const TOPIC_RAW: &str = "bench-raw";
+const TOPIC_MAID: &str = "bench-maid";
+const TOPIC_SEED: &str = "bench-seed";
+const TOPIC_FLEET: &str = "bench-fleet";
+const TOPIC_START: &str = "bench-start";
+
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// Tiny sizes: check that every scenario runs (the test suite's setting).
+    #[arg(long)]
+    pub tiny: bool,
+    /// Sequential round trips each for raw and maid [default: 2000; --tiny: 20].
+    #[arg(long)]
+    pub round_trips: Option<usize>,
+    /// Sequential round trips for seed [default: 200; --tiny: 5].
+    #[arg(long)]
+    pub seed_round_trips: Option<usize>,
+    /// Jobs each for raw and maid in the throughput run [default: 20000; --tiny: 200].
+    #[arg(long)]
+    pub jobs: Option<usize>,
+    /// Jobs for seed in the throughput run [default: 1000; --tiny: 20].
+    #[arg(long)]
+    pub seed_jobs: Option<usize>,
+    /// Jobs kept in flight in the throughput run.
+    #[arg(long, default_value_t = 64)]
+    pub in_flight: usize,
+    /// Blocks the scenarios alternate in [default: 4; --tiny: 1].
+    #[arg(long)]
+    pub blocks: Option<usize>,
+    /// Agents in the fan-out process [default: 1000; --tiny: 10].
+    #[arg(long)]
+    pub agents: Option<usize>,
+    /// Fan-out rounds [default: 20; --tiny: 2].
+    #[arg(long)]
+    pub fanout_rounds: Option<usize>,
+    /// Worker threads of the fan-out process (0: one current-thread runtime).
+    #[arg(long, default_value_t = 0)]
+    pub fanout_threads: usize,
+    /// `cmd.run 'true'` round trips, each paired with a direct spawn of
+    /// `true` [default: 300; --tiny: 5].
+    #[arg(long)]
+    pub cmd_runs: Option<usize>,
+    /// `test.ping` calls through the plugin runtime in this process, no
+    /// Redis: the call alone [default: 20000; --tiny: 20].
+    #[arg(long)]
+    pub calls: Option<usize>,
+    /// Agent start-ups with a warm plugin cache [default: 10; --tiny: 1].
+    #[arg(long)]
+    pub warm_starts: Option<usize>,
+    /// Agent start-ups with a cold (empty) plugin cache [default: 2; --tiny: 1].
+    #[arg(long)]
+    pub cold_starts: Option<usize>,
+    /// How the jobs target: `glob` sends `*` (what `maid run '*'` sends);
+    /// `list` sends the responders' ids, which the agent matches without
+    /// compiling a pattern.
+    #[arg(long, value_enum, default_value_t = TgtType::Glob)]
+    pub tgt_type: TgtType,
+    /// Also read the maid agent's own timings from its /metrics (serves
+    /// them on a loopback port; off by default so the agent measured is
+    /// the default one).
+    #[arg(long)]
+    pub agent_metrics: bool,
+    /// Leave the Python seed out.
+    #[arg(long)]
+    pub no_seed: bool,
+    /// Directory of `<module>.wasm` plugins [default: `../plugins` beside the
+    /// maid binary, else /usr/lib/maid/plugins].
+    #[arg(long, env = "MAID_PLUGIN_DIR")]
+    pub plugin_dir: Option<PathBuf>,
+    /// The `redis-server` to start (on a free loopback port).
+    #[arg(long, default_value = "redis-server")]
+    pub redis_server: PathBuf,
+    /// The Python that runs the seed.
+    #[arg(long, default_value = "python3")]
+    pub python: PathBuf,
+    /// Also write the Markdown tables to FILE.
+    #[arg(long)]
+    pub markdown: Option<PathBuf>,
+}
+
+/// Run sizes after `--tiny` and the flags.
+#[derive(Debug, Clone)]
+struct Sizes {
+    round_trips: usize,
+    seed_round_trips: usize,
+    jobs: usize,
+    seed_jobs: usize,
+    in_flight: usize,
+    blocks: usize,
+    agents: usize,
+    fanout_rounds: usize,
+    cmd_runs: usize,
+    calls: usize,
+    warm_starts: usize,
+    cold_starts: usize,
+    warmup: usize,
+}
+
+impl Sizes {
+    fn of(a: &BenchArgs) -> Sizes {
+        let pick = |given: Option<usize>, full: usize, tiny: usize| {
+            given.unwrap_or(if a.tiny { tiny } else { full }).max(1)
+        };
+        Sizes {
+            round_trips: pick(a.round_trips, 2000, 20),
+            seed_round_trips: pick(a.seed_round_trips, 200, 5),
+            jobs: pick(a.jobs, 20_000, 200),
+            seed_jobs: pick(a.seed_jobs, 1000, 20),
+            in_flight: a.in_flight.max(1),
+            blocks: pick(a.blocks, 4, 1),
+            agents: pick(a.agents, 1000, 10),
+            fanout_rounds: pick(a.fanout_rounds, 20, 2),
+            cmd_runs: pick(a.cmd_runs, 300, 5),
+            calls: pick(a.calls, 20_000, 20),
+            warm_starts: pick(a.warm_starts, 10, 1),
+            cold_starts: pick(a.cold_starts, 2, 1),
+            warmup: if a.tiny { 2 } else { 100 },
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Processes and scratch space
+// ---------------------------------------------------------------------------
+
+/// A child process in its own process group; the group gets SIGKILL when
+/// this is dropped, and the child gets it if this process dies first.
+struct Proc {
+    name: String,
+    child: Child,
+    log: PathBuf,
+}
+
+impl Proc {
+    fn spawn(name: &str, cmd: &mut Command, log: PathBuf) -> anyhow::Result<Proc> {
+        let out = File::create(&log).with_context(|| format!("create {}", log.display()))?;
+        cmd.stdin(Stdio::null())
+            .stdout(out.try_clone()?)
+            .stderr(out)
+            .process_group(0);
+        // SAFETY: the closure only makes the prctl(2) system call, which is
+        // async-signal-safe, and allocates nothing.
+        unsafe {
+            cmd.pre_exec(|| {
+                nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL)
+                    .map_err(std::io::Error::from)
+            });
+        }
+        let child = cmd
+            .spawn()
+            .with_context(|| format!("start {name} ({:?})", cmd.get_program()))?;
+        Ok(Proc {
+            name: name.into(),
+            child,
+            log,
+        })
+    }
+
+    fn pid(&self) -> i32 {
+        self.child.id() as i32
+    }
+
+    /// An error if the process has exited, with the end of its log.
+    fn check_alive(&mut self) -> anyhow::Result<()> {
+        if let Ok(Some(status)) = self.child.try_wait() {
+            bail!(
+                "{} exited ({status}); the end of its log ({}):\n{}",
+                self.name,
+                self.log.display(),
+                self.log_tail()
+            );
+        }
+        Ok(())
+    }
+
+    fn log_tail(&self) -> String {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(20)..].join("\n")
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        use nix::sys::signal::{Signal, killpg};
+        let _ = killpg(nix::unistd::Pid::from_raw(self.pid()), Signal::SIGKILL);
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A temporary directory, removed on drop.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new() -> anyhow::Result<Scratch> {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or_default();
+        let dir =
+            std::env::temp_dir().join(format!("maid-bench-{}-{nanos:08x}", std::process::id()));
+        std::fs::create_dir_all(&dir).with_context(|| format!("create {}", dir.display()))?;
+        Ok(Scratch(dir))
+    }
+
+    fn join(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A free TCP port on 127.0.0.1 that is not the system Redis's.
+fn free_port() -> anyhow::Result<u16> {
+    for _ in 0..100 {
+        let port = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?
+            .local_addr()?
+            .port();
+        if port != 6379 {
+            return Ok(port);
+        }
+    }
+    bail!("no free port on 127.0.0.1")
+}
+
+/// A private `redis-server`, persistence off, keyspace events for `SET`
+/// on (start-up readiness is the agent's `SET maid:alive:<id>`).
+async fn start_redis(bin: &Path, scratch: &Scratch) -> anyhow::Result<(Proc, String)> {
+    let mut last = None;
+    for attempt in 0..5 {
+        let port = free_port()?;
+        let dir = scratch.join(&format!("redis-{attempt}"));
+        std::fs::create_dir_all(&dir)?;
+        let mut cmd = Command::new(bin);
+        cmd.arg("--port")
+            .arg(port.to_string())
+            .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+            .args([
+                "--daemonize",
+                "no",
+                "--logfile",
+                "",
+                "--maxclients",
+                "10000",
+            ])
+            .args(["--notify-keyspace-events", "K$", "--dir"])
+            .arg(&dir);
+        let mut proc = Proc::spawn("redis-server", &mut cmd, dir.join("redis.log"))
+            .with_context(|| format!("is redis-server installed? ({})", bin.display()))?;
+        let url = format!("redis://127.0.0.1:{port}/");
+        let client = redis::Client::open(url.as_str())?;
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Err(e) = proc.check_alive() {
+                last = Some(e);
+                break;
+            }
+            if let Ok(mut c) = client.get_multiplexed_async_connection().await
+                && redis::cmd("PING")
+                    .query_async::<String>(&mut c)
+                    .await
+                    .is_ok()
+            {
+                return Ok((proc, url));
+            }
+            if Instant::now() > deadline {
+                last = Some(anyhow::anyhow!(
+                    "redis-server did not answer on port {port}:\n{}",
+                    proc.log_tail()
+                ));
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    Err(last.unwrap_or_else(|| anyhow::anyhow!("redis-server did not start")))
+}
+
+// ---------------------------------------------------------------------------
+// /proc
+// ---------------------------------------------------------------------------
+
+/// Clock ticks per second of `/proc/<pid>/stat`.
+fn clock_ticks() -> f64 {
+    Command::new("getconf")
+        .arg("CLK_TCK")
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .and_then(|s| s.trim().parse::<f64>().ok())
+        .filter(|t| *t > 0.0)
+        .unwrap_or(100.0)
+}
+
+/// User + system CPU of `pid` and its reaped children, in ticks.
+fn cpu_ticks(pid: i32) -> u64 {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return 0;
+    };
+    let Some(close) = stat.rfind(')') else {
+        return 0;
+    };
+    // Fields after the command name start at field 3 (state); utime,
+    // stime, cutime and cstime are fields 14 to 17.
+    let fields: Vec<&str> = stat[close + 1..].split_whitespace().collect();
+    (11..=14)
+        .filter_map(|i| fields.get(i)?.parse::<u64>().ok())
+        .sum()
+}
+
+/// Resident set size of `pid`, in KiB.
+fn rss_kib(pid: i32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))?
+                .split_whitespace()
+                .nth(1)?
+                .parse()
+                .ok()
+        })
+        .unwrap_or(0)
+}
+
+/// Samples a process's RSS every few milliseconds until stopped; the peak.
+struct RssSampler {
+    stop: Arc<AtomicBool>,
+    thread: std::thread::JoinHandle<u64>,
+}
+
+impl RssSampler {
+    fn start(pid: i32) -> RssSampler {
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let thread = std::thread::spawn(move || {
+            let mut peak = 0;
+            while !flag.load(Ordering::Relaxed) {
+                peak = peak.max(rss_kib(pid));
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            peak.max(rss_kib(pid))
+        });
+        RssSampler { stop, thread }
+    }
+
+    fn finish(self) -> u64 {
+        self.stop.store(true, Ordering::Relaxed);
+        self.thread.join().unwrap_or(0)
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The master
+// ---------------------------------------------------------------------------
+
+/// What the master reads of a reply.
+#[derive(Deserialize)]
+struct ReplyHead {
+    #[serde(rename = "type")]
+    kind: String,
+    jid: String,
+    #[serde(default)]
+    sub_ip: String,
+    #[serde(default)]
+    retcode: i64,
+    #[serde(default, rename = "return")]
+    ret: Value,
+    #[serde(default)]
+    reason: String,
+}
+
+/// A failed return or a reject: the benchmark measures nothing but success.
+fn refused(head: &ReplyHead) -> anyhow::Error {
+    if head.kind == "reject" {
+        anyhow::anyhow!("{} rejected job {}: {}", head.sub_ip, head.jid, head.reason)
+    } else {
+        anyhow::anyhow!(
+            "{} returned retcode {} for job {}: {}",
+            head.sub_ip,
+            head.retcode,
+            head.jid,
+            head.ret
+        )
+    }
+}
+
+/// Whom a job targets.
+#[derive(Debug, Clone)]
+struct Target {
+    tgt: Value,
+    tgt_type: &'static str,
+}
+
+impl Target {
+    /// `--tgt-type glob`: `*`, Salt's default; `list`: exactly `ids`.
+    fn new(mode: TgtType, ids: &[String]) -> Target {
+        match mode {
+            TgtType::Glob => Target {
+                tgt: json!("*"),
+                tgt_type: "glob",
+            },
+            TgtType::List => Target {
+                tgt: json!(ids.join(",")),
+                tgt_type: "list",
+            },
+        }
+    }
+}
+
+/// How the benchmark's jobs target.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum TgtType {
+    /// `tgt: "*"` (glob), as `maid run '*'` sends.
+    Glob,
+    /// The responders' ids (list): no glob for the agent to compile.
+    List,
+}
+
+/// One round trip: publish to the last PING, publish to the last reply.
+#[derive(Debug, Clone, Copy)]
+struct Trip {
+    pings: Duration,
+    all: Duration,
+}
+
+type Replies = Pin<Box<dyn Stream<Item = redis::Msg>>>;
+
+/// Whether `pid` is running (not gone, not a zombie).
+fn running(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            let state = s[s.rfind(')')? + 1..]
+                .split_whitespace()
+                .next()?
+                .to_string();
+            Some(state != "Z" && state != "X")
+        })
+        .unwrap_or(false)
+}
+
+/// The next reply, or `None` at `deadline`; an error as soon as the
+/// watched process is gone, rather than at the deadline.
+async fn next_reply(
+    replies: &mut Replies,
+    watch: &Option<(String, i32)>,
+    deadline: tokio::time::Instant,
+) -> anyhow::Result<Option<redis::Msg>> {
+    loop {
+        let slice = (tokio::time::Instant::now() + Duration::from_millis(500)).min(deadline);
+        match tokio::time::timeout_at(slice, replies.next()).await {
+            Ok(Some(m)) => return Ok(Some(m)),
+            Ok(None) => bail!("the reply subscription closed"),
+            Err(_) => {
+                if let Some((name, pid)) = watch
+                    && !running(*pid)
+                {
+                    bail!("{name} (pid {pid}) exited while the benchmark waited for it");
+                }
+                if slice >= deadline {
+                    return Ok(None);
+                }
+            }
+        }
+    }
+}
+
+/// Publishes jobs and collects replies on one reply topic.
+struct Master {
+    conn: MultiplexedConnection,
+    replies: Replies,
+    /// The process under test: waiting for replies fails fast when it dies.
+    watch: Option<(String, i32)>,
+    reply_topic: String,
+    prefix: String,
+    seq: u64,
+}
+
+async fn publish(
+    conn: &mut MultiplexedConnection,
+    topic: &str,
+    payload: &str,
+) -> anyhow::Result<()> {
+    redis::cmd("PUBLISH")
+        .arg(topic)
+        .arg(payload)
+        .query_async::<i64>(conn)
+        .await?;
+    Ok(())
+}
+
+impl Master {
+    async fn connect(client: &redis::Client) -> anyhow::Result<Master> {
+        let conn = client.get_multiplexed_async_connection().await?;
+        let reply_topic = format!("bench.reply.{}", std::process::id());
+        let mut pubsub = client.get_async_pubsub().await?;
+        pubsub.subscribe(&reply_topic).await?;
+        Ok(Master {
+            conn,
+            replies: Box::pin(pubsub.into_on_message()),
+            watch: None,
+            reply_topic,
+            prefix: format!("bench{}-", std::process::id()),
+            seq: 0,
+        })
+    }
+
+    /// A new job: its jid and its JSON.
+    fn job(&mut self, fun: &str, arg: &Value, target: &Target) -> (String, String) {
+        self.seq += 1;
+        let jid = format!("{}{}", self.prefix, self.seq);
+        let job = json!({
+            "jid": jid,
+            "tempTopic": self.reply_topic,
+            "fun": fun,
+            "arg": arg,
+            "tgt": target.tgt,
+            "tgt_type": target.tgt_type,
+            "timeout": REPLY_TIMEOUT.as_secs(),
+            "user": "bench",
+        });
+        (jid, job.to_string())
+    }
+
+    /// Publish one job on `topic` and wait until `expect` responders have
+    /// both pinged and returned: the time from publish to the last PING and
+    /// to the last reply.
+    async fn round_trip(
+        &mut self,
+        topic: &str,
+        fun: &str,
+        arg: &Value,
+        target: &Target,
+        expect: usize,
+    ) -> anyhow::Result<Trip> {
+        let (jid, payload) = self.job(fun, arg, target);
+        let mut conn = self.conn.clone();
+        let replies = &mut self.replies;
+        let watch = &self.watch;
+        let started = Instant::now();
+        let send = publish(&mut conn, topic, &payload);
+        let collect = async {
+            let mut pings = HashSet::new();
+            let mut returns = HashSet::new();
+            let mut pinged = Duration::ZERO;
+            let deadline = tokio::time::Instant::now() + REPLY_TIMEOUT;
+            while pings.len() < expect || returns.len() < expect {
+                let msg = match next_reply(replies, watch, deadline).await? {
+                    Some(m) => m,
+                    None => bail!(
+                        "job {jid} ({fun} on {topic}): {}/{expect} pings and {}/{expect} returns after {REPLY_TIMEOUT:?}",
+                        pings.len(),
+                        returns.len()
+                    ),
+                };
+                let Ok(head) = serde_json::from_slice::<ReplyHead>(msg.get_payload_bytes()) else {
+                    continue;
+                };
+                if head.jid != jid {
+                    continue;
+                }
+                match head.kind.as_str() {
+                    "ping" => {
+                        pings.insert(head.sub_ip);
+                        if pings.len() == expect {
+                            pinged = started.elapsed();
+                        }
+                    }
+                    "return" if head.retcode == 0 => {
+                        returns.insert(head.sub_ip);
+                    }
+                    _ => return Err(refused(&head)),
+                }
+            }
+            Ok(Trip {
+                pings: pinged,
+                all: started.elapsed(),
+            })
+        };
+        let (sent, elapsed) = tokio::join!(send, collect);
+        sent?;
+        elapsed
+    }
+
+    /// Send `total` jobs to `topic`, keeping `in_flight` of them out at
+    /// once; how long until every one both pinged and returned.
+    async fn flood(
+        &mut self,
+        topic: &str,
+        fun: &str,
+        target: &Target,
+        total: usize,
+        in_flight: usize,
+    ) -> anyhow::Result<Duration> {
+        let arg = json!([]);
+        let mut out: HashMap<String, u8> = HashMap::with_capacity(in_flight * 2);
+        let mut sent = 0;
+        let mut done = 0;
+        let started = Instant::now();
+        while sent < total.min(in_flight) {
+            self.spawn_publish(topic, fun, &arg, target, &mut out);
+            sent += 1;
+        }
+        while done < total {
+            let deadline = tokio::time::Instant::now() + REPLY_TIMEOUT;
+            let msg = match next_reply(&mut self.replies, &self.watch, deadline).await? {
+                Some(m) => m,
+                None => bail!(
+                    "{fun} on {topic}: {done}/{total} jobs done, nothing came back for {REPLY_TIMEOUT:?}"
+                ),
+            };
+            let Ok(head) = serde_json::from_slice::<ReplyHead>(msg.get_payload_bytes()) else {
+                continue;
+            };
+            let Some(seen) = out.get_mut(&head.jid) else {
+                continue;
+            };
+            match head.kind.as_str() {
+                "ping" => *seen |= 1,
+                "return" if head.retcode == 0 => *seen |= 2,
+                _ => return Err(refused(&head)),
+            }
+            if *seen == 3 {
+                out.remove(&head.jid);
+                done += 1;
+                if sent < total {
+                    self.spawn_publish(topic, fun, &arg, target, &mut out);
+                    sent += 1;
+                }
+            }
+        }
+        Ok(started.elapsed())
+    }
+
+    /// Publish without waiting in the receive loop: the multiplexed
+    /// connection pipelines what the spawned tasks send.
+    fn spawn_publish(
+        &mut self,
+        topic: &str,
+        fun: &str,
+        arg: &Value,
+        target: &Target,
+        out: &mut HashMap<String, u8>,
+    ) {
+        let (jid, payload) = self.job(fun, arg, target);
+        out.insert(jid, 0);
+        let mut conn = self.conn.clone();
+        let topic = topic.to_string();
+        tokio::spawn(async move {
+            if let Err(e) = publish(&mut conn, &topic, &payload).await {
+                eprintln!("maid bench: publish failed: {e:#}");
+            }
+        });
+    }
+}
+
+/// `PUBSUB NUMSUB topic` reaches `n`; `proc` must stay alive meanwhile.
+async fn wait_subscribed(
+    conn: &mut MultiplexedConnection,
+    topic: &str,
+    n: usize,
+    proc: &mut Proc,
+    timeout: Duration,
+) -> anyhow::Result<Duration> {
+    let started = Instant::now();
+    loop {
+        proc.check_alive()?;
+        let counts: Vec<(String, usize)> = redis::cmd("PUBSUB")
+            .arg("NUMSUB")
+            .arg(topic)
+            .query_async(conn)
+            .await?;
+        let have = counts.first().map(|(_, c)| *c).unwrap_or(0);
+        if have >= n {
+            return Ok(started.elapsed());
+        }
+        if started.elapsed() > timeout {
+            bail!(
+                "{}: {have}/{n} subscribed to {topic} after {timeout:?}; the end of its log:\n{}",
+                proc.name,
+                proc.log_tail()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// The agent `id` registered (subscribed first) with every function in
+/// `needed`: a plugin that failed to load must not pass as a fast agent.
+async fn check_functions(
+    conn: &mut MultiplexedConnection,
+    id: &str,
+    proc: &mut Proc,
+    needed: &[&str],
+) -> anyhow::Result<()> {
+    let started = Instant::now();
+    loop {
+        proc.check_alive()?;
+        let entry: Option<String> = redis::cmd("HGET")
+            .arg(maid::protocol::REGISTRY_KEY)
+            .arg(id)
+            .query_async(conn)
+            .await?;
+        if let Some(json) = entry {
+            let reg: Value = serde_json::from_str(&json)?;
+            let functions: Vec<&str> = reg["functions"]
+                .as_array()
+                .map(|a| a.iter().filter_map(Value::as_str).collect())
+                .unwrap_or_default();
+            let missing: Vec<&&str> = needed.iter().filter(|f| !functions.contains(f)).collect();
+            if missing.is_empty() {
+                return Ok(());
+            }
+            bail!(
+                "{id} is missing {missing:?} (a plugin did not load; rebuild them with `./dev build`); the end of its log:\n{}",
+                proc.log_tail()
+            );
+        }
+        if started.elapsed() > READY_TIMEOUT {
+            bail!("{id} never registered:\n{}", proc.log_tail());
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Statistics and formatting
+// ---------------------------------------------------------------------------
+
+/// Nearest-rank percentile of sorted samples.
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+fn sorted(mut v: Vec<Duration>) -> Vec<Duration> {
+    v.sort();
+    v
+}
+
+fn fmt_dur(d: Duration) -> String {
+    let us = d.as_secs_f64() * 1e6;
+    if us < 1000.0 {
+        format!("{us:.0} µs")
+    } else if us < 1e6 {
+        format!("{:.2} ms", us / 1e3)
+    } else {
+        format!("{:.2} s", us / 1e6)
+    }
+}
+
+fn fmt_signed_us(us: f64) -> String {
+    if us.abs() < 1000.0 {
+        format!("{us:.0} µs")
+    } else {
+        format!("{:.2} ms", us / 1e3)
+    }
+}
+
+fn fmt_count(n: f64) -> String {
+    let digits = format!("{:.0}", n.max(0.0));
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(' ');
+        }
+        out.push(c);
+    }
+    out
+}
+
+fn fmt_mb(kib: u64) -> String {
+    format!("{:.1} MB", kib as f64 * 1024.0 / 1e6)
+}
+
+fn fmt_ratio(r: f64) -> String {
+    if r >= 10.0 {
+        format!("{r:.0}")
+    } else {
+        format!("{r:.2}")
+    }
+}
+
+/// A table, rendered aligned for the terminal and as Markdown.
+struct Table {
+    title: String,
+    header: Vec<String>,
+    rows: Vec<Vec<String>>,
+}
+
+impl Table {
+    fn new(title: &str, header: &[&str]) -> Table {
+        Table {
+            title: title.into(),
+            header: header.iter().map(|s| s.to_string()).collect(),
+            rows: Vec::new(),
+        }
+    }
+
+    fn row(&mut self, cells: Vec<String>) {
+        self.rows.push(cells);
+    }
+
+    fn text(&self) -> String {
+        let width = |i: usize| {
+            std::iter::once(&self.header)
+                .chain(&self.rows)
+                .map(|r| r.get(i).map(|c| c.chars().count()).unwrap_or(0))
+                .max()
+                .unwrap_or(0)
+        };
+        let widths: Vec<usize> = (0..self.header.len()).map(width).collect();
+        let line = |cells: &Vec<String>| {
+            let mut s = String::new();
+            for (i, w) in widths.iter().enumerate() {
+                let cell = cells.get(i).map(String::as_str).unwrap_or("");
+                let pad = w - cell.chars().count();
+                if i == 0 {
+                    s.push_str(cell);
+                    s.push_str(&" ".repeat(pad));
+                } else {
+                    s.push_str("  ");
+                    s.push_str(&" ".repeat(pad));
+                    s.push_str(cell);
+                }
+            }
+            s.trim_end().to_string() + "\n"
+        };
+        let mut out = format!("{}\n", self.title);
+        out.push_str(&line(&self.header));
+        let total: usize = widths.iter().sum::<usize>() + 2 * (widths.len() - 1);
+        out.push_str(&"-".repeat(total));
+        out.push('\n');
+        for r in &self.rows {
+            out.push_str(&line(r));
+        }
+        out
+    }
+
+    fn markdown(&self) -> String {
+        let mut out = format!("**{}**\n\n", self.title);
+        out.push_str(&format!("| {} |\n", self.header.join(" | ")));
+        let rule: Vec<&str> = (0..self.header.len())
+            .map(|i| if i == 0 { "---" } else { "---:" })
+            .collect();
+        out.push_str(&format!("|{}|\n", rule.join("|")));
+        for r in &self.rows {
+            out.push_str(&format!("| {} |\n", r.join(" | ")));
+        }
+        out
+    }
+}
+
+/// The machine the run happened on.
+fn machine(redis_server: &Path) -> String {
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let model = cpuinfo
+        .lines()
+        .find(|l| l.starts_with("model name"))
+        .and_then(|l| l.split(':').nth(1))
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|| "unknown CPU".into());
+    let cpus = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(0);
+    let mem = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|m| {
+            let kib: u64 = m
+                .lines()
+                .find(|l| l.starts_with("MemTotal:"))?
+                .split_whitespace()
+                .nth(1)?
+                .parse()
+                .ok()?;
+            Some(format!("{:.1} GiB RAM", kib as f64 / (1 << 20) as f64))
+        })
+        .unwrap_or_default();
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default();
+    let redis = Command::new(redis_server)
+        .arg("--version")
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .and_then(|s| {
+            s.split_whitespace()
+                .find(|w| w.starts_with("v="))
+                .map(|v| format!(", redis-server {}", &v[2..]))
+        })
+        .unwrap_or_default();
+    format!("{cpus} vCPU {model}, {mem}, Linux {kernel}{redis}")
+}
+
+// ---------------------------------------------------------------------------
+// The scenarios
+// ---------------------------------------------------------------------------
+
+/// What one responder measured.
+#[derive(Default)]
+struct Measured {
+    latencies: Vec<Duration>,
+    pings: Vec<Duration>,
+    flood_jobs: usize,
+    flood_time: Duration,
+    cpu_ticks: u64,
+    /// This process's (the master's) CPU over the same runs.
+    master_ticks: u64,
+    rss_idle_kib: u64,
+    rss_after_kib: u64,
+    rss_peak_kib: u64,
+}
+
+impl Measured {
+    fn p(&self, pct: f64) -> Duration {
+        percentile(&sorted(self.latencies.clone()), pct)
+    }
+
+    fn ping_p(&self, pct: f64) -> Duration {
+        percentile(&sorted(self.pings.clone()), pct)
+    }
+
+    fn throughput(&self) -> f64 {
+        self.flood_jobs as f64 / self.flood_time.as_secs_f64().max(1e-9)
+    }
+
+    fn cpu_per_job(&self, ticks_per_sec: f64) -> Duration {
+        Duration::from_secs_f64(
+            self.cpu_ticks as f64 / ticks_per_sec / self.flood_jobs.max(1) as f64,
+        )
+    }
+
+    fn master_cpu_per_job(&self, ticks_per_sec: f64) -> Duration {
+        Duration::from_secs_f64(
+            self.master_ticks as f64 / ticks_per_sec / self.flood_jobs.max(1) as f64,
+        )
+    }
+}
+
+/// A responder under test.
+struct Responder {
+    name: &'static str,
+    topic: &'static str,
+    target: Target,
+    proc: Proc,
+    round_trips: usize,
+    jobs: usize,
+    measured: Measured,
+}
+
+/// Where the `maid` agents get their config and plugins.
+struct AgentSetup {
+    exe: PathBuf,
+    config: PathBuf,
+    plugin_dir: PathBuf,
+}
+
+impl AgentSetup {
+    fn command(&self, id: &str, topic: &str, cache: &Path) -> Command {
+        self.command_with(id, topic, cache, &self.config)
+    }
+
+    fn command_with(&self, id: &str, topic: &str, cache: &Path, config: &Path) -> Command {
+        let mut cmd = Command::new(&self.exe);
+        cmd.args(["agent", "--id", id, "--master-topic", topic, "-c"])
+            .arg(config)
+            .arg("--plugin-dir")
+            .arg(&self.plugin_dir)
+            .arg("--cache-dir")
+            .arg(cache);
+        cmd
+    }
+}
+
+/// The agents' config: every default, except the grants `cmd.run 'true'`
+/// needs and room for all the jobs in flight.
+fn agent_config(url: &str, in_flight: usize, http: Option<u16>) -> String {
+    let http = http
+        .map(|port| format!("http = \"127.0.0.1:{port}\"\n"))
+        .unwrap_or_default();
+    format!(
+        "master_topics = [\"{TOPIC_MAID}\"]\n\n\
+         [redis]\nurl = \"{url}\"\n\n\
+         [agent]\nconcurrency = {in_flight}\n{http}\n\
+         [plugins.cmd]\nexec = [\"*\"]\nshell = true\nenv = [\"PATH\"]\n"
+    )
+}
+
+/// The maid agent's counters, from its `/metrics` (Prometheus text).
+async fn scrape(port: u16) -> HashMap<String, f64> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let read = async {
+        let mut s = tokio::net::TcpStream::connect((Ipv4Addr::LOCALHOST, port)).await?;
+        s.write_all(b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+            .await?;
+        let mut text = String::new();
+        s.read_to_string(&mut text).await?;
+        std::io::Result::Ok(text)
+    };
+    let text = match tokio::time::timeout(Duration::from_secs(5), read).await {
+        Ok(Ok(t)) => t,
+        _ => return HashMap::new(),
+    };
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| {
+            let (k, v) = l.rsplit_once(' ')?;
+            Some((k.to_string(), v.parse().ok()?))
+        })
+        .collect()
+}
+
+/// Sum and count of a Prometheus histogram, summed over scrapes.
+#[derive(Debug, Default, Clone, Copy)]
+struct MeanOf {
+    sum: f64,
+    count: f64,
+}
+
+impl MeanOf {
+    /// Add what `name` (a histogram, labels included) grew by between two
+    /// scrapes.
+    fn add(&mut self, before: &HashMap<String, f64>, after: &HashMap<String, f64>, name: &str) {
+        let (base, labels) = name
+            .split_once('{')
+            .map_or((name, String::new()), |(b, l)| (b, format!("{{{l}")));
+        let get = |m: &HashMap<String, f64>, suffix: &str| {
+            m.get(&format!("{base}_{suffix}{labels}"))
+                .copied()
+                .unwrap_or(0.0)
+        };
+        self.sum += get(after, "sum") - get(before, "sum");
+        self.count += get(after, "count") - get(before, "count");
+    }
+
+    fn mean(&self) -> Option<Duration> {
+        (self.count > 0.0).then(|| Duration::from_secs_f64(self.sum / self.count))
+    }
+}
+
+const PING_LATENCY: &str = "maid_ping_latency_seconds";
+const PING_DURATION: &str = "maid_job_duration_seconds{fun=\"test.ping\"}";
+const CMD_DURATION: &str = "maid_job_duration_seconds{fun=\"cmd.run\"}";
+
+/// Time from spawning an agent to its `SET maid:alive:<id>` (it has
+/// loaded its plugins, subscribed and registered).
+async fn start_up(
+    client: &redis::Client,
+    agents: &AgentSetup,
+    scratch: &Scratch,
+    id: &str,
+    cache: &Path,
+) -> anyhow::Result<Duration> {
+    let mut pubsub = client.get_async_pubsub().await?;
+    pubsub
+        .subscribe(format!("__keyspace@0__:maid:alive:{id}"))
+        .await?;
+    let mut events = pubsub.into_on_message();
+    let started = Instant::now();
+    let mut proc = Proc::spawn(
+        id,
+        &mut agents.command(id, TOPIC_START, cache),
+        scratch.join(&format!("{id}.log")),
+    )?;
+    loop {
+        match tokio::time::timeout(Duration::from_millis(200), events.next()).await {
+            Ok(Some(_)) => return Ok(started.elapsed()),
+            Ok(None) => bail!("keyspace subscription closed"),
+            Err(_) => {
+                proc.check_alive()?;
+                if started.elapsed() > READY_TIMEOUT {
+                    bail!(
+                        "{id} not ready after {READY_TIMEOUT:?}:\n{}",
+                        proc.log_tail()
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// Make sure `import redis` works for the seed, installing redis-py with
+/// pip when it does not. `Err` says why the seed cannot run.
+fn ensure_redis_py(python: &Path) -> Result<(), String> {
+    let importable = || {
+        Command::new(python)
+            .args(["-c", "import redis"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .map(|s| s.success())
+    };
+    match importable() {
+        Ok(true) => return Ok(()),
+        Ok(false) => {}
+        Err(e) => return Err(format!("cannot run {}: {e}", python.display())),
+    }
+    eprintln!(
+        "==> the seed needs redis-py: running `{} -m pip install redis`",
+        python.display()
+    );
+    let installed = Command::new(python)
+        .args(["-m", "pip", "install", "--quiet", "redis"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .status();
+    match (installed, importable()) {
+        (_, Ok(true)) => Ok(()),
+        (Ok(s), _) => Err(format!(
+            "redis-py is not installed and `{} -m pip install redis` failed ({s}); \
+             install it (pip install redis) or pass --no-seed",
+            python.display()
+        )),
+        (Err(e), _) => Err(format!(
+            "redis-py is not installed and pip could not run ({e}); \
+             install it (pip install redis) or pass --no-seed"
+        )),
+    }
+}
+
+fn stage(what: &str) {
+    eprintln!("==> {what}");
+}
+
+/// Everything measured, for the tables.
+struct Results {
+    responders: Vec<(&'static str, Option<Measured>)>,
+    seed_skipped: Option<String>,
+    ticks: f64,
+    cold: Vec<Duration>,
+    warm: Vec<Duration>,
+    plugins: usize,
+    cmd_run: Vec<Duration>,
+    /// `test.ping` through `Runtime::call` in this process.
+    calls: Vec<Duration>,
+    spawn_true: Vec<Duration>,
+    spawn_sh: Vec<Duration>,
+    agents: usize,
+    fanout: Vec<Duration>,
+    fanout_pings: Vec<Duration>,
+    fleet_ready: Duration,
+    /// CPU per fan-out round (the 50 ms pauses between rounds included).
+    fleet_cpu: Duration,
+    redis_cpu: Duration,
+    /// The maid agent's own means (`--agent-metrics`).
+    arrival_to_ping: MeanOf,
+    ping_in_runtime: MeanOf,
+    cmd_in_runtime: MeanOf,
+    agent_metrics: bool,
+    tgt_type: TgtType,
+    fleet_rss_kib: u64,
+    fanout_threads: usize,
+    in_flight: usize,
+}
+
+pub fn bench(args: BenchArgs) -> anyhow::Result<ExitCode> {
+    let sizes = Sizes::of(&args);
+    let setup = Setup::resolve(
+        &RuntimeOpts {
+            config: None,
+            plugin_dir: args.plugin_dir.clone(),
+            cache_dir: None,
+            no_cache: true,
+        },
+        false,
+    )?;
+    let plugin_dir = setup
+        .plugin_dir
+        .canonicalize()
+        .with_context(|| format!("plugin dir {}", setup.plugin_dir.display()))?;
+    let modules = modules_in(&plugin_dir);
+    for needed in ["test", "cmd"] {
+        if !modules.iter().any(|m| m == needed) {
+            bail!(
+                "{needed}.wasm is not in {}; run `./dev build` or pass --plugin-dir",
+                plugin_dir.display()
+            );
+        }
+    }
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let results = rt.block_on(async {
+        tokio::select! {
+            r = async {
+                let mut r = run_all(&args, &sizes, &plugin_dir, modules.len()).await?;
+                r.calls = in_process_calls(&setup, &plugin_dir, sizes.calls).await?;
+                anyhow::Ok(r)
+            } => r,
+            _ = tokio::signal::ctrl_c() => bail!("interrupted"),
+        }
+    })?;
+    let (text, markdown) = render(&results, &args, &sizes);
+    println!("{text}");
+    println!("Markdown (for BENCHMARKS.md):\n\n{markdown}");
+    if let Some(path) = &args.markdown {
+        std::fs::write(path, &markdown).with_context(|| format!("write {}", path.display()))?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `test.ping` through the plugin runtime of this process, `n` times after
+/// a twentieth as many to warm up: what one call costs with no Redis and
+/// no second process (a fresh instance from the pool each time).
+async fn in_process_calls(
+    setup: &Setup,
+    plugin_dir: &Path,
+    n: usize,
+) -> anyhow::Result<Vec<Duration>> {
+    stage(&format!(
+        "test.ping through the plugin runtime in-process: {n} calls"
+    ));
+    let runtime = setup.runtime(&setup.grains("bench"), &[], None)?;
+    runtime.load_dir(plugin_dir).await?;
+    let warmup = (n / 20).max(1);
+    let mut times = Vec::with_capacity(n);
+    for i in 0..warmup + n {
+        let out = runtime
+            .call(maid::runtime::CallRequest {
+                fun: "test.ping".into(),
+                args: Vec::new(),
+                kwargs: serde_json::Map::new(),
+                jid: maid::jid::new_jid(),
+                minion_id: "bench".into(),
+                user: None,
+                timeout: None,
+            })
+            .await;
+        if out.retcode != 0 {
+            bail!("test.ping failed in-process: {}", out.ret);
+        }
+        if i >= warmup {
+            times.push(out.duration);
+        }
+    }
+    Ok(times)
+}
+
+async fn run_all(
+    args: &BenchArgs,
+    sizes: &Sizes,
+    plugin_dir: &Path,
+    plugins: usize,
+) -> anyhow::Result<Results> {
+    // Declared first, dropped last: every process is gone before the
+    // directory is removed.
+    let scratch = Scratch::new()?;
+    let exe = std::env::current_exe().context("path of the maid binary")?;
+    stage("starting a private redis-server");
+    let (redis_server, url) = start_redis(&args.redis_server, &scratch).await?;
+    eprintln!("    {url}");
+    let client = redis::Client::open(url.as_str())?;
+    let mut admin = client.get_multiplexed_async_connection().await?;
+    let config = scratch.join("maid.toml");
+    std::fs::write(&config, agent_config(&url, sizes.in_flight, None))?;
+    // The measured agent's config; with --agent-metrics it also serves
+    // /metrics, read around the maid runs.
+    let metrics_port = if args.agent_metrics {
+        Some(free_port()?)
+    } else {
+        None
+    };
+    let main_config = scratch.join("maid-main.toml");
+    std::fs::write(
+        &main_config,
+        agent_config(&url, sizes.in_flight, metrics_port),
+    )?;
+    let agents = AgentSetup {
+        exe: exe.clone(),
+        config,
+        plugin_dir: plugin_dir.to_path_buf(),
+    };
+
+    let mut results = Results {
+        responders: Vec::new(),
+        seed_skipped: None,
+        ticks: clock_ticks(),
+        cold: Vec::new(),
+        warm: Vec::new(),
+        plugins,
+        cmd_run: Vec::new(),
+        calls: Vec::new(),
+        spawn_true: Vec::new(),
+        spawn_sh: Vec::new(),
+        agents: sizes.agents,
+        fanout: Vec::new(),
+        fanout_pings: Vec::new(),
+        fleet_ready: Duration::ZERO,
+        fleet_cpu: Duration::ZERO,
+        redis_cpu: Duration::ZERO,
+        arrival_to_ping: MeanOf::default(),
+        ping_in_runtime: MeanOf::default(),
+        cmd_in_runtime: MeanOf::default(),
+        agent_metrics: args.agent_metrics,
+        tgt_type: args.tgt_type,
+        fleet_rss_kib: 0,
+        fanout_threads: args.fanout_threads,
+        in_flight: sizes.in_flight,
+    };
+
+    // Start-up: cold caches first; the first one is then the warm cache
+    // every later agent uses.
+    stage(&format!(
+        "agent start-up to ready: {} cold, {} warm ({plugins} plugins)",
+        sizes.cold_starts, sizes.warm_starts
+    ));
+    let warm_cache = scratch.join("cache-0");
+    for i in 0..sizes.cold_starts {
+        let cache = scratch.join(&format!("cache-{i}"));
+        let t = start_up(
+            &client,
+            &agents,
+            &scratch,
+            &format!("bench-cold-{i}"),
+            &cache,
+        )
+        .await?;
+        results.cold.push(t);
+    }
+    for i in 0..sizes.warm_starts {
+        let t = start_up(
+            &client,
+            &agents,
+            &scratch,
+            &format!("bench-warm-{i}"),
+            &warm_cache,
+        )
+        .await?;
+        results.warm.push(t);
+    }
+
+    // The responders, side by side.
+    stage("starting the responders: raw, maid, seed");
+    let mut responders = Vec::new();
+    let mut raw = Command::new(&exe);
+    raw.args([
+        "bench-raw",
+        "--redis",
+        &url,
+        "--topic",
+        TOPIC_RAW,
+        "--id",
+        "raw",
+    ]);
+    let target = |id: &str| Target::new(args.tgt_type, &[id.to_string()]);
+    responders.push(Responder {
+        name: "raw",
+        topic: TOPIC_RAW,
+        target: target("raw"),
+        proc: Proc::spawn("raw responder", &mut raw, scratch.join("raw.log"))?,
+        round_trips: sizes.round_trips,
+        jobs: sizes.jobs,
+        measured: Measured::default(),
+    });
+    responders.push(Responder {
+        name: "maid",
+        topic: TOPIC_MAID,
+        target: target("maid"),
+        proc: Proc::spawn(
+            "maid agent",
+            &mut agents.command_with("maid", TOPIC_MAID, &warm_cache, &main_config),
+            scratch.join("maid.log"),
+        )?,
+        round_trips: sizes.round_trips,
+        jobs: sizes.jobs,
+        measured: Measured::default(),
+    });
+    if args.no_seed {
+        results.seed_skipped = Some("--no-seed".into());
+    } else {
+        match ensure_redis_py(&args.python) {
+            Ok(()) => {
+                let script = scratch.join("seed.py");
+                std::fs::write(&script, SEED_PY)?;
+                let mut seed = Command::new(&args.python);
+                seed.arg(&script)
+                    .args(["--redis", &url, "--topic", TOPIC_SEED, "--id", "seed"]);
+                responders.push(Responder {
+                    name: "seed",
+                    topic: TOPIC_SEED,
+                    target: target("seed"),
+                    proc: Proc::spawn("seed (python)", &mut seed, scratch.join("seed.log"))?,
+                    round_trips: sizes.seed_round_trips,
+                    jobs: sizes.seed_jobs,
+                    measured: Measured::default(),
+                });
+            }
+            Err(why) => {
+                eprintln!("maid bench: seed skipped: {why}");
+                results.seed_skipped = Some(why);
+            }
+        }
+    }
+    for r in &mut responders {
+        wait_subscribed(&mut admin, r.topic, 1, &mut r.proc, READY_TIMEOUT).await?;
+    }
+    if let Some(r) = responders.iter_mut().find(|r| r.name == "maid") {
+        check_functions(&mut admin, "maid", &mut r.proc, &["test.ping", "cmd.run"]).await?;
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    for r in &mut responders {
+        r.measured.rss_idle_kib = rss_kib(r.proc.pid());
+    }
+
+    let mut master = Master::connect(&client).await?;
+    let ping = json!([]);
+    stage(&format!("warm-up: {} round trips each", sizes.warmup));
+    for r in &mut responders {
+        master.watch = Some((r.proc.name.clone(), r.proc.pid()));
+        for _ in 0..sizes.warmup.min(r.round_trips) {
+            master
+                .round_trip(r.topic, "test.ping", &ping, &r.target, 1)
+                .await?;
+        }
+    }
+    for block in 0..sizes.blocks {
+        stage(&format!(
+            "block {}/{}: sequential round trips, then {} jobs in flight",
+            block + 1,
+            sizes.blocks,
+            sizes.in_flight
+        ));
+        for r in &mut responders {
+            let n = share(r.round_trips, sizes.blocks, block);
+            master.watch = Some((r.proc.name.clone(), r.proc.pid()));
+            let watch = metrics_port.filter(|_| r.name == "maid");
+            let before = match watch {
+                Some(port) => scrape(port).await,
+                None => HashMap::new(),
+            };
+            for _ in 0..n {
+                let t = master
+                    .round_trip(r.topic, "test.ping", &ping, &r.target, 1)
+                    .await?;
+                r.measured.latencies.push(t.all);
+                r.measured.pings.push(t.pings);
+            }
+            if let Some(port) = watch {
+                let after = scrape(port).await;
+                results.arrival_to_ping.add(&before, &after, PING_LATENCY);
+                results.ping_in_runtime.add(&before, &after, PING_DURATION);
+            }
+        }
+        for r in &mut responders {
+            let n = share(r.jobs, sizes.blocks, block);
+            master.watch = Some((r.proc.name.clone(), r.proc.pid()));
+            let pid = r.proc.pid();
+            let me = std::process::id() as i32;
+            let cpu = cpu_ticks(pid);
+            let master_cpu = cpu_ticks(me);
+            let sampler = RssSampler::start(pid);
+            let took = master
+                .flood(r.topic, "test.ping", &r.target, n, sizes.in_flight)
+                .await;
+            let peak = sampler.finish();
+            let took = took?;
+            r.proc.check_alive()?;
+            let m = &mut r.measured;
+            m.cpu_ticks += cpu_ticks(pid).saturating_sub(cpu);
+            m.master_ticks += cpu_ticks(me).saturating_sub(master_cpu);
+            m.flood_jobs += n;
+            m.flood_time += took;
+            m.rss_peak_kib = m.rss_peak_kib.max(peak);
+        }
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    for r in &mut responders {
+        r.measured.rss_after_kib = rss_kib(r.proc.pid());
+    }
+
+    // cmd.run 'true' on the maid agent, each paired with direct spawns.
+    stage(&format!(
+        "cmd.run 'true': {} round trips, each paired with spawning `true` directly",
+        sizes.cmd_runs
+    ));
+    let truth = json!(["true"]);
+    let maid = target("maid");
+    master.watch = responders
+        .iter()
+        .find(|r| r.name == "maid")
+        .map(|r| (r.proc.name.clone(), r.proc.pid()));
+    for _ in 0..sizes.warmup.min(20) {
+        master
+            .round_trip(TOPIC_MAID, "cmd.run", &truth, &maid, 1)
+            .await?;
+    }
+    let before = match metrics_port {
+        Some(port) => scrape(port).await,
+        None => HashMap::new(),
+    };
+    for _ in 0..sizes.cmd_runs {
+        results.spawn_true.push(spawn_direct(Command::new("true"))?);
+        let mut sh = Command::new("/bin/sh");
+        sh.args(["-c", "true"]);
+        results.spawn_sh.push(spawn_direct(sh)?);
+        let t = master
+            .round_trip(TOPIC_MAID, "cmd.run", &truth, &maid, 1)
+            .await?;
+        results.cmd_run.push(t.all);
+    }
+    if let Some(port) = metrics_port {
+        let after = scrape(port).await;
+        results.cmd_in_runtime.add(&before, &after, CMD_DURATION);
+    }
+
+    for r in responders {
+        let Responder { name, measured, .. } = r;
+        results.responders.push((name, Some(measured)));
+    }
+    if results.seed_skipped.is_some() {
+        results.responders.push(("seed", None));
+    }
+
+    // Fan-out: many agents in one process.
+    stage(&format!(
+        "fan-out: {} agents in one process (maid bench-fleet), {} rounds",
+        sizes.agents, sizes.fanout_rounds
+    ));
+    let mut fleet_cmd = Command::new(&exe);
+    fleet_cmd
+        .args(["bench-fleet", "--redis", &url, "--topic", TOPIC_FLEET])
+        .args(["--prefix", "fleet-"])
+        .arg("--count")
+        .arg(sizes.agents.to_string())
+        .arg("--threads")
+        .arg(args.fanout_threads.to_string())
+        .arg("--plugin-dir")
+        .arg(plugin_dir)
+        .arg("--cache-dir")
+        .arg(&warm_cache);
+    let mut fleet = Proc::spawn(
+        "maid bench-fleet",
+        &mut fleet_cmd,
+        scratch.join("fleet.log"),
+    )?;
+    let timeout = READY_TIMEOUT + Duration::from_millis(100 * sizes.agents as u64);
+    results.fleet_ready =
+        wait_subscribed(&mut admin, TOPIC_FLEET, sizes.agents, &mut fleet, timeout).await?;
+    // Every agent registers right after it subscribes; let that settle.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    master.watch = Some((fleet.name.clone(), fleet.pid()));
+    let ids: Vec<String> = (0..sizes.agents).map(|i| format!("fleet-{i}")).collect();
+    let everyone = Target::new(args.tgt_type, &ids);
+    for _ in 0..2 {
+        master
+            .round_trip(TOPIC_FLEET, "test.ping", &ping, &everyone, sizes.agents)
+            .await?;
+    }
+    let cpu = (cpu_ticks(fleet.pid()), cpu_ticks(redis_server.pid()));
+    for _ in 0..sizes.fanout_rounds {
+        let t = master
+            .round_trip(TOPIC_FLEET, "test.ping", &ping, &everyone, sizes.agents)
+            .await?;
+        results.fanout.push(t.all);
+        results.fanout_pings.push(t.pings);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    fleet.check_alive()?;
+    let rounds = sizes.fanout_rounds as f64 * results.ticks;
+    results.fleet_cpu =
+        Duration::from_secs_f64(cpu_ticks(fleet.pid()).saturating_sub(cpu.0) as f64 / rounds);
+    results.redis_cpu = Duration::from_secs_f64(
+        cpu_ticks(redis_server.pid()).saturating_sub(cpu.1) as f64 / rounds,
+    );
+    results.fleet_rss_kib = rss_kib(fleet.pid());
+    drop(fleet);
+    stage("done; stopping everything");
+    Ok(results)
+}
+
+/// Block `block`'s share of `total` split into `blocks`.
+fn share(total: usize, blocks: usize, block: usize) -> usize {
+    total / blocks + usize::from(block < total % blocks)
+}
+
+/// Spawn a program with its output captured (as the agent does) and wait.
+fn spawn_direct(mut cmd: Command) -> anyhow::Result<Duration> {
+    cmd.stdin(Stdio::null());
+    let started = Instant::now();
+    let out = cmd.output().context("spawn `true`")?;
+    let took = started.elapsed();
+    if !out.status.success() {
+        bail!("`true` failed: {}", out.status);
+    }
+    Ok(took)
+}
+
+// ---------------------------------------------------------------------------
+// Report
+// ---------------------------------------------------------------------------
+
+fn render(r: &Results, args: &BenchArgs, sizes: &Sizes) -> (String, String) {
+    let get = |name: &str| {
+        r.responders
+            .iter()
+            .find(|(n, _)| *n == name)
+            .and_then(|(_, m)| m.as_ref())
+    };
+    let cell = |name: &str, f: &dyn Fn(&Measured) -> String| {
+        get(name).map(f).unwrap_or_else(|| "n/a".into())
+    };
+    let names = ["raw", "maid", "seed"];
+
+    let mut t1 = Table::new(
+        "Round trip (master publish → last reply), test.ping",
+        &["", "raw", "maid", "seed"],
+    );
+    type Metric<'a> = (String, Box<dyn Fn(&Measured) -> String + 'a>);
+    let flight = r.in_flight;
+    let metrics: Vec<Metric> = vec![
+        ("round trip p50".into(), Box::new(|m| fmt_dur(m.p(50.0)))),
+        ("round trip p99".into(), Box::new(|m| fmt_dur(m.p(99.0)))),
+        (
+            "publish → PING p50".into(),
+            Box::new(|m| fmt_dur(m.ping_p(50.0))),
+        ),
+        (
+            format!("throughput, {flight} in flight, jobs/s"),
+            Box::new(|m| fmt_count(m.throughput())),
+        ),
+        (
+            "CPU per job".into(),
+            Box::new(|m| fmt_dur(m.cpu_per_job(r.ticks))),
+        ),
+        (
+            "master's CPU per job (this process)".into(),
+            Box::new(|m| fmt_dur(m.master_cpu_per_job(r.ticks))),
+        ),
+        (
+            "RSS idle (started)".into(),
+            Box::new(|m| fmt_mb(m.rss_idle_kib)),
+        ),
+        (
+            format!("RSS peak, {flight} in flight"),
+            Box::new(|m| fmt_mb(m.rss_peak_kib)),
+        ),
+        (
+            "RSS idle (after load)".into(),
+            Box::new(|m| fmt_mb(m.rss_after_kib)),
+        ),
+        (
+            "samples (round trips / jobs)".into(),
+            Box::new(|m| format!("{} / {}", m.latencies.len(), m.flood_jobs)),
+        ),
+    ];
+    for (label, f) in &metrics {
+        let mut row = vec![label.clone()];
+        for n in names {
+            row.push(cell(n, f.as_ref()));
+        }
+        t1.row(row);
+    }
+
+    let raw = get("raw");
+    let maid = get("maid");
+    let seed = get("seed");
+    let ratio = |a: Option<f64>, b: Option<f64>| match (a, b) {
+        (Some(a), Some(b)) if b > 0.0 => Some(a / b),
+        _ => None,
+    };
+    let p50 = |m: Option<&Measured>| m.map(|m| m.p(50.0).as_secs_f64());
+    let thr = |m: Option<&Measured>| m.map(Measured::throughput);
+    let yes_no = |ok: Option<bool>| match ok {
+        Some(true) => "met".to_string(),
+        Some(false) => "MISSED".to_string(),
+        None => "n/a".to_string(),
+    };
+
+    let mut t2 = Table::new(
+        "Goals (ratios from this run)",
+        &["goal", "measured", "target", "result"],
+    );
+    let lat_ratio = ratio(p50(maid), p50(raw));
+    t2.row(vec![
+        "maid p50 / raw p50".into(),
+        lat_ratio.map(fmt_ratio).unwrap_or_else(|| "n/a".into()),
+        "≤ 1.3".into(),
+        yes_no(lat_ratio.map(|x| x <= 1.3)),
+    ]);
+    let thr_ratio = ratio(thr(maid), thr(raw));
+    t2.row(vec![
+        "maid throughput / raw throughput".into(),
+        thr_ratio.map(fmt_ratio).unwrap_or_else(|| "n/a".into()),
+        "≥ 0.5".into(),
+        yes_no(thr_ratio.map(|x| x >= 0.5)),
+    ]);
+    let seed_ratio = ratio(p50(seed), p50(maid));
+    t2.row(vec![
+        "seed p50 / maid p50".into(),
+        seed_ratio.map(fmt_ratio).unwrap_or_else(|| "n/a".into()),
+        "≥ 30".into(),
+        yes_no(seed_ratio.map(|x| x >= 30.0)),
+    ]);
+    let fan = sorted(r.fanout.clone());
+    let fan50 = percentile(&fan, 50.0);
+    t2.row(vec![
+        format!("fan-out to {} agents, all pings and returns, p50", r.agents),
+        fmt_dur(fan50),
+        "≤ 50 ms".into(),
+        yes_no((!fan.is_empty()).then(|| fan50 <= Duration::from_millis(50))),
+    ]);
+    let cmd = sorted(r.cmd_run.clone());
+    let spawn = sorted(r.spawn_true.clone());
+    let gap_us =
+        (percentile(&cmd, 50.0).as_secs_f64() - percentile(&spawn, 50.0).as_secs_f64()) * 1e6;
+    t2.row(vec![
+        "cmd.run 'true' round trip − spawning `true`, p50".into(),
+        fmt_signed_us(gap_us),
+        "≤ 150 µs".into(),
+        yes_no((!cmd.is_empty()).then_some(gap_us <= 150.0)),
+    ]);
+    let warm = sorted(r.warm.clone());
+    let warm50 = percentile(&warm, 50.0);
+    t2.row(vec![
+        format!("start-up to ready, warm cache, {} plugins, p50", r.plugins),
+        fmt_dur(warm50),
+        "≤ 50 ms".into(),
+        yes_no((!warm.is_empty()).then(|| warm50 <= Duration::from_millis(50))),
+    ]);
+    let idle = maid.map(|m| m.rss_idle_kib);
+    t2.row(vec![
+        "maid idle RSS".into(),
+        idle.map(fmt_mb).unwrap_or_else(|| "n/a".into()),
+        "≤ 20 MB".into(),
+        yes_no(idle.map(|k| (k as f64) * 1024.0 <= 20e6)),
+    ]);
+
+    let mut t3 = Table::new("Other measurements", &["", "p50", "p99", "max"]);
+    let dist = |label: String, v: &[Duration]| {
+        let s = sorted(v.to_vec());
+        vec![
+            label,
+            fmt_dur(percentile(&s, 50.0)),
+            fmt_dur(percentile(&s, 99.0)),
+            fmt_dur(s.last().copied().unwrap_or_default()),
+        ]
+    };
+    t3.row(dist(
+        format!(
+            "fan-out test.ping to {} agents ({} rounds)",
+            r.agents,
+            r.fanout.len()
+        ),
+        &r.fanout,
+    ));
+    t3.row(dist(
+        format!("fan-out to {} agents: publish → every PING", r.agents),
+        &r.fanout_pings,
+    ));
+    t3.row(dist(
+        format!("cmd.run 'true' round trip ({})", r.cmd_run.len()),
+        &r.cmd_run,
+    ));
+    t3.row(dist(
+        format!(
+            "test.ping through the plugin runtime, in-process ({})",
+            r.calls.len()
+        ),
+        &r.calls,
+    ));
+    t3.row(dist(
+        format!("spawn `true` directly ({})", r.spawn_true.len()),
+        &r.spawn_true,
+    ));
+    t3.row(dist(
+        format!("spawn `sh -c true` directly ({})", r.spawn_sh.len()),
+        &r.spawn_sh,
+    ));
+    if let Some(m) = maid {
+        let over = gap_us - m.p(50.0).as_secs_f64() * 1e6;
+        t3.row(vec![
+            "cmd.run 'true' − test.ping round trip − spawning `true` (p50s)".into(),
+            fmt_signed_us(over),
+            String::new(),
+            String::new(),
+        ]);
+    }
+    t3.row(dist(
+        format!("start-up to ready, cold cache ({})", r.cold.len()),
+        &r.cold,
+    ));
+    t3.row(dist(
+        format!("start-up to ready, warm cache ({})", r.warm.len()),
+        &r.warm,
+    ));
+    t3.row(vec![
+        format!("bench-fleet: spawn to {} agents subscribed", r.agents),
+        fmt_dur(r.fleet_ready),
+        String::new(),
+        String::new(),
+    ]);
+    t3.row(vec![
+        "fan-out CPU per round: bench-fleet process".into(),
+        fmt_dur(r.fleet_cpu),
+        String::new(),
+        String::new(),
+    ]);
+    t3.row(vec![
+        "fan-out CPU per round: redis-server".into(),
+        fmt_dur(r.redis_cpu),
+        String::new(),
+        String::new(),
+    ]);
+    t3.row(vec![
+        format!("bench-fleet RSS, {} agents", r.agents),
+        fmt_mb(r.fleet_rss_kib),
+        String::new(),
+        String::new(),
+    ]);
+
+    let mut t4 = Table::new(
+        "Inside the maid agent (its /metrics, means; --agent-metrics)",
+        &["", "mean"],
+    );
+    let mean = |m: &MeanOf| m.mean().map(fmt_dur).unwrap_or_else(|| "n/a".into());
+    t4.row(vec![
+        "test.ping, sequential: message arrival → PING published".into(),
+        mean(&r.arrival_to_ping),
+    ]);
+    t4.row(vec![
+        "test.ping, sequential: the call in the plugin runtime".into(),
+        mean(&r.ping_in_runtime),
+    ]);
+    t4.row(vec![
+        "cmd.run 'true': the call in the plugin runtime".into(),
+        mean(&r.cmd_in_runtime),
+    ]);
+
+    let mut notes = vec![format!("machine: {}", machine(&args.redis_server))];
+    // The command exactly as given.
+    let command = std::env::args()
+        .map(|a| {
+            if a.is_empty() || a.contains(|c: char| c.is_whitespace() || "'\"$`\\".contains(c)) {
+                format!("'{}'", a.replace('\'', "'\\''"))
+            } else {
+                a
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ");
+    notes.push(format!(
+        "command: `{command}` (jobs target {}; {} + {} seed round trips, {} + {} seed jobs at {} in flight in {} blocks, {} agents × {} rounds, fan-out runtime: {}, {} cmd.run, {} in-process calls, {} cold + {} warm start-ups)",
+        match r.tgt_type {
+            TgtType::Glob => "`*` (glob)",
+            TgtType::List => "the responder's id (list)",
+        },
+        sizes.round_trips,
+        sizes.seed_round_trips,
+        sizes.jobs,
+        sizes.seed_jobs,
+        sizes.in_flight,
+        sizes.blocks,
+        sizes.agents,
+        sizes.fanout_rounds,
+        if r.fanout_threads == 0 {
+            "current-thread".to_string()
+        } else {
+            format!("{} worker threads", r.fanout_threads)
+        },
+        sizes.cmd_runs,
+        sizes.calls,
+        sizes.cold_starts,
+        sizes.warm_starts,
+    ));
+    notes.push(
+        "CPU per job: user+system time of the responder process (and its reaped children) during the throughput run, divided by its jobs".into(),
+    );
+    if let Some(why) = &r.seed_skipped {
+        notes.push(format!("seed skipped: {why}"));
+    }
+
+    let mut tables = vec![&t1, &t2, &t3];
+    if r.agent_metrics {
+        tables.push(&t4);
+    }
+    let mut text = String::new();
+    let mut md = String::new();
+    for t in tables {
+        text.push_str(&t.text());
+        text.push('\n');
+        md.push_str(&t.markdown());
+        md.push('\n');
+    }
+    for n in &notes {
+        text.push_str(n);
+        text.push('\n');
+        md.push_str(&format!("- {n}\n"));
+    }
+    (text, md)
+}
+
+// ---------------------------------------------------------------------------
+// maid bench-raw: the Redis floor
+// ---------------------------------------------------------------------------
+
+#[derive(Debug, Args)]
+pub struct RawArgs {
+    /// Redis URL.
+    #[arg(long)]
+    pub redis: String,
+    /// Master topic to answer on.
+    #[arg(long)]
+    pub topic: String,
+    /// The id it answers as.
+    #[arg(long, default_value = "raw")]
+    pub id: String,
+}
+
+/// Just what a reply needs of a job.
+#[derive(Deserialize)]
+struct RawJob {
+    jid: String,
+    #[serde(rename = "tempTopic")]
+    temp_topic: String,
+    fun: String,
+    #[serde(default)]
+    arg: Vec<Value>,
+}
+
+/// Answer every job on the topic with a PING and a `true` return, in one
+/// pipelined write, without waiting in the receive loop. No maid code:
+/// only redis, serde_json and tokio, on a current-thread runtime.
+pub fn raw(args: RawArgs) -> anyhow::Result<ExitCode> {
+    super::block_on(async move {
+        let client = redis::Client::open(args.redis.as_str())?;
+        let conn = client.get_multiplexed_async_connection().await?;
+        let mut pubsub = client.get_async_pubsub().await?;
+        pubsub.subscribe(&args.topic).await?;
+        let mut messages = pubsub.into_on_message();
+        let id = args.id;
+        while let Some(msg) = messages.next().await {
+            let Ok(job) = serde_json::from_slice::<RawJob>(msg.get_payload_bytes()) else {
+                continue;
+            };
+            let ping = json!({"type": "ping", "sub_ip": id, "jid": job.jid, "match": true});
+            let stamp = chrono::Utc::now()
+                .format("%Y-%m-%dT%H:%M:%S%.6f")
+                .to_string();
+            let ret = json!({
+                "type": "return", "sub_ip": id, "jid": job.jid, "id": id,
+                "fun": job.fun, "fun_args": job.arg, "return": true,
+                "retcode": 0, "success": true, "out": "nested",
+                "_stamp": stamp, "ret_": {id.as_str(): true},
+            });
+            let mut conn = conn.clone();
+            tokio::spawn(async move {
+                let sent: redis::RedisResult<()> = redis::pipe()
+                    .cmd("PUBLISH")
+                    .arg(&job.temp_topic)
+                    .arg(ping.to_string())
+                    .ignore()
+                    .cmd("PUBLISH")
+                    .arg(&job.temp_topic)
+                    .arg(ret.to_string())
+                    .ignore()
+                    .query_async(&mut conn)
+                    .await;
+                if let Err(e) = sent {
+                    eprintln!("bench-raw: publish failed: {e}");
+                }
+            });
+        }
+        anyhow::Ok(())
+    })??;
+    Ok(ExitCode::SUCCESS)
+}
+
+// ---------------------------------------------------------------------------
+// maid bench-fleet: many agents in one process
+// ---------------------------------------------------------------------------
+
+#[derive(Debug, Args)]
+pub struct FleetArgs {
+    /// How many agents.
+    #[arg(long, default_value_t = 1000)]
+    pub count: usize,
+    /// Redis URL.
+    #[arg(long)]
+    pub redis: String,
+    /// Master topic every agent subscribes to.
+    #[arg(long)]
+    pub topic: String,
+    /// Plugin directory.
+    #[arg(long)]
+    pub plugin_dir: PathBuf,
+    /// Compiled-plugin cache.
+    #[arg(long)]
+    pub cache_dir: Option<PathBuf>,
+    /// Worker threads (0: one current-thread runtime).
+    #[arg(long, default_value_t = 0)]
+    pub threads: usize,
+    /// Agent ids are PREFIX0, PREFIX1, ...
+    #[arg(long, default_value = "fleet-")]
+    pub prefix: String,
+    /// Configuration file (grants, limits, file_roots); its Redis and
+    /// master topics are replaced by --redis and --topic.
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+}
+
+/// `count` agents, each with its own Redis connections, job slots and jid
+/// memory, sharing one plugin runtime; until SIGTERM or SIGINT.
+pub fn fleet(args: FleetArgs) -> anyhow::Result<ExitCode> {
+    use maid::agent::{AgentParts, ConnSlot};
+    use maid::audit::Audit;
+    use maid::bus::{Bus, RedisConfig};
+    use maid::config::Config;
+    use maid::fileserver::{FileServer, LocalRoots, NoFiles};
+    use maid::runtime::{Runtime, RuntimeSettings, Services};
+
+    let rt = if args.threads == 0 {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(args.threads)
+            .enable_all()
+            .build()?
+    };
+    rt.block_on(async move {
+        let mut config = match &args.config {
+            Some(path) => Config::load(path)?,
+            None => Config::default(),
+        };
+        config.master_topics = vec![args.topic.clone()];
+        config.redis = RedisConfig {
+            url: Some(args.redis.clone()),
+            ..Default::default()
+        };
+        config.agent.shutdown_grace_secs = 0.0;
+        let files: Arc<dyn FileServer> = if config.file_roots.is_empty() {
+            Arc::new(NoFiles)
+        } else {
+            Arc::new(LocalRoots::new(config.file_roots.clone()))
+        };
+        let grains = maid::grains::collect(&format!("{}0", args.prefix), &config.grains);
+        let runtime = Arc::new(Runtime::new(RuntimeSettings {
+            config: Arc::new(config.clone()),
+            cache_dir: args.cache_dir.clone(),
+            services: Arc::new(Services {
+                grains_json: Value::Object(grains.clone()).to_string(),
+                files,
+            }),
+            // Every agent may have a call running at once: a fan-out.
+            instances: RuntimeSettings::instances_for(args.count),
+        })?);
+        let failed = runtime
+            .load_dir(&args.plugin_dir)
+            .await
+            .with_context(|| format!("plugin dir {}", args.plugin_dir.display()))?;
+        if let Some(e) = failed.first() {
+            bail!("plugin not loaded: {e}");
+        }
+        let bus = Bus::new(&config.redis)?;
+        // One metrics registry for the process, as one exporter would serve.
+        let metrics = Arc::new(maid::metrics::Metrics::new());
+        let mut agents = tokio::task::JoinSet::new();
+        for i in 0..args.count {
+            let id = format!("{}{i}", args.prefix);
+            let mut grains = grains.clone();
+            grains.insert("id".into(), Value::String(id.clone()));
+            let parts = AgentParts {
+                id,
+                config: config.clone(),
+                runtime: runtime.clone(),
+                grains,
+                conn: Arc::new(ConnSlot::default()),
+                bus: bus.clone(),
+                audit: Audit::disabled(),
+                metrics: metrics.clone(),
+                plugin_dir: None,
+                reload: Arc::new(tokio::sync::Notify::new()),
+            };
+            agents.spawn(maid::agent::run(parts, std::future::pending()));
+        }
+        use tokio::signal::unix::{SignalKind, signal};
+        let mut term = signal(SignalKind::terminate())?;
+        tokio::select! {
+            Some(ended) = agents.join_next() => {
+                match ended {
+                    Ok(Err(e)) => bail!("an agent stopped: {e}"),
+                    Err(e) => bail!("an agent task failed: {e}"),
+                    Ok(Ok(())) => bail!("an agent stopped"),
+                }
+            }
+            _ = term.recv() => {}
+            _ = tokio::signal::ctrl_c() => {}
+        }
+        anyhow::Ok(())
+    })?;
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,112 @@
+//! `maid call --local FUN [ARGS...]`: run one function on this machine with
+//! no master, as `salt-call --local` does, and print `{"local": return}`.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::bail;
+use clap::Args;
+use maid::runtime::CallRequest;
+use maid::salt::args::parse_cli;
+use maid::salt::output::Outputter;
+use serde_json::Map;
+
+use super::RuntimeOpts;
+use super::setup::Setup;
+
+#[derive(Debug, Args)]
+pub struct CallArgs {
+    /// Run here, without a master (required: calls through a master are
+    /// `maid run`).
+    #[arg(long)]
+    pub local: bool,
+
+    #[command(flatten)]
+    pub call: Invocation,
+
+    #[command(flatten)]
+    pub runtime: RuntimeOpts,
+}
+
+/// One function call and how to print its return: what `maid call --local`
+/// and `maid plugin test` share.
+#[derive(Debug, Args)]
+pub struct Invocation {
+    /// The function, `module.function` (e.g. `test.ping`, `cmd.run`).
+    pub fun: String,
+
+    /// Arguments: `value` is positional, `key=value` is a keyword argument;
+    /// values are read as YAML, as Salt reads them.
+    pub args: Vec<String>,
+
+    /// Outputter.
+    #[arg(long, value_enum, default_value_t = Outputter::Nested)]
+    pub out: Outputter,
+
+    /// Indent JSON output by N spaces (default: one line).
+    #[arg(long)]
+    pub out_indent: Option<usize>,
+
+    /// Serve `salt://` paths from DIR (repeatable).
+    #[arg(long)]
+    pub file_root: Vec<PathBuf>,
+
+    /// Minion id the call runs as (grains `id`) [default: host name].
+    #[arg(long)]
+    pub id: Option<String>,
+
+    /// Stop the call after SECONDS.
+    #[arg(short = 't', long)]
+    pub timeout: Option<f64>,
+}
+
+/// The exit status for a retcode, as Python's `sys.exit(retcode)` gives it.
+pub fn exit_status(retcode: i32) -> ExitCode {
+    ExitCode::from((retcode & 0xff) as u8)
+}
+
+pub fn run(args: CallArgs) -> anyhow::Result<ExitCode> {
+    if !args.local {
+        bail!("maid call runs functions here and needs --local; to reach a fleet use `maid run`");
+    }
+    let setup = Setup::resolve(&args.runtime, true)?;
+    invoke(&setup, &args.call)
+}
+
+/// Load the plugins of `setup`, run `call` with its grants, print
+/// `{"local": return}` and exit with the retcode.
+pub fn invoke(setup: &Setup, call: &Invocation) -> anyhow::Result<ExitCode> {
+    let timeout = match call.timeout {
+        Some(t) if !(t.is_finite() && t > 0.0) => bail!("--timeout must be a positive number"),
+        Some(t) => Some(Duration::from_secs_f64(t)),
+        None => None,
+    };
+    let id = call
+        .id
+        .clone()
+        .or_else(|| setup.config.id.clone())
+        .unwrap_or_else(maid::grains::hostname);
+    let runtime = setup.runtime(&setup.grains(&id), &call.file_root, None)?;
+    let (positional, kwargs) = parse_cli(&call.args);
+    let outcome = super::block_on(async {
+        runtime.load_dir(&setup.plugin_dir).await?;
+        anyhow::Ok(
+            runtime
+                .call(CallRequest {
+                    fun: call.fun.clone(),
+                    args: positional,
+                    kwargs,
+                    jid: maid::jid::new_jid(),
+                    minion_id: id.clone(),
+                    user: std::env::var("USER").ok(),
+                    timeout,
+                })
+                .await,
+        )
+    })??;
+    let mut data = Map::new();
+    data.insert("local".into(), outcome.ret);
+    print!("{}", call.out.render(&data, call.out_indent));
+    Ok(exit_status(outcome.retcode))
+}

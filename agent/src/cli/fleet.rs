@@ -1,0 +1,622 @@
+//! The fleet commands: `maid agent` (a maid), and the master side —
+//! `maid run`, `maid cp`, `maid job`, `maid maids`, `maid file push`.
+
+use std::collections::HashSet;
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use clap::{ArgGroup, Args};
+use maid::audit::Audit;
+use maid::bus::Bus;
+use maid::config::Config;
+use maid::filestore::{self, RedisFiles};
+use maid::master::{self, JobRequest, Report};
+use maid::protocol::Return;
+use maid::salt::args::parse_cli;
+use maid::salt::output::Outputter;
+use serde_json::{Map, Value};
+
+use super::RuntimeOpts;
+use super::setup::Setup;
+
+/// Where Redis and the master topic are (master-side commands).
+#[derive(Debug, Clone, Args)]
+pub struct MasterOpts {
+    /// Configuration file (its [redis] table and master_topics).
+    #[arg(long, short = 'c', env = "MAID_CONFIG")]
+    pub config: Option<PathBuf>,
+    /// Redis URL (`redis://`, `rediss://`), overriding the config.
+    #[arg(long, env = "MAID_REDIS")]
+    pub redis: Option<String>,
+    /// Master topic to publish on [default: the config's first, else `master`].
+    #[arg(long)]
+    pub master_topic: Option<String>,
+    /// Private key that signs the job [default: the config's master.key].
+    #[arg(long, env = "MAID_KEY")]
+    pub key: Option<PathBuf>,
+}
+
+impl MasterOpts {
+    pub(super) fn config(&self) -> anyhow::Result<Config> {
+        let mut config = match &self.config {
+            Some(p) => Config::load(p)?,
+            None => Config::default(),
+        };
+        if let Some(url) = &self.redis {
+            config.redis = maid::bus::RedisConfig {
+                url: Some(url.clone()),
+                ..Default::default()
+            };
+        }
+        Ok(config)
+    }
+
+    pub(super) fn bus(&self) -> anyhow::Result<(Bus, Config)> {
+        let config = self.config()?;
+        Ok((Bus::new(&config.redis)?, config))
+    }
+
+    pub(super) fn signing_key(
+        &self,
+        config: &Config,
+    ) -> anyhow::Result<Option<ed25519_dalek::SigningKey>> {
+        match self.key.as_ref().or(config.master.key.as_ref()) {
+            Some(path) => Ok(Some(maid::trust::read_signing_key(path)?)),
+            None => Ok(None),
+        }
+    }
+
+    pub(super) fn topic(&self, config: &Config) -> String {
+        self.master_topic
+            .clone()
+            .or_else(|| config.master_topics.first().cloned())
+            .unwrap_or_else(|| "master".into())
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct AgentArgs {
+    /// Minion id [default: config's id, else the host name].
+    #[arg(long)]
+    pub id: Option<String>,
+    /// Redis URL, overriding the config's [redis].
+    #[arg(long, env = "MAID_REDIS")]
+    pub redis: Option<String>,
+    /// Master topic to subscribe to (repeatable, or comma-separated).
+    #[arg(long, value_delimiter = ',')]
+    pub master_topic: Vec<String>,
+    /// Also serve `salt://` from DIR before Redis (repeatable).
+    #[arg(long)]
+    pub file_root: Vec<PathBuf>,
+    #[command(flatten)]
+    pub runtime: RuntimeOpts,
+}
+
+pub(super) async fn shutdown_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
+    let mut int = signal(SignalKind::interrupt()).expect("SIGINT handler");
+    tokio::select! {
+        _ = term.recv() => tracing::info!("SIGTERM"),
+        _ = int.recv() => tracing::info!("SIGINT"),
+    }
+}
+
+/// SIGHUP: reopen the audit log (after rotation) and reload plugins.
+async fn on_sighup(audit: Audit, reload: Arc<tokio::sync::Notify>) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let Ok(mut hup) = signal(SignalKind::hangup()) else {
+        return;
+    };
+    while hup.recv().await.is_some() {
+        tracing::info!("SIGHUP: reopening the audit log and reloading plugins");
+        audit.reopen();
+        reload.notify_one();
+    }
+}
+
+pub fn agent(args: AgentArgs) -> anyhow::Result<ExitCode> {
+    let mut setup = Setup::resolve(&args.runtime, false)?;
+    let config = &mut setup.config;
+    if let Some(url) = &args.redis {
+        config.redis = maid::bus::RedisConfig {
+            url: Some(url.clone()),
+            ..Default::default()
+        };
+    }
+    if !args.master_topic.is_empty() {
+        config.master_topics = args.master_topic.clone();
+    }
+    let id = args
+        .id
+        .clone()
+        .or_else(|| config.id.clone())
+        .unwrap_or_else(maid::grains::hostname);
+    let bus = Bus::new(&config.redis)?;
+    let conn = Arc::new(maid::agent::ConnSlot::default());
+    let files = Arc::new(RedisFiles::new(conn.clone()));
+    let grains = setup.grains(&id);
+    let runtime = Arc::new(setup.runtime(&grains, &args.file_root, Some(files))?);
+    super::block_on(async move {
+        let failed = runtime
+            .load_dir(&setup.plugin_dir)
+            .await
+            .with_context(|| format!("plugin dir {}", setup.plugin_dir.display()))?;
+        tracing::info!(
+            plugins = runtime.plugins().len(),
+            failed = failed.len(),
+            dir = %setup.plugin_dir.display(),
+            "plugins loaded"
+        );
+        let audit = match &setup.config.audit.path {
+            Some(path) => Audit::open(path.clone(), setup.config.audit.queue)
+                .await
+                .with_context(|| format!("audit log {}", path.display()))?,
+            None => Audit::disabled(),
+        };
+        let reload = Arc::new(tokio::sync::Notify::new());
+        tokio::spawn(on_sighup(audit.clone(), reload.clone()));
+        let parts = maid::agent::AgentParts {
+            id,
+            config: setup.config,
+            runtime,
+            grains,
+            conn,
+            bus,
+            audit,
+            metrics: Arc::new(maid::metrics::Metrics::new()),
+            plugin_dir: Some(setup.plugin_dir.clone()),
+            reload,
+        };
+        maid::agent::run(parts, shutdown_signal()).await?;
+        anyhow::Ok(())
+    })??;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// How a target is read (`-L`, `-E`, `-G`, `-C`; glob by default).
+#[derive(Debug, Clone, Args)]
+#[command(group(ArgGroup::new("target_type").args(["list", "pcre", "grain", "compound"])))]
+pub struct TargetOpts {
+    /// TGT is a comma-separated list of ids.
+    #[arg(short = 'L', long)]
+    pub list: bool,
+    /// TGT is a regular expression over ids.
+    #[arg(short = 'E', long)]
+    pub pcre: bool,
+    /// TGT is `grain:glob`.
+    #[arg(short = 'G', long)]
+    pub grain: bool,
+    /// TGT is a compound expression (`G@os:Debian and web*`).
+    #[arg(short = 'C', long)]
+    pub compound: bool,
+}
+
+impl TargetOpts {
+    fn tgt_type(&self) -> &'static str {
+        if self.list {
+            "list"
+        } else if self.pcre {
+            "pcre"
+        } else if self.grain {
+            "grain"
+        } else if self.compound {
+            "compound"
+        } else {
+            "glob"
+        }
+    }
+}
+
+/// How results are shown.
+#[derive(Debug, Clone, Args)]
+pub struct ReportOpts {
+    /// Seconds to wait for returns.
+    #[arg(short = 't', long, default_value_t = 5.0)]
+    pub timeout: f64,
+    /// Outputter.
+    #[arg(long, value_enum, default_value_t = Outputter::Nested)]
+    pub out: Outputter,
+    /// Indent JSON output by N spaces (default: one line).
+    #[arg(long)]
+    pub out_indent: Option<usize>,
+    /// File of ids never expected to answer, one per line (`#` comments).
+    #[arg(long)]
+    pub exclude: Option<PathBuf>,
+    /// Print counts after the returns: targeted, returned, missed, empty,
+    /// repeated.
+    #[arg(long)]
+    pub summary: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub target: TargetOpts,
+    /// Target expression.
+    pub tgt: String,
+    /// `module.function`.
+    pub fun: String,
+    /// Arguments: `value` positional, `key=value` keyword (YAML values).
+    pub args: Vec<String>,
+    #[command(flatten)]
+    pub report: ReportOpts,
+    #[command(flatten)]
+    pub master: MasterOpts,
+}
+
+fn read_exclude(path: &Option<PathBuf>) -> anyhow::Result<HashSet<String>> {
+    let Some(path) = path else {
+        return Ok(HashSet::new());
+    };
+    let text = std::fs::read_to_string(path).with_context(|| format!("read {}", path.display()))?;
+    Ok(text
+        .lines()
+        .map(|l| l.split('#').next().unwrap_or_default().trim())
+        .filter(|l| !l.is_empty())
+        .map(str::to_string)
+        .collect())
+}
+
+fn print_one(out: Outputter, indent: Option<usize>, id: &str, value: Value) {
+    let mut m = Map::new();
+    m.insert(id.to_string(), value);
+    print!("{}", out.render(&m, indent));
+}
+
+/// What to run, on whom.
+struct Spec {
+    tgt: Value,
+    tgt_type: &'static str,
+    fun: String,
+    arg: Vec<Value>,
+    kwarg: Map<String, Value>,
+}
+
+/// Publish, stream returns as they come, then report what is missing.
+fn run_and_report(
+    master: &MasterOpts,
+    report_opts: &ReportOpts,
+    spec: Spec,
+    verbose: bool,
+) -> anyhow::Result<ExitCode> {
+    let Spec {
+        tgt,
+        tgt_type,
+        fun,
+        arg,
+        kwarg,
+    } = spec;
+    if !(report_opts.timeout.is_finite() && report_opts.timeout > 0.0) {
+        bail!("--timeout must be a positive number of seconds");
+    }
+    let (bus, config) = master.bus()?;
+    let req = JobRequest {
+        master_topic: master.topic(&config),
+        tgt,
+        tgt_type: tgt_type.into(),
+        fun,
+        arg,
+        kwarg,
+        timeout: Duration::from_secs_f64(report_opts.timeout),
+        user: std::env::var("USER").ok(),
+        out: Some(report_opts.out.name().into()),
+        exclude: read_exclude(&report_opts.exclude)?,
+        linger: Duration::from_millis(100),
+        key: master.signing_key(&config)?,
+    };
+    let (out, indent) = (report_opts.out, report_opts.out_indent);
+    let tty = std::io::stderr().is_terminal();
+    let report: Report = super::block_on(master::run(
+        &bus,
+        &req,
+        |r: &Return| {
+            if tty {
+                eprint!("\r\x1b[K");
+            }
+            print_one(out, indent, &r.id, r.ret.clone());
+        },
+        |p| {
+            if tty {
+                eprint!(
+                    "\r\x1b[K{}/{} returned, {:.1}s",
+                    p.returned,
+                    p.expected,
+                    p.elapsed.as_secs_f64()
+                );
+            }
+        },
+    ))??;
+    if tty {
+        eprint!("\r\x1b[K");
+    }
+    if verbose {
+        eprintln!("jid: {}", report.jid);
+    }
+    for id in &report.missed_minions {
+        print_one(
+            out,
+            indent,
+            id,
+            Value::String("Minion did not return. [No response]".into()),
+        );
+    }
+    for id in &report.missed_maids {
+        print_one(
+            out,
+            indent,
+            id,
+            Value::String("Minion did not return. [Not connected]".into()),
+        );
+    }
+    for (id, reason) in &report.rejected {
+        print_one(
+            out,
+            indent,
+            id,
+            Value::String(format!("Job rejected: {reason}")),
+        );
+    }
+    if report_opts.summary {
+        print!("{}", summary(&report));
+    }
+    Ok(ExitCode::from(report.exit_code()))
+}
+
+/// Salt's `--summary` block, plus the original design's counts.
+pub fn summary(r: &Report) -> String {
+    let errors = r.returns.iter().filter(|x| x.retcode != 0).count();
+    let line = "-------------------------------------------";
+    let list = |s: &mut dyn Iterator<Item = String>| {
+        let v: Vec<String> = s.collect();
+        if v.is_empty() {
+            "-".to_string()
+        } else {
+            v.join(", ")
+        }
+    };
+    format!(
+        "{line}\nSummary\n{line}\n\
+         # of minions targeted: {}\n\
+         # of minions returned: {}\n\
+         # of minions that did not return: {}\n\
+         # of minions with errors: {errors}\n\
+         {line}\n\
+         normal: {}\nmissed: {}\nempty: {}\n\
+         missed maids: {}\nmissed minions: {}\nrepeated minions: {}\n\
+         jid: {}\n{line}\n",
+        r.targeted.len(),
+        r.returns.len(),
+        r.missed_minions.len(),
+        r.returns.len(),
+        r.missed_maids.len() + r.missed_minions.len(),
+        r.empty.len(),
+        list(&mut r.missed_maids.iter().cloned()),
+        list(&mut r.missed_minions.iter().cloned()),
+        list(
+            &mut r
+                .repeated
+                .iter()
+                .map(|(id, n)| format!("{id} ({n} returns)"))
+        ),
+        r.jid,
+    )
+}
+
+pub fn run(args: RunArgs, verbose: bool) -> anyhow::Result<ExitCode> {
+    let (arg, kwarg) = parse_cli(&args.args);
+    let spec = Spec {
+        tgt: Value::String(args.tgt.clone()),
+        tgt_type: args.target.tgt_type(),
+        fun: args.fun.clone(),
+        arg,
+        kwarg,
+    };
+    run_and_report(&args.master, &args.report, spec, verbose)
+}
+
+#[derive(Debug, Args)]
+pub struct CpArgs {
+    #[command(flatten)]
+    pub target: TargetOpts,
+    /// Target expression.
+    pub tgt: String,
+    /// Local file to copy.
+    pub src: PathBuf,
+    /// Destination path on the minions.
+    pub dest: String,
+    /// Create missing directories of DEST.
+    #[arg(long)]
+    pub makedirs: bool,
+    #[command(flatten)]
+    pub report: ReportOpts,
+    #[command(flatten)]
+    pub master: MasterOpts,
+}
+
+pub fn cp(args: CpArgs, verbose: bool) -> anyhow::Result<ExitCode> {
+    let (bus, _) = args.master.bus()?;
+    let name = args
+        .src
+        .file_name()
+        .and_then(|n| n.to_str())
+        .context("SRC has no file name")?
+        .to_string();
+    let pushed = super::block_on(async {
+        let mut conn = bus.connect().await?;
+        anyhow::Ok(filestore::push(&mut conn, &args.src, &name).await?)
+    })??;
+    if verbose {
+        eprintln!(
+            "pushed salt://{} ({} bytes, sha256 {})",
+            pushed.name, pushed.size, pushed.sha256
+        );
+    }
+    let mut kwarg = Map::new();
+    if args.makedirs {
+        kwarg.insert("makedirs".into(), Value::Bool(true));
+    }
+    let spec = Spec {
+        tgt: Value::String(args.tgt.clone()),
+        tgt_type: args.target.tgt_type(),
+        fun: "cp.get_file".into(),
+        arg: vec![
+            Value::String(format!("salt://{}", pushed.name)),
+            Value::String(args.dest.clone()),
+        ],
+        kwarg,
+    };
+    run_and_report(&args.master, &args.report, spec, verbose)
+}
+
+#[derive(Debug, Args)]
+pub struct JobArgs {
+    /// The job id.
+    pub jid: String,
+    #[arg(long, value_enum, default_value_t = Outputter::Nested)]
+    pub out: Outputter,
+    #[arg(long)]
+    pub out_indent: Option<usize>,
+    #[command(flatten)]
+    pub master: MasterOpts,
+}
+
+pub fn job(args: JobArgs) -> anyhow::Result<ExitCode> {
+    let (bus, _) = args.master.bus()?;
+    let returns = super::block_on(async {
+        let mut conn = bus.connect().await?;
+        anyhow::Ok(master::cached_returns(&mut conn, &args.jid).await?)
+    })??;
+    for r in &returns {
+        print_one(args.out, args.out_indent, &r.id, r.ret.clone());
+    }
+    Ok(if returns.is_empty() {
+        eprintln!("maid: no returns cached for job {}", args.jid);
+        ExitCode::from(2)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+#[derive(Debug, Args)]
+pub struct MaidsArgs {
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub master: MasterOpts,
+}
+
+pub fn maids(args: MaidsArgs) -> anyhow::Result<ExitCode> {
+    let (bus, _) = args.master.bus()?;
+    let maids = super::block_on(async {
+        let mut conn = bus.connect().await?;
+        anyhow::Ok(master::alive_maids(&mut conn).await?)
+    })??;
+    if args.json {
+        let v: Vec<Value> = maids
+            .iter()
+            .map(|(id, (alive, reg))| serde_json::json!({"id": id, "alive": alive, "registration": reg}))
+            .collect();
+        println!("{}", serde_json::to_string_pretty(&v)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!(
+        "{:<24} {:<6} {:<8} {:<27} FUNCTIONS",
+        "ID", "ALIVE", "VERSION", "LAST SEEN"
+    );
+    for (id, (alive, reg)) in &maids {
+        let (version, seen, funs) = match reg {
+            Some(r) => (
+                r.version.clone(),
+                r.last_seen.clone(),
+                r.functions.len().to_string(),
+            ),
+            None => ("?".into(), "?".into(), "?".into()),
+        };
+        println!(
+            "{id:<24} {:<6} {version:<8} {seen:<27} {funs}",
+            if *alive { "yes" } else { "no" }
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+#[derive(Debug, Args)]
+pub struct PushArgs {
+    /// The file to store.
+    pub path: PathBuf,
+    /// Name it is served as (`salt://NAME`) [default: the file name].
+    #[arg(long = "as")]
+    pub name: Option<String>,
+    #[command(flatten)]
+    pub master: MasterOpts,
+}
+
+pub fn push(args: PushArgs) -> anyhow::Result<ExitCode> {
+    let (bus, _) = args.master.bus()?;
+    let name = match &args.name {
+        Some(n) => n.clone(),
+        None => args
+            .path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .context("PATH has no file name; pass --as NAME")?
+            .to_string(),
+    };
+    let pushed = super::block_on(async {
+        let mut conn = bus.connect().await?;
+        anyhow::Ok(filestore::push(&mut conn, &args.path, &name).await?)
+    })??;
+    println!("salt://{} {} {}", pushed.name, pushed.sha256, pushed.size);
+    Ok(ExitCode::SUCCESS)
+}
+
+#[derive(Debug, Args)]
+pub struct KeygenArgs {
+    /// Writes PREFIX.key (private, mode 0600) and PREFIX.pub.
+    #[arg(default_value = "master")]
+    pub prefix: PathBuf,
+    /// Replace existing files.
+    #[arg(long)]
+    pub force: bool,
+}
+
+pub fn keygen(args: KeygenArgs) -> anyhow::Result<ExitCode> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let key = maid::trust::generate()?;
+    let private = args.prefix.with_extension("key");
+    let public = args.prefix.with_extension("pub");
+    for (path, text, mode) in [
+        (&private, maid::trust::encode_signing(&key), 0o600),
+        (
+            &public,
+            maid::trust::encode_verifying(&key.verifying_key()),
+            0o644,
+        ),
+    ] {
+        let mut options = std::fs::OpenOptions::new();
+        options.write(true).mode(mode);
+        if args.force {
+            options.create(true).truncate(true);
+        } else {
+            options.create_new(true);
+        }
+        let mut f = options
+            .open(path)
+            .with_context(|| format!("write {} (pass --force to replace it)", path.display()))?;
+        writeln!(f, "{text}")?;
+    }
+    println!(
+        "{} {} (kid {})",
+        private.display(),
+        public.display(),
+        maid::trust::key_id(&key.verifying_key())
+    );
+    Ok(ExitCode::SUCCESS)
+}

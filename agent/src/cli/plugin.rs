@@ -1,0 +1,263 @@
+//! `maid plugin list` and `maid plugin inspect`: what each plugin is, asks
+//! for and is granted, in a form a reviewer can read and diff. The author's
+//! commands (`new`, `build`, `test`) live in `author.rs`.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Subcommand, ValueEnum};
+use maid::runtime::{GrantSummary, LoadError, LoadedPlugin};
+use serde::Serialize;
+
+use super::RuntimeOpts;
+use super::setup::Setup;
+
+#[derive(Debug, Subcommand)]
+pub enum PluginCommand {
+    /// List the plugins in the plugin directory.
+    List(ListArgs),
+    /// Show a plugin's manifest, hash, requested and granted capabilities.
+    Inspect(InspectArgs),
+    /// Create a plugin project (Rust, Python or JavaScript).
+    New(super::author::NewArgs),
+    /// Build a plugin project into NAME.wasm.
+    Build(super::author::BuildArgs),
+    /// Run a function of a built plugin here, with only the grants given.
+    Test(super::author::TestArgs),
+    /// Sign a plugin with the master key and store it for the agents that
+    /// sync it (`saltutil.sync_modules`).
+    Push(super::push::PushArgs),
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum, Default)]
+pub enum Format {
+    /// Aligned text for people.
+    #[default]
+    Text,
+    /// JSON for tools.
+    Json,
+}
+
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+    #[command(flatten)]
+    pub runtime: RuntimeOpts,
+}
+
+#[derive(Debug, Args)]
+pub struct InspectArgs {
+    /// The plugin file.
+    pub file: PathBuf,
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+    #[command(flatten)]
+    pub runtime: RuntimeOpts,
+}
+
+/// The reviewable facts about one plugin.
+#[derive(Debug, Serialize)]
+struct Report {
+    file: String,
+    sha256: String,
+    module: String,
+    version: String,
+    requested: Vec<&'static str>,
+    granted: GrantSummary,
+    functions: Vec<maid::runtime::FunctionDoc>,
+}
+
+fn report(p: &LoadedPlugin) -> Report {
+    Report {
+        file: p.path.display().to_string(),
+        sha256: p.sha256.clone(),
+        module: p.manifest.module.clone(),
+        version: p.manifest.version.clone(),
+        requested: p.manifest.capabilities.iter().map(|c| c.as_str()).collect(),
+        granted: p.grants.summary(),
+        functions: p.manifest.functions.clone(),
+    }
+}
+
+fn list_or_none(items: &[String]) -> String {
+    if items.is_empty() {
+        "-".into()
+    } else {
+        items.join(", ")
+    }
+}
+
+fn text(r: &Report) -> String {
+    let g = &r.granted;
+    let dirs: Vec<String> = g
+        .dirs
+        .iter()
+        .map(|d| {
+            format!(
+                "{} ({})",
+                d.path.display(),
+                if d.writable { "rw" } else { "ro" }
+            )
+        })
+        .collect();
+    let requested: Vec<String> = r.requested.iter().map(|s| s.to_string()).collect();
+    let mut out = format!(
+        "module:    {}\nversion:   {}\nfile:      {}\nsha256:    {}\nrequests:  {}\ngranted:\n  exec:    {}\n  shell:   {}\n  env:     {}\n  runas:   {}\n  fetch:   {}\n  dirs:    {}\nfunctions:\n",
+        r.module,
+        r.version,
+        r.file,
+        r.sha256,
+        list_or_none(&requested),
+        list_or_none(&g.exec),
+        if g.shell { "yes" } else { "no" },
+        list_or_none(&g.env),
+        list_or_none(&g.runas),
+        list_or_none(&g.fetch),
+        list_or_none(&dirs),
+    );
+    for f in &r.functions {
+        out.push_str(&format!(
+            "  {}.{}({})\n      {}\n",
+            r.module,
+            f.name,
+            f.args.join(", "),
+            f.doc
+        ));
+    }
+    out
+}
+
+/// Load the plugin directory: a report per plugin, and what failed.
+fn load_reports(setup: &Setup) -> anyhow::Result<(Vec<Report>, Vec<LoadError>)> {
+    let runtime = setup.runtime(&setup.grains("local"), &[], None)?;
+    let failed = super::block_on(runtime.load_dir(&setup.plugin_dir))??;
+    let reports = runtime.plugins().iter().map(|p| report(p)).collect();
+    Ok((reports, failed))
+}
+
+/// Name the plugins that did not load; exit 1 when any did not.
+fn report_failures(failed: &[LoadError]) -> ExitCode {
+    for e in failed {
+        eprintln!("maid: not loaded: {e}");
+    }
+    if failed.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    }
+}
+
+pub fn run(cmd: PluginCommand) -> anyhow::Result<ExitCode> {
+    match cmd {
+        PluginCommand::New(args) => super::author::new(args),
+        PluginCommand::Build(args) => super::author::build(args),
+        PluginCommand::Test(args) => super::author::test(args),
+        PluginCommand::Push(args) => super::push::push(args),
+        PluginCommand::List(args) => {
+            let setup = Setup::resolve(&args.runtime, false)?;
+            let (reports, failed) = load_reports(&setup)?;
+            match args.format {
+                Format::Json => println!("{}", serde_json::to_string_pretty(&reports)?),
+                Format::Text => {
+                    println!(
+                        "{:<12} {:<10} {:<16} {:<28} FUNCTIONS",
+                        "MODULE", "VERSION", "SHA256", "REQUESTS"
+                    );
+                    for r in &reports {
+                        let names: Vec<&str> =
+                            r.functions.iter().map(|f| f.name.as_str()).collect();
+                        println!(
+                            "{:<12} {:<10} {:<16} {:<28} {}",
+                            r.module,
+                            r.version,
+                            &r.sha256[..16],
+                            if r.requested.is_empty() {
+                                "-".into()
+                            } else {
+                                r.requested.join(",")
+                            },
+                            names.join(" ")
+                        );
+                    }
+                }
+            }
+            Ok(report_failures(&failed))
+        }
+        PluginCommand::Inspect(args) => {
+            let setup = Setup::resolve(&args.runtime, false)?;
+            let runtime = setup.runtime(&setup.grains("local"), &[], None)?;
+            let plugin = super::block_on(runtime.inspect_file(&args.file))??;
+            let r = report(&plugin);
+            match args.format {
+                Format::Json => println!("{}", serde_json::to_string_pretty(&r)?),
+                Format::Text => print!("{}", text(&r)),
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct PolicyArgs {
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+    #[command(flatten)]
+    pub runtime: RuntimeOpts,
+}
+
+/// What the configuration trusts, for `maid policy`.
+#[derive(Debug, Serialize)]
+struct Trust {
+    require_signed: bool,
+    trusted_key_ids: Vec<String>,
+    max_skew_secs: u64,
+    audit_log: Option<String>,
+}
+
+/// `maid policy`: what this agent trusts, and for every plugin in the
+/// plugin directory what it is, asks for and is granted.
+pub fn policy(args: PolicyArgs) -> anyhow::Result<ExitCode> {
+    let setup = Setup::resolve(&args.runtime, false)?;
+    let sec = &setup.config.security;
+    let trusted_key_ids = sec
+        .trusted_keys
+        .iter()
+        .map(|k| maid::trust::read_verifying_key(k).map(|k| maid::trust::key_id(&k)))
+        .collect::<Result<Vec<_>, _>>()?;
+    let trust = Trust {
+        require_signed: sec.require_signed,
+        trusted_key_ids,
+        max_skew_secs: sec.max_skew_secs,
+        audit_log: setup
+            .config
+            .audit
+            .path
+            .as_ref()
+            .map(|p| p.display().to_string()),
+    };
+    let (reports, failed) = load_reports(&setup)?;
+    match args.format {
+        Format::Json => println!(
+            "{}",
+            serde_json::to_string_pretty(&serde_json::json!({"trust": trust, "plugins": reports}))?
+        ),
+        Format::Text => {
+            println!(
+                "require_signed: {}\ntrusted keys:   {}\nmax skew:       {} s\naudit log:      {}\n",
+                if trust.require_signed {
+                    "yes"
+                } else {
+                    "NO (anyone who can publish can run jobs)"
+                },
+                list_or_none(&trust.trusted_key_ids),
+                trust.max_skew_secs,
+                trust.audit_log.as_deref().unwrap_or("-"),
+            );
+            for r in &reports {
+                println!("{}", text(r));
+            }
+        }
+    }
+    Ok(report_failures(&failed))
+}

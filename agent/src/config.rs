@@ -1,0 +1,544 @@
+//! The agent's TOML configuration, as an operator writes it.
+//!
+//! Every table is `deny_unknown_fields`: a misspelt key is an error that
+//! names the key, never a grant silently not applied. Grants default to
+//! deny; `maid init` writes a commented file that shows every key.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+/// Why a configuration could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read {path}: {error}")]
+    Read {
+        path: PathBuf,
+        error: std::io::Error,
+    },
+    #[error("{path}: {error}")]
+    Parse {
+        path: PathBuf,
+        error: Box<toml::de::Error>,
+    },
+    #[error("{0}")]
+    Invalid(String),
+}
+
+/// The whole configuration file.
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// Minion id this agent answers as (default: the host name).
+    pub id: Option<String>,
+    /// Where `<module>.wasm` plugins are loaded from.
+    pub plugin_dir: Option<PathBuf>,
+    /// Where compiled plugins are cached between starts.
+    pub cache_dir: Option<PathBuf>,
+    /// Local directories that serve `salt://` paths, searched in order.
+    #[serde(default)]
+    pub file_roots: Vec<PathBuf>,
+    /// Custom grains, merged over the ones the agent detects.
+    #[serde(default)]
+    pub grains: Map<String, Value>,
+    /// Limits every plugin runs under unless its own table overrides them.
+    #[serde(default)]
+    pub limits: Limits,
+    /// What each plugin may touch, by module name. A plugin without a table
+    /// here gets nothing beyond its own memory.
+    #[serde(default)]
+    pub plugins: BTreeMap<String, PluginGrants>,
+    /// Masters whose topics this maid subscribes to (their ids).
+    #[serde(default)]
+    pub master_topics: Vec<String>,
+    /// Where Redis is.
+    #[serde(default)]
+    pub redis: crate::bus::RedisConfig,
+    /// How the agent runs jobs.
+    #[serde(default)]
+    pub agent: AgentSettings,
+    /// Which jobs the agent trusts.
+    #[serde(default)]
+    pub security: SecuritySettings,
+    /// Where the audit log goes.
+    #[serde(default)]
+    pub audit: AuditSettings,
+    /// The master side's own settings (`maid run`, `maid cp`).
+    #[serde(default)]
+    pub master: MasterSettings,
+    /// The master's HTTP API (`maid api`).
+    #[serde(default)]
+    pub api: ApiSettings,
+    /// Plugins pushed to the fleet (`maid plugin push`) that this agent
+    /// accepts.
+    #[serde(default)]
+    pub sync: SyncSettings,
+}
+
+/// `[sync]`: plugins pushed through Redis with `maid plugin push`.
+///
+/// Off by default, and when on, only the module names in `allow` arrive:
+/// a pushed plugin is code from the master, so the operator of each agent
+/// says which modules it takes. Every pushed plugin must be signed by one
+/// of `security.trusted_keys`, whatever `require_signed` says.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct SyncSettings {
+    /// Fetch and load pushed plugins (at start, on reconnect, on
+    /// `saltutil.sync_modules`, and every `poll_secs`).
+    pub enabled: bool,
+    /// Module names allowed to arrive this way (globs: `"disk"`, `"file*"`).
+    /// Empty: none.
+    pub allow: Vec<String>,
+    /// Where synced plugins and their signed manifests are kept [default:
+    /// `synced/` under `security.state_dir`].
+    pub dir: Option<PathBuf>,
+    /// Let a pushed plugin take the place of a plugin of the same name in
+    /// `plugin_dir`. Off: the locally installed one always wins.
+    pub replace_local: bool,
+    /// Also check Redis for pushed plugins every this many seconds (0: only
+    /// at start, on reconnect and on `saltutil.sync_modules`).
+    pub poll_secs: u64,
+}
+
+impl SyncSettings {
+    fn validate(&self, security: &SecuritySettings) -> Result<(), ConfigError> {
+        if !self.enabled {
+            return Ok(());
+        }
+        if security.trusted_keys.is_empty() {
+            return Err(ConfigError::Invalid(
+                "sync.enabled needs security.trusted_keys: pushed plugins are always signed".into(),
+            ));
+        }
+        if self.dir.is_none() && security.state_dir.is_none() {
+            return Err(ConfigError::Invalid(
+                "sync.enabled needs sync.dir or security.state_dir".into(),
+            ));
+        }
+        for pattern in &self.allow {
+            globset::Glob::new(pattern).map_err(|e| {
+                ConfigError::Invalid(format!("sync.allow: {pattern:?} is not a glob: {e}"))
+            })?;
+        }
+        Ok(())
+    }
+
+    /// Where synced plugins live, when sync is possible at all.
+    pub fn dir(&self, security: &SecuritySettings) -> Option<PathBuf> {
+        self.dir
+            .clone()
+            .or_else(|| security.state_dir.as_ref().map(|d| d.join("synced")))
+    }
+}
+
+/// `[security]`: signed jobs and replay protection (PROTOCOL §6).
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct SecuritySettings {
+    /// Refuse jobs that are not signed by a trusted master key.
+    pub require_signed: bool,
+    /// Trusted master public keys: files written by `maid keygen` (`.pub`),
+    /// or the base64 keys themselves.
+    pub trusted_keys: Vec<String>,
+    /// How far a signed job's `issued_at` may be from this maid's clock.
+    pub max_skew_secs: u64,
+    /// Where state that must survive a restart lives (the accepted jids).
+    pub state_dir: Option<PathBuf>,
+}
+
+impl Default for SecuritySettings {
+    fn default() -> Self {
+        Self {
+            require_signed: false,
+            trusted_keys: Vec::new(),
+            max_skew_secs: 300,
+            state_dir: None,
+        }
+    }
+}
+
+/// `[audit]`: the JSON-lines audit log.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct AuditSettings {
+    /// The log file (mode 0600, append-only, reopened on SIGHUP). None: no
+    /// audit log.
+    pub path: Option<PathBuf>,
+    /// Records that may wait for a slow disk before new ones are dropped
+    /// (and counted).
+    pub queue: usize,
+}
+
+impl Default for AuditSettings {
+    fn default() -> Self {
+        Self {
+            path: None,
+            queue: 10_000,
+        }
+    }
+}
+
+/// `[master]`: settings of `maid run` and `maid cp`.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct MasterSettings {
+    /// Private key that signs every job (`maid keygen`).
+    pub key: Option<PathBuf>,
+}
+
+/// `[api]`: `maid api`, the master's HTTP API (salt-api compatible).
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct ApiSettings {
+    /// Where it listens (`--listen` overrides).
+    pub listen: std::net::SocketAddr,
+    /// PEM certificate chain; with `tls_key`, the API speaks HTTPS only.
+    pub tls_cert: Option<PathBuf>,
+    /// PEM private key of `tls_cert`.
+    pub tls_key: Option<PathBuf>,
+    /// How long a login token is valid, in seconds (Salt's `token_expire`).
+    pub token_ttl_secs: u64,
+    /// The longest `timeout` a lowstate chunk may ask for, in seconds, so
+    /// one request cannot hold a connection for ever.
+    pub max_timeout_secs: f64,
+    /// Who may log in: user name → argon2 PHC string, as `maid api
+    /// hash-password` prints it. Passwords are never stored in clear.
+    pub users: BTreeMap<String, String>,
+}
+
+impl Default for ApiSettings {
+    fn default() -> Self {
+        Self {
+            listen: std::net::SocketAddr::from(([127, 0, 0, 1], 8000)),
+            tls_cert: None,
+            tls_key: None,
+            token_ttl_secs: 43_200,
+            max_timeout_secs: 3_600.0,
+            users: BTreeMap::new(),
+        }
+    }
+}
+
+impl ApiSettings {
+    fn validate(&self) -> Result<(), ConfigError> {
+        if self.tls_cert.is_some() != self.tls_key.is_some() {
+            return Err(ConfigError::Invalid(
+                "api.tls_cert and api.tls_key go together".into(),
+            ));
+        }
+        if self.token_ttl_secs == 0 {
+            return Err(ConfigError::Invalid(
+                "api.token_ttl_secs must be at least 1".into(),
+            ));
+        }
+        if !(self.max_timeout_secs.is_finite() && self.max_timeout_secs > 0.0) {
+            return Err(ConfigError::Invalid(
+                "api.max_timeout_secs must be a positive number of seconds".into(),
+            ));
+        }
+        for (user, hash) in &self.users {
+            argon2::password_hash::PasswordHash::new(hash).map_err(|error| {
+                ConfigError::Invalid(format!(
+                    "api.users.{user}: not a password hash ({error}); make one with `maid api hash-password`"
+                ))
+            })?;
+        }
+        Ok(())
+    }
+}
+
+/// `[agent]`: how `maid agent` runs jobs.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct AgentSettings {
+    /// Jobs that run at once; more wait for a slot (their PING is not
+    /// delayed).
+    pub concurrency: usize,
+    /// Seconds between registry heartbeats (PROTOCOL §4).
+    pub heartbeat_secs: u64,
+    /// How long returns stay in the job cache, in seconds.
+    pub job_cache_ttl_secs: u64,
+    /// On SIGTERM, how long running jobs may take to finish, in seconds.
+    pub shutdown_grace_secs: f64,
+    /// Largest job message accepted, in bytes; larger ones are dropped.
+    pub max_message_bytes: usize,
+    /// How many job ids are remembered to refuse running one twice.
+    pub remembered_jids: usize,
+    /// Jobs that may wait for a free slot; beyond it a job is answered at
+    /// once with the busy return (retcode 75).
+    pub queue: usize,
+    /// Returns kept while Redis is unreachable (count and bytes).
+    pub return_buffer: usize,
+    pub return_buffer_bytes: usize,
+    /// Where returns go when the buffer is full (JSON lines); without it
+    /// they are dropped and counted.
+    pub spill_file: Option<PathBuf>,
+    /// Serve `/healthz` and `/metrics` here (e.g. `127.0.0.1:9101`).
+    pub http: Option<std::net::SocketAddr>,
+    /// Check the plugin directory for changes every this many seconds (0:
+    /// only on SIGHUP).
+    pub plugin_poll_secs: u64,
+}
+
+impl Default for AgentSettings {
+    fn default() -> Self {
+        Self {
+            concurrency: 32,
+            heartbeat_secs: 10,
+            job_cache_ttl_secs: 86_400,
+            shutdown_grace_secs: 30.0,
+            max_message_bytes: 1 << 20,
+            remembered_jids: 100_000,
+            queue: 1024,
+            return_buffer: 10_000,
+            return_buffer_bytes: 64 << 20,
+            spill_file: None,
+            http: None,
+            plugin_poll_secs: 5,
+        }
+    }
+}
+
+/// Resource limits of one call.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct Limits {
+    /// Linear memory a plugin instance may grow to, in MiB.
+    pub memory_mb: u64,
+    /// Wall-clock limit of one call, in seconds (the job's `timeout` may
+    /// lower it, never raise it).
+    pub timeout_secs: f64,
+    /// Largest return value, in bytes of JSON.
+    pub max_return_bytes: usize,
+    /// Output captured from one program started by `exec` (stdout and
+    /// stderr each); the rest is discarded and the output marked truncated.
+    pub max_output_bytes: usize,
+    /// Log lines a plugin may write in one call, in bytes; beyond it lines
+    /// are dropped and counted.
+    pub max_log_bytes: usize,
+    /// Tables and instances one call may create (component instances count).
+    pub max_instances: usize,
+    /// Tables one call may create.
+    pub max_tables: usize,
+    /// Elements of any one table.
+    pub max_table_elements: usize,
+    /// Instances of one plugin running at once; more calls wait (within
+    /// their time limit) for one to finish.
+    pub max_concurrent: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            memory_mb: 256,
+            timeout_secs: 300.0,
+            max_return_bytes: 16 << 20,
+            max_output_bytes: 16 << 20,
+            max_log_bytes: 64 << 10,
+            max_instances: 32,
+            max_tables: 32,
+            max_table_elements: 100_000,
+            max_concurrent: 64,
+        }
+    }
+}
+
+/// Per-plugin overrides of [`Limits`]; unset keys keep the global value.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct LimitsOverride {
+    pub memory_mb: Option<u64>,
+    pub timeout_secs: Option<f64>,
+    pub max_return_bytes: Option<usize>,
+    pub max_output_bytes: Option<usize>,
+    pub max_log_bytes: Option<usize>,
+    pub max_instances: Option<usize>,
+    pub max_tables: Option<usize>,
+    pub max_table_elements: Option<usize>,
+    pub max_concurrent: Option<usize>,
+}
+
+impl Limits {
+    /// These limits with `over` applied.
+    pub fn with(&self, over: Option<&LimitsOverride>) -> Limits {
+        let Some(o) = over else {
+            return self.clone();
+        };
+        Limits {
+            memory_mb: o.memory_mb.unwrap_or(self.memory_mb),
+            timeout_secs: o.timeout_secs.unwrap_or(self.timeout_secs),
+            max_return_bytes: o.max_return_bytes.unwrap_or(self.max_return_bytes),
+            max_output_bytes: o.max_output_bytes.unwrap_or(self.max_output_bytes),
+            max_log_bytes: o.max_log_bytes.unwrap_or(self.max_log_bytes),
+            max_instances: o.max_instances.unwrap_or(self.max_instances),
+            max_tables: o.max_tables.unwrap_or(self.max_tables),
+            max_table_elements: o.max_table_elements.unwrap_or(self.max_table_elements),
+            max_concurrent: o.max_concurrent.unwrap_or(self.max_concurrent),
+        }
+    }
+
+    fn validate(&self, what: &str) -> Result<(), ConfigError> {
+        if !(self.timeout_secs.is_finite() && self.timeout_secs > 0.0) {
+            return Err(ConfigError::Invalid(format!(
+                "{what}.timeout_secs must be a positive number of seconds"
+            )));
+        }
+        if self.max_concurrent == 0 {
+            return Err(ConfigError::Invalid(format!(
+                "{what}.max_concurrent must be at least 1"
+            )));
+        }
+        if self.memory_mb == 0 {
+            return Err(ConfigError::Invalid(format!(
+                "{what}.memory_mb must be at least 1"
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// What one plugin may touch. Everything defaults to nothing.
+#[derive(Debug, Clone, Default, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct PluginGrants {
+    /// Programs `exec` may start: absolute paths or globs (`/usr/bin/*`).
+    /// `"*"` allows any program.
+    #[serde(default)]
+    pub exec: Vec<String>,
+    /// Whether `exec` may start a shell (`sh`, `bash`, ...), which runs
+    /// whatever its command line says.
+    #[serde(default)]
+    pub shell: bool,
+    /// Environment variables of the agent passed to programs (globs, e.g.
+    /// `"LC_*"`); everything else is scrubbed.
+    #[serde(default)]
+    pub env: Vec<String>,
+    /// `salt://` sources `fetch` may read (globs over the URL, e.g.
+    /// `"salt://files/**"`).
+    #[serde(default)]
+    pub fetch: Vec<String>,
+    /// Host directories preopened for the plugin at the same path.
+    #[serde(default)]
+    pub dirs: Vec<DirGrant>,
+    /// Users programs may be started as (`runas=`), when the agent runs as
+    /// root.
+    #[serde(default)]
+    pub runas: Vec<String>,
+    /// Limits for this plugin only.
+    #[serde(default)]
+    pub limits: Option<LimitsOverride>,
+}
+
+/// A directory a plugin may use through WASI.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct DirGrant {
+    /// Absolute host path; the plugin sees it at the same path.
+    pub path: PathBuf,
+    /// Read-write when true, read-only otherwise.
+    #[serde(default)]
+    pub writable: bool,
+}
+
+impl Config {
+    /// Read and validate a configuration file.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|error| ConfigError::Read {
+            path: path.to_path_buf(),
+            error,
+        })?;
+        let config: Config = toml::from_str(&text).map_err(|error| ConfigError::Parse {
+            path: path.to_path_buf(),
+            error: Box::new(error),
+        })?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Checks that deserialisation cannot express.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        self.limits.validate("limits")?;
+        self.api.validate()?;
+        self.sync.validate(&self.security)?;
+        let a = &self.agent;
+        if a.concurrency == 0 || a.heartbeat_secs == 0 || a.remembered_jids == 0 {
+            return Err(ConfigError::Invalid(
+                "agent.concurrency, agent.heartbeat_secs and agent.remembered_jids must be at least 1"
+                    .into(),
+            ));
+        }
+        if !(a.shutdown_grace_secs.is_finite() && a.shutdown_grace_secs >= 0.0) {
+            return Err(ConfigError::Invalid(
+                "agent.shutdown_grace_secs must be a number of seconds".into(),
+            ));
+        }
+        for (name, grants) in &self.plugins {
+            self.limits
+                .with(grants.limits.as_ref())
+                .validate(&format!("plugins.{name}.limits"))?;
+            for dir in &grants.dirs {
+                if !dir.path.is_absolute() {
+                    return Err(ConfigError::Invalid(format!(
+                        "plugins.{name}.dirs: {} is not an absolute path",
+                        dir.path.display()
+                    )));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The grants of `module` (nothing when it has no table).
+    pub fn grants(&self, module: &str) -> PluginGrants {
+        self.plugins.get(module).cloned().unwrap_or_default()
+    }
+
+    /// The limits `module` runs under.
+    pub fn limits_for(&self, module: &str) -> Limits {
+        self.limits
+            .with(self.plugins.get(module).and_then(|g| g.limits.as_ref()))
+    }
+}
+
+/// The commented configuration `maid init` writes.
+pub const TEMPLATE: &str = include_str!("../maid.example.toml");
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn template_parses_and_validates() {
+        let config: Config = toml::from_str(TEMPLATE).unwrap();
+        config.validate().unwrap();
+        assert!(config.plugins.contains_key("cmd"));
+    }
+
+    #[test]
+    fn unknown_keys_are_named() {
+        let err = toml::from_str::<Config>("plugin_dri = \"/x\"").unwrap_err();
+        assert!(err.to_string().contains("plugin_dri"), "{err}");
+        let err = toml::from_str::<Config>("[plugins.cmd]\nexecs = []").unwrap_err();
+        assert!(err.to_string().contains("execs"), "{err}");
+    }
+
+    #[test]
+    fn limits_override_per_plugin() {
+        let config: Config =
+            toml::from_str("[limits]\nmemory_mb = 64\n[plugins.x.limits]\ntimeout_secs = 2\n")
+                .unwrap();
+        let l = config.limits_for("x");
+        assert_eq!(l.memory_mb, 64);
+        assert_eq!(l.timeout_secs, 2.0);
+        assert_eq!(config.limits_for("y").timeout_secs, 300.0);
+    }
+
+    #[test]
+    fn relative_dirs_are_refused() {
+        let config: Config = toml::from_str("[plugins.cp]\ndirs = [{ path = \"srv\" }]\n").unwrap();
+        assert!(config.validate().is_err());
+    }
+}

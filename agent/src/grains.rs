@@ -1,0 +1,125 @@
+//! Grains: what a minion knows about itself, for targeting (`-G os:Debian`)
+//! and for plugins (`host.grains`).
+//!
+//! Detected from the running system once at start, then the operator's own
+//! grains from the config are merged over them.
+
+use serde_json::{Map, Value, json};
+
+fn read(path: &str) -> Option<String> {
+    std::fs::read_to_string(path)
+        .ok()
+        .map(|s| s.trim().to_string())
+}
+
+/// `KEY=value` pairs of `/etc/os-release`.
+fn os_release() -> Map<String, Value> {
+    let mut out = Map::new();
+    for line in read("/etc/os-release").unwrap_or_default().lines() {
+        if let Some((k, v)) = line.split_once('=') {
+            out.insert(k.to_string(), json!(v.trim_matches('"')));
+        }
+    }
+    out
+}
+
+fn capitalise(s: &str) -> String {
+    let mut c = s.chars();
+    match c.next() {
+        Some(first) => first.to_uppercase().chain(c).collect(),
+        None => String::new(),
+    }
+}
+
+fn mem_total_mib() -> Option<u64> {
+    let info = read("/proc/meminfo")?;
+    let line = info.lines().find(|l| l.starts_with("MemTotal:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib / 1024)
+}
+
+/// The hostname of this machine.
+pub fn hostname() -> String {
+    nix::unistd::gethostname()
+        .ok()
+        .and_then(|h| h.into_string().ok())
+        .unwrap_or_else(|| "localhost".into())
+}
+
+/// Detected grains for minion `id`, with `custom` merged over them.
+pub fn collect(id: &str, custom: &Map<String, Value>) -> Map<String, Value> {
+    let release = os_release();
+    let os_id = release
+        .get("ID")
+        .and_then(Value::as_str)
+        .unwrap_or("unknown");
+    let host = hostname();
+    let mut g = Map::new();
+    g.insert("id".into(), json!(id));
+    g.insert(
+        "host".into(),
+        json!(host.split('.').next().unwrap_or(&host)),
+    );
+    g.insert("fqdn".into(), json!(host));
+    g.insert("kernel".into(), json!(capitalise(std::env::consts::OS)));
+    g.insert(
+        "kernelrelease".into(),
+        json!(read("/proc/sys/kernel/osrelease")),
+    );
+    g.insert("os".into(), json!(capitalise(os_id)));
+    g.insert(
+        "os_family".into(),
+        json!(capitalise(
+            release
+                .get("ID_LIKE")
+                .and_then(Value::as_str)
+                .and_then(|l| l.split_whitespace().next())
+                .unwrap_or(os_id)
+        )),
+    );
+    g.insert(
+        "osrelease".into(),
+        release.get("VERSION_ID").cloned().unwrap_or(Value::Null),
+    );
+    g.insert(
+        "oscodename".into(),
+        release
+            .get("VERSION_CODENAME")
+            .cloned()
+            .unwrap_or(Value::Null),
+    );
+    g.insert("cpuarch".into(), json!(std::env::consts::ARCH));
+    g.insert(
+        "num_cpus".into(),
+        json!(
+            std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(1)
+        ),
+    );
+    g.insert("mem_total".into(), json!(mem_total_mib()));
+    g.insert("maidversion".into(), json!(env!("CARGO_PKG_VERSION")));
+    for (k, v) in custom {
+        g.insert(k.clone(), v.clone());
+    }
+    g
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn detected_and_custom() {
+        let mut custom = Map::new();
+        custom.insert("roles".into(), json!(["web"]));
+        custom.insert("os".into(), json!("Override"));
+        let g = collect("m1", &custom);
+        assert_eq!(g["id"], "m1");
+        assert_eq!(g["kernel"], "Linux");
+        assert_eq!(g["os"], "Override");
+        assert_eq!(g["roles"], json!(["web"]));
+        assert!(g["num_cpus"].as_u64().unwrap() >= 1);
+        assert!(g["mem_total"].as_u64().unwrap() > 0);
+    }
+}

@@ -1,0 +1,294 @@
+//! The master side: publish a job and collect what comes back.
+//!
+//! The reply topic is subscribed **before** the job is published (PROTOCOL
+//! §1). Collection stops as soon as every expected maid has pinged and
+//! every targeted one has returned, or at the timeout; the report then says
+//! what the original masters reported: normal returns, maids that never
+//! pinged (missed maids), targeted minions that never returned (missed
+//! minions), maids that pinged `match: false` (empty), and ids that
+//! returned more than once (repeated).
+
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::time::{Duration, Instant};
+
+use futures_util::{Stream, StreamExt};
+use redis::{AsyncCommands, Msg};
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+use crate::bus::{Bus, BusError, Conn, publish};
+use crate::protocol::{self, Job, Registration, Reply, Return};
+
+/// A job to publish.
+#[derive(Debug, Clone)]
+pub struct JobRequest {
+    pub master_topic: String,
+    pub tgt: Value,
+    pub tgt_type: String,
+    pub fun: String,
+    pub arg: Vec<Value>,
+    pub kwarg: Map<String, Value>,
+    pub timeout: Duration,
+    pub user: Option<String>,
+    pub out: Option<String>,
+    /// Ids never expected to answer (the original `ip.md`).
+    pub exclude: HashSet<String>,
+    /// After everything expected came back, how long to keep listening for
+    /// repeated returns.
+    pub linger: Duration,
+    /// Sign the job with this key (PROTOCOL §6).
+    pub key: Option<ed25519_dalek::SigningKey>,
+}
+
+/// What came back for one job.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Report {
+    pub jid: String,
+    /// Maids the registry says are alive (minus excluded) when the job went out.
+    pub expected: BTreeSet<String>,
+    /// Maids that pinged `match: true`.
+    pub targeted: BTreeSet<String>,
+    /// Maids that pinged `match: false`.
+    pub empty: BTreeSet<String>,
+    /// First return of each minion, in arrival order.
+    pub returns: Vec<Return>,
+    /// Ids that returned more than once, with how many returns.
+    pub repeated: BTreeMap<String, usize>,
+    /// Maids that rejected the job, with the reason.
+    pub rejected: BTreeMap<String, String>,
+    /// Expected maids that never pinged.
+    pub missed_maids: BTreeSet<String>,
+    /// Targeted minions that did not return before the timeout.
+    pub missed_minions: BTreeSet<String>,
+    /// How long collection took.
+    #[serde(skip)]
+    pub elapsed: Duration,
+}
+
+impl Report {
+    /// Every expected maid pinged and every targeted one returned
+    /// (`counts`: returns seen per id).
+    fn complete(&self, pinged: &BTreeSet<String>, counts: &BTreeMap<String, usize>) -> bool {
+        !self.expected.is_empty()
+            && self.expected.is_subset(pinged)
+            && self.targeted.iter().all(|t| counts.contains_key(t))
+    }
+
+    /// Salt's exit status for this report: 0 every targeted minion returned
+    /// retcode 0 and no maid was missed; 11 some return had a non-zero
+    /// retcode; 1 nothing failed but some minion or maid was missed; 2
+    /// nothing returned at all.
+    pub fn exit_code(&self) -> u8 {
+        if self.returns.is_empty() {
+            2
+        } else if self.returns.iter().any(|r| r.retcode != 0) {
+            11
+        } else if !self.missed_minions.is_empty() || !self.missed_maids.is_empty() {
+            1
+        } else {
+            0
+        }
+    }
+}
+
+/// Live counts, for a progress line.
+#[derive(Debug, Clone, Copy)]
+pub struct Progress {
+    pub returned: usize,
+    pub expected: usize,
+    pub elapsed: Duration,
+}
+
+/// The registry entries whose alive key exists.
+pub async fn alive_maids(
+    conn: &mut Conn,
+) -> redis::RedisResult<BTreeMap<String, (bool, Option<Registration>)>> {
+    let all: BTreeMap<String, String> = conn.hgetall(protocol::REGISTRY_KEY).await?;
+    let mut out = BTreeMap::new();
+    for (id, json) in all {
+        let alive: bool = conn.exists(protocol::alive_key(&id)).await?;
+        out.insert(id, (alive, serde_json::from_str(&json).ok()));
+    }
+    Ok(out)
+}
+
+/// Returns stored in the job cache for `jid`.
+pub async fn cached_returns(conn: &mut Conn, jid: &str) -> redis::RedisResult<Vec<Return>> {
+    let all: BTreeMap<String, String> = conn.hgetall(protocol::job_key(jid)).await?;
+    Ok(all
+        .values()
+        .filter_map(|json| match serde_json::from_str::<Reply>(json) {
+            Ok(Reply::Return(r)) => Some(r),
+            _ => None,
+        })
+        .collect())
+}
+
+/// What every reply topic [`temp_topic`] makes matches, for a master that
+/// listens to many jobs on one `PSUBSCRIBE` (`maid api`).
+pub const REPLY_PATTERN: &str = "maid.reply.*";
+
+/// A reply topic no other job uses.
+pub fn temp_topic(jid: &str) -> String {
+    let nonce: u64 = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos() as u64 ^ d.as_secs())
+        .unwrap_or_default();
+    format!("maid.reply.{jid}.{:x}{:x}", std::process::id(), nonce)
+}
+
+/// The message that publishes `req` as job `jid` replying on `topic`:
+/// the job itself, or its signed envelope when `req.key` is set.
+pub fn job_payload(req: &JobRequest, jid: &str, topic: &str) -> String {
+    let job = Job {
+        jid: jid.to_string(),
+        temp_topic: topic.to_string(),
+        fun: req.fun.clone(),
+        arg: req.arg.clone(),
+        kwarg: req.kwarg.clone(),
+        tgt: req.tgt.clone(),
+        tgt_type: req.tgt_type.clone(),
+        timeout: Some(req.timeout.as_secs_f64()),
+        user: req.user.clone(),
+        issued_at: Some(chrono::Utc::now().timestamp_millis()),
+        out: req.out.clone(),
+    };
+    let payload = serde_json::to_string(&job).expect("jobs serialise");
+    match &req.key {
+        Some(key) => {
+            serde_json::to_string(&crate::trust::sign(payload, key)).expect("envelopes serialise")
+        }
+        None => payload,
+    }
+}
+
+/// Publish `req` and collect replies; `progress` is called as returns arrive.
+pub async fn run(
+    bus: &Bus,
+    req: &JobRequest,
+    on_return: impl FnMut(&Return),
+    progress: impl FnMut(Progress),
+) -> Result<Report, BusError> {
+    let mut conn = bus.connect().await?;
+    let jid = crate::jid::new_jid();
+    let topic = temp_topic(&jid);
+    let pubsub = bus.subscribe(std::slice::from_ref(&topic)).await?;
+    run_on(
+        &mut conn,
+        pubsub.into_on_message(),
+        jid,
+        &topic,
+        req,
+        on_return,
+        progress,
+    )
+    .await
+}
+
+/// [`run`] over connections the caller already holds: `replies` must
+/// already carry what is published on `topic`, so that no PING is missed.
+/// Many jobs can then share one command connection and one subscription.
+pub async fn run_on(
+    conn: &mut Conn,
+    mut replies: impl Stream<Item = Msg> + Unpin,
+    jid: String,
+    topic: &str,
+    req: &JobRequest,
+    mut on_return: impl FnMut(&Return),
+    mut progress: impl FnMut(Progress),
+) -> Result<Report, BusError> {
+    let mut report = Report {
+        jid,
+        ..Default::default()
+    };
+    report.expected = alive_maids(conn)
+        .await?
+        .into_iter()
+        .filter(|(id, (alive, _))| *alive && !req.exclude.contains(id))
+        .map(|(id, _)| id)
+        .collect();
+    let payload = job_payload(req, &report.jid, topic);
+    let started = Instant::now();
+    publish(conn, &req.master_topic, &payload).await?;
+
+    let mut pinged = BTreeSet::new();
+    let deadline = tokio::time::Instant::now() + req.timeout;
+    let mut counts: BTreeMap<String, usize> = BTreeMap::new();
+    let tick = Duration::from_millis(200);
+    loop {
+        if report.complete(&pinged, &counts) {
+            break;
+        }
+        let now = tokio::time::Instant::now();
+        if now >= deadline {
+            break;
+        }
+        let wait = (deadline - now).min(tick);
+        let msg = match tokio::time::timeout(wait, replies.next()).await {
+            Err(_) => {
+                progress(Progress {
+                    returned: report.returns.len(),
+                    expected: report.expected.len().max(report.targeted.len()),
+                    elapsed: started.elapsed(),
+                });
+                continue;
+            }
+            Ok(None) => break,
+            Ok(Some(msg)) => msg,
+        };
+        let Ok(reply) = serde_json::from_slice::<Reply>(msg.get_payload_bytes()) else {
+            tracing::warn!(topic, "ignored a reply that is not a PROTOCOL reply");
+            continue;
+        };
+        if reply.jid() != report.jid {
+            continue;
+        }
+        match reply {
+            Reply::Ping(p) => {
+                pinged.insert(p.sub_ip.clone());
+                if p.matched {
+                    report.targeted.insert(p.sub_ip);
+                } else {
+                    report.empty.insert(p.sub_ip);
+                }
+            }
+            Reply::Reject(r) => {
+                pinged.insert(r.sub_ip.clone());
+                report.rejected.insert(r.sub_ip, r.reason);
+            }
+            Reply::Return(r) => {
+                let n = counts.entry(r.id.clone()).or_default();
+                *n += 1;
+                if *n == 1 {
+                    on_return(&r);
+                    report.returns.push(r);
+                } else {
+                    report.repeated.insert(r.id.clone(), *n);
+                }
+                progress(Progress {
+                    returned: report.returns.len(),
+                    expected: report.expected.len().max(report.targeted.len()),
+                    elapsed: started.elapsed(),
+                });
+            }
+        }
+    }
+    // Late repeats of a finished job still count.
+    let linger_until = tokio::time::Instant::now() + req.linger;
+    while let Ok(Some(msg)) = tokio::time::timeout_at(linger_until, replies.next()).await {
+        if let Ok(Reply::Return(r)) = serde_json::from_slice::<Reply>(msg.get_payload_bytes())
+            && r.jid == report.jid
+        {
+            let n = counts.entry(r.id.clone()).or_default();
+            *n += 1;
+            if *n > 1 {
+                report.repeated.insert(r.id.clone(), *n);
+            }
+        }
+    }
+    report.elapsed = started.elapsed();
+    let returned: BTreeSet<String> = report.returns.iter().map(|r| r.id.clone()).collect();
+    report.missed_maids = report.expected.difference(&pinged).cloned().collect();
+    report.missed_minions = report.targeted.difference(&returned).cloned().collect();
+    Ok(report)
+}

@@ -1,0 +1,292 @@
+//! The wire protocol (`shared/PROTOCOL.md`, version 1): jobs a master
+//! publishes and the replies a maid sends, as Rust types.
+//!
+//! Decoding is split in two so a maid can always answer: a message that is
+//! not a JSON object, or has no readable `tempTopic` and `jid`, is dropped
+//! (and logged); one whose remaining fields have the wrong types is
+//! rejected as `malformed` on its reply topic.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::salt::args::fold_kwarg_markers;
+
+/// Redis hash of the registry (PROTOCOL §4).
+pub const REGISTRY_KEY: &str = "maid:registry";
+
+/// `maid:alive:<id>`: exists while a maid heartbeats.
+pub fn alive_key(id: &str) -> String {
+    format!("maid:alive:{id}")
+}
+
+/// `maid:job:<jid>`: the job cache (PROTOCOL §5).
+pub fn job_key(jid: &str) -> String {
+    format!("maid:job:{jid}")
+}
+
+/// A job (PROTOCOL §2), with Salt's aliases already folded in.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Job {
+    pub jid: String,
+    #[serde(rename = "tempTopic")]
+    pub temp_topic: String,
+    pub fun: String,
+    pub arg: Vec<Value>,
+    pub kwarg: Map<String, Value>,
+    pub tgt: Value,
+    pub tgt_type: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub issued_at: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub out: Option<String>,
+}
+
+/// The job's fields as they may arrive, aliases included.
+#[derive(Deserialize)]
+struct WireJob {
+    fun: String,
+    #[serde(default)]
+    arg: Vec<Value>,
+    #[serde(default)]
+    kwarg: Option<Map<String, Value>>,
+    #[serde(default)]
+    kwargs: Option<Map<String, Value>>,
+    #[serde(default)]
+    tgt: Option<Value>,
+    #[serde(default)]
+    tgt_type: Option<String>,
+    #[serde(default)]
+    expr_form: Option<String>,
+    #[serde(default)]
+    timeout: Option<f64>,
+    #[serde(default)]
+    user: Option<String>,
+    #[serde(default)]
+    issued_at: Option<i64>,
+    #[serde(default)]
+    out: Option<String>,
+}
+
+/// Why a message was not accepted as a job.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Refusal {
+    /// Not even a reply address: drop and log.
+    Drop(String),
+    /// Answer with a `reject` on `temp_topic`.
+    Reject {
+        temp_topic: String,
+        jid: String,
+        reason: String,
+        detail: String,
+    },
+}
+
+/// The reply address of a message, if it has one.
+pub fn reply_address(v: &Value) -> Result<(String, String), Refusal> {
+    let Some(obj) = v.as_object() else {
+        return Err(Refusal::Drop("message is not a JSON object".into()));
+    };
+    let temp_topic = match obj.get("tempTopic") {
+        Some(Value::String(t)) if !t.is_empty() => t.clone(),
+        _ => return Err(Refusal::Drop("message has no tempTopic".into())),
+    };
+    let jid = match obj.get("jid") {
+        Some(Value::String(j)) if !j.is_empty() => j.clone(),
+        _ => return Err(Refusal::Drop("message has no jid".into())),
+    };
+    Ok((temp_topic, jid))
+}
+
+impl Job {
+    /// Decode an unsigned job object.
+    pub fn from_value(v: Value) -> Result<Job, Refusal> {
+        let (temp_topic, jid) = reply_address(&v)?;
+        let malformed = |detail: String| Refusal::Reject {
+            temp_topic: temp_topic.clone(),
+            jid: jid.clone(),
+            reason: "malformed".into(),
+            detail,
+        };
+        let wire: WireJob = serde_json::from_value(v).map_err(|e| malformed(e.to_string()))?;
+        if wire.fun.is_empty() {
+            return Err(malformed("fun is empty".into()));
+        }
+        let mut kwarg = wire.kwarg.or(wire.kwargs).unwrap_or_default();
+        let arg = fold_kwarg_markers(wire.arg, &mut kwarg);
+        let tgt = wire.tgt.unwrap_or_else(|| Value::String("*".into()));
+        if !(tgt.is_string() || tgt.is_array()) {
+            return Err(malformed("tgt must be a string or an array".into()));
+        }
+        if let Some(t) = wire.timeout
+            && !(t.is_finite() && t > 0.0)
+        {
+            return Err(malformed("timeout must be a positive number".into()));
+        }
+        Ok(Job {
+            jid,
+            temp_topic,
+            fun: wire.fun,
+            arg,
+            kwarg,
+            tgt,
+            tgt_type: wire
+                .tgt_type
+                .or(wire.expr_form)
+                .unwrap_or_else(|| "glob".into()),
+            timeout: wire.timeout,
+            user: wire.user,
+            issued_at: wire.issued_at,
+            out: wire.out,
+        })
+    }
+
+    /// `fun_args` of a return: the positional arguments, then the keyword
+    /// arguments as one mapping when there are any (as Salt reports them).
+    pub fn fun_args(&self) -> Vec<Value> {
+        let mut out = self.arg.clone();
+        if !self.kwarg.is_empty() {
+            out.push(Value::Object(self.kwarg.clone()));
+        }
+        out
+    }
+}
+
+/// A maid's reply on a job's `tempTopic` (PROTOCOL §3).
+// A reply is built once and serialised at once; boxing the large variant
+// would only add an allocation.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "lowercase")]
+pub enum Reply {
+    Ping(Ping),
+    Return(Return),
+    Reject(Reject),
+}
+
+/// §3.1: sent at once for every well-formed job.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Ping {
+    pub sub_ip: String,
+    pub jid: String,
+    #[serde(rename = "match")]
+    pub matched: bool,
+}
+
+/// §3.2: one per targeted minion when its function finishes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Return {
+    pub sub_ip: String,
+    pub jid: String,
+    pub id: String,
+    pub fun: String,
+    pub fun_args: Vec<Value>,
+    #[serde(rename = "return")]
+    pub ret: Value,
+    pub retcode: i32,
+    pub success: bool,
+    pub out: String,
+    #[serde(rename = "_stamp")]
+    pub stamp: String,
+    pub ret_: Map<String, Value>,
+}
+
+/// §3.3: a job the maid refuses to consider.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Reject {
+    pub sub_ip: String,
+    pub jid: String,
+    pub reason: String,
+}
+
+impl Reply {
+    pub fn jid(&self) -> &str {
+        match self {
+            Reply::Ping(p) => &p.jid,
+            Reply::Return(r) => &r.jid,
+            Reply::Reject(r) => &r.jid,
+        }
+    }
+
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).expect("replies always serialise")
+    }
+}
+
+/// What a maid writes into the registry (§4).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Registration {
+    pub id: String,
+    pub version: String,
+    pub master_topics: Vec<String>,
+    pub functions: Vec<String>,
+    pub grains: Map<String, Value>,
+    pub started_at: String,
+    pub last_seen: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn defaults_and_aliases() {
+        let job = Job::from_value(json!({
+            "jid": "1", "tempTopic": "t", "fun": "test.arg",
+            "arg": ["a", {"__kwarg__": true, "x": 1}],
+            "kwargs": {"y": 2},
+            "expr_form": "list", "tgt": ["m1"],
+            "extra": "ignored"
+        }))
+        .unwrap();
+        assert_eq!(job.arg, vec![json!("a")]);
+        assert_eq!(
+            job.kwarg,
+            json!({"y": 2, "x": 1}).as_object().unwrap().clone()
+        );
+        assert_eq!(job.tgt_type, "list");
+        let job =
+            Job::from_value(json!({"jid": "1", "tempTopic": "t", "fun": "test.ping"})).unwrap();
+        assert_eq!((job.tgt, job.tgt_type.as_str()), (json!("*"), "glob"));
+    }
+
+    #[test]
+    fn refusals() {
+        assert!(matches!(Job::from_value(json!([1])), Err(Refusal::Drop(_))));
+        assert!(matches!(
+            Job::from_value(json!({"jid": "1", "fun": "x"})),
+            Err(Refusal::Drop(_))
+        ));
+        for bad in [
+            json!({"jid": "1", "tempTopic": "t"}),
+            json!({"jid": "1", "tempTopic": "t", "fun": 5}),
+            json!({"jid": "1", "tempTopic": "t", "fun": "a.b", "arg": "x"}),
+            json!({"jid": "1", "tempTopic": "t", "fun": "a.b", "tgt": 5}),
+            json!({"jid": "1", "tempTopic": "t", "fun": "a.b", "timeout": -1}),
+        ] {
+            match Job::from_value(bad.clone()) {
+                Err(Refusal::Reject { reason, .. }) => assert_eq!(reason, "malformed"),
+                other => panic!("{bad}: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn reply_shapes() {
+        let ping = Reply::Ping(Ping {
+            sub_ip: "m".into(),
+            jid: "1".into(),
+            matched: true,
+        });
+        assert_eq!(
+            ping.to_json(),
+            r#"{"type":"ping","sub_ip":"m","jid":"1","match":true}"#
+        );
+        let back: Reply = serde_json::from_str(&ping.to_json()).unwrap();
+        assert_eq!(back, ping);
+    }
+}

@@ -1,0 +1,284 @@
+//! The `exec` capability: start a program on behalf of a plugin, under the
+//! plugin's grants.
+//!
+//! The program is resolved to an absolute path and checked against the
+//! allow-list (and the shell rule) before anything runs; its environment is
+//! scrubbed to the variables the grants pass through; its working directory
+//! must lie inside a granted directory. It runs in its own process group so
+//! a timeout kills everything it started, and its output is captured up to
+//! a bound.
+
+use std::io::Read;
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+
+use super::bindings::maid::plugin::host::{ExecOutput, ExecRequest, HostError};
+use super::policy::Grants;
+use crate::config::Limits;
+
+/// `PATH` used to look programs up when the grants pass none through.
+const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+/// Kills the program's whole process group if the call is abandoned (job
+/// timeout, agent shutdown) before the program ends.
+struct GroupGuard(Option<i32>);
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        if let Some(pgid) = self.0.take() {
+            kill_group(pgid);
+        }
+    }
+}
+
+fn kill_group(pgid: i32) {
+    use nix::sys::signal::{Signal, killpg};
+    use nix::unistd::Pid;
+    let _ = killpg(Pid::from_raw(pgid), Signal::SIGKILL);
+}
+
+fn failed(msg: impl Into<String>) -> HostError {
+    HostError::Failed(msg.into())
+}
+
+/// Resolve `program` to an absolute path: as given when it contains a `/`
+/// (it must then be absolute), else through `path_var`.
+fn resolve(program: &str, path_var: &str) -> Result<PathBuf, HostError> {
+    if program.contains('/') {
+        let p = Path::new(program);
+        if !p.is_absolute() {
+            return Err(HostError::Denied(format!(
+                "{program}: a program with a '/' must be an absolute path"
+            )));
+        }
+        return Ok(p.to_path_buf());
+    }
+    which::which_in(program, Some(path_var), "/")
+        .map_err(|_| failed(format!("{program}: command not found")))
+}
+
+/// The user a program may run as, after the grant and root checks.
+fn runas_user(grants: &Grants, name: &str) -> Result<nix::unistd::User, HostError> {
+    if !grants.runas.is_match(name) {
+        return Err(HostError::Denied(format!(
+            "runas={name} is not granted to this plugin"
+        )));
+    }
+    if !nix::unistd::geteuid().is_root() {
+        return Err(HostError::Denied(format!(
+            "runas={name} needs the agent to run as root"
+        )));
+    }
+    nix::unistd::User::from_name(name)
+        .map_err(|e| failed(format!("runas={name}: {e}")))?
+        .ok_or_else(|| failed(format!("runas={name}: no such user")))
+}
+
+/// Output kept up to a bound; the rest is counted as truncated.
+struct Capped {
+    kept: Vec<u8>,
+    cap: usize,
+    truncated: bool,
+}
+
+impl Capped {
+    fn new(cap: usize) -> Self {
+        Self {
+            kept: Vec::new(),
+            cap,
+            truncated: false,
+        }
+    }
+
+    fn push(&mut self, chunk: &[u8]) {
+        let room = self.cap.saturating_sub(self.kept.len());
+        self.truncated |= chunk.len() > room;
+        self.kept.extend_from_slice(&chunk[..chunk.len().min(room)]);
+    }
+
+    fn done(self) -> (Vec<u8>, bool) {
+        (self.kept, self.truncated)
+    }
+}
+
+/// Read everything, keep at most `cap` bytes.
+async fn read_capped(mut r: impl AsyncRead + Unpin, cap: usize) -> (Vec<u8>, bool) {
+    let mut out = Capped::new(cap);
+    let mut buf = vec![0u8; 64 << 10];
+    while let Ok(n @ 1..) = r.read(&mut buf).await {
+        out.push(&buf[..n]);
+    }
+    out.done()
+}
+
+/// The same for a blocking reader (the merged stdout+stderr pipe).
+fn read_capped_blocking(mut r: impl Read, cap: usize) -> (Vec<u8>, bool) {
+    let mut out = Capped::new(cap);
+    let mut buf = vec![0u8; 64 << 10];
+    while let Ok(n @ 1..) = r.read(&mut buf) {
+        out.push(&buf[..n]);
+    }
+    out.done()
+}
+
+/// Run one program for a plugin.
+pub(crate) async fn run(
+    grants: &Grants,
+    limits: &Limits,
+    deadline: Instant,
+    req: ExecRequest,
+) -> Result<ExecOutput, HostError> {
+    let Some(program) = req.argv.first().filter(|p| !p.is_empty()) else {
+        return Err(failed("argv is empty"));
+    };
+    if grants.exec.is_empty() {
+        return Err(HostError::Denied(
+            "exec is not granted to this plugin".into(),
+        ));
+    }
+    let passed: Vec<(String, String)> = std::env::vars()
+        .filter(|(k, _)| grants.env.is_match(k))
+        .collect();
+    let path_var = passed
+        .iter()
+        .find(|(k, _)| k == "PATH")
+        .map(|(_, v)| v.clone())
+        .unwrap_or_else(|| DEFAULT_PATH.to_string());
+    let resolved = resolve(program, &path_var)?;
+    let canonical = resolved.canonicalize().unwrap_or_else(|_| resolved.clone());
+    grants
+        .check_program(&resolved, &canonical)
+        .map_err(HostError::Denied)?;
+    let cwd = match &req.cwd {
+        Some(dir) => grants
+            .check_cwd(Path::new(dir))
+            .map_err(HostError::Denied)?,
+        None => grants
+            .dirs
+            .first()
+            .map(|d| d.path.clone())
+            .unwrap_or_else(|| PathBuf::from("/")),
+    };
+
+    let user = match &req.runas {
+        Some(name) => Some(runas_user(grants, name)?),
+        None => None,
+    };
+    let mut cmd = tokio::process::Command::new(&resolved);
+
+    cmd.args(&req.argv[1..])
+        .env_clear()
+        .envs(passed)
+        .envs(req.env.iter().cloned())
+        .current_dir(&cwd)
+        .process_group(0)
+        .kill_on_drop(true)
+        .stdin(if req.stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        });
+    if let Some(u) = &user {
+        // As root, std drops the supplementary groups when it sets the uid.
+        cmd.uid(u.uid.as_raw())
+            .gid(u.gid.as_raw())
+            .env("USER", &u.name)
+            .env("LOGNAME", &u.name)
+            .env("HOME", &u.dir);
+    }
+    let merged_reader = if req.merge_stderr {
+        let (reader, writer) = std::io::pipe().map_err(|e| failed(format!("pipe: {e}")))?;
+        let writer2 = writer
+            .try_clone()
+            .map_err(|e| failed(format!("pipe: {e}")))?;
+        cmd.stdout(writer).stderr(writer2);
+        Some(reader)
+    } else {
+        cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+        None
+    };
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| failed(format!("{}: {e}", resolved.display())))?;
+    // The parent's copies of the pipe's write ends live in `cmd`; close
+    // them or the merged reader never sees end-of-file.
+    drop(cmd);
+    let pid = child.id().unwrap_or_default();
+    let mut guard = GroupGuard(i32::try_from(pid).ok());
+
+    if let (Some(bytes), Some(mut stdin)) = (req.stdin, child.stdin.take()) {
+        tokio::spawn(async move {
+            let _ = stdin.write_all(&bytes).await;
+        });
+    }
+    let cap = limits.max_output_bytes;
+    let stdout = child.stdout.take();
+    let stderr = child.stderr.take();
+    let collect = async {
+        let out = async {
+            match (merged_reader, stdout) {
+                (Some(reader), _) => {
+                    tokio::task::spawn_blocking(move || read_capped_blocking(reader, cap))
+                        .await
+                        .unwrap_or_default()
+                }
+                (None, Some(s)) => read_capped(s, cap).await,
+                (None, None) => Default::default(),
+            }
+        };
+        let err = async {
+            match stderr {
+                Some(s) => read_capped(s, cap).await,
+                None => Default::default(),
+            }
+        };
+        let (out, err, status) = tokio::join!(out, err, child.wait());
+        (out, err, status)
+    };
+
+    let now = Instant::now();
+    let mut limit = deadline.saturating_duration_since(now);
+    if let Some(ms) = req.timeout_ms {
+        limit = limit.min(Duration::from_millis(ms));
+    }
+    tokio::pin!(collect);
+    let (timed_out, result) = match tokio::time::timeout(limit, &mut collect).await {
+        Ok(r) => (false, Some(r)),
+        Err(_) => {
+            if let Some(pgid) = guard.0.take() {
+                kill_group(pgid);
+            }
+            // Whatever the killed group wrote is still worth returning; do
+            // not wait on a straggler that escaped the group.
+            let late = tokio::time::timeout(Duration::from_secs(2), &mut collect).await;
+            (true, late.ok())
+        }
+    };
+    guard.0 = None;
+    let Some(((stdout, out_trunc), (stderr, err_trunc), status)) = result else {
+        return Ok(ExecOutput {
+            pid,
+            retcode: -9,
+            stdout: Vec::new(),
+            stderr: Vec::new(),
+            timed_out,
+            truncated: false,
+        });
+    };
+    let status = status.map_err(|e| failed(format!("wait: {e}")))?;
+    let retcode = status
+        .code()
+        .unwrap_or_else(|| -status.signal().unwrap_or(0));
+    Ok(ExecOutput {
+        pid,
+        retcode,
+        stdout,
+        stderr,
+        timed_out,
+        truncated: out_trunc || err_trunc,
+    })
+}

@@ -1,0 +1,321 @@
+//! The state each call's store carries, and the host interface plugins
+//! import (`maid:plugin/host`): logging, grains, retcode, exec and fetch.
+//!
+//! One `HostState` lives exactly as long as one call. Everything a plugin
+//! does outside its memory passes through here, is checked against its
+//! grants, and is recorded in `used` for the audit trail.
+
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use serde::Serialize;
+use wasmtime::component::{Resource, ResourceTable};
+use wasmtime::{ResourceLimiter, Result};
+use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+
+use super::Services;
+use super::bindings::maid::plugin::host::{self as wit, HostError, Level};
+use super::exec;
+use super::policy::{Grants, salt_path};
+use crate::config::Limits;
+use crate::fileserver::SourceReader;
+
+/// Something a plugin did outside its sandbox, for the audit trail.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum CapabilityUse {
+    /// A program was started (or refused).
+    Exec { argv: Vec<String>, allowed: bool },
+    /// A `salt://` source was opened (or refused).
+    Fetch { url: String, allowed: bool },
+}
+
+/// The per-call state of a store.
+pub struct HostState {
+    /// WASI: preopened directories, captured stdout/stderr, no env, no args.
+    pub(crate) wasi: WasiCtx,
+    /// WASI and host resources (open sources, streams).
+    pub(crate) table: ResourceTable,
+    /// Memory, table and instance caps.
+    pub(crate) limiter: Limiter,
+    /// Which plugin and job this store serves; what it may do.
+    pub(crate) job: JobState,
+}
+
+/// What the host functions need to know about the call.
+pub(crate) struct JobState {
+    /// Module name, for log lines.
+    pub plugin: Arc<str>,
+    /// Job id, for log lines.
+    pub jid: Arc<str>,
+    /// Effective grants of the plugin.
+    pub grants: Arc<Grants>,
+    /// Grains and the file server.
+    pub services: Arc<Services>,
+    /// Limits of this call.
+    pub limits: Limits,
+    /// When the call must be done; programs started by `exec` are killed by
+    /// then even if their own timeout is longer.
+    pub deadline: Instant,
+    /// Retcode set with `set-retcode`.
+    pub retcode: Option<i32>,
+    /// Log bytes left before lines are dropped.
+    pub log_budget: usize,
+    /// Log lines dropped for the budget.
+    pub log_dropped: u64,
+    /// Capabilities exercised, in order.
+    pub used: Vec<CapabilityUse>,
+}
+
+impl WasiView for HostState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+/// Caps on what one instance may allocate. Hitting the memory cap traps
+/// with a message the runtime recognises.
+pub(crate) struct Limiter {
+    pub memory_bytes: usize,
+    pub max_instances: usize,
+    pub max_tables: usize,
+    pub max_table_elements: usize,
+    /// Set when the memory cap stopped a grow.
+    pub memory_exceeded: bool,
+}
+
+impl ResourceLimiter for Limiter {
+    fn memory_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> Result<bool> {
+        if desired > self.memory_bytes {
+            self.memory_exceeded = true;
+            return Err(wasmtime::format_err!(
+                "memory limit of {} MiB exceeded",
+                self.memory_bytes >> 20
+            ));
+        }
+        Ok(true)
+    }
+
+    fn table_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> Result<bool> {
+        Ok(desired <= self.max_table_elements)
+    }
+
+    fn instances(&self) -> usize {
+        self.max_instances
+    }
+
+    fn tables(&self) -> usize {
+        self.max_tables
+    }
+
+    fn memories(&self) -> usize {
+        self.max_instances
+    }
+}
+
+/// An open `salt://` source, held in the store's resource table.
+pub struct SourceHandle {
+    reader: Box<dyn SourceReader>,
+}
+
+fn denied(msg: impl Into<String>) -> HostError {
+    HostError::Denied(msg.into())
+}
+
+impl wit::Host for HostState {
+    async fn log(&mut self, level: Level, message: String) {
+        let job = &mut self.job;
+        if message.len() > job.log_budget {
+            job.log_budget = 0;
+            job.log_dropped += 1;
+            return;
+        }
+        job.log_budget -= message.len();
+        let (plugin, jid) = (&*job.plugin, &*job.jid);
+        match level {
+            Level::Trace => tracing::trace!(plugin, jid, "{message}"),
+            Level::Debug => tracing::debug!(plugin, jid, "{message}"),
+            Level::Info => tracing::info!(plugin, jid, "{message}"),
+            Level::Warn => tracing::warn!(plugin, jid, "{message}"),
+            Level::Error => tracing::error!(plugin, jid, "{message}"),
+        }
+    }
+
+    async fn grains(&mut self) -> String {
+        self.job.services.grains_json.clone()
+    }
+
+    async fn set_retcode(&mut self, retcode: i32) {
+        self.job.retcode = Some(retcode);
+    }
+
+    async fn dirs(&mut self) -> Vec<wit::GrantedDir> {
+        self.job
+            .grants
+            .preopens()
+            .map(|d| wit::GrantedDir {
+                path: d.path.to_string_lossy().into_owned(),
+                writable: d.writable,
+            })
+            .collect()
+    }
+
+    async fn exec(&mut self, request: wit::ExecRequest) -> Result<wit::ExecOutput, HostError> {
+        let job = &mut self.job;
+        let argv = request.argv.clone();
+        let result = exec::run(&job.grants, &job.limits, job.deadline, request).await;
+        job.used.push(CapabilityUse::Exec {
+            argv,
+            allowed: !matches!(result, Err(HostError::Denied(_))),
+        });
+        if let Err(HostError::Denied(why)) = &result {
+            tracing::warn!(plugin = &*job.plugin, jid = &*job.jid, "exec denied: {why}");
+        }
+        result
+    }
+
+    async fn fetch(&mut self, url: String) -> Result<Option<Resource<SourceHandle>>, HostError> {
+        let job = &mut self.job;
+        let checked = job.grants.check_fetch(&url).and_then(|()| salt_path(&url));
+        job.used.push(CapabilityUse::Fetch {
+            url: url.clone(),
+            allowed: checked.is_ok(),
+        });
+        let path = checked.map_err(|why| {
+            tracing::warn!(
+                plugin = &*job.plugin,
+                jid = &*job.jid,
+                "fetch denied: {why}"
+            );
+            denied(why)
+        })?;
+        let opened = job
+            .services
+            .files
+            .open(&path)
+            .await
+            .map_err(HostError::Failed)?;
+        match opened {
+            None => Ok(None),
+            Some(reader) => {
+                let handle = self
+                    .table
+                    .push(SourceHandle { reader })
+                    .map_err(|e| HostError::Failed(e.to_string()))?;
+                Ok(Some(handle))
+            }
+        }
+    }
+}
+
+impl wit::HostSource for HostState {
+    async fn info(&mut self, this: Resource<SourceHandle>) -> wit::SourceInfo {
+        match self.table.get(&this) {
+            Ok(h) => wit::SourceInfo {
+                size: h.reader.size(),
+                sha256: h.reader.sha256().to_string(),
+            },
+            Err(_) => wit::SourceInfo {
+                size: 0,
+                sha256: String::new(),
+            },
+        }
+    }
+
+    async fn read(&mut self, this: Resource<SourceHandle>, len: u32) -> Result<Vec<u8>, HostError> {
+        // Bound one read so a plugin cannot make the host buffer a whole
+        // file at once.
+        const MAX_READ: usize = 4 << 20;
+        let h = self
+            .table
+            .get_mut(&this)
+            .map_err(|e| HostError::Failed(e.to_string()))?;
+        h.reader
+            .read((len as usize).min(MAX_READ))
+            .await
+            .map_err(|e| HostError::Failed(e.to_string()))
+    }
+
+    async fn drop(&mut self, this: Resource<SourceHandle>) -> Result<()> {
+        self.table.delete(this)?;
+        Ok(())
+    }
+}
+
+/// Collects what a guest writes to stdout or stderr, up to a bound; the rest
+/// is dropped (a plugin that floods its output must not exhaust the agent).
+#[derive(Clone)]
+pub(crate) struct Capture {
+    buf: Arc<Mutex<Vec<u8>>>,
+    cap: usize,
+}
+
+impl Capture {
+    pub fn new(cap: usize) -> Self {
+        Self {
+            buf: Arc::default(),
+            cap,
+        }
+    }
+
+    /// What was captured, as text.
+    pub fn text(&self) -> String {
+        let buf = self.buf.lock().unwrap_or_else(|e| e.into_inner());
+        String::from_utf8_lossy(&buf).into_owned()
+    }
+}
+
+impl wasmtime_wasi::cli::IsTerminal for Capture {
+    fn is_terminal(&self) -> bool {
+        false
+    }
+}
+
+impl wasmtime_wasi::cli::StdoutStream for Capture {
+    fn async_stream(&self) -> Box<dyn tokio::io::AsyncWrite + Send + Sync> {
+        Box::new(self.clone())
+    }
+}
+
+impl tokio::io::AsyncWrite for Capture {
+    fn poll_write(
+        self: std::pin::Pin<&mut Self>,
+        _cx: &mut std::task::Context<'_>,
+        data: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        let mut buf = self.buf.lock().unwrap_or_else(|e| e.into_inner());
+        let room = self.cap.saturating_sub(buf.len());
+        buf.extend_from_slice(&data[..data.len().min(room)]);
+        std::task::Poll::Ready(Ok(data.len()))
+    }
+
+    fn poll_flush(
+        self: std::pin::Pin<&mut Self>,
+        _cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn poll_shutdown(
+        self: std::pin::Pin<&mut Self>,
+        _cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+}
+
+/// `maid:plugin/types` has no functions; its host trait is empty.
+impl super::bindings::maid::plugin::types::Host for HostState {}

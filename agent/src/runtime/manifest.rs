@@ -1,0 +1,160 @@
+//! A plugin's manifest as the agent keeps it: converted from the WIT types
+//! once at load time and validated, so the rest of the agent never sees a
+//! manifest that lies about its module or repeats a function.
+
+use serde::{Deserialize, Serialize};
+
+use super::bindings::maid::plugin::types as wit;
+
+/// A host capability (WIT `capability`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, PartialOrd, Ord)]
+#[serde(rename_all = "kebab-case")]
+pub enum Capability {
+    Exec,
+    Shell,
+    Fetch,
+    FsRead,
+    FsWrite,
+}
+
+impl Capability {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Capability::Exec => "exec",
+            Capability::Shell => "shell",
+            Capability::Fetch => "fetch",
+            Capability::FsRead => "fs-read",
+            Capability::FsWrite => "fs-write",
+        }
+    }
+}
+
+impl From<wit::Capability> for Capability {
+    fn from(c: wit::Capability) -> Self {
+        match c {
+            wit::Capability::Exec => Capability::Exec,
+            wit::Capability::Shell => Capability::Shell,
+            wit::Capability::Fetch => Capability::Fetch,
+            wit::Capability::FsRead => Capability::FsRead,
+            wit::Capability::FsWrite => Capability::FsWrite,
+        }
+    }
+}
+
+/// One function of a module.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FunctionDoc {
+    pub name: String,
+    pub doc: String,
+    pub args: Vec<String>,
+}
+
+/// What a plugin says about itself.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Manifest {
+    pub module: String,
+    pub version: String,
+    pub functions: Vec<FunctionDoc>,
+    pub capabilities: Vec<Capability>,
+}
+
+impl From<wit::Manifest> for Manifest {
+    fn from(m: wit::Manifest) -> Self {
+        let mut capabilities: Vec<Capability> =
+            m.capabilities.into_iter().map(Into::into).collect();
+        capabilities.sort();
+        capabilities.dedup();
+        Manifest {
+            module: m.module,
+            version: m.version,
+            functions: m
+                .functions
+                .into_iter()
+                .map(|f| FunctionDoc {
+                    name: f.name,
+                    doc: f.doc,
+                    args: f.args,
+                })
+                .collect(),
+            capabilities,
+        }
+    }
+}
+
+/// Whether `s` can name a module or function (`[A-Za-z_][A-Za-z0-9_]*`).
+pub fn is_identifier(s: &str) -> bool {
+    let mut chars = s.chars();
+    matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+impl Manifest {
+    /// Check the manifest of the plugin loaded from a file named
+    /// `<expected_module>.wasm`.
+    pub fn validate(&self, expected_module: &str) -> Result<(), String> {
+        if self.module != expected_module {
+            return Err(format!(
+                "manifest names module {:?} but the file is {expected_module}.wasm",
+                self.module
+            ));
+        }
+        if !is_identifier(&self.module) {
+            return Err(format!(
+                "module name {:?} is not an identifier",
+                self.module
+            ));
+        }
+        if self.functions.is_empty() {
+            return Err("manifest lists no functions".into());
+        }
+        let mut seen = std::collections::HashSet::new();
+        for f in &self.functions {
+            if !is_identifier(&f.name) {
+                return Err(format!("function name {:?} is not an identifier", f.name));
+            }
+            if !seen.insert(&f.name) {
+                return Err(format!("function {:?} is listed twice", f.name));
+            }
+        }
+        Ok(())
+    }
+
+    pub fn function(&self, name: &str) -> Option<&FunctionDoc> {
+        self.functions.iter().find(|f| f.name == name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn manifest(module: &str, functions: &[&str]) -> Manifest {
+        Manifest {
+            module: module.into(),
+            version: "1".into(),
+            functions: functions
+                .iter()
+                .map(|n| FunctionDoc {
+                    name: n.to_string(),
+                    doc: String::new(),
+                    args: vec![],
+                })
+                .collect(),
+            capabilities: vec![],
+        }
+    }
+
+    #[test]
+    fn lying_module_names_are_refused() {
+        assert!(manifest("test", &["ping"]).validate("test").is_ok());
+        let err = manifest("cmd", &["run"]).validate("test").unwrap_err();
+        assert!(err.contains("\"cmd\""), "{err}");
+    }
+
+    #[test]
+    fn function_names_are_checked() {
+        assert!(manifest("m", &["a", "a"]).validate("m").is_err());
+        assert!(manifest("m", &["a.b"]).validate("m").is_err());
+        assert!(manifest("m", &[]).validate("m").is_err());
+    }
+}

@@ -1,0 +1,325 @@
+//! A plugin's effective grants: what its manifest asks for intersected with
+//! what the configuration grants, compiled once at load time and checked on
+//! every host call.
+//!
+//! Default is deny. A capability counts only when the plugin *declares* it
+//! and the operator *grants* it, so a reviewer reading either side alone
+//! never underestimates what can happen.
+
+use std::path::{Component, Path, PathBuf};
+
+use globset::{Glob, GlobBuilder, GlobSet, GlobSetBuilder};
+use serde::Serialize;
+
+use crate::config::{DirGrant, PluginGrants};
+use crate::runtime::manifest::Capability;
+
+/// Programs that run arbitrary command lines; starting one needs `shell`.
+const SHELLS: &[&str] = &[
+    "sh", "bash", "dash", "zsh", "ksh", "mksh", "csh", "tcsh", "fish", "ash", "busybox",
+];
+
+/// A compiled set of globs plus the patterns it came from.
+#[derive(Debug, Clone)]
+pub struct Patterns {
+    patterns: Vec<String>,
+    set: GlobSet,
+}
+
+impl Patterns {
+    fn new(patterns: &[String], literal_separator: bool) -> Result<Self, globset::Error> {
+        let mut builder = GlobSetBuilder::new();
+        for p in patterns {
+            let glob = if p == "*" || p == "**" {
+                Glob::new("**")?
+            } else {
+                GlobBuilder::new(p)
+                    .literal_separator(literal_separator)
+                    .build()?
+            };
+            builder.add(glob);
+        }
+        Ok(Self {
+            patterns: patterns.to_vec(),
+            set: builder.build()?,
+        })
+    }
+
+    fn empty() -> Self {
+        Self {
+            patterns: Vec::new(),
+            set: GlobSet::empty(),
+        }
+    }
+
+    pub fn is_match(&self, s: impl AsRef<Path>) -> bool {
+        self.set.is_match(s)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.patterns.is_empty()
+    }
+
+    pub fn patterns(&self) -> &[String] {
+        &self.patterns
+    }
+}
+
+/// What a plugin may do, after intersecting its manifest with its grants.
+#[derive(Debug, Clone)]
+pub struct Grants {
+    /// Programs `exec` may start; empty when exec is not both asked and granted.
+    pub exec: Patterns,
+    /// Whether a shell may be started.
+    pub shell: bool,
+    /// Environment variables passed through to programs.
+    pub env: Patterns,
+    /// `salt://` URLs `fetch` may open.
+    pub fetch: Patterns,
+    /// Granted directories: preopened when `fs`, places to run programs in
+    /// when exec is granted.
+    pub dirs: Vec<DirGrant>,
+    /// Whether the plugin asked for filesystem access at all.
+    pub fs: bool,
+    /// Users programs may run as.
+    pub runas: Patterns,
+}
+
+/// A human-readable account of grants, for `maid plugin inspect`.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct GrantSummary {
+    pub exec: Vec<String>,
+    pub shell: bool,
+    pub env: Vec<String>,
+    pub fetch: Vec<String>,
+    pub dirs: Vec<DirGrant>,
+    pub runas: Vec<String>,
+}
+
+impl Grants {
+    /// Nothing at all.
+    pub fn none() -> Self {
+        Self {
+            exec: Patterns::empty(),
+            shell: false,
+            env: Patterns::empty(),
+            fetch: Patterns::empty(),
+            dirs: Vec::new(),
+            fs: false,
+            runas: Patterns::empty(),
+        }
+    }
+
+    /// Intersect what the plugin declares with what the config grants.
+    pub fn effective(declared: &[Capability], granted: &PluginGrants) -> Result<Self, String> {
+        let has = |c: Capability| declared.contains(&c);
+        let bad = |what: &str, e: globset::Error| format!("invalid {what} pattern: {e}");
+        let exec = if has(Capability::Exec) {
+            Patterns::new(&granted.exec, true).map_err(|e| bad("exec", e))?
+        } else {
+            Patterns::empty()
+        };
+        let env = if has(Capability::Exec) {
+            Patterns::new(&granted.env, false).map_err(|e| bad("env", e))?
+        } else {
+            Patterns::empty()
+        };
+        let runas = if has(Capability::Exec) {
+            Patterns::new(&granted.runas, false).map_err(|e| bad("runas", e))?
+        } else {
+            Patterns::empty()
+        };
+        let fetch = if has(Capability::Fetch) {
+            Patterns::new(&granted.fetch, true).map_err(|e| bad("fetch", e))?
+        } else {
+            Patterns::empty()
+        };
+        let read = has(Capability::FsRead) || has(Capability::FsWrite);
+        let dirs = granted
+            .dirs
+            .iter()
+            .filter(|_| read || has(Capability::Exec))
+            .map(|d| DirGrant {
+                path: d.path.clone(),
+                writable: d.writable && has(Capability::FsWrite),
+            })
+            .collect();
+        Ok(Self {
+            exec,
+            shell: granted.shell && has(Capability::Shell) && has(Capability::Exec),
+            env,
+            fetch,
+            dirs,
+            fs: read,
+            runas,
+        })
+    }
+
+    /// Directories to preopen for the guest. A plugin that only runs
+    /// programs gets `dirs` as places to run them in, not as files to read.
+    pub fn preopens(&self) -> impl Iterator<Item = &DirGrant> {
+        self.dirs.iter().filter(|_| self.fs)
+    }
+
+    pub fn summary(&self) -> GrantSummary {
+        GrantSummary {
+            exec: self.exec.patterns().to_vec(),
+            shell: self.shell,
+            env: self.env.patterns().to_vec(),
+            fetch: self.fetch.patterns().to_vec(),
+            dirs: self.dirs.clone(),
+            runas: self.runas.patterns().to_vec(),
+        }
+    }
+
+    /// Whether `program` (resolved, absolute) may be started; `Err` says why not.
+    pub fn check_program(&self, resolved: &Path, canonical: &Path) -> Result<(), String> {
+        if self.exec.is_empty() {
+            return Err("exec is not granted to this plugin".into());
+        }
+        if !(self.exec.is_match(resolved) || self.exec.is_match(canonical)) {
+            return Err(format!(
+                "{} is not in the exec allow-list",
+                resolved.display()
+            ));
+        }
+        let is_shell = [resolved, canonical].iter().any(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| SHELLS.contains(&n))
+        });
+        if is_shell && !self.shell {
+            return Err(format!(
+                "{} is a shell and the shell capability is not granted (use python_shell=False)",
+                resolved.display()
+            ));
+        }
+        Ok(())
+    }
+
+    /// Whether a program may run in `cwd`: it must lie inside a granted
+    /// directory once `..` and symlinks are resolved.
+    pub fn check_cwd(&self, cwd: &Path) -> Result<PathBuf, String> {
+        let real = cwd
+            .canonicalize()
+            .map_err(|e| format!("cwd {}: {e}", cwd.display()))?;
+        for dir in &self.dirs {
+            if let Ok(root) = dir.path.canonicalize()
+                && real.starts_with(&root)
+            {
+                return Ok(real);
+            }
+        }
+        Err(format!(
+            "cwd {} is outside the directories granted to this plugin",
+            cwd.display()
+        ))
+    }
+
+    /// Whether `url` may be fetched.
+    pub fn check_fetch(&self, url: &str) -> Result<(), String> {
+        if self.fetch.is_empty() {
+            return Err("fetch is not granted to this plugin".into());
+        }
+        if !self.fetch.is_match(url) {
+            return Err(format!("{url} is not in the fetch allow-list"));
+        }
+        Ok(())
+    }
+}
+
+/// Normalise the path part of a `salt://` URL, refusing anything that could
+/// leave a file root: absolute paths, `..`, empty names, NUL bytes and
+/// backslashes (CVE-2020-11652 and its descendants).
+pub fn salt_path(url: &str) -> Result<PathBuf, String> {
+    let rest = url
+        .strip_prefix("salt://")
+        .ok_or_else(|| format!("{url:?} is not a salt:// URL"))?;
+    // Salt allows `?saltenv=...`; environments are not supported, so drop it.
+    let rest = rest.split('?').next().unwrap_or_default();
+    if rest.is_empty() || rest.contains('\0') || rest.contains('\\') {
+        return Err(format!("{url:?} is not a valid salt:// path"));
+    }
+    let path = Path::new(rest);
+    let mut clean = PathBuf::new();
+    for component in path.components() {
+        match component {
+            Component::Normal(c) => clean.push(c),
+            Component::CurDir => {}
+            _ => return Err(format!("{url:?} leaves the file roots")),
+        }
+    }
+    if clean.as_os_str().is_empty() {
+        return Err(format!("{url:?} names no file"));
+    }
+    Ok(clean)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn grants(exec: &[&str], shell: bool) -> Grants {
+        let g = PluginGrants {
+            exec: exec.iter().map(|s| s.to_string()).collect(),
+            shell,
+            ..Default::default()
+        };
+        Grants::effective(&[Capability::Exec, Capability::Shell], &g).unwrap()
+    }
+
+    #[test]
+    fn undeclared_capabilities_are_not_granted() {
+        let g = PluginGrants {
+            exec: vec!["*".into()],
+            shell: true,
+            fetch: vec!["**".into()],
+            ..Default::default()
+        };
+        let eff = Grants::effective(&[], &g).unwrap();
+        assert!(eff.exec.is_empty());
+        assert!(!eff.shell);
+        assert!(eff.fetch.is_empty());
+    }
+
+    #[test]
+    fn exec_globs_do_not_cross_directories() {
+        let g = grants(&["/usr/bin/*"], false);
+        let ok = Path::new("/usr/bin/true");
+        assert!(g.check_program(ok, ok).is_ok());
+        let deep = Path::new("/usr/bin/x/evil");
+        assert!(g.check_program(deep, deep).is_err());
+        let other = Path::new("/opt/true");
+        assert!(g.check_program(other, other).is_err());
+    }
+
+    #[test]
+    fn shells_need_the_shell_grant() {
+        let sh = Path::new("/bin/sh");
+        let dash = Path::new("/usr/bin/dash");
+        assert!(grants(&["*"], false).check_program(sh, dash).is_err());
+        assert!(grants(&["*"], true).check_program(sh, dash).is_ok());
+    }
+
+    #[test]
+    fn salt_paths_stay_inside_roots() {
+        assert_eq!(
+            salt_path("salt://a/b.txt").unwrap(),
+            PathBuf::from("a/b.txt")
+        );
+        assert_eq!(
+            salt_path("salt://./a?saltenv=base").unwrap(),
+            PathBuf::from("a")
+        );
+        for bad in [
+            "salt://../etc/passwd",
+            "salt://a/../../b",
+            "salt:///etc/passwd",
+            "salt://",
+            "salt://a\\..\\b",
+            "file:///etc/passwd",
+        ] {
+            assert!(salt_path(bad).is_err(), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,5 @@
+//! What makes maid behave like Salt at its edges: how arguments are read
+//! and how returns are printed.
+
+pub mod args;
+pub mod output;

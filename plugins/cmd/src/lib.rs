@@ -1,0 +1,234 @@
+//! Salt's `cmd` module: run commands on the minion through the host's
+//! `exec` capability.
+//!
+//! As in Salt, a command given as one string runs through a shell when the
+//! call comes from the master (`python_shell` defaults to true there) and is
+//! split with shell-like quoting rules and run directly with
+//! `python_shell=False`. The agent starts a shell only when the plugin's
+//! grants include `shell`, so an operator can hand out `cmd` for plain
+//! programs and still refuse `sh -c`.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use maid_sdk::host::{self, Command, Output};
+use maid_sdk::{Call, Capability, Error, Function, Plugin, export_plugin};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+struct Cmd;
+
+/// The options `cmd.run`, `cmd.run_all`, `cmd.retcode`, ... share, as Salt
+/// names them.
+#[derive(Deserialize)]
+struct RunArgs {
+    cmd: Value,
+    #[serde(default)]
+    cwd: Option<String>,
+    #[serde(default)]
+    stdin: Option<String>,
+    #[serde(default)]
+    runas: Option<String>,
+    #[serde(default)]
+    shell: Option<String>,
+    #[serde(default)]
+    python_shell: Option<bool>,
+    #[serde(default)]
+    env: Option<Env>,
+    #[serde(default)]
+    rstrip: Option<bool>,
+    #[serde(default)]
+    timeout: Option<f64>,
+    #[serde(default)]
+    ignore_retcode: bool,
+    #[serde(default)]
+    hide_output: bool,
+    #[serde(default)]
+    success_retcodes: Option<Vec<i32>>,
+}
+
+/// Salt accepts `env` as a mapping or as a list of one-key mappings.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Env {
+    Map(BTreeMap<String, Value>),
+    List(Vec<BTreeMap<String, Value>>),
+}
+
+const RUN_ARGS: &[&str] = &[
+    "cmd",
+    "cwd",
+    "stdin",
+    "runas",
+    "shell",
+    "python_shell",
+    "env",
+    "rstrip",
+    "timeout",
+    "ignore_retcode",
+    "hide_output",
+    "success_retcodes",
+    "output_loglevel",
+    "**kwargs",
+];
+
+const DEFAULT_SHELL: &str = "/bin/sh";
+
+/// How one run went, before each function shapes its return.
+struct Ran {
+    out: Output,
+    /// Retcode after `success_retcodes`, as the job should see it.
+    retcode: i32,
+}
+
+/// A command-line word back as text. The master reads words as YAML, so
+/// `cmd.run false` arrives as a boolean; the command meant is `false`.
+fn scalar_to_string(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Bool(b) => b.to_string(),
+        Value::Null => String::new(),
+        other => other.to_string(),
+    }
+}
+
+fn argv(a: &RunArgs) -> Result<Vec<String>, Error> {
+    match &a.cmd {
+        Value::Array(items) => Ok(items.iter().map(scalar_to_string).collect()),
+        Value::Object(_) => Err(Error::bad_arguments("cmd must be a string or a list")),
+        scalar => {
+            let cmd = scalar_to_string(scalar);
+            if a.python_shell.unwrap_or(true) {
+                let shell = a.shell.clone().unwrap_or_else(|| DEFAULT_SHELL.into());
+                Ok(vec![shell, "-c".into(), cmd])
+            } else {
+                shlex::split(&cmd).ok_or_else(|| {
+                    Error::bad_arguments(format!("cannot split command (unbalanced quotes): {cmd}"))
+                })
+            }
+        }
+    }
+}
+
+fn run(a: &RunArgs, merge_stderr: bool) -> Result<Ran, Error> {
+    let argv = argv(a)?;
+    if argv.is_empty() || argv[0].is_empty() {
+        return Err(Error::bad_arguments("cmd is empty"));
+    }
+    let mut cmd = Command::from_argv(argv).merge_stderr(merge_stderr);
+    if let Some(cwd) = &a.cwd {
+        cmd = cmd.cwd(cwd.clone());
+    }
+    if let Some(user) = &a.runas {
+        cmd = cmd.runas(user.clone());
+    }
+    if let Some(stdin) = &a.stdin {
+        cmd = cmd.stdin(stdin.as_bytes().to_vec());
+    }
+    if let Some(t) = a.timeout {
+        if !(t.is_finite() && t > 0.0) {
+            return Err(Error::bad_arguments(
+                "timeout must be a positive number of seconds",
+            ));
+        }
+        cmd = cmd.timeout(Duration::from_secs_f64(t));
+    }
+    let pairs: Vec<(String, Value)> = match &a.env {
+        None => Vec::new(),
+        Some(Env::Map(m)) => m.clone().into_iter().collect(),
+        Some(Env::List(l)) => l.iter().flat_map(|m| m.clone()).collect(),
+    };
+    for (k, v) in pairs {
+        cmd = cmd.env(k, scalar_to_string(&v));
+    }
+    let out = cmd.output()?;
+    if out.timed_out {
+        let secs = a.timeout.unwrap_or_default();
+        return Err(Error::failed(format!("Timed out after {secs} seconds"), 1));
+    }
+    let mut retcode = out.retcode;
+    if let Some(ok) = &a.success_retcodes
+        && ok.contains(&retcode)
+    {
+        retcode = 0;
+    }
+    if !a.ignore_retcode && retcode != 0 {
+        host::set_retcode(retcode);
+    }
+    if a.ignore_retcode && retcode != 0 {
+        host::debug(&format!("ignoring retcode {retcode}"));
+    }
+    Ok(Ran { out, retcode })
+}
+
+fn text(bytes: &[u8], a: &RunArgs) -> String {
+    if a.hide_output {
+        return String::new();
+    }
+    let s = String::from_utf8_lossy(bytes);
+    if a.rstrip.unwrap_or(true) {
+        s.trim_end().to_string()
+    } else {
+        s.into_owned()
+    }
+}
+
+impl Plugin for Cmd {
+    const MODULE: &'static str = "cmd";
+    const VERSION: &'static str = env!("CARGO_PKG_VERSION");
+    const CAPABILITIES: &'static [Capability] = &[Capability::Exec, Capability::Shell];
+
+    fn functions() -> Vec<Function> {
+        vec![
+            Function::new(
+                "run",
+                "Run a command; return its output, stderr merged into stdout",
+                RUN_ARGS,
+                |a: RunArgs, _: &Call| Ok(text(&run(&a, true)?.out.stdout, &a)),
+            ),
+            Function::new(
+                "shell",
+                "Run a command through the shell; return its output",
+                RUN_ARGS,
+                |mut a: RunArgs, _: &Call| {
+                    a.python_shell = Some(true);
+                    Ok(text(&run(&a, true)?.out.stdout, &a))
+                },
+            ),
+            Function::new(
+                "run_stdout",
+                "Run a command; return its standard output only",
+                RUN_ARGS,
+                |a: RunArgs, _: &Call| Ok(text(&run(&a, false)?.out.stdout, &a)),
+            ),
+            Function::new(
+                "run_stderr",
+                "Run a command; return its standard error only",
+                RUN_ARGS,
+                |a: RunArgs, _: &Call| Ok(text(&run(&a, false)?.out.stderr, &a)),
+            ),
+            Function::new(
+                "run_all",
+                "Run a command; return {pid, retcode, stdout, stderr}",
+                RUN_ARGS,
+                |a: RunArgs, _: &Call| {
+                    let ran = run(&a, false)?;
+                    Ok(json!({
+                        "pid": ran.out.pid,
+                        "retcode": ran.retcode,
+                        "stdout": text(&ran.out.stdout, &a),
+                        "stderr": text(&ran.out.stderr, &a),
+                    }))
+                },
+            ),
+            Function::new(
+                "retcode",
+                "Run a command; return its exit code",
+                RUN_ARGS,
+                |a: RunArgs, _: &Call| Ok(run(&a, false)?.retcode),
+            ),
+        ]
+    }
+}
+
+export_plugin!(Cmd);

@@ -1,0 +1,254 @@
+//! Salt's `cp` module: copy `salt://` sources onto the minion.
+//!
+//! Sources come through the host's `fetch` capability; files are written
+//! with WASI through the directories the agent preopens for this plugin, so
+//! a destination outside them (by absolute path, `../` or a symlink) is
+//! refused by the sandbox itself, not by a check in this code.
+
+use std::fs;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+
+use maid_sdk::host::{self, Source};
+use maid_sdk::{Call, Capability, Error, Function, Plugin, export_plugin};
+use serde::Deserialize;
+use serde_json::json;
+use sha2::{Digest, Sha256, Sha512};
+
+struct Cp;
+
+#[derive(Deserialize)]
+struct GetFile {
+    path: String,
+    dest: String,
+    #[serde(default)]
+    makedirs: bool,
+    #[serde(default)]
+    template: Option<String>,
+    #[serde(default)]
+    gzip: Option<u32>,
+}
+
+#[derive(Deserialize)]
+struct HashFile {
+    path: String,
+    #[serde(default)]
+    hash_type: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct GetFileStr {
+    path: String,
+}
+
+const CHUNK: usize = 1 << 20;
+
+/// Prefix an error with the path it concerns, keeping its kind.
+fn at(path: &Path, what: &str) -> impl FnOnce(std::io::Error) -> Error {
+    let prefix = format!("{what} {}", path.display());
+    move |e| {
+        let mut err = Error::from(e);
+        err.message = format!("{prefix}: {}", err.message);
+        err
+    }
+}
+
+fn open(url: &str) -> Result<Option<Source>, Error> {
+    if !url.starts_with("salt://") {
+        return Err(Error::bad_arguments(format!(
+            "only salt:// sources are supported, not {url:?}"
+        )));
+    }
+    host::fetch(url)
+}
+
+/// Where the file lands: into `dest` when it is a directory (or ends in
+/// `/`), else at `dest` itself.
+fn target(src: &str, dest: &str) -> PathBuf {
+    let name = src.rsplit('/').next().unwrap_or(src);
+    let dest_path = Path::new(dest);
+    if dest.ends_with('/') || dest_path.is_dir() {
+        dest_path.join(name)
+    } else {
+        dest_path.to_path_buf()
+    }
+}
+
+fn get_file(a: GetFile, call: &Call) -> Result<String, Error> {
+    if a.template.is_some() {
+        return Err(Error::bad_arguments("template rendering is not supported"));
+    }
+    if a.gzip.is_some() {
+        return Err(Error::bad_arguments("gzip transfer is not supported"));
+    }
+    let Some(mut src) = open(&a.path)? else {
+        // Salt's answer for a missing source.
+        return Ok(String::new());
+    };
+    let dest = target(&a.path, &a.dest);
+    if !Path::new(&a.dest).is_absolute() {
+        return Err(Error::bad_arguments(format!(
+            "dest must be an absolute path, not {:?}",
+            a.dest
+        )));
+    }
+    maid_sdk::fs::check_write(&dest)?;
+    let dir = dest
+        .parent()
+        .ok_or_else(|| Error::bad_arguments("dest has no parent directory"))?;
+    if a.makedirs {
+        fs::create_dir_all(dir).map_err(at(dir, "cannot create"))?;
+    } else {
+        match fs::metadata(dir) {
+            Ok(meta) if meta.is_dir() => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(Error::failed(
+                    format!(
+                        "destination directory {} does not exist; pass makedirs=True",
+                        dir.display()
+                    ),
+                    1,
+                ));
+            }
+            // Outside every granted directory: the sandbox says so.
+            Err(e) => return Err(at(dir, "cannot write")(e)),
+            Ok(_) => {
+                return Err(Error::failed(
+                    format!("{} is not a directory", dir.display()),
+                    1,
+                ));
+            }
+        }
+    }
+    // Write beside the destination and rename over it: readers never see a
+    // half-written file, and a symlink at `dest` is replaced, not followed.
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or_default();
+    let tmp = dir.join(format!(
+        ".{}.maid-{}-{nanos}",
+        dest.file_name().and_then(|n| n.to_str()).unwrap_or("file"),
+        call.context.jid,
+    ));
+    let result = (|| {
+        let mut file = fs::File::create(&tmp).map_err(at(&dest, "cannot write"))?;
+        let mut hasher = Sha256::new();
+        let mut buf = vec![0u8; CHUNK];
+        loop {
+            let n = src
+                .read(&mut buf)
+                .map_err(at(Path::new(&a.path), "cannot read"))?;
+            if n == 0 {
+                break;
+            }
+            hasher.update(&buf[..n]);
+            file.write_all(&buf[..n])
+                .map_err(at(&dest, "cannot write"))?;
+        }
+        let got = hex(&hasher.finalize());
+        if got != src.sha256() {
+            return Err(Error::failed(
+                format!(
+                    "{}: content hash {got} does not match the source's {}",
+                    a.path,
+                    src.sha256()
+                ),
+                1,
+            ));
+        }
+        file.sync_all().map_err(at(&dest, "cannot write"))?;
+        fs::rename(&tmp, &dest).map_err(at(&dest, "cannot write"))
+    })();
+    if let Err(err) = result {
+        let _ = fs::remove_file(&tmp);
+        return Err(err);
+    }
+    Ok(dest.display().to_string())
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn digest<D: Digest>(mut reader: impl Read, what: &Path) -> Result<String, Error> {
+    let mut hasher = D::new();
+    let mut buf = vec![0u8; CHUNK];
+    loop {
+        let n = reader.read(&mut buf).map_err(at(what, "cannot read"))?;
+        if n == 0 {
+            return Ok(hex(&hasher.finalize()));
+        }
+        hasher.update(&buf[..n]);
+    }
+}
+
+fn hash_file(a: HashFile) -> Result<serde_json::Value, Error> {
+    let hash_type = a.hash_type.unwrap_or_else(|| "sha256".into());
+    let path = Path::new(&a.path);
+    let hsum = if a.path.starts_with("salt://") {
+        let Some(src) = open(&a.path)? else {
+            return Ok(json!({}));
+        };
+        match hash_type.as_str() {
+            "sha256" => src.sha256().to_string(),
+            "sha512" => digest::<Sha512>(src, path)?,
+            other => return Err(unsupported(other)),
+        }
+    } else {
+        maid_sdk::fs::check_read(path)?;
+        let file = fs::File::open(path).map_err(at(path, "cannot read"))?;
+        match hash_type.as_str() {
+            "sha256" => digest::<Sha256>(file, path)?,
+            "sha512" => digest::<Sha512>(file, path)?,
+            other => return Err(unsupported(other)),
+        }
+    };
+    Ok(json!({"hash_type": hash_type, "hsum": hsum}))
+}
+
+fn unsupported(hash_type: &str) -> Error {
+    Error::bad_arguments(format!(
+        "hash_type {hash_type:?} is not supported (use sha256 or sha512)"
+    ))
+}
+
+impl Plugin for Cp {
+    const MODULE: &'static str = "cp";
+    const VERSION: &'static str = env!("CARGO_PKG_VERSION");
+    const CAPABILITIES: &'static [Capability] =
+        &[Capability::Fetch, Capability::FsRead, Capability::FsWrite];
+
+    fn functions() -> Vec<Function> {
+        vec![
+            Function::new(
+                "get_file",
+                "Copy a salt:// source to DEST; return DEST, or '' if the source is missing",
+                &["path", "dest", "saltenv", "makedirs", "template", "gzip"],
+                |a: GetFile, call: &Call| get_file(a, call),
+            ),
+            Function::new(
+                "get_file_str",
+                "Return the content of a salt:// source as a string, or False if missing",
+                &["path", "saltenv"],
+                |a: GetFileStr, _: &Call| -> Result<serde_json::Value, Error> {
+                    let Some(mut src) = open(&a.path)? else {
+                        return Ok(json!(false));
+                    };
+                    let mut bytes = Vec::new();
+                    src.read_to_end(&mut bytes)
+                        .map_err(at(Path::new(&a.path), "cannot read"))?;
+                    Ok(json!(String::from_utf8_lossy(&bytes)))
+                },
+            ),
+            Function::new(
+                "hash_file",
+                "Return {hash_type, hsum} of a salt:// source or a local file",
+                &["path", "saltenv", "hash_type"],
+                |a: HashFile, _: &Call| hash_file(a),
+            ),
+        ]
+    }
+}
+
+export_plugin!(Cp);

@@ -1,0 +1,237 @@
+//! What the agent offers a plugin: logging, grains, the job's retcode,
+//! running programs and reading `salt://` sources.
+//!
+//! Every call that reaches outside the sandbox is checked against the
+//! plugin's grants; a refusal comes back as [`Error`] of kind
+//! [`Denied`](crate::ErrorKind::Denied), which `?` passes straight to the
+//! job's return.
+
+use std::time::Duration;
+
+use serde_json::{Map, Value};
+
+use crate::Error;
+use crate::bindings::maid::plugin::host as wit;
+
+pub use wit::Level;
+
+/// Write a line into the agent's log, tagged with this plugin and the jid.
+pub fn log(level: Level, message: &str) {
+    wit::log(level, message);
+}
+
+/// [`log`] at info level.
+pub fn info(message: &str) {
+    wit::log(Level::Info, message);
+}
+
+/// [`log`] at warn level.
+pub fn warn(message: &str) {
+    wit::log(Level::Warn, message);
+}
+
+/// [`log`] at debug level.
+pub fn debug(message: &str) {
+    wit::log(Level::Debug, message);
+}
+
+/// The minion's grains (`os`, `kernel`, `id`, ... and the operator's own).
+pub fn grains() -> Map<String, Value> {
+    serde_json::from_str(&wit::grains()).unwrap_or_default()
+}
+
+/// End the job with `retcode` while still returning a value, as Salt
+/// modules do with `__context__["retcode"]`.
+pub fn set_retcode(retcode: i32) {
+    wit::set_retcode(retcode);
+}
+
+/// A program to run through the host's `exec` capability.
+#[derive(Debug, Clone)]
+pub struct Command {
+    request: wit::ExecRequest,
+}
+
+/// What a program did.
+#[derive(Debug, Clone)]
+pub struct Output {
+    /// Process id the program ran as.
+    pub pid: u32,
+    /// Exit status; 128 + the signal for a program killed by one.
+    pub retcode: i32,
+    /// Standard output (with standard error when merged).
+    pub stdout: Vec<u8>,
+    /// Standard error, unless merged into standard output.
+    pub stderr: Vec<u8>,
+    /// Killed for running past its timeout.
+    pub timed_out: bool,
+    /// Output beyond the agent's capture limit was dropped.
+    pub truncated: bool,
+}
+
+impl Output {
+    /// Standard output as text (invalid UTF-8 replaced).
+    pub fn stdout_lossy(&self) -> String {
+        String::from_utf8_lossy(&self.stdout).into_owned()
+    }
+
+    /// Standard error as text (invalid UTF-8 replaced).
+    pub fn stderr_lossy(&self) -> String {
+        String::from_utf8_lossy(&self.stderr).into_owned()
+    }
+}
+
+impl Command {
+    /// Run `program` (an absolute path, or a name looked up in `PATH`).
+    pub fn new(program: impl Into<String>) -> Self {
+        Self {
+            request: wit::ExecRequest {
+                argv: vec![program.into()],
+                cwd: None,
+                env: Vec::new(),
+                stdin: None,
+                merge_stderr: false,
+                timeout_ms: None,
+                runas: None,
+            },
+        }
+    }
+
+    /// Run `argv[0]` with the rest as its arguments.
+    pub fn from_argv(argv: Vec<String>) -> Self {
+        let mut cmd = Self::new(String::new());
+        cmd.request.argv = argv;
+        cmd
+    }
+
+    /// Add one argument.
+    pub fn arg(mut self, arg: impl Into<String>) -> Self {
+        self.request.argv.push(arg.into());
+        self
+    }
+
+    /// Add arguments.
+    pub fn args<I, S>(mut self, args: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.request.argv.extend(args.into_iter().map(Into::into));
+        self
+    }
+
+    /// Run in `dir`, which must lie inside a directory granted to the plugin.
+    pub fn cwd(mut self, dir: impl Into<String>) -> Self {
+        self.request.cwd = Some(dir.into());
+        self
+    }
+
+    /// Set an environment variable on top of the scrubbed environment.
+    pub fn env(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.request.env.push((key.into(), value.into()));
+        self
+    }
+
+    /// Feed `bytes` to the program's standard input.
+    pub fn stdin(mut self, bytes: impl Into<Vec<u8>>) -> Self {
+        self.request.stdin = Some(bytes.into());
+        self
+    }
+
+    /// Interleave standard error into standard output.
+    pub fn merge_stderr(mut self, merge: bool) -> Self {
+        self.request.merge_stderr = merge;
+        self
+    }
+
+    /// Run as `user` (needs the `runas` grant and an agent running as root).
+    pub fn runas(mut self, user: impl Into<String>) -> Self {
+        self.request.runas = Some(user.into());
+        self
+    }
+
+    /// Kill the program after `timeout`.
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.request.timeout_ms = Some(timeout.as_millis().try_into().unwrap_or(u64::MAX));
+        self
+    }
+
+    /// Run the program and wait for it.
+    pub fn output(&self) -> Result<Output, Error> {
+        let out = wit::exec(&self.request)?;
+        Ok(Output {
+            pid: out.pid,
+            retcode: out.retcode,
+            stdout: out.stdout,
+            stderr: out.stderr,
+            timed_out: out.timed_out,
+            truncated: out.truncated,
+        })
+    }
+}
+
+/// An open `salt://` source; read it with [`std::io::Read`].
+#[derive(Debug)]
+pub struct Source {
+    inner: wit::Source,
+    size: u64,
+    sha256: String,
+}
+
+impl Source {
+    /// Size in bytes.
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+
+    /// Lower-case hex SHA-256 of the content, as the host knows it. Check it
+    /// against what you read.
+    pub fn sha256(&self) -> &str {
+        &self.sha256
+    }
+}
+
+impl std::io::Read for Source {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let want = u32::try_from(buf.len()).unwrap_or(u32::MAX);
+        let chunk = self
+            .inner
+            .read(want)
+            .map_err(|e| std::io::Error::other(Error::from(e).message))?;
+        let n = chunk.len().min(buf.len());
+        buf[..n].copy_from_slice(&chunk[..n]);
+        Ok(n)
+    }
+}
+
+/// Open `url` (`salt://path`). `Ok(None)` when the source does not exist.
+pub fn fetch(url: &str) -> Result<Option<Source>, Error> {
+    Ok(wit::fetch(url)?.map(|inner| {
+        let info = inner.info();
+        Source {
+            inner,
+            size: info.size,
+            sha256: info.sha256,
+        }
+    }))
+}
+
+/// A directory this plugin may use through `std::fs`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GrantedDir {
+    /// Absolute path (the same on the host and in the plugin).
+    pub path: std::path::PathBuf,
+    /// Whether files in it may be created and written.
+    pub writable: bool,
+}
+
+/// The directories the agent preopened for this plugin.
+pub fn dirs() -> Vec<GrantedDir> {
+    wit::dirs()
+        .into_iter()
+        .map(|d| GrantedDir {
+            path: d.path.into(),
+            writable: d.writable,
+        })
+        .collect()
+}

@@ -1,0 +1,749 @@
+//! `maid api` end to end: the real binary on a free port, a real
+//! `redis-server`, real agents that only accept jobs signed by the API's
+//! master key, and real HTTP requests — login and token expiry, every
+//! endpoint, lowstate with several chunks, `local_async` then the job
+//! cache, the SSE stream, malformed bodies, 100 concurrent requests
+//! sharing the Redis connections, HTTPS, and a schemathesis run of the
+//! OpenAPI document that must find no server error.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::fleet::{Agent, TOPIC, start_agent, wait_registered};
+use common::redis::RedisServer;
+use maid::bus::{Bus, RedisConfig};
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+const USER: &str = "tester";
+const PASSWORD: &str = "correct horse";
+
+/// A `maid api` process; killed on drop.
+struct ApiServer {
+    child: Child,
+    url: String,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for ApiServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A Redis, a master key, and agents that trust only that key.
+struct Fleet {
+    _server: RedisServer,
+    redis: RedisConfig,
+    bus: Bus,
+    dir: tempfile::TempDir,
+    agents: Vec<Agent>,
+}
+
+impl Fleet {
+    fn new() -> Fleet {
+        let server = RedisServer::start();
+        let redis = server.config();
+        let bus = Bus::new(&redis).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let key = maid::trust::generate().unwrap();
+        std::fs::write(
+            dir.path().join("master.key"),
+            maid::trust::encode_signing(&key),
+        )
+        .unwrap();
+        std::fs::write(
+            dir.path().join("master.pub"),
+            maid::trust::encode_verifying(&key.verifying_key()),
+        )
+        .unwrap();
+        Fleet {
+            _server: server,
+            redis,
+            bus,
+            dir,
+            agents: Vec::new(),
+        }
+    }
+
+    /// Start agent `id` with `grains` (TOML lines) and wait for it.
+    async fn agent(&mut self, id: &str, grains: &str) {
+        let state = self.dir.path().join(id);
+        std::fs::create_dir_all(&state).unwrap();
+        let extra = format!(
+            "[grains]\n{grains}\n[security]\nrequire_signed = true\ntrusted_keys = [\"{}\"]\nstate_dir = \"{}\"\n",
+            self.dir.path().join("master.pub").display(),
+            state.display(),
+        );
+        self.agents.push(start_agent(&self.redis, id, &extra));
+        wait_registered(&self.bus, &[id]).await;
+    }
+
+    /// Start `maid api` with `[api]` lines `api_toml` and `extra_args`.
+    fn api(&self, api_toml: &str, extra_args: &[&str]) -> ApiServer {
+        let dir = tempfile::tempdir().unwrap();
+        let config = dir.path().join("maid.toml");
+        let hash = maid::api::auth::hash_password(PASSWORD).unwrap();
+        std::fs::write(
+            &config,
+            format!(
+                "master_topics = [\"{TOPIC}\"]\n[redis]\nurl = \"{}\"\n[master]\nkey = \"{}\"\n\
+                 [api]\n{api_toml}\n[api.users]\n{USER} = \"{hash}\"\n",
+                self.redis.url.as_deref().unwrap(),
+                self.dir.path().join("master.key").display(),
+            ),
+        )
+        .unwrap();
+        let mut child = Command::new(env!("CARGO_BIN_EXE_maid"))
+            .args(["api", "--listen", "127.0.0.1:0", "-c"])
+            .arg(&config)
+            .args(extra_args)
+            .env("MAID_LOG", "maid=warn")
+            .env_remove("MAID_REDIS")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("start maid api");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let url = line
+            .trim()
+            .rsplit(' ')
+            .next()
+            .filter(|u| u.starts_with("http"))
+            .unwrap_or_else(|| panic!("maid api did not say where it listens: {line:?}"))
+            .to_string();
+        ApiServer {
+            child,
+            url,
+            _dir: dir,
+        }
+    }
+}
+
+fn client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .timeout(Duration::from_secs(30))
+        .build()
+        .unwrap()
+}
+
+async fn login(c: &reqwest::Client, api: &ApiServer) -> String {
+    let r = c
+        .post(format!("{}/login", api.url))
+        .json(&json!({"username": USER, "password": PASSWORD, "eauth": "pam"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let header = r.headers()["x-auth-token"].to_str().unwrap().to_string();
+    let body: Value = r.json().await.unwrap();
+    let token = body["return"][0]["token"].as_str().unwrap().to_string();
+    assert_eq!(token, header);
+    assert_eq!(body["return"][0]["user"], USER);
+    token
+}
+
+/// `POST /` with `body`; the status and the JSON answer.
+async fn lowstate(
+    c: &reqwest::Client,
+    api: &ApiServer,
+    token: &str,
+    body: &Value,
+) -> (StatusCode, Value) {
+    let r = c
+        .post(format!("{}/", api.url))
+        .header("X-Auth-Token", token)
+        .json(body)
+        .send()
+        .await
+        .unwrap();
+    (r.status(), r.json().await.unwrap())
+}
+
+async fn get(c: &reqwest::Client, api: &ApiServer, token: &str, path: &str) -> (StatusCode, Value) {
+    let r = c
+        .get(format!("{}{path}", api.url))
+        .header("X-Auth-Token", token)
+        .send()
+        .await
+        .unwrap();
+    (r.status(), r.json().await.unwrap())
+}
+
+fn sorted(v: &Value) -> Vec<String> {
+    let mut out: Vec<String> = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s.as_str().unwrap().to_string())
+        .collect();
+    out.sort();
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn login_tokens_expire_and_guard_every_endpoint() {
+    let fleet = Fleet::new();
+    let api = fleet.api("token_ttl_secs = 4", &[]);
+    let c = client();
+
+    for (body, status, field) in [
+        (json!({"username": USER, "password": "wrong"}), 401, None),
+        (
+            json!({"username": "nobody", "password": PASSWORD}),
+            401,
+            None,
+        ),
+        (json!({"password": PASSWORD}), 400, Some("username")),
+        (
+            json!({"username": USER, "password": 5}),
+            400,
+            Some("password"),
+        ),
+        (json!([1]), 400, Some("body")),
+    ] {
+        let r = c
+            .post(format!("{}/login", api.url))
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status().as_u16(), status, "{body}");
+        let answer: Value = r.json().await.unwrap();
+        assert_eq!(answer["status"], status, "{answer}");
+        if let Some(f) = field {
+            assert_eq!(answer["field"], f, "{answer}");
+        }
+    }
+    let r = c
+        .post(format!("{}/login", api.url))
+        .body("{not json")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+
+    // Without a token, with a made-up one: 401 everywhere but login.
+    for token in [None, Some("0123456789abcdef")] {
+        for (method, path) in [
+            ("POST", "/"),
+            ("GET", "/jobs/20260101000000000000"),
+            ("GET", "/minions"),
+            ("GET", "/minions/x"),
+            ("GET", "/events"),
+        ] {
+            let mut req = c.request(method.parse().unwrap(), format!("{}{path}", api.url));
+            if let Some(t) = token {
+                req = req.header("X-Auth-Token", t);
+            }
+            let r = req.json(&json!([])).send().await.unwrap();
+            assert_eq!(r.status(), StatusCode::UNAUTHORIZED, "{method} {path}");
+            let body: Value = r.json().await.unwrap();
+            assert!(body["error"].as_str().unwrap().contains("X-Auth-Token") || token.is_some());
+        }
+    }
+
+    let token = login(&c, &api).await;
+    assert_eq!(get(&c, &api, &token, "/minions").await.0, StatusCode::OK);
+    // Logged out: the token is gone.
+    let r = c
+        .post(format!("{}/logout", api.url))
+        .header("X-Auth-Token", &token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    assert_eq!(
+        get(&c, &api, &token, "/minions").await.0,
+        StatusCode::UNAUTHORIZED
+    );
+    // Expired: valid for token_ttl_secs, then refused.
+    let token = login(&c, &api).await;
+    assert_eq!(get(&c, &api, &token, "/minions").await.0, StatusCode::OK);
+    tokio::time::sleep(Duration::from_millis(4300)).await;
+    assert_eq!(
+        get(&c, &api, &token, "/minions").await.0,
+        StatusCode::UNAUTHORIZED
+    );
+
+    // The document served is the one in the repository; unknown paths
+    // are JSON 404s.
+    let r = c
+        .get(format!("{}/openapi.json", api.url))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    let served = r.text().await.unwrap();
+    let file =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/openapi.json"))
+            .unwrap();
+    assert_eq!(served, file);
+    serde_json::from_str::<Value>(&served).unwrap();
+    let r = c.get(format!("{}/nowhere", api.url)).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::NOT_FOUND);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lowstate_runs_several_chunks_and_reports_like_maid_run() {
+    let mut fleet = Fleet::new();
+    fleet.agent("web-1", "role = \"web\"").await;
+    fleet.agent("db-1", "role = \"db\"").await;
+    fleet.agent("gone", "").await;
+    // A dead maid whose alive key outlives it: a missed maid.
+    fleet.agents.pop().unwrap().kill();
+    let api = fleet.api("", &[]);
+    let c = client();
+    let token = login(&c, &api).await;
+
+    let (status, body) = lowstate(
+        &c,
+        &api,
+        &token,
+        &json!([
+            {"client": "local", "tgt": "*", "fun": "test.ping", "timeout": 6},
+            {"client": "local", "tgt": ["web-1"], "tgt_type": "list", "fun": "test.echo", "arg": ["hi"]},
+            {"client": "local", "tgt": "role:db", "expr_form": "grain", "fun": "test.arg",
+             "arg": [1], "kwarg": {"k": "v"}},
+            {"client": "local", "tgt": "web-*", "fun": "nosuch.fun"},
+        ]),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let ret = &body["return"];
+    let maid = &body["maid"];
+    assert_eq!(ret.as_array().unwrap().len(), 4, "{body}");
+    assert_eq!(ret[0], json!({"web-1": true, "db-1": true}), "{body}");
+    assert_eq!(sorted(&maid[0]["missed_maids"]), ["gone"]);
+    assert_eq!(sorted(&maid[0]["targeted"]), ["db-1", "web-1"]);
+    assert_eq!(maid[0]["missed_minions"], json!([]));
+    assert_eq!(maid[0]["repeated"], json!({}));
+
+    assert_eq!(ret[1], json!({"web-1": "hi"}), "{body}");
+    assert_eq!(sorted(&maid[1]["empty"]), ["db-1"]);
+
+    assert_eq!(ret[2]["db-1"]["args"], json!([1]), "{body}");
+    assert_eq!(ret[2]["db-1"]["kwargs"]["k"], "v", "{body}");
+
+    // An unknown function still goes out and comes back as Salt's
+    // not-available return.
+    assert_eq!(ret[3]["web-1"], "'nosuch.fun' is not available.", "{body}");
+    assert_eq!(maid[3]["retcodes"]["web-1"], 254, "{body}");
+    let jids: Vec<&str> = maid
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["jid"].as_str().unwrap())
+        .collect();
+    assert!(jids.windows(2).all(|w| w[0] < w[1]), "{jids:?}");
+
+    // A single chunk without the list, as salt-api takes it; and the
+    // signed job was accepted by maids that require signatures, with the
+    // API user as the job's user.
+    let (status, body) = lowstate(
+        &c,
+        &api,
+        &token,
+        &json!({"client": "local", "tgt": "db-1", "fun": "test.ping"}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["return"], json!([{"db-1": true}]));
+    assert_eq!(body["maid"][0]["rejected"], json!({}));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn local_async_jobs_minions_and_the_event_stream() {
+    let mut fleet = Fleet::new();
+    fleet.agent("web-1", "role = \"web\"").await;
+    fleet.agent("db-1", "role = \"db\"").await;
+    let api = fleet.api("", &[]);
+    let c = client();
+    let token = login(&c, &api).await;
+
+    // Listen first, then publish.
+    let mut events = c
+        .get(format!("{}/events", api.url))
+        .header("X-Auth-Token", &token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(events.status(), StatusCode::OK);
+    assert_eq!(events.headers()["content-type"], "text/event-stream");
+
+    let (status, body) = lowstate(
+        &c,
+        &api,
+        &token,
+        &json!([{"client": "local_async", "tgt": "role:web", "tgt_type": "grain",
+                 "fun": "test.echo", "arg": ["later"]}]),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let jid = body["return"][0]["jid"].as_str().unwrap().to_string();
+    assert_eq!(body["return"][0]["minions"], json!(["web-1"]));
+    assert_eq!(body["maid"][0]["jid"], jid);
+
+    // The SSE stream sees the job go out, the PINGs and the return (the
+    // two maids' messages in any order).
+    let want = format!("salt/job/{jid}/ret/web-1");
+    let wanted = [
+        want.clone(),
+        format!("salt/job/{jid}/new"),
+        format!("maid/job/{jid}/ping/db-1"),
+        format!("maid/job/{jid}/ping/web-1"),
+    ];
+    let mut seen = String::new();
+    let until = Instant::now() + Duration::from_secs(15);
+    // Whole SSE messages only: a chunk may end mid-line.
+    while !(wanted.iter().all(|w| seen.contains(w)) && seen.ends_with("\n\n")) {
+        assert!(Instant::now() < until, "missing events on /events: {seen}");
+        let chunk = tokio::time::timeout(Duration::from_secs(15), events.chunk())
+            .await
+            .expect("event stream stalled")
+            .unwrap()
+            .expect("event stream ended");
+        seen.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    let ret_line = seen
+        .lines()
+        .find(|l| l.starts_with("data:") && l.contains(&want))
+        .unwrap();
+    let ev: Value = serde_json::from_str(ret_line.trim_start_matches("data:").trim()).unwrap();
+    assert_eq!(ev["data"]["return"], "later");
+    assert!(seen.contains("event: return"), "{seen}");
+    drop(events);
+
+    // The job cache has it (its write and the return's PUBLISH go out
+    // together, in no set order).
+    let until = Instant::now() + Duration::from_secs(5);
+    let job = loop {
+        let (status, job) = get(&c, &api, &token, &format!("/jobs/{jid}")).await;
+        assert_eq!(status, StatusCode::OK);
+        if job["return"][0] != json!({}) || Instant::now() > until {
+            break job;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(job["return"], json!([{"web-1": "later"}]), "{job}");
+    assert_eq!(job["info"][0]["Function"], "test.echo");
+    assert_eq!(job["info"][0]["Result"]["web-1"]["retcode"], 0);
+    let (_, none) = get(&c, &api, &token, "/jobs/19990101000000000000").await;
+    assert_eq!(none["return"], json!([{}]));
+
+    // The registry.
+    let (status, minions) = get(&c, &api, &token, "/minions").await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(minions["return"][0]["web-1"]["role"], "web", "{minions}");
+    assert_eq!(minions["return"][0]["db-1"]["id"], "db-1");
+    assert_eq!(minions["maid"]["db-1"]["alive"], true);
+    assert!(
+        minions["maid"]["web-1"]["functions"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("test.ping"))
+    );
+    let (_, one) = get(&c, &api, &token, "/minions/db-1").await;
+    assert_eq!(one["return"][0].as_object().unwrap().len(), 1);
+    assert_eq!(one["return"][0]["db-1"]["role"], "db");
+    let (status, nobody) = get(&c, &api, &token, "/minions/nobody").await;
+    assert_eq!((status, &nobody["return"]), (StatusCode::OK, &json!([{}])));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn malformed_bodies_are_400_naming_the_field() {
+    let fleet = Fleet::new();
+    let api = fleet.api("max_timeout_secs = 60", &[]);
+    let c = client();
+    let token = login(&c, &api).await;
+    let ok = json!({"client": "local", "tgt": "*", "fun": "test.ping"});
+    let with = |k: &str, v: Value| {
+        let mut chunk = ok.clone();
+        chunk[k] = v;
+        json!([chunk])
+    };
+    let cases = [
+        (json!("just a string"), "body"),
+        (json!([]), "body"),
+        (json!([ok, 7]), "[1]"),
+        (json!([{"tgt": "*", "fun": "test.ping"}]), "[0].client"),
+        (with("client", json!("runner")), "[0].client"),
+        (with("client", json!(1)), "[0].client"),
+        (json!([ok, {"client": "local", "tgt": "*"}]), "[1].fun"),
+        (with("fun", json!("")), "[0].fun"),
+        (with("fun", json!(["a.b", "c.d"])), "[0].fun"),
+        (json!([{"client": "local", "fun": "test.ping"}]), "[0].tgt"),
+        (with("tgt", json!({"a": 1})), "[0].tgt"),
+        (with("tgt_type", json!("nodegroup")), "[0].tgt_type"),
+        (with("expr_form", json!(5)), "[0].expr_form"),
+        (
+            json!([{"client": "local", "tgt": "[", "tgt_type": "pcre", "fun": "a.b"}]),
+            "[0].tgt",
+        ),
+        (
+            json!([{"client": "local", "tgt": "a and (", "tgt_type": "compound", "fun": "a.b"}]),
+            "[0].tgt",
+        ),
+        (with("arg", json!({"x": 1})), "[0].arg"),
+        (with("kwarg", json!([1])), "[0].kwarg"),
+        (with("timeout", json!(0)), "[0].timeout"),
+        (with("timeout", json!(61)), "[0].timeout"),
+        (with("timeout", json!("soon")), "[0].timeout"),
+    ];
+    for (body, field) in cases {
+        let (status, answer) = lowstate(&c, &api, &token, &body).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{body}: {answer}");
+        assert_eq!(answer["field"], field, "{body}: {answer}");
+        assert_eq!(answer["status"], 400);
+        assert!(
+            answer["error"].as_str().unwrap().starts_with(field),
+            "{answer}"
+        );
+    }
+    // Not JSON at all.
+    let r = c
+        .post(format!("{}/", api.url))
+        .header("X-Auth-Token", &token)
+        .body("{\"client\": ")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+    assert_eq!(r.json::<Value>().await.unwrap()["field"], "body");
+}
+
+/// The Redis server's `connected_clients` now, not counting `conn`, the
+/// probe's own (one probe connection throughout, so that no probe counts
+/// another's connection still closing).
+async fn connected_clients(conn: &mut maid::bus::Conn) -> i64 {
+    let info: String = redis::cmd("INFO")
+        .arg("clients")
+        .query_async(conn)
+        .await
+        .unwrap();
+    info.lines()
+        .find_map(|l| l.strip_prefix("connected_clients:"))
+        .unwrap()
+        .trim()
+        .parse::<i64>()
+        .unwrap()
+        - 1
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_job_blocks_none_of_100_concurrent_requests() {
+    let mut fleet = Fleet::new();
+    fleet.agent("a-1", "").await;
+    fleet.agent("a-2", "").await;
+    let api = fleet.api("", &[]);
+    let c = client();
+    let token = login(&c, &api).await;
+    // A slow job first, then 100 quick ones at once.
+    let slow = {
+        let (c, url, token) = (c.clone(), api.url.clone(), token.clone());
+        tokio::spawn(async move {
+            let started = Instant::now();
+            let r = c
+                .post(format!("{url}/"))
+                .header("X-Auth-Token", token)
+                .json(&json!([{"client": "local", "tgt": "a-1", "fun": "test.sleep", "arg": [12], "timeout": 20}]))
+                .send()
+                .await
+                .unwrap();
+            let body: Value = r.json().await.unwrap();
+            (started.elapsed(), body)
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let started = Instant::now();
+    let burst: Vec<_> = (0..100)
+        .map(|i| {
+            let (c, url, token) = (c.clone(), api.url.clone(), token.clone());
+            tokio::spawn(async move {
+                let r = c
+                    .post(format!("{url}/"))
+                    .header("X-Auth-Token", token)
+                    .json(&json!([{"client": "local", "tgt": "*", "fun": "test.echo", "arg": [i], "timeout": 10}]))
+                    .send()
+                    .await
+                    .unwrap();
+                (r.status(), r.json::<Value>().await.unwrap())
+            })
+        })
+        .collect();
+    for (i, task) in burst.into_iter().enumerate() {
+        let (status, body) = task.await.unwrap();
+        assert_eq!(status, StatusCode::OK, "{body}");
+        assert_eq!(body["return"][0], json!({"a-1": i, "a-2": i}), "{body}");
+        assert_eq!(body["maid"][0]["missed_minions"], json!([]), "{body}");
+    }
+    // The burst did not wait for the slow job: it is still running.
+    let burst_time = started.elapsed();
+    assert!(!slow.is_finished(), "the burst took {burst_time:?}");
+    let (slow_time, slow_body) = slow.await.unwrap();
+    assert_eq!(slow_body["return"][0], json!({"a-1": true}), "{slow_body}");
+    assert!(slow_time >= Duration::from_secs(12), "{slow_time:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_requests_never_open_a_connection_each() {
+    let mut fleet = Fleet::new();
+    fleet.agent("a-1", "").await;
+    let api = fleet.api("", &[]);
+    let c = client();
+    let token = login(&c, &api).await;
+    let mut probe = fleet.bus.connect().await.unwrap();
+    let baseline = connected_clients(&mut probe).await;
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let watcher = {
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            let mut peak = 0;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                peak = peak.max(connected_clients(&mut probe).await);
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            peak
+        })
+    };
+    let burst: Vec<_> = (0..100)
+        .map(|_| {
+            let (c, url, token) = (c.clone(), api.url.clone(), token.clone());
+            tokio::spawn(async move {
+                c.post(format!("{url}/"))
+                    .header("X-Auth-Token", token)
+                    .json(&json!([{"client": "local", "tgt": "*", "fun": "test.sleep", "arg": [0.5], "timeout": 10}]))
+                    .send()
+                    .await
+                    .unwrap()
+                    .status()
+            })
+        })
+        .collect();
+    for task in burst {
+        assert_eq!(task.await.unwrap(), StatusCode::OK);
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let peak = watcher.await.unwrap();
+    // 100 jobs in flight at once, on the API's one command connection and
+    // one subscription (one more is slack, should the hub reconnect).
+    assert!(
+        peak <= baseline + 1,
+        "peak {peak} clients, baseline {baseline}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn https_with_a_certificate_and_key() {
+    let fleet = Fleet::new();
+    let cert = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (cert_path, key_path) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
+    std::fs::write(&cert_path, cert.cert.pem()).unwrap();
+    std::fs::write(&key_path, cert.key_pair.serialize_pem()).unwrap();
+    let api = fleet.api(
+        "",
+        &[
+            "--tls-cert",
+            cert_path.to_str().unwrap(),
+            "--tls-key",
+            key_path.to_str().unwrap(),
+        ],
+    );
+    assert!(api.url.starts_with("https://"), "{}", api.url);
+    let port = api.url.rsplit(':').next().unwrap();
+    let c = reqwest::Client::builder()
+        .add_root_certificate(reqwest::Certificate::from_pem(cert.cert.pem().as_bytes()).unwrap())
+        .resolve("localhost", format!("127.0.0.1:{port}").parse().unwrap())
+        .timeout(Duration::from_secs(10))
+        .build()
+        .unwrap();
+    let r = c
+        .post(format!("https://localhost:{port}/login"))
+        .json(&json!({"username": USER, "password": PASSWORD}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    // Plain HTTP on the TLS port gets nowhere.
+    let plain = client()
+        .get(format!("http://127.0.0.1:{port}/openapi.json"))
+        .send()
+        .await;
+    assert!(plain.is_err() || !plain.unwrap().status().is_success());
+}
+
+/// A Python virtualenv with schemathesis, made once under the target
+/// directory and reused.
+fn schemathesis() -> PathBuf {
+    let venv = Path::new(env!("CARGO_TARGET_TMPDIR")).join("schemathesis-venv");
+    let bin = venv.join("bin/schemathesis");
+    let works = |bin: &Path| {
+        Command::new(bin)
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success())
+    };
+    if works(&bin) {
+        return bin;
+    }
+    let run = |cmd: &mut Command, what: &str| {
+        let out = cmd
+            .output()
+            .unwrap_or_else(|e| panic!("{what}: {e} (is python3 installed?)"));
+        assert!(
+            out.status.success(),
+            "{what} failed; schemathesis is needed from PyPI:\n{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    run(
+        Command::new("python3").args(["-m", "venv"]).arg(&venv),
+        "python3 -m venv",
+    );
+    run(
+        Command::new(venv.join("bin/pip")).args(["install", "--quiet", "schemathesis>=4.0,<5"]),
+        "pip install schemathesis",
+    );
+    assert!(works(&bin), "schemathesis does not run after installing it");
+    bin
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn schemathesis_finds_no_server_error() {
+    let bin = tokio::task::spawn_blocking(schemathesis).await.unwrap();
+    let mut fleet = Fleet::new();
+    fleet.agent("fuzz-1", "").await;
+    let api = fleet.api("max_timeout_secs = 2", &[]);
+    let token = login(&client(), &api).await;
+    let work = tempfile::tempdir().unwrap();
+    let out = tokio::process::Command::new(bin)
+        .current_dir(work.path())
+        .args(["run", &format!("{}/openapi.json", api.url)])
+        .args(["--checks", "not_a_server_error"])
+        .args(["--header", &format!("X-Auth-Token: {token}")])
+        // Endless by design, and would log the fuzzer out.
+        .args(["--exclude-path", "/events", "--exclude-path", "/logout"])
+        .args(["--max-examples", "20", "--seed", "7", "--workers", "2"])
+        .args(["--request-timeout", "15", "--max-time", "120"])
+        .args(["--generation-database", "none", "--no-color"])
+        .output()
+        .await
+        .expect("run schemathesis");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "schemathesis found problems:\n{text}");
+    assert!(text.contains("passed"), "{text}");
+}

@@ -1,0 +1,74 @@
+//! `maid bench` runs to completion on a tiny setting and prints every row
+//! of its tables. Timing is never asserted here: numbers belong in
+//! BENCHMARKS.md, not in the test suite.
+
+use std::process::Command;
+
+/// The seed needs redis-py; the test never installs anything, so it runs
+/// the seed only when `import redis` already works.
+fn redis_py_available() -> bool {
+    Command::new("python3")
+        .args(["-c", "import redis"])
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+#[test]
+fn bench_runs_every_scenario_on_a_tiny_setting() {
+    let seed = redis_py_available();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_maid"));
+    cmd.args(["bench", "--tiny", "--agents", "20"])
+        .env("MAID_PLUGIN_DIR", maid_test_guests::PLUGINS_DIR)
+        .env_remove("MAID_CONFIG")
+        .env("MAID_LOG", "maid=warn");
+    if !seed {
+        cmd.arg("--no-seed");
+    }
+    let out = cmd.output().expect("run maid bench");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "maid bench --tiny failed ({}):\n{stderr}\n{stdout}",
+        out.status
+    );
+    for row in [
+        "round trip p50",
+        "round trip p99",
+        "publish → PING p50",
+        "throughput, 64 in flight, jobs/s",
+        "CPU per job",
+        "master's CPU per job (this process)",
+        "RSS idle (started)",
+        "RSS peak, 64 in flight",
+        "maid p50 / raw p50",
+        "maid throughput / raw throughput",
+        "seed p50 / maid p50",
+        "fan-out to 20 agents, all pings and returns, p50",
+        "cmd.run 'true' round trip − spawning `true`, p50",
+        "start-up to ready, warm cache, 3 plugins, p50",
+        "start-up to ready, cold cache (1)",
+        "fan-out to 20 agents: publish → every PING",
+        "test.ping through the plugin runtime, in-process (20)",
+        "maid idle RSS",
+    ] {
+        assert!(stdout.contains(row), "no row {row:?} in:\n{stdout}");
+    }
+    // The same tables again, in Markdown.
+    assert!(stdout.contains("Markdown (for BENCHMARKS.md):"), "{stdout}");
+    assert!(stdout.contains("| round trip p50 |"), "{stdout}");
+    assert!(stdout.contains("|---|---:|---:|---:|"), "{stdout}");
+    let round_trips = stdout
+        .lines()
+        .find(|l| l.starts_with("| round trip p50 |"))
+        .unwrap();
+    let cells: Vec<&str> = round_trips.split('|').map(str::trim).collect();
+    // | label | raw | maid | seed |
+    assert_ne!(cells[2], "n/a", "raw measured nothing: {round_trips}");
+    assert_ne!(cells[3], "n/a", "maid measured nothing: {round_trips}");
+    if seed {
+        assert_ne!(cells[4], "n/a", "seed measured nothing: {round_trips}");
+    } else {
+        assert_eq!(cells[4], "n/a", "{round_trips}");
+    }
+}

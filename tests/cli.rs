@@ -1,0 +1,333 @@
+//! The `maid` binary as an operator runs it: `maid call --local` prints
+//! what `salt-call --local` prints and exits with the retcode; `maid plugin`
+//! shows what each plugin is and may touch; `maid init` writes a config
+//! that the other commands accept.
+
+mod common;
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use common::guests;
+
+fn maid(args: &[&str], cwd: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_maid"))
+        .args(args)
+        .current_dir(cwd)
+        .env("MAID_PLUGIN_DIR", guests::PLUGINS_DIR)
+        .env("MAID_CACHE_DIR", common::shared_cache())
+        .env_remove("MAID_CONFIG")
+        .output()
+        .expect("run maid")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+#[test]
+fn call_local_prints_as_salt_call() {
+    let tmp = tempfile::tempdir().unwrap();
+    let o = maid(&["call", "--local", "test.ping"], tmp.path());
+    assert_eq!(stdout(&o), "local:\n    True\n");
+    assert_eq!(o.status.code(), Some(0));
+
+    let o = maid(
+        &["call", "--local", "cmd.run", "echo hi", "--out", "json"],
+        tmp.path(),
+    );
+    assert_eq!(stdout(&o), "{\"local\": \"hi\"}\n");
+
+    let o = maid(
+        &["call", "--local", "test.echo", "[1, two]", "--out", "yaml"],
+        tmp.path(),
+    );
+    assert_eq!(stdout(&o), "local:\n- 1\n- two\n");
+
+    let o = maid(
+        &["call", "--local", "test.arg", "1", "a=yes", "--out", "txt"],
+        tmp.path(),
+    );
+    assert_eq!(stdout(&o), "local: {'args': [1], 'kwargs': {'a': True}}\n");
+
+    let o = maid(
+        &[
+            "call",
+            "--local",
+            "cmd.run_all",
+            "echo hi",
+            "--out",
+            "json",
+            "--out-indent",
+            "4",
+        ],
+        tmp.path(),
+    );
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["local"]["stdout"], "hi");
+    assert!(stdout(&o).starts_with("{\n    \"local\": {\n"));
+}
+
+#[test]
+fn call_local_exits_with_the_retcode() {
+    let tmp = tempfile::tempdir().unwrap();
+    let o = maid(&["call", "--local", "cmd.retcode", "false"], tmp.path());
+    assert_eq!(stdout(&o), "local:\n    1\n");
+    assert_eq!(o.status.code(), Some(1));
+
+    let o = maid(&["call", "--local", "test.retcode", "code=5"], tmp.path());
+    assert_eq!(o.status.code(), Some(5));
+
+    let o = maid(&["call", "--local", "nope.ping"], tmp.path());
+    assert_eq!(stdout(&o), "local:\n    'nope.ping' is not available.\n");
+    assert_eq!(o.status.code(), Some(254));
+
+    let o = maid(&["call", "test.ping"], tmp.path());
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("needs --local"));
+}
+
+#[test]
+fn call_local_serves_file_roots_and_writes_the_cwd() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("root");
+    std::fs::create_dir(&root).unwrap();
+    std::fs::write(root.join("hello.txt"), "hello\n").unwrap();
+    let work = tmp.path().join("work");
+    std::fs::create_dir(&work).unwrap();
+    let dest = work.join("copy.txt");
+    let o = maid(
+        &[
+            "call",
+            "--local",
+            "cp.get_file",
+            "salt://hello.txt",
+            dest.to_str().unwrap(),
+            "--file-root",
+            root.to_str().unwrap(),
+            "--out",
+            "json",
+        ],
+        &work,
+    );
+    assert_eq!(
+        stdout(&o),
+        format!("{{\"local\": \"{}\"}}\n", dest.display())
+    );
+    assert_eq!(std::fs::read_to_string(&dest).unwrap(), "hello\n");
+}
+
+#[test]
+fn call_with_config_uses_exactly_its_grants() {
+    let tmp = tempfile::tempdir().unwrap();
+    let config = tmp.path().join("maid.toml");
+    // cmd may run programs but not a shell.
+    std::fs::write(
+        &config,
+        "[plugins.cmd]\nexec = [\"/usr/bin/*\", \"/bin/*\"]\nshell = false\n",
+    )
+    .unwrap();
+    let c = config.to_str().unwrap();
+    let o = maid(
+        &["call", "--local", "-c", c, "cmd.run", "echo hi"],
+        tmp.path(),
+    );
+    assert_eq!(o.status.code(), Some(77));
+    assert!(
+        stdout(&o).starts_with("local:\n    Denied: /bin/sh is a shell"),
+        "{}",
+        stdout(&o)
+    );
+    let o = maid(
+        &[
+            "call",
+            "--local",
+            "-c",
+            c,
+            "cmd.run",
+            "echo hi",
+            "python_shell=False",
+        ],
+        tmp.path(),
+    );
+    assert_eq!(stdout(&o), "local:\n    hi\n");
+
+    std::fs::write(&config, "[plugins.cmd]\nexecs = []\n").unwrap();
+    let o = maid(&["call", "--local", "-c", c, "test.ping"], tmp.path());
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("execs"));
+}
+
+#[test]
+fn plugin_list_and_inspect() {
+    let tmp = tempfile::tempdir().unwrap();
+    let o = maid(&["plugin", "list"], tmp.path());
+    assert_eq!(o.status.code(), Some(0));
+    let text = stdout(&o);
+    for m in ["cmd ", "cp ", "test "] {
+        assert!(text.lines().any(|l| l.starts_with(m)), "{text}");
+    }
+
+    let config = tmp.path().join("maid.toml");
+    std::fs::write(
+        &config,
+        "[plugins.cp]\nfetch = [\"salt://files/**\"]\ndirs = [{ path = \"/srv\", writable = true }]\n",
+    )
+    .unwrap();
+    let cp = Path::new(guests::PLUGINS_DIR).join("cp.wasm");
+    let o = maid(
+        &[
+            "plugin",
+            "inspect",
+            cp.to_str().unwrap(),
+            "-c",
+            config.to_str().unwrap(),
+            "--format",
+            "json",
+        ],
+        tmp.path(),
+    );
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(r["module"], "cp");
+    assert_eq!(
+        r["requested"],
+        serde_json::json!(["fetch", "fs-read", "fs-write"])
+    );
+    assert_eq!(
+        r["granted"]["fetch"],
+        serde_json::json!(["salt://files/**"])
+    );
+    assert_eq!(r["granted"]["dirs"][0]["path"], "/srv");
+    assert_eq!(r["granted"]["exec"], serde_json::json!([]));
+    let wasm = std::fs::read(&cp).unwrap();
+    use sha2::Digest;
+    assert_eq!(r["sha256"], hex::encode(sha2::Sha256::digest(&wasm)));
+    let names: Vec<&str> = r["functions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["get_file", "get_file_str", "hash_file"]);
+
+    let o = maid(&["plugin", "inspect", cp.to_str().unwrap()], tmp.path());
+    let text = stdout(&o);
+    assert!(
+        text.contains("requests:  fetch, fs-read, fs-write"),
+        "{text}"
+    );
+    assert!(
+        text.contains("cp.get_file(path, dest, saltenv, makedirs, template, gzip)"),
+        "{text}"
+    );
+}
+
+#[test]
+fn init_writes_a_config_the_agent_accepts() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("etc/maid.toml");
+    let p = path.to_str().unwrap();
+    let o = maid(&["init", p], tmp.path());
+    assert_eq!(o.status.code(), Some(0));
+    let o = maid(&["init", p], tmp.path());
+    assert_eq!(o.status.code(), Some(2), "refuses to overwrite");
+    let o = maid(&["call", "--local", "-c", p, "test.ping"], tmp.path());
+    assert_eq!(stdout(&o), "local:\n    True\n");
+}
+
+#[test]
+fn policy_shows_what_is_trusted_and_granted() {
+    let tmp = tempfile::tempdir().unwrap();
+    let key = maid::trust::generate().unwrap();
+    let public = tmp.path().join("master.pub");
+    std::fs::write(&public, maid::trust::encode_verifying(&key.verifying_key())).unwrap();
+    let config = tmp.path().join("maid.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[security]\nrequire_signed = true\ntrusted_keys = [\"{}\"]\n\
+             [plugins.cmd]\nexec = [\"/usr/bin/*\"]\nshell = false\nrunas = [\"nobody\"]\n",
+            public.display()
+        ),
+    )
+    .unwrap();
+    let c = config.to_str().unwrap();
+    let o = maid(&["policy", "-c", c, "--format", "json"], tmp.path());
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["trust"]["require_signed"], true);
+    assert_eq!(
+        v["trust"]["trusted_key_ids"],
+        serde_json::json!([maid::trust::key_id(&key.verifying_key())])
+    );
+    let cmd = v["plugins"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["module"] == "cmd")
+        .unwrap();
+    assert_eq!(cmd["requested"], serde_json::json!(["exec", "shell"]));
+    assert_eq!(cmd["granted"]["exec"], serde_json::json!(["/usr/bin/*"]));
+    assert_eq!(cmd["granted"]["shell"], false);
+    assert_eq!(cmd["granted"]["runas"], serde_json::json!(["nobody"]));
+    let test = v["plugins"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["module"] == "test")
+        .unwrap();
+    assert_eq!(test["granted"]["exec"], serde_json::json!([]));
+
+    let o = maid(&["policy", "-c", c], tmp.path());
+    let text = stdout(&o);
+    assert!(text.starts_with("require_signed: yes\n"), "{text}");
+    assert!(text.contains("  runas:   nobody\n"), "{text}");
+}
+
+#[test]
+fn the_systemd_unit_and_init_agree() {
+    let unit = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../packaging/maid.service"
+    ))
+    .unwrap();
+    let config: maid::config::Config = toml::from_str(maid::config::TEMPLATE).unwrap();
+    assert!(unit.contains("ExecStart=/usr/bin/maid agent --config /etc/maid/maid.toml"));
+    let dirs = [
+        ("ConfigurationDirectory=maid", "/etc/maid"),
+        ("StateDirectory=maid", "/var/lib/maid"),
+        ("CacheDirectory=maid", "/var/cache/maid"),
+        ("LogsDirectory=maid", "/var/log/maid"),
+    ];
+    for (line, _) in dirs {
+        assert!(unit.contains(line), "{line}");
+    }
+    let under = |p: &std::path::Path, root: &str| p.starts_with(root);
+    assert!(under(
+        config.cache_dir.as_deref().unwrap(),
+        "/var/cache/maid"
+    ));
+    assert!(under(
+        config.security.state_dir.as_deref().unwrap(),
+        "/var/lib/maid"
+    ));
+    assert!(under(
+        config.audit.path.as_deref().unwrap(),
+        "/var/log/maid"
+    ));
+    for key in &config.security.trusted_keys {
+        assert!(key.starts_with("/etc/maid/"), "{key}");
+    }
+    assert!(config.security.require_signed);
+}

@@ -1,0 +1,276 @@
+//! Running a fleet for tests: real `maid agent` processes against a real
+//! Redis, and the master side both as a library and as the `maid` binary.
+
+use std::collections::HashSet;
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use maid::bus::{Bus, RedisConfig};
+use maid::master::{JobRequest, Report};
+use serde_json::{Map, Value};
+
+use super::guests;
+
+/// The master topic the test fleets use.
+pub const TOPIC: &str = "master-test";
+
+/// A `maid agent` process; killed (SIGKILL) on drop.
+pub struct Agent {
+    pub id: String,
+    child: Option<Child>,
+    pub config: tempfile::NamedTempFile,
+}
+
+impl Agent {
+    /// Send SIGKILL: the agent dies without a word, as a crashed host does.
+    pub fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// Send SIGTERM and wait for the exit status.
+    pub fn terminate(&mut self) -> std::process::ExitStatus {
+        let c = self.child.as_mut().expect("agent is running");
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(c.id() as i32),
+            nix::sys::signal::Signal::SIGTERM,
+        )
+        .unwrap();
+        let status = c.wait().unwrap();
+        self.child = None;
+        status
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().map(|c| c.id()).unwrap_or_default()
+    }
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Extra TOML for an agent's config (grains, grants, [agent] settings).
+pub fn start_agent(redis: &RedisConfig, id: &str, extra_toml: &str) -> Agent {
+    start_agent_with_plugins(redis, id, extra_toml, Path::new(guests::PLUGINS_DIR))
+}
+
+/// [`start_agent`] with plugins from `plugin_dir`.
+pub fn start_agent_with_plugins(
+    redis: &RedisConfig,
+    id: &str,
+    extra_toml: &str,
+    plugin_dir: &Path,
+) -> Agent {
+    let mut config = tempfile::NamedTempFile::new().unwrap();
+    let redis_toml = toml::to_string(redis).unwrap();
+    let text = format!("master_topics = [\"{TOPIC}\"]\n{extra_toml}\n[redis]\n{redis_toml}\n");
+    std::io::Write::write_all(&mut config, text.as_bytes()).unwrap();
+    let child = Command::new(env!("CARGO_BIN_EXE_maid"))
+        .args(["agent", "--id", id, "-c"])
+        .arg(config.path())
+        .env("MAID_PLUGIN_DIR", plugin_dir)
+        .env("MAID_CACHE_DIR", super::shared_cache())
+        .env("MAID_LOG", "maid=warn")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("start maid agent");
+    Agent {
+        id: id.into(),
+        child: Some(child),
+        config,
+    }
+}
+
+/// Wait until every id in `ids` is registered and alive.
+pub async fn wait_registered(bus: &Bus, ids: &[&str]) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Ok(mut conn) = bus.connect().await
+            && let Ok(maids) = maid::master::alive_maids(&mut conn).await
+            && ids
+                .iter()
+                .all(|id| maids.get(*id).is_some_and(|(alive, _)| *alive))
+        {
+            return;
+        }
+        assert!(Instant::now() < deadline, "agents {ids:?} never registered");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// A job request with the test defaults.
+pub fn request(tgt: &str, tgt_type: &str, fun: &str, arg: Value, kwarg: Value) -> JobRequest {
+    JobRequest {
+        master_topic: TOPIC.into(),
+        tgt: Value::String(tgt.into()),
+        tgt_type: tgt_type.into(),
+        fun: fun.into(),
+        arg: arg.as_array().cloned().unwrap_or_default(),
+        kwarg: kwarg.as_object().cloned().unwrap_or_else(Map::new),
+        timeout: Duration::from_secs(10),
+        user: Some("tester".into()),
+        out: None,
+        exclude: HashSet::new(),
+        linger: Duration::from_millis(300),
+        key: None,
+    }
+}
+
+/// The job cache's returns for `jid` once there are `n` of them (the
+/// cache write and the return's PUBLISH go out together, in no set order),
+/// or what is there at [`REPLY_DEADLINE`].
+pub async fn cached_returns(bus: &Bus, jid: &str, n: usize) -> Vec<maid::protocol::Return> {
+    let deadline = Instant::now() + REPLY_DEADLINE;
+    let mut conn = bus.connect().await.unwrap();
+    loop {
+        let cached = maid::master::cached_returns(&mut conn, jid).await.unwrap();
+        if cached.len() >= n || Instant::now() > deadline {
+            return cached;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Publish and collect.
+pub async fn run(bus: &Bus, req: &JobRequest) -> Report {
+    maid::master::run(bus, req, |_| {}, |_| {}).await.unwrap()
+}
+
+/// Start a job in the background as [`run`] does, with the master reading
+/// its replies through `replies`, which is given the job's subscription
+/// (made before the job is published) to adapt: watch it, cut it short.
+pub async fn run_with_replies<S>(
+    bus: &Bus,
+    req: JobRequest,
+    replies: impl FnOnce(redis::aio::PubSub) -> S,
+) -> tokio::task::JoinHandle<Report>
+where
+    S: futures_util::Stream<Item = redis::Msg> + Unpin + Send + 'static,
+{
+    let jid = maid::jid::new_jid();
+    let topic = maid::master::temp_topic(&jid);
+    let replies = replies(bus.subscribe(std::slice::from_ref(&topic)).await.unwrap());
+    let mut conn = bus.connect().await.unwrap();
+    tokio::spawn(async move {
+        maid::master::run_on(&mut conn, replies, jid, &topic, &req, |_| {}, |_| {})
+            .await
+            .unwrap()
+    })
+}
+
+/// Start [`run`] in the background; the receiver hears when maid `id`
+/// has pinged the job, so a test can act on a job that is surely running
+/// there (kill the maid, stop it, stop Redis) without guessing a delay.
+pub async fn run_watching(
+    bus: &Bus,
+    req: JobRequest,
+    id: &str,
+) -> (
+    tokio::task::JoinHandle<Report>,
+    tokio::sync::oneshot::Receiver<()>,
+) {
+    use maid::protocol::Reply;
+    let (tx, pinged) = tokio::sync::oneshot::channel();
+    let mut tx = Some(tx);
+    let id = id.to_string();
+    let job = run_with_replies(bus, req, move |sub| {
+        Box::pin(futures_util::StreamExt::inspect(
+            sub.into_on_message(),
+            move |msg| {
+                if let Ok(Reply::Ping(p)) = serde_json::from_slice(msg.get_payload_bytes())
+                    && p.sub_ip == id
+                    && let Some(tx) = tx.take()
+                {
+                    let _ = tx.send(());
+                }
+            },
+        ))
+    })
+    .await;
+    (job, pinged)
+}
+
+/// The `maid` binary as a master: `maid run ...` against `redis_url`.
+pub fn maid_cli(redis_url: &str, args: &[&str], cwd: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_maid"))
+        .args(args)
+        .current_dir(cwd)
+        .env("MAID_REDIS", redis_url)
+        .env_remove("MAID_CONFIG")
+        .output()
+        .expect("run maid")
+}
+
+/// How long a test waits for a reply it expects. Generous: a loaded CI
+/// machine may be slow, and a test waits this long only when it fails.
+pub const REPLY_DEADLINE: Duration = Duration::from_secs(30);
+
+/// How long a test keeps listening after what it expected arrived, to see
+/// anything extra (a second return, a reply that should not be there).
+pub const LINGER: Duration = Duration::from_millis(500);
+
+/// Subscribe to `topic`, publish `payload` on the master topic, and collect
+/// the replies: until `expected` arrived (or [`REPLY_DEADLINE`] passed),
+/// then for [`LINGER`] more, so extra replies are seen too.
+pub async fn raw_round_trip(
+    bus: &Bus,
+    topic: &str,
+    payload: &str,
+    expected: usize,
+) -> Vec<maid::protocol::Reply> {
+    let pubsub = bus.subscribe(&[topic.to_string()]).await.unwrap();
+    let stream = pubsub.into_on_message();
+    let mut conn = bus.connect().await.unwrap();
+    maid::bus::publish(&mut conn, TOPIC, payload).await.unwrap();
+    collect_replies(stream, expected, LINGER).await
+}
+
+/// The replies on `stream`: until `expected` arrived (or [`REPLY_DEADLINE`]
+/// passed), then for `linger` more, so extra replies are seen too.
+pub async fn collect_replies(
+    mut stream: impl futures_util::Stream<Item = redis::Msg> + Unpin,
+    expected: usize,
+    linger: Duration,
+) -> Vec<maid::protocol::Reply> {
+    use futures_util::StreamExt;
+    let mut out = Vec::new();
+    let mut until = tokio::time::Instant::now() + REPLY_DEADLINE;
+    let mut lingering = false;
+    loop {
+        if !lingering && out.len() >= expected {
+            lingering = true;
+            until = tokio::time::Instant::now() + linger;
+        }
+        match tokio::time::timeout_at(until, stream.next()).await {
+            Ok(Some(msg)) => out.push(serde_json::from_slice(msg.get_payload_bytes()).unwrap()),
+            _ => return out,
+        }
+    }
+}
+
+/// Wait until `n` connections subscribe to the master topic.
+pub async fn wait_subscribers(bus: &Bus, n: i64) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Ok(mut conn) = bus.connect().await {
+            let counts: Vec<(String, i64)> = redis::cmd("PUBSUB")
+                .arg("NUMSUB")
+                .arg(TOPIC)
+                .query_async(&mut conn)
+                .await
+                .unwrap_or_default();
+            if counts.first().is_some_and(|(_, c)| *c >= n) {
+                return;
+            }
+        }
+        assert!(Instant::now() < deadline, "{n} subscribers never came");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}

@@ -1,0 +1,87 @@
+//! Helpers shared by the integration tests: a runtime over the real plugin
+//! `.wasm` files that `maid-test-guests` built, with a given configuration.
+
+#![allow(dead_code)]
+
+pub mod fleet;
+pub mod redis;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use maid::config::{Config, DirGrant, PluginGrants};
+use maid::fileserver::{FileServer, LocalRoots, NoFiles};
+use maid::runtime::{CallRequest, Outcome, Runtime, RuntimeSettings, Services};
+use serde_json::{Map, Value};
+
+pub use maid_test_guests as guests;
+
+/// One compiled-artifact cache for the whole test run, so each plugin is
+/// compiled once, not once per test.
+pub fn shared_cache() -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("plugin-cache");
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// A runtime with `config`, `salt://` served from `file_root`, every
+/// shipped plugin and the hostile fixture loaded.
+pub async fn runtime_with(config: Config, file_root: Option<&Path>) -> Runtime {
+    let files: Arc<dyn FileServer> = match file_root {
+        Some(root) => Arc::new(LocalRoots::new(vec![root.to_path_buf()])),
+        None => Arc::new(NoFiles),
+    };
+    let grains = maid::grains::collect("test-minion", &config.grains);
+    let rt = Runtime::new(RuntimeSettings {
+        config: Arc::new(config),
+        cache_dir: Some(shared_cache()),
+        services: Arc::new(Services {
+            grains_json: Value::Object(grains).to_string(),
+            files,
+        }),
+        instances: RuntimeSettings::instances_for(64),
+    })
+    .unwrap();
+    let failed = rt.load_dir(Path::new(guests::PLUGINS_DIR)).await.unwrap();
+    assert!(failed.is_empty(), "{failed:?}");
+    rt.load_file(Path::new(guests::FIXTURE_HOSTILE))
+        .await
+        .unwrap();
+    rt
+}
+
+/// Grants for one module.
+pub fn config_with(module: &str, grants: PluginGrants) -> Config {
+    let mut config = Config::default();
+    config.plugins.insert(module.into(), grants);
+    config
+}
+
+pub fn dir(path: &Path, writable: bool) -> DirGrant {
+    DirGrant {
+        path: path.to_path_buf(),
+        writable,
+    }
+}
+
+/// Run `fun` with JSON positional and keyword arguments.
+pub async fn call(rt: &Runtime, fun: &str, args: Value, kwargs: Value) -> Outcome {
+    let args = match args {
+        Value::Array(a) => a,
+        other => panic!("args must be an array, not {other}"),
+    };
+    let kwargs: Map<String, Value> = match kwargs {
+        Value::Object(m) => m,
+        other => panic!("kwargs must be an object, not {other}"),
+    };
+    rt.call(CallRequest {
+        fun: fun.into(),
+        args,
+        kwargs,
+        jid: maid::jid::new_jid(),
+        minion_id: "test-minion".into(),
+        user: Some("tester".into()),
+        timeout: None,
+    })
+    .await
+}

@@ -1,0 +1,103 @@
+//! The Redis deployments operators run, each against real servers started
+//! by the tests: Sentinel (1 master, 1 replica, 3 sentinels) with a
+//! failover in the middle of a stream of jobs, and a 3-master Cluster.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::fleet::{request, run, start_agent, wait_registered};
+use common::redis::{Cluster, Sentinel};
+use maid::bus::{Bus, RedisConfig};
+use serde_json::json;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sentinel_failover_during_a_run_of_jobs() {
+    let mut sentinel = tokio::task::spawn_blocking(Sentinel::start).await.unwrap();
+    let redis = RedisConfig {
+        sentinels: sentinel.sentinel_urls(),
+        service: Some(sentinel.service_name().to_string()),
+        ..Default::default()
+    };
+    let bus = Bus::new(&redis).unwrap();
+    let _a = start_agent(&redis, "s-1", "");
+    let _b = start_agent(&redis, "s-2", "");
+    wait_registered(&bus, &["s-1", "s-2"]).await;
+
+    for _ in 0..5 {
+        let report = run(
+            &bus,
+            &request("*", "glob", "test.ping", json!([]), json!({})),
+        )
+        .await;
+        assert_eq!(report.returns.len(), 2, "{report:?}");
+    }
+    // Short, after the failover: a job the agents missed costs only this.
+    let mut req = request("*", "glob", "test.ping", json!([]), json!({}));
+    req.timeout = Duration::from_secs(3);
+
+    let old = sentinel.master_port();
+    sentinel.kill_master();
+    let new = tokio::task::spawn_blocking(move || {
+        let port = sentinel.wait_for_failover(Duration::from_secs(60));
+        (sentinel, port)
+    })
+    .await
+    .unwrap();
+    let (_sentinel, new_port) = new;
+    assert_ne!(old, new_port);
+
+    // Jobs keep flowing: once the agents have followed the new master,
+    // every job gets both returns.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut streak = 0;
+    while streak < 5 {
+        assert!(
+            Instant::now() < deadline,
+            "agents did not follow the new master"
+        );
+        match bus.connect().await {
+            Ok(_) => {
+                let report = run(&bus, &req).await;
+                if report.returns.len() == 2 {
+                    streak += 1;
+                } else {
+                    streak = 0;
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
+        }
+    }
+    // The registry moved with them.
+    let mut conn = bus.connect().await.unwrap();
+    let maids = maid::master::alive_maids(&mut conn).await.unwrap();
+    assert!(maids["s-1"].0 && maids["s-2"].0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_round_trip() {
+    let cluster = tokio::task::spawn_blocking(Cluster::start).await.unwrap();
+    let redis = RedisConfig {
+        cluster: cluster.urls(),
+        ..Default::default()
+    };
+    let bus = Bus::new(&redis).unwrap();
+    let _a = start_agent(&redis, "c-1", "");
+    let _b = start_agent(&redis, "c-2", "");
+    let _c = start_agent(&redis, "c-3", "");
+    wait_registered(&bus, &["c-1", "c-2", "c-3"]).await;
+
+    let report = run(
+        &bus,
+        &request("*", "glob", "test.echo", json!(["hi"]), json!({})),
+    )
+    .await;
+    assert_eq!(report.returns.len(), 3, "{report:?}");
+    assert!(report.returns.iter().all(|r| r.ret == json!("hi")));
+    assert_eq!(report.exit_code(), 0);
+
+    // Returns are in the job cache, whichever node holds the key.
+    let cached = common::fleet::cached_returns(&bus, &report.jid, 3).await;
+    assert_eq!(cached.len(), 3);
+}

@@ -1,0 +1,332 @@
+//! The agent under faults and load, against real servers: Redis killed and
+//! restarted mid-stream, a Cluster node restarted, overload answered busy,
+//! plugins hot-reloaded during a stream of calls, health and metrics.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use common::fleet::{
+    request, run, start_agent, start_agent_with_plugins, wait_registered, wait_subscribers,
+};
+use common::redis::{Cluster, RedisServer};
+use maid::bus::{Bus, RedisConfig};
+use serde_json::json;
+
+/// Run jobs until `n` in a row get every return.
+async fn until_healthy(bus: &Bus, returns: usize, n: usize) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut streak = 0;
+    let mut req = request("*", "glob", "test.ping", json!([]), json!({}));
+    req.timeout = Duration::from_secs(3);
+    while streak < n {
+        assert!(Instant::now() < deadline, "the fleet did not recover");
+        if bus.connect().await.is_err() {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            continue;
+        }
+        let report = run(bus, &req).await;
+        if report.returns.len() == returns {
+            streak += 1;
+        } else {
+            streak = 0;
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_restarted_mid_stream_loses_no_return() {
+    let mut server = RedisServer::start();
+    let redis = server.config();
+    let bus = Bus::new(&redis).unwrap();
+    let _a = start_agent(&redis, "steady", "[agent]\nheartbeat_secs = 1\n");
+    wait_registered(&bus, &["steady"]).await;
+
+    // A job that finishes while Redis is down.
+    let job = json!({"jid": "outage-1", "tempTopic": "gone", "fun": "test.sleep",
+                     "arg": [1.5], "tgt": "*"})
+    .to_string();
+    // Redis goes down once the maid has the job (it PINGs on taking it).
+    let replies = bus.subscribe(&["gone".to_string()]).await.unwrap();
+    let mut replies = replies.into_on_message();
+    let mut conn = bus.connect().await.unwrap();
+    maid::bus::publish(&mut conn, common::fleet::TOPIC, &job)
+        .await
+        .unwrap();
+    let ping = tokio::time::timeout(
+        common::fleet::REPLY_DEADLINE,
+        futures_util::StreamExt::next(&mut replies),
+    )
+    .await
+    .expect("the maid never pinged")
+    .unwrap();
+    assert!(
+        matches!(
+            serde_json::from_slice(ping.get_payload_bytes()),
+            Ok(maid::protocol::Reply::Ping(_))
+        ),
+        "{ping:?}"
+    );
+    drop(replies);
+    server.kill();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    server.restart();
+
+    // Every job published after it is back gets its return...
+    wait_subscribers(&bus, 1).await;
+    until_healthy(&bus, 1, 10).await;
+    // ...and the return produced during the outage reached the job cache.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let mut conn = bus.connect().await.unwrap();
+        let cached = maid::master::cached_returns(&mut conn, "outage-1")
+            .await
+            .unwrap();
+        if let Some(r) = cached.first() {
+            assert_eq!((r.ret.clone(), r.retcode), (json!(true), 0));
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the outage's return never reached the cache"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // The registry came back too (the alive key lives 3 heartbeats, so
+    // look until it is there rather than once).
+    let mut conn = bus.connect().await.unwrap();
+    let deadline = Instant::now() + common::fleet::REPLY_DEADLINE;
+    while !maid::master::alive_maids(&mut conn).await.unwrap()["steady"].0 {
+        assert!(Instant::now() < deadline, "the registry never came back");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_cluster_node_is_survived() {
+    let mut cluster = tokio::task::spawn_blocking(Cluster::start).await.unwrap();
+    let redis = RedisConfig {
+        cluster: cluster.urls(),
+        ..Default::default()
+    };
+    let bus = Bus::new(&redis).unwrap();
+    let _a = start_agent(&redis, "k-1", "");
+    let _b = start_agent(&redis, "k-2", "");
+    wait_registered(&bus, &["k-1", "k-2"]).await;
+    until_healthy(&bus, 2, 2).await;
+    // Node 0 is where the subscriptions went (the first seed that answers).
+    let cluster = tokio::task::spawn_blocking(move || {
+        cluster.restart_node(0);
+        cluster
+    })
+    .await
+    .unwrap();
+    until_healthy(&bus, 2, 5).await;
+    drop(cluster);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn overload_is_answered_busy_never_silence() {
+    let server = RedisServer::start();
+    let redis = server.config();
+    let bus = Bus::new(&redis).unwrap();
+    let _a = start_agent(&redis, "small", "[agent]\nconcurrency = 1\nqueue = 1\n");
+    wait_registered(&bus, &["small"]).await;
+
+    let mut jobs = Vec::new();
+    for _ in 0..5 {
+        let bus = bus.clone();
+        jobs.push(tokio::spawn(async move {
+            // Long enough that all five arrive while the first runs.
+            let mut req = request("*", "glob", "test.sleep", json!([3]), json!({}));
+            req.timeout = Duration::from_secs(30);
+            run(&bus, &req).await
+        }));
+    }
+    let mut codes = Vec::new();
+    for j in jobs {
+        let report = j.await.unwrap();
+        assert_eq!(report.returns.len(), 1, "every job is answered: {report:?}");
+        codes.push(report.returns[0].retcode);
+        if report.returns[0].retcode == maid::agent::BUSY_RETCODE {
+            let msg = report.returns[0].ret.as_str().unwrap();
+            assert!(msg.starts_with("Busy: "), "{msg}");
+        }
+    }
+    codes.sort();
+    assert_eq!(codes, [0, 0, 75, 75, 75]);
+}
+
+fn http_get(port: u16, path: &str) -> (u16, String) {
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut text = String::new();
+    s.read_to_string(&mut text).unwrap();
+    let code = text[9..12].parse().unwrap();
+    let body = text
+        .split("\r\n\r\n")
+        .nth(1)
+        .unwrap_or_default()
+        .to_string();
+    (code, body)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plugins_hot_reload_during_a_stream_of_calls() {
+    let server = RedisServer::start();
+    let redis = server.config();
+    let bus = Bus::new(&redis).unwrap();
+    let plugins = tempfile::tempdir().unwrap();
+    let from = Path::new(common::guests::PLUGINS_DIR);
+    std::fs::copy(from.join("test.wasm"), plugins.path().join("test.wasm")).unwrap();
+    let port = common::redis::free_port();
+    let mut agent = start_agent_with_plugins(
+        &redis,
+        "hot",
+        &format!("[agent]\nplugin_poll_secs = 1\nhttp = \"127.0.0.1:{port}\"\n"),
+        plugins.path(),
+    );
+    wait_registered(&bus, &["hot"]).await;
+
+    // A stream of calls runs throughout.
+    let stream = {
+        let bus = bus.clone();
+        tokio::spawn(async move {
+            let mut missed = 0;
+            for _ in 0..30 {
+                let report = run(
+                    &bus,
+                    &request("*", "glob", "test.ping", json!([]), json!({})),
+                )
+                .await;
+                if report.returns.len() != 1 {
+                    missed += 1;
+                }
+            }
+            missed
+        })
+    };
+    let cp = request("*", "glob", "cp.hash_file", json!(["salt://x"]), json!({}));
+    let report = run(&bus, &cp).await;
+    assert_eq!(report.returns[0].retcode, 254);
+
+    // Added: picked up without a restart, and the registry follows.
+    std::fs::copy(from.join("cp.wasm"), plugins.path().join("cp.wasm")).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let report = run(&bus, &cp).await;
+        if report.returns[0].retcode != 254 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "cp.wasm was never loaded");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    // The registration is rewritten after the swap, in no set order with
+    // the first call.
+    let mut conn = bus.connect().await.unwrap();
+    loop {
+        let reg = maid::master::alive_maids(&mut conn).await.unwrap()["hot"]
+            .1
+            .clone()
+            .unwrap();
+        if reg.functions.contains(&"cp.hash_file".to_string()) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{:?}", reg.functions);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    // Removed: gone, on SIGHUP at once.
+    std::fs::remove_file(plugins.path().join("cp.wasm")).unwrap();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(agent.pid() as i32),
+        nix::sys::signal::Signal::SIGHUP,
+    )
+    .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let report = run(&bus, &cp).await;
+        if report.returns[0].retcode == 254 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "cp.wasm was never unloaded");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    assert_eq!(stream.await.unwrap(), 0, "calls were lost during reloads");
+
+    // Health and metrics.
+    let (code, body) = tokio::task::spawn_blocking(move || http_get(port, "/healthz"))
+        .await
+        .unwrap();
+    assert_eq!(code, 200, "{body}");
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&body).unwrap(),
+        json!({"redis_connected": true, "plugins_loaded": 1})
+    );
+    let (code, body) = tokio::task::spawn_blocking(move || http_get(port, "/metrics"))
+        .await
+        .unwrap();
+    assert_eq!(code, 200);
+    assert!(
+        body.contains("maid_jobs_received_total{fun=\"test.ping\"}"),
+        "{body}"
+    );
+    assert!(
+        body.contains("maid_jobs_run_total{fun=\"cp.hash_file\"}"),
+        "{body}"
+    );
+    assert!(body.contains("maid_job_duration_seconds_bucket"), "{body}");
+    assert!(body.contains("maid_ping_latency_seconds_count"), "{body}");
+    assert!(
+        body.contains("maid_plugin_cache_total{outcome=\"hit\"}"),
+        "{body}"
+    );
+    assert_eq!(agent.terminate().code(), Some(0));
+}
+
+/// `maid soak` on a small setting: every job published while Redis was up
+/// gets its return (on the reply topic or in the job cache) across two
+/// Redis restarts, with the right value, and the command says so. The full
+/// run and its numbers are in docs/reliability.md.
+#[test]
+fn soak_loses_nothing_across_redis_restarts() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_maid"))
+        .args(["soak", "--agents", "4", "--jobs", "600", "--restarts", "2"])
+        .args(["--outage-secs", "0.5", "--in-flight", "32", "--no-cache"])
+        .arg("--redis-server")
+        .arg(common::redis::redis_server_bin())
+        .env("MAID_PLUGIN_DIR", maid_test_guests::PLUGINS_DIR)
+        .env_remove("MAID_CONFIG")
+        .env("MAID_LOG", "maid=error")
+        .output()
+        .expect("run maid soak");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "maid soak failed ({}):\n{stderr}\n{stdout}",
+        out.status
+    );
+    let figure = |name: &str| -> u64 {
+        let line = stdout
+            .lines()
+            .find(|l| l.starts_with(name))
+            .unwrap_or_else(|| panic!("no {name:?} in:\n{stdout}"));
+        line[name.len()..].trim().parse().unwrap()
+    };
+    assert_eq!(figure("jobs published"), 600, "{stdout}");
+    assert_eq!(
+        figure("returns on the reply topics") + figure("returns found only in the job cache"),
+        600,
+        "{stdout}"
+    );
+    assert_eq!(figure("lost"), 0, "{stdout}");
+    assert_eq!(figure("wrong returns"), 0, "{stdout}");
+    assert_eq!(figure("reply subscription re-made"), 2, "{stdout}");
+}

@@ -1,0 +1,647 @@
+//! The plugin runtime with the shipped plugins: every function of `test`,
+//! `cmd` and `cp` returns what SaltStack returns, failures come back in
+//! Salt's shapes and retcodes, and compiled plugins are cached safely.
+
+mod common;
+
+use std::path::Path;
+use std::sync::Arc;
+
+use common::{call, config_with, dir, guests, runtime_with};
+use maid::config::{Config, PluginGrants};
+use maid::fileserver::NoFiles;
+use maid::runtime::{CacheStatus, Failure, Runtime, RuntimeSettings, Services};
+use serde_json::json;
+
+fn cmd_grants(cwd: &Path) -> PluginGrants {
+    PluginGrants {
+        exec: vec!["*".into()],
+        shell: true,
+        env: vec!["PATH".into()],
+        dirs: vec![dir(cwd, false)],
+        ..Default::default()
+    }
+}
+
+#[tokio::test]
+async fn test_module_returns_what_salt_returns() {
+    let rt = runtime_with(Config::default(), None).await;
+
+    let ping = call(&rt, "test.ping", json!([]), json!({})).await;
+    assert_eq!((ping.ret.clone(), ping.retcode), (json!(true), 0));
+    assert!(ping.success() && ping.failure.is_none());
+
+    let echo = call(&rt, "test.echo", json!(["hello"]), json!({})).await;
+    assert_eq!(echo.ret, json!("hello"));
+    let echo = call(
+        &rt,
+        "test.echo",
+        json!([]),
+        json!({"text": [1, {"a": null}]}),
+    )
+    .await;
+    assert_eq!(echo.ret, json!([1, {"a": null}]));
+
+    let version = call(&rt, "test.version", json!([]), json!({})).await;
+    assert_eq!(version.ret, json!(env!("CARGO_PKG_VERSION")));
+
+    let arg = call(
+        &rt,
+        "test.arg",
+        json!([1, "two"]),
+        json!({"three": 3, "__pub_jid": "x"}),
+    )
+    .await;
+    assert_eq!(arg.ret, json!({"args": [1, "two"], "kwargs": {"three": 3}}));
+
+    let sleep = call(&rt, "test.sleep", json!([0.05]), json!({})).await;
+    assert_eq!(sleep.ret, json!(true));
+    assert!(sleep.duration.as_millis() >= 50);
+
+    let rc = call(&rt, "test.retcode", json!([]), json!({})).await;
+    assert_eq!((rc.ret.clone(), rc.retcode), (json!(true), 42));
+    assert_eq!(rc.failure, Some(Failure::Function));
+    let rc = call(&rt, "test.retcode", json!([3]), json!({})).await;
+    assert_eq!(rc.retcode, 3);
+
+    let exc = call(&rt, "test.exception", json!(["boom"]), json!({})).await;
+    assert_eq!(exc.retcode, 1);
+    assert_eq!(exc.failure, Some(Failure::PluginError));
+    let msg = exc.ret.as_str().unwrap();
+    assert!(msg.starts_with("Plugin error: boom (panicked at "), "{msg}");
+}
+
+#[tokio::test]
+async fn unknown_functions_are_not_available() {
+    let rt = runtime_with(Config::default(), None).await;
+    for fun in ["test.nope", "nope.ping", "noperiod", "test."] {
+        let out = call(&rt, fun, json!([]), json!({})).await;
+        assert_eq!(out.retcode, 254, "{fun}");
+        assert_eq!(out.ret, json!(format!("'{fun}' is not available.")));
+        assert_eq!(out.failure, Some(Failure::NotAvailable));
+    }
+}
+
+#[tokio::test]
+async fn bad_arguments_as_salt_reports_them() {
+    let rt = runtime_with(Config::default(), None).await;
+    let cases = [
+        (
+            json!(["x"]),
+            json!({}),
+            "test.ping() takes 0 positional arguments but 1 was given",
+        ),
+        (
+            json!([]),
+            json!({}),
+            "test.echo() missing 1 required positional argument: 'text'",
+        ),
+        (
+            json!(["a"]),
+            json!({"text": "b"}),
+            "test.echo() got multiple values for argument 'text'",
+        ),
+        (
+            json!(["a"]),
+            json!({"bogus": 1}),
+            "The following keyword arguments are not valid: bogus=1",
+        ),
+    ];
+    for (i, (args, kwargs, expected)) in cases.into_iter().enumerate() {
+        let fun = if i == 0 { "test.ping" } else { "test.echo" };
+        let out = call(&rt, fun, args, kwargs).await;
+        assert_eq!(out.retcode, 1);
+        assert_eq!(out.failure, Some(Failure::BadArguments));
+        assert_eq!(
+            out.ret,
+            json!(format!("Passed invalid arguments: {expected}"))
+        );
+    }
+    let out = call(&rt, "test.sleep", json!(["soon"]), json!({})).await;
+    let msg = out.ret.as_str().unwrap();
+    assert!(
+        msg.starts_with("Passed invalid arguments: test.sleep(): invalid type"),
+        "{msg}"
+    );
+}
+
+#[tokio::test]
+async fn cmd_run_merges_stderr_and_strips() {
+    let tmp = tempfile::tempdir().unwrap();
+    let rt = runtime_with(config_with("cmd", cmd_grants(tmp.path())), None).await;
+    let out = call(&rt, "cmd.run", json!(["echo out; echo err >&2"]), json!({})).await;
+    assert_eq!((out.ret, out.retcode), (json!("out\nerr"), 0));
+
+    let out = call(
+        &rt,
+        "cmd.run",
+        json!(["printf 'a  \\n\\n'"]),
+        json!({"rstrip": false}),
+    )
+    .await;
+    assert_eq!(out.ret, json!("a  \n\n"));
+
+    // A failing command: its output is the return, its status the retcode.
+    let out = call(&rt, "cmd.run", json!(["echo nope; exit 3"]), json!({})).await;
+    assert_eq!((out.ret, out.retcode), (json!("nope"), 3));
+}
+
+#[tokio::test]
+async fn cmd_functions_and_options() {
+    let tmp = tempfile::tempdir().unwrap();
+    let rt = runtime_with(config_with("cmd", cmd_grants(tmp.path())), None).await;
+
+    let out = call(&rt, "cmd.retcode", json!(["false"]), json!({})).await;
+    assert_eq!((out.ret, out.retcode), (json!(1), 1));
+    // Salt reads `false` on the command line as a boolean; it still runs.
+    let out = call(&rt, "cmd.retcode", json!([false]), json!({})).await;
+    assert_eq!(out.ret, json!(1));
+    let out = call(&rt, "cmd.retcode", json!(["true"]), json!({})).await;
+    assert_eq!((out.ret, out.retcode), (json!(0), 0));
+
+    let out = call(
+        &rt,
+        "cmd.run_all",
+        json!(["echo o; echo e >&2; exit 2"]),
+        json!({}),
+    )
+    .await;
+    let ret = out.ret.as_object().unwrap();
+    assert_eq!(ret["stdout"], json!("o"));
+    assert_eq!(ret["stderr"], json!("e"));
+    assert_eq!(ret["retcode"], json!(2));
+    assert!(ret["pid"].as_u64().unwrap() > 0);
+    assert_eq!(ret.len(), 4);
+    assert_eq!(out.retcode, 2);
+
+    let out = call(
+        &rt,
+        "cmd.run_stdout",
+        json!(["echo o; echo e >&2"]),
+        json!({}),
+    )
+    .await;
+    assert_eq!(out.ret, json!("o"));
+    let out = call(
+        &rt,
+        "cmd.run_stderr",
+        json!(["echo o; echo e >&2"]),
+        json!({}),
+    )
+    .await;
+    assert_eq!(out.ret, json!("e"));
+
+    // cwd, env, stdin.
+    let real = tmp.path().canonicalize().unwrap();
+    let out = call(&rt, "cmd.run", json!(["pwd"]), json!({"cwd": tmp.path()})).await;
+    assert_eq!(out.ret, json!(real.display().to_string()));
+    let out = call(
+        &rt,
+        "cmd.run",
+        json!(["echo $GREETING"]),
+        json!({"env": {"GREETING": "hi"}}),
+    )
+    .await;
+    assert_eq!(out.ret, json!("hi"));
+    let out = call(
+        &rt,
+        "cmd.run",
+        json!(["cat"]),
+        json!({"stdin": "from stdin"}),
+    )
+    .await;
+    assert_eq!(out.ret, json!("from stdin"));
+
+    // The agent's own environment is scrubbed to the granted names.
+    // SAFETY: set before any program this test starts reads it; no other
+    // thread of this test process reads it concurrently.
+    unsafe { std::env::set_var("MAID_TEST_SECRET", "leak") };
+    let out = call(
+        &rt,
+        "cmd.run",
+        json!(["echo \"[$MAID_TEST_SECRET]\""]),
+        json!({}),
+    )
+    .await;
+    assert_eq!(out.ret, json!("[]"));
+
+    // Without a shell: words split as a shell would, no shell features.
+    let out = call(
+        &rt,
+        "cmd.run",
+        json!(["echo 'a b' ; echo c"]),
+        json!({"python_shell": false}),
+    )
+    .await;
+    assert_eq!(out.ret, json!("a b ; echo c"));
+    let out = call(&rt, "cmd.run", json!([["echo", "x y"]]), json!({})).await;
+    assert_eq!(out.ret, json!("x y"));
+
+    // The command's own timeout.
+    let out = call(&rt, "cmd.run", json!(["sleep 5"]), json!({"timeout": 0.2})).await;
+    assert_eq!(out.retcode, 1);
+    assert_eq!(out.ret, json!("Timed out after 0.2 seconds"));
+    assert!(out.duration.as_secs() < 4);
+
+    let out = call(
+        &rt,
+        "cmd.run",
+        json!(["no-such-program-xyz"]),
+        json!({"python_shell": false}),
+    )
+    .await;
+    assert_eq!(out.retcode, 1);
+    assert_eq!(out.ret, json!("no-such-program-xyz: command not found"));
+}
+
+#[tokio::test]
+async fn cmd_needs_its_grants() {
+    let tmp = tempfile::tempdir().unwrap();
+    // No grants at all.
+    let rt = runtime_with(Config::default(), None).await;
+    let out = call(&rt, "cmd.run", json!(["echo hi"]), json!({})).await;
+    assert_eq!(out.retcode, 77);
+    assert_eq!(out.failure, Some(Failure::Denied));
+    assert_eq!(out.ret, json!("Denied: exec is not granted to this plugin"));
+
+    // Programs but no shell.
+    let grants = PluginGrants {
+        exec: vec!["/usr/bin/*".into(), "/bin/*".into()],
+        shell: false,
+        dirs: vec![dir(tmp.path(), false)],
+        ..Default::default()
+    };
+    let rt = runtime_with(config_with("cmd", grants), None).await;
+    let out = call(&rt, "cmd.run", json!(["echo hi"]), json!({})).await;
+    assert_eq!(out.retcode, 77);
+    let msg = out.ret.as_str().unwrap();
+    assert!(msg.starts_with("Denied: /bin/sh is a shell"), "{msg}");
+    let out = call(
+        &rt,
+        "cmd.run",
+        json!(["echo hi"]),
+        json!({"python_shell": false}),
+    )
+    .await;
+    assert_eq!((out.ret, out.retcode), (json!("hi"), 0));
+
+    // A program outside the allow-list.
+    let out = call(
+        &rt,
+        "cmd.run",
+        json!(["/sbin/nologin"]),
+        json!({"python_shell": false}),
+    )
+    .await;
+    assert_eq!(out.retcode, 77);
+    assert_eq!(
+        out.ret,
+        json!("Denied: /sbin/nologin is not in the exec allow-list")
+    );
+
+    // A cwd outside the granted directories.
+    let out = call(
+        &rt,
+        "cmd.run",
+        json!(["pwd"]),
+        json!({"cwd": "/", "python_shell": false}),
+    )
+    .await;
+    assert_eq!(out.retcode, 77);
+    assert_eq!(
+        out.ret,
+        json!("Denied: cwd / is outside the directories granted to this plugin")
+    );
+    let escape = tmp.path().join("..");
+    let out = call(
+        &rt,
+        "cmd.run",
+        json!(["pwd"]),
+        json!({"cwd": escape, "python_shell": false}),
+    )
+    .await;
+    assert_eq!(out.retcode, 77);
+}
+
+struct CpFixture {
+    root: tempfile::TempDir,
+    granted: tempfile::TempDir,
+    outside: tempfile::TempDir,
+}
+
+fn cp_fixture() -> CpFixture {
+    let root = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(root.path().join("files")).unwrap();
+    std::fs::write(root.path().join("files/motd"), "welcome\n").unwrap();
+    CpFixture {
+        root,
+        granted: tempfile::tempdir().unwrap(),
+        outside: tempfile::tempdir().unwrap(),
+    }
+}
+
+async fn cp_runtime(f: &CpFixture) -> Runtime {
+    let grants = PluginGrants {
+        fetch: vec!["salt://**".into()],
+        dirs: vec![dir(f.granted.path(), true)],
+        ..Default::default()
+    };
+    runtime_with(config_with("cp", grants), Some(f.root.path())).await
+}
+
+#[tokio::test]
+async fn cp_get_file_writes_inside_granted_dirs() {
+    let f = cp_fixture();
+    let rt = cp_runtime(&f).await;
+    let dest = f.granted.path().join("motd");
+    let out = call(
+        &rt,
+        "cp.get_file",
+        json!(["salt://files/motd", dest]),
+        json!({}),
+    )
+    .await;
+    assert_eq!(
+        (out.ret, out.retcode),
+        (json!(dest.display().to_string()), 0)
+    );
+    assert_eq!(std::fs::read_to_string(&dest).unwrap(), "welcome\n");
+    // No temporary file is left behind.
+    assert_eq!(std::fs::read_dir(f.granted.path()).unwrap().count(), 1);
+
+    // Into a directory: the source's name is kept.
+    let sub = f.granted.path().join("sub");
+    std::fs::create_dir(&sub).unwrap();
+    let out = call(
+        &rt,
+        "cp.get_file",
+        json!(["salt://files/motd", sub]),
+        json!({}),
+    )
+    .await;
+    assert_eq!(out.ret, json!(sub.join("motd").display().to_string()));
+
+    // makedirs.
+    let deep = f.granted.path().join("a/b/c.txt");
+    let out = call(
+        &rt,
+        "cp.get_file",
+        json!(["salt://files/motd", deep]),
+        json!({}),
+    )
+    .await;
+    assert_eq!(out.retcode, 1);
+    let out = call(
+        &rt,
+        "cp.get_file",
+        json!(["salt://files/motd", deep]),
+        json!({"makedirs": true}),
+    )
+    .await;
+    assert_eq!(
+        (out.ret, out.retcode),
+        (json!(deep.display().to_string()), 0)
+    );
+
+    // A missing source is Salt's empty string, not an error.
+    let out = call(&rt, "cp.get_file", json!(["salt://nope", dest]), json!({})).await;
+    assert_eq!((out.ret, out.retcode), (json!(""), 0));
+
+    let out = call(
+        &rt,
+        "cp.get_file_str",
+        json!(["salt://files/motd"]),
+        json!({}),
+    )
+    .await;
+    assert_eq!(out.ret, json!("welcome\n"));
+
+    let expected = sha256_hex(b"welcome\n");
+    let out = call(&rt, "cp.hash_file", json!(["salt://files/motd"]), json!({})).await;
+    assert_eq!(out.ret, json!({"hash_type": "sha256", "hsum": expected}));
+    let out = call(&rt, "cp.hash_file", json!([dest]), json!({})).await;
+    assert_eq!(out.ret, json!({"hash_type": "sha256", "hsum": expected}));
+    let out = call(
+        &rt,
+        "cp.hash_file",
+        json!([dest]),
+        json!({"hash_type": "md5"}),
+    )
+    .await;
+    assert_eq!(out.failure, Some(Failure::BadArguments));
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    hex::encode(sha2::Sha256::digest(bytes))
+}
+
+#[tokio::test]
+async fn cp_get_file_is_refused_outside_granted_dirs() {
+    let f = cp_fixture();
+    let rt = cp_runtime(&f).await;
+    let src = "salt://files/motd";
+
+    let outside = f.outside.path().join("x");
+    let dotdot = f
+        .granted
+        .path()
+        .join("../")
+        .join(f.outside.path().file_name().unwrap())
+        .join("y");
+    let link = f.granted.path().join("link");
+    std::os::unix::fs::symlink(f.outside.path(), &link).unwrap();
+    let through_link = link.join("z");
+
+    for dest in [outside, dotdot, through_link, "/etc/maid-test-never".into()] {
+        let out = call(&rt, "cp.get_file", json!([src, dest]), json!({})).await;
+        assert_eq!(out.retcode, 77, "{} -> {:?}", dest.display(), out.ret);
+        assert!(
+            out.ret.as_str().unwrap().starts_with("Denied: "),
+            "{:?}",
+            out.ret
+        );
+    }
+    assert_eq!(std::fs::read_dir(f.outside.path()).unwrap().count(), 0);
+
+    // salt:// paths cannot climb out of the file root either.
+    let out = call(
+        &rt,
+        "cp.get_file",
+        json!(["salt://../etc/passwd", f.granted.path()]),
+        json!({}),
+    )
+    .await;
+    assert_eq!(out.retcode, 77, "{:?}", out.ret);
+
+    // The next call still works.
+    let ok = f.granted.path().join("ok");
+    let out = call(&rt, "cp.get_file", json!([src, ok]), json!({})).await;
+    assert_eq!(out.retcode, 0);
+}
+
+#[tokio::test]
+async fn cp_without_fetch_grant_is_denied() {
+    let f = cp_fixture();
+    let grants = PluginGrants {
+        dirs: vec![dir(f.granted.path(), true)],
+        ..Default::default()
+    };
+    let rt = runtime_with(config_with("cp", grants), Some(f.root.path())).await;
+    let out = call(
+        &rt,
+        "cp.get_file",
+        json!(["salt://files/motd", f.granted.path()]),
+        json!({}),
+    )
+    .await;
+    assert_eq!(out.retcode, 77);
+    assert_eq!(
+        out.ret,
+        json!("Denied: fetch is not granted to this plugin")
+    );
+}
+
+fn bare_runtime(cache: &Path) -> Runtime {
+    Runtime::new(RuntimeSettings {
+        config: Arc::new(Config::default()),
+        cache_dir: Some(cache.to_path_buf()),
+        services: Arc::new(Services {
+            grains_json: "{}".into(),
+            files: Arc::new(NoFiles),
+        }),
+        instances: RuntimeSettings::instances_for(64),
+    })
+    .unwrap()
+}
+
+#[tokio::test]
+async fn compiled_plugins_are_cached_and_corrupt_entries_rebuilt() {
+    let cache = tempfile::tempdir().unwrap();
+    let wasm = Path::new(guests::PLUGIN_TEST);
+
+    let first = bare_runtime(cache.path()).load_file(wasm).await.unwrap();
+    assert_eq!(first.cache, CacheStatus::Miss);
+    let second = bare_runtime(cache.path()).load_file(wasm).await.unwrap();
+    assert_eq!(second.cache, CacheStatus::Hit);
+
+    // Flip bytes in the middle of the artifact: never trusted, rebuilt.
+    let entry = std::fs::read_dir(cache.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|x| x == "cwasm"))
+        .unwrap();
+    let mut bytes = std::fs::read(&entry).unwrap();
+    let mid = bytes.len() / 2;
+    for b in &mut bytes[mid..mid + 64] {
+        *b ^= 0xff;
+    }
+    std::fs::write(&entry, &bytes).unwrap();
+    let rt = bare_runtime(cache.path());
+    let third = rt.load_file(wasm).await.unwrap();
+    assert_eq!(third.cache, CacheStatus::Rebuilt);
+    let out = call(&rt, "test.ping", json!([]), json!({})).await;
+    assert_eq!(out.ret, json!(true));
+    assert_eq!(
+        bare_runtime(cache.path())
+            .load_file(wasm)
+            .await
+            .unwrap()
+            .cache,
+        CacheStatus::Hit
+    );
+
+    // A truncated artifact whose checksum was "fixed" up: wasmtime's own
+    // checks still refuse it, and it is rebuilt.
+    std::fs::write(&entry, b"not an artifact").unwrap();
+    std::fs::write(
+        entry.with_extension("cwasm.sha256"),
+        sha256_hex(b"not an artifact"),
+    )
+    .unwrap();
+    let fourth = bare_runtime(cache.path()).load_file(wasm).await.unwrap();
+    assert_eq!(fourth.cache, CacheStatus::Rebuilt);
+}
+
+#[tokio::test]
+async fn plugins_that_are_not_components_are_refused_and_others_load() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(guests::PLUGIN_TEST, dir.path().join("test.wasm")).unwrap();
+    std::fs::write(dir.path().join("junk.wasm"), b"\0asm garbage").unwrap();
+    // The hostile plugin under another name: its manifest says `hostile`.
+    std::fs::copy(guests::FIXTURE_HOSTILE, dir.path().join("liar.wasm")).unwrap();
+    let rt = bare_runtime(&common::shared_cache());
+    let failed = rt.load_dir(dir.path()).await.unwrap();
+    let messages: Vec<String> = failed.iter().map(|e| e.to_string()).collect();
+    assert_eq!(messages.len(), 2, "{messages:?}");
+    assert!(
+        messages[0].contains("junk.wasm: not a valid component"),
+        "{messages:?}"
+    );
+    assert!(
+        messages[1].contains("manifest names module \"hostile\" but the file is liar.wasm"),
+        "{messages:?}"
+    );
+    assert_eq!(
+        rt.functions()
+            .iter()
+            .filter(|f| f.starts_with("test."))
+            .count(),
+        7
+    );
+    assert!(rt.plugin("liar").is_none() && rt.plugin("hostile").is_none());
+    let out = call(&rt, "test.ping", json!([]), json!({})).await;
+    assert_eq!(out.ret, json!(true));
+}
+
+#[tokio::test]
+async fn runas_needs_its_grant_and_root() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut grants = cmd_grants(tmp.path());
+    grants.runas = vec!["nobody".into()];
+    let rt = runtime_with(config_with("cmd", grants), None).await;
+    let out = call(
+        &rt,
+        "cmd.run",
+        json!(["id -un"]),
+        json!({"runas": "nobody", "cwd": "/tmp"}),
+    )
+    .await;
+    let as_root = nix::unistd::geteuid().is_root();
+    if as_root {
+        // `cwd` is checked against the grants before the user switch.
+        assert_eq!(out.retcode, 77, "{:?}", out.ret);
+        let out = call(
+            &rt,
+            "cmd.run",
+            json!(["id -un"]),
+            json!({"runas": "nobody"}),
+        )
+        .await;
+        assert_eq!((out.ret, out.retcode), (json!("nobody"), 0));
+        let out = call(&rt, "cmd.run", json!(["id -G"]), json!({"runas": "nobody"})).await;
+        let groups = out.ret.as_str().unwrap().to_string();
+        assert!(
+            !groups.split(' ').any(|g| g == "0"),
+            "root's groups kept: {groups}"
+        );
+    } else {
+        let out = call(
+            &rt,
+            "cmd.run",
+            json!(["id -un"]),
+            json!({"runas": "nobody"}),
+        )
+        .await;
+        assert_eq!(
+            out.ret,
+            json!("Denied: runas=nobody needs the agent to run as root")
+        );
+    }
+    let out = call(&rt, "cmd.run", json!(["id -un"]), json!({"runas": "root"})).await;
+    assert_eq!(out.retcode, 77);
+    assert_eq!(
+        out.ret,
+        json!("Denied: runas=root is not granted to this plugin")
+    );
+}
