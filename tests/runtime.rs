@@ -503,6 +503,11 @@ async fn cp_without_fetch_grant_is_denied() {
 }
 
 fn bare_runtime(cache: &Path) -> Runtime {
+    runtime_of(cache, RuntimeSettings::instances_for(64))
+}
+
+/// No grants, no plugins loaded, `instances` pool slots.
+fn runtime_of(cache: &Path, instances: u32) -> Runtime {
     Runtime::new(RuntimeSettings {
         config: Arc::new(Config::default()),
         cache_dir: Some(cache.to_path_buf()),
@@ -510,9 +515,38 @@ fn bare_runtime(cache: &Path) -> Runtime {
             grains_json: "{}".into(),
             files: Arc::new(NoFiles),
         }),
-        instances: RuntimeSettings::instances_for(64),
+        instances,
     })
     .unwrap()
+}
+
+/// More calls at once than the pool has slots: each waits for a slot
+/// within its time limit, and is let in only once the instance before it is
+/// back in the pool (else the full pool would refuse it). Two slots, forty
+/// calls.
+#[tokio::test]
+async fn more_calls_than_pool_slots_each_wait_for_a_clean_slot() {
+    let rt = Arc::new(runtime_of(&common::shared_cache(), 2));
+    let failed = rt.load_dir(Path::new(guests::PLUGINS_DIR)).await.unwrap();
+    assert!(failed.is_empty(), "{failed:?}");
+    // test.sleep waits in a host call, so the calls overlap.
+    let mut calls = tokio::task::JoinSet::new();
+    for _ in 0..40 {
+        let rt = rt.clone();
+        calls.spawn(async move { call(&rt, "test.sleep", json!([0.01]), json!({})).await });
+    }
+    let mut done = 0;
+    while let Some(out) = calls.join_next().await {
+        let out = out.unwrap();
+        assert_eq!(
+            (out.ret.clone(), out.retcode),
+            (json!(true), 0),
+            "{}",
+            out.ret
+        );
+        done += 1;
+    }
+    assert_eq!(done, 40);
 }
 
 #[tokio::test]

@@ -18,6 +18,8 @@ pub struct JidStore {
     order: VecDeque<String>,
     cap: usize,
     file: Option<(PathBuf, File, usize)>,
+    /// The line being appended, reused.
+    line: Vec<u8>,
 }
 
 fn open_append(path: &Path) -> std::io::Result<File> {
@@ -36,6 +38,7 @@ impl JidStore {
             order: VecDeque::new(),
             cap: cap.max(1),
             file: None,
+            line: Vec::new(),
         }
     }
 
@@ -93,7 +96,12 @@ impl JidStore {
         }
         let mut rewrite = false;
         if let Some((path, file, lines)) = &mut self.file {
-            if let Err(e) = writeln!(file, "{jid}") {
+            // One write(2) of the whole line: `writeln!` on a File makes
+            // two, and a crash between them would leave half a line.
+            self.line.clear();
+            self.line.extend_from_slice(jid.as_bytes());
+            self.line.push(b'\n');
+            if let Err(e) = file.write_all(&self.line) {
                 tracing::error!(path = %path.display(), cause = %e, "cannot record jid");
             }
             *lines += 1;
