@@ -8,13 +8,14 @@
 //! a timeout kills everything it started, and its output is captured up to
 //! a bound.
 
-use std::io::Read;
+use std::os::fd::OwnedFd;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::net::unix::pipe;
 
 use super::bindings::maid::plugin::host::{ExecOutput, ExecRequest, HostError};
 use super::policy::Grants;
@@ -115,16 +116,6 @@ async fn read_capped(mut r: impl AsyncRead + Unpin, cap: usize) -> (Vec<u8>, boo
     out.done()
 }
 
-/// The same for a blocking reader (the merged stdout+stderr pipe).
-fn read_capped_blocking(mut r: impl Read, cap: usize) -> (Vec<u8>, bool) {
-    let mut out = Capped::new(cap);
-    let mut buf = vec![0u8; 64 << 10];
-    while let Ok(n @ 1..) = r.read(&mut buf) {
-        out.push(&buf[..n]);
-    }
-    out.done()
-}
-
 /// Run one program for a plugin.
 pub(crate) async fn run(
     grants: &Grants,
@@ -196,6 +187,10 @@ pub(crate) async fn run(
             .try_clone()
             .map_err(|e| failed(format!("pipe: {e}")))?;
         cmd.stdout(writer).stderr(writer2);
+        // Read on this runtime, as the separate pipes are: a blocking read
+        // on another thread cost two thread hand-offs per command.
+        let reader = pipe::Receiver::from_owned_fd(OwnedFd::from(reader))
+            .map_err(|e| failed(format!("pipe: {e}")))?;
         Some(reader)
     } else {
         cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
@@ -221,11 +216,7 @@ pub(crate) async fn run(
     let collect = async {
         let out = async {
             match (merged_reader, stdout) {
-                (Some(reader), _) => {
-                    tokio::task::spawn_blocking(move || read_capped_blocking(reader, cap))
-                        .await
-                        .unwrap_or_default()
-                }
+                (Some(reader), _) => read_capped(reader, cap).await,
                 (None, Some(s)) => read_capped(s, cap).await,
                 (None, None) => Default::default(),
             }

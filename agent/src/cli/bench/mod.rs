@@ -91,9 +91,12 @@ pub struct BenchArgs {
     /// Fan-out rounds [default: 20; --tiny: 2].
     #[arg(long)]
     pub fanout_rounds: Option<usize>,
-    /// Worker threads of the fan-out process (0: one current-thread runtime).
-    #[arg(long, default_value_t = 0)]
-    pub fanout_threads: usize,
+    /// Worker threads of the fan-out process (0: one current-thread
+    /// runtime) [default: one per CPU, 0 on one CPU]. A thousand agents
+    /// would each have their own host; one process stands in for them, so
+    /// it may use every core.
+    #[arg(long)]
+    pub fanout_threads: Option<usize>,
     /// `cmd.run 'true'` round trips, each paired with a direct spawn of
     /// `true` [default: 300; --tiny: 5].
     #[arg(long)]
@@ -148,6 +151,7 @@ struct Sizes {
     agents: usize,
     fanout_rounds: usize,
     cmd_runs: usize,
+    fanout_threads: usize,
     calls: usize,
     warm_starts: usize,
     cold_starts: usize,
@@ -169,6 +173,12 @@ impl Sizes {
             agents: pick(a.agents, 1000, 10),
             fanout_rounds: pick(a.fanout_rounds, 20, 2),
             cmd_runs: pick(a.cmd_runs, 300, 5),
+            fanout_threads: a.fanout_threads.unwrap_or_else(|| {
+                match std::thread::available_parallelism().map_or(1, |n| n.get()) {
+                    1 => 0,
+                    n => n,
+                }
+            }),
             calls: pick(a.calls, 20_000, 20),
             warm_starts: pick(a.warm_starts, 10, 1),
             cold_starts: pick(a.cold_starts, 2, 1),
@@ -1362,7 +1372,7 @@ async fn run_all(
         agent_metrics: args.agent_metrics,
         tgt_type: args.tgt_type,
         fleet_rss_kib: 0,
-        fanout_threads: args.fanout_threads,
+        fanout_threads: sizes.fanout_threads,
         in_flight: sizes.in_flight,
     };
 
@@ -1591,7 +1601,7 @@ async fn run_all(
         .arg("--count")
         .arg(sizes.agents.to_string())
         .arg("--threads")
-        .arg(args.fanout_threads.to_string())
+        .arg(sizes.fanout_threads.to_string())
         .arg("--plugin-dir")
         .arg(plugin_dir)
         .arg("--cache-dir")
