@@ -144,6 +144,25 @@ async fn cmd_run_merges_stderr_and_strips() {
     // A failing command: its output is the return, its status the retcode.
     let out = call(&rt, "cmd.run", json!(["echo nope; exit 3"]), json!({})).await;
     assert_eq!((out.ret, out.retcode), (json!("nope"), 3));
+
+    // A child left in the background holds the output pipe open: the
+    // command's timeout ends the wait and kills its process group.
+    let out = call(
+        &rt,
+        "cmd.run",
+        json!(["sleep 60 & echo started"]),
+        json!({"timeout": 1}),
+    )
+    .await;
+    assert_eq!(
+        (out.ret, out.retcode),
+        (json!("Timed out after 1 seconds"), 1)
+    );
+    assert!(
+        out.duration < std::time::Duration::from_secs(30),
+        "{:?}",
+        out.duration
+    );
 }
 
 #[tokio::test]
