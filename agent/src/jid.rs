@@ -2,7 +2,7 @@
 
 use std::sync::atomic::{AtomicI64, Ordering};
 
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, Datelike, Timelike, Utc};
 
 /// The microsecond of the last jid this process made.
 static LAST_JID: AtomicI64 = AtomicI64::new(i64::MIN);
@@ -29,8 +29,23 @@ pub fn new_jid() -> String {
 }
 
 /// A return's `_stamp`: ISO 8601 with microseconds, UTC, as Salt writes it.
+///
+/// Written out field by field: every return and audit record takes one,
+/// and `format("%Y-…")` parsed its pattern again each time.
 pub fn stamp() -> String {
-    Utc::now().format("%Y-%m-%dT%H:%M:%S%.6f").to_string()
+    let now = Utc::now();
+    let (date, time) = (now.date_naive(), now.time());
+    format!(
+        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:06}",
+        date.year(),
+        date.month(),
+        date.day(),
+        time.hour(),
+        time.minute(),
+        time.second(),
+        // A leap second's nanoseconds run past 10^9.
+        time.nanosecond() % 1_000_000_000 / 1_000
+    )
 }
 
 #[cfg(test)]
@@ -40,9 +55,18 @@ mod tests {
         let jid = super::new_jid();
         assert_eq!(jid.len(), 20);
         assert!(jid.chars().all(|c| c.is_ascii_digit()));
+        let before = chrono::Utc::now().naive_utc();
         let stamp = super::stamp();
         assert_eq!(stamp.len(), 26);
         assert_eq!(&stamp[10..11], "T");
+        let parsed = chrono::NaiveDateTime::parse_from_str(&stamp, "%Y-%m-%dT%H:%M:%S%.6f")
+            .unwrap_or_else(|e| panic!("{stamp}: {e}"));
+        let after = chrono::Utc::now().naive_utc();
+        let floor = before - chrono::Duration::microseconds(1);
+        assert!(
+            floor <= parsed && parsed <= after,
+            "{before} {stamp} {after}"
+        );
     }
 
     #[test]
