@@ -681,14 +681,14 @@ async fn https_with_a_certificate_and_key() {
     assert!(plain.is_err() || !plain.unwrap().status().is_success());
 }
 
-/// A Python virtualenv with schemathesis, made once under the target
-/// directory and reused.
 /// Exactly the fuzzer this test was written against: a newer schemathesis
 /// may change what its options mean (4.x made fuzzing repeat until
 /// `--max-time` is spent, and its cut-off crashed inside hypothesis).
 const SCHEMATHESIS: &str = "4.32.5";
 const HYPOTHESIS: &str = "6.170.15";
 
+/// A Python virtualenv with that schemathesis, made once under the target
+/// directory and reused.
 fn schemathesis() -> PathBuf {
     let venv = Path::new(env!("CARGO_TARGET_TMPDIR")).join("schemathesis-venv");
     let bin = venv.join("bin/schemathesis");

@@ -158,11 +158,6 @@ async fn cmd_run_merges_stderr_and_strips() {
         (out.ret, out.retcode),
         (json!("Timed out after 1 seconds"), 1)
     );
-    assert!(
-        out.duration < std::time::Duration::from_secs(30),
-        "{:?}",
-        out.duration
-    );
 }
 
 #[tokio::test]
