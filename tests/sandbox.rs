@@ -5,7 +5,7 @@
 mod common;
 
 use std::path::Path;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use common::{call, config_with, dir, runtime_with};
 use maid::config::{Config, LimitsOverride, PluginGrants};
@@ -81,6 +81,23 @@ async fn an_endless_loop_is_stopped_by_the_wall_clock_limit() {
     assert_eq!(out.failure, Some(Failure::TimedOut));
     assert_eq!(out.ret, json!("Timed out after 0.5 seconds"));
     assert!(out.duration < Duration::from_secs(15), "{:?}", out.duration);
+    still_works(&rt).await;
+}
+
+#[tokio::test]
+async fn an_idle_runtime_stops_ticking_and_wakes_for_the_next_call() {
+    let rt = runtime_with(limited(0.5, 64), None).await;
+    still_works(&rt).await;
+    // No store for a second: the epoch ticker stops waking.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !rt.ticker_parked() {
+        assert!(Instant::now() < deadline, "the epoch ticker never parked");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // A guest that never yields is stopped only if the ticker wakes for it.
+    let out = call(&rt, "hostile.spin", json!([]), json!({})).await;
+    assert_eq!(out.retcode, 124);
+    assert_eq!(out.ret, json!("Timed out after 0.5 seconds"));
     still_works(&rt).await;
 }
 

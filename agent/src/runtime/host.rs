@@ -32,6 +32,9 @@ pub enum CapabilityUse {
 
 /// The per-call state of a store.
 pub struct HostState {
+    /// Keeps the epoch ticking while this store can run guest code (held
+    /// for its `Drop`).
+    pub(crate) _ticking: super::Ticking,
     /// WASI: preopened directories, captured stdout/stderr, no env, no args.
     pub(crate) wasi: WasiCtx,
     /// WASI and host resources (open sources, streams).

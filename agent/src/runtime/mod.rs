@@ -19,6 +19,7 @@ pub mod policy;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
@@ -208,6 +209,7 @@ impl RuntimeSettings {
 /// Loads plugins and runs calls.
 pub struct Runtime {
     engine: Engine,
+    ticker: Arc<Ticker>,
     linker: Linker<HostState>,
     cache: ArtifactCache,
     settings: RuntimeSettings,
@@ -216,19 +218,97 @@ pub struct Runtime {
     slots: tokio::sync::Semaphore,
 }
 
-/// Advances the engine's epoch until the engine is dropped.
-fn start_epoch_ticker(engine: &Engine) {
-    let weak = engine.weak();
-    std::thread::Builder::new()
-        .name("maid-epoch".into())
-        .spawn(move || {
-            while let Some(engine) = weak.upgrade() {
-                engine.increment_epoch();
-                drop(engine);
-                std::thread::sleep(EPOCH_TICK);
-            }
+/// Ticks the ticker keeps going after the last store is gone, so a steady
+/// stream of jobs never has to wake it.
+const IDLE_TICKS: u32 = 200;
+
+/// While parked, how often the ticker checks that its engine still exists.
+const PARKED_CHECK: Duration = Duration::from_secs(1);
+
+/// Advances the engine's epoch, which is what stops a guest past its
+/// deadline and makes a busy one yield, every [`EPOCH_TICK`] while a store
+/// exists (and for [`IDLE_TICKS`] after); an idle agent's ticker sleeps
+/// instead of waking 200 times a second. Ends when the engine is dropped.
+struct Ticker {
+    state: Arc<TickState>,
+    thread: std::thread::Thread,
+}
+
+#[derive(Default)]
+struct TickState {
+    /// Stores alive: each can run guest code.
+    stores: AtomicUsize,
+    /// The ticker is parked, or about to park.
+    parked: AtomicBool,
+}
+
+/// Held by every store (in its [`HostState`]): the ticker ticks while one
+/// exists.
+pub(crate) struct Ticking(Arc<Ticker>);
+
+impl Drop for Ticking {
+    fn drop(&mut self) {
+        self.0.state.stores.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+impl Ticker {
+    fn start(engine: &Engine) -> Arc<Ticker> {
+        let weak = engine.weak();
+        let state = Arc::new(TickState::default());
+        let shared = state.clone();
+        let handle = std::thread::Builder::new()
+            .name("maid-epoch".into())
+            .spawn(move || {
+                let state = shared;
+                let mut idle = 0;
+                loop {
+                    let Some(engine) = weak.upgrade() else { return };
+                    engine.increment_epoch();
+                    drop(engine);
+                    if state.stores.load(Ordering::SeqCst) > 0 {
+                        idle = 0;
+                    } else {
+                        idle += 1;
+                    }
+                    if idle < IDLE_TICKS {
+                        std::thread::sleep(EPOCH_TICK);
+                        continue;
+                    }
+                    // Say "parked" before looking at the count: a store made
+                    // meanwhile either is seen here or sees the flag and
+                    // unparks this thread.
+                    state.parked.store(true, Ordering::SeqCst);
+                    while state.stores.load(Ordering::SeqCst) == 0 {
+                        if weak.upgrade().is_none() {
+                            return;
+                        }
+                        std::thread::park_timeout(PARKED_CHECK);
+                    }
+                    state.parked.store(false, Ordering::SeqCst);
+                    idle = 0;
+                }
+            })
+            .expect("spawn epoch thread");
+        Arc::new(Ticker {
+            state,
+            thread: handle.thread().clone(),
         })
-        .expect("spawn epoch thread");
+    }
+
+    /// A store is being made: tick (waking the ticker if it sleeps).
+    fn ticking(self: &Arc<Self>) -> Ticking {
+        self.state.stores.fetch_add(1, Ordering::SeqCst);
+        if self.state.parked.load(Ordering::SeqCst) {
+            self.thread.unpark();
+        }
+        Ticking(self.clone())
+    }
+
+    /// Whether the ticker sleeps (no store for a while).
+    fn parked(&self) -> bool {
+        self.state.parked.load(Ordering::SeqCst)
+    }
 }
 
 fn link_wasi(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
@@ -445,12 +525,13 @@ impl Runtime {
             tracing::debug!(cause = %e, "slots are reset by unmapping their pages");
             engine(false)
         })?;
-        start_epoch_ticker(&engine);
+        let ticker = Ticker::start(&engine);
         let mut linker = Linker::new(&engine);
         link_wasi(&mut linker)?;
         PluginBindings::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |s| s)?;
         Ok(Self {
             engine,
+            ticker,
             linker,
             cache: ArtifactCache::new(settings.cache_dir.clone()),
             plugins: RwLock::new(BTreeMap::new()),
@@ -603,6 +684,7 @@ impl Runtime {
         let mut store = Store::new(
             &self.engine,
             HostState {
+                _ticking: self.ticker.ticking(),
                 wasi,
                 table: ResourceTable::new(),
                 limiter,
@@ -621,6 +703,12 @@ impl Runtime {
             }
         });
         store
+    }
+
+    /// Whether the epoch ticker sleeps: no call or load has run for a
+    /// while, so nothing needs the epoch to advance.
+    pub fn ticker_parked(&self) -> bool {
+        self.ticker.parked()
     }
 
     /// The loaded plugins, by module name.
