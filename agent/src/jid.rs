@@ -22,21 +22,23 @@ pub fn new_jid() -> String {
             Err(seen) => last = seen,
         }
     };
-    DateTime::from_timestamp_micros(micros)
-        .unwrap_or_else(Utc::now)
-        .format("%Y%m%d%H%M%S%6f")
-        .to_string()
+    let (y, mo, d, h, mi, s, us) =
+        fields(DateTime::from_timestamp_micros(micros).unwrap_or_else(Utc::now));
+    format!("{y:04}{mo:02}{d:02}{h:02}{mi:02}{s:02}{us:06}")
 }
 
 /// A return's `_stamp`: ISO 8601 with microseconds, UTC, as Salt writes it.
-///
-/// Written out field by field: every return and audit record takes one,
-/// and `format("%Y-…")` parsed its pattern again each time.
 pub fn stamp() -> String {
-    let now = Utc::now();
-    let (date, time) = (now.date_naive(), now.time());
-    format!(
-        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:06}",
+    let (y, mo, d, h, mi, s, us) = fields(Utc::now());
+    format!("{y:04}-{mo:02}-{d:02}T{h:02}:{mi:02}:{s:02}.{us:06}")
+}
+
+/// The fields jids and stamps are written from: year, month, day, hour,
+/// minute, second, microsecond. Every job, return and audit record takes
+/// one, and `format("%Y…")` parsed its pattern again each time.
+fn fields(t: DateTime<Utc>) -> (i32, u32, u32, u32, u32, u32, u32) {
+    let (date, time) = (t.date_naive(), t.time());
+    (
         date.year(),
         date.month(),
         date.day(),
@@ -44,7 +46,7 @@ pub fn stamp() -> String {
         time.minute(),
         time.second(),
         // A leap second's nanoseconds run past 10^9.
-        time.nanosecond() % 1_000_000_000 / 1_000
+        time.nanosecond() % 1_000_000_000 / 1_000,
     )
 }
 
@@ -52,9 +54,18 @@ pub fn stamp() -> String {
 mod tests {
     #[test]
     fn shapes() {
+        let before = chrono::Utc::now().naive_utc();
         let jid = super::new_jid();
         assert_eq!(jid.len(), 20);
         assert!(jid.chars().all(|c| c.is_ascii_digit()));
+        let parsed = chrono::NaiveDateTime::parse_from_str(&jid, "%Y%m%d%H%M%S%6f")
+            .unwrap_or_else(|e| panic!("{jid}: {e}"));
+        // A jid may be a few microseconds ahead of the clock (it steps past
+        // the last one made), never behind it.
+        assert!(
+            parsed >= before - chrono::Duration::microseconds(1),
+            "{before} {jid}"
+        );
         let before = chrono::Utc::now().naive_utc();
         let stamp = super::stamp();
         assert_eq!(stamp.len(), 26);

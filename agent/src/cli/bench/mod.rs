@@ -2011,9 +2011,7 @@ pub fn raw(args: RawArgs) -> anyhow::Result<ExitCode> {
                 continue;
             };
             let ping = json!({"type": "ping", "sub_ip": id, "jid": job.jid, "match": true});
-            let stamp = chrono::Utc::now()
-                .format("%Y-%m-%dT%H:%M:%S%.6f")
-                .to_string();
+            let stamp = maid::jid::stamp();
             let ret = json!({
                 "type": "return", "sub_ip": id, "jid": job.jid, "id": id,
                 "fun": job.fun, "fun_args": job.arg, "return": true,
