@@ -17,8 +17,10 @@
 //! machine hits them alike. Then: `cmd.run 'true'` against spawning `true`
 //! directly, agent start-up to ready with a cold and a warm compiled-plugin
 //! cache, and a fan-out of `test.ping` to many agents in one process
-//! (`maid bench-fleet`). Everything started is killed when the command
-//! ends, also on error or Ctrl-C.
+//! (`maid bench-fleet`). Last, `test.ping` and `cmd.run 'true'` through a
+//! plugin runtime in this process: the call alone, without Redis or the
+//! agent. Everything started is killed when the command ends, also on
+//! error or Ctrl-C.
 //!
 //! Timing is reported, never asserted; the test suite only runs `--tiny`.
 
@@ -383,11 +385,23 @@ fn cpu_ticks(pid: i32) -> u64 {
 
 /// Resident set size of `pid`, in KiB.
 fn rss_kib(pid: i32) -> u64 {
+    status_kib(pid, "VmRSS:")
+}
+
+/// The anonymous part of a process's RSS: its own heap, stacks and copies,
+/// without the pages of its binary and of mapped files (which depend on how
+/// the page cache holds those files, and are shared).
+fn rss_anon_kib(pid: i32) -> u64 {
+    status_kib(pid, "RssAnon:")
+}
+
+/// A `kB` field of `/proc/<pid>/status`.
+fn status_kib(pid: i32, field: &str) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .ok()
         .and_then(|s| {
             s.lines()
-                .find(|l| l.starts_with("VmRSS:"))?
+                .find(|l| l.starts_with(field))?
                 .split_whitespace()
                 .nth(1)?
                 .parse()
@@ -985,6 +999,7 @@ struct Measured {
     /// This process's (the master's) CPU over the same runs.
     master_ticks: u64,
     rss_idle_kib: u64,
+    rss_idle_anon_kib: u64,
     rss_after_kib: u64,
     rss_peak_kib: u64,
 }
@@ -1211,6 +1226,8 @@ struct Results {
     cmd_run: Vec<Duration>,
     /// `test.ping` through `Runtime::call` in this process.
     calls: Vec<Duration>,
+    /// `cmd.run 'true'` through `Runtime::call` in this process.
+    cmd_calls: Vec<Duration>,
     spawn_true: Vec<Duration>,
     spawn_sh: Vec<Duration>,
     agents: usize,
@@ -1262,7 +1279,9 @@ pub fn bench(args: BenchArgs) -> anyhow::Result<ExitCode> {
         tokio::select! {
             r = async {
                 let mut r = run_all(&args, &sizes, &plugin_dir, modules.len()).await?;
-                r.calls = in_process_calls(&setup, &plugin_dir, sizes.calls).await?;
+                r.calls = in_process_calls(&setup, &plugin_dir, "test.ping", sizes.calls).await?;
+                r.cmd_calls =
+                    in_process_calls(&setup, &plugin_dir, "cmd.run", sizes.cmd_runs).await?;
                 anyhow::Ok(r)
             } => r,
             _ = tokio::signal::ctrl_c() => bail!("interrupted"),
@@ -1277,26 +1296,42 @@ pub fn bench(args: BenchArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// `test.ping` through the plugin runtime of this process, `n` times after
-/// a twentieth as many to warm up: what one call costs with no Redis and
-/// no second process (a fresh instance from the pool each time).
+/// `fun` (`test.ping`, or `cmd.run 'true'` with the grants the measured
+/// agent has) through the plugin runtime of this process, `n` times after a
+/// twentieth as many to warm up: what one call costs with no Redis and no
+/// second process (a fresh instance from the pool each time).
 async fn in_process_calls(
     setup: &Setup,
     plugin_dir: &Path,
+    fun: &str,
     n: usize,
 ) -> anyhow::Result<Vec<Duration>> {
     stage(&format!(
-        "test.ping through the plugin runtime in-process: {n} calls"
+        "{fun} through the plugin runtime in-process: {n} calls"
     ));
+    // The measured agent's grants (cmd.run needs exec); the rest as given.
+    let agent: maid::config::Config = toml::from_str(&agent_config("redis://unused", 1, None))?;
+    let mut config = setup.config.clone();
+    config.plugins = agent.plugins;
+    let setup = Setup {
+        config,
+        plugin_dir: setup.plugin_dir.clone(),
+        cache_dir: setup.cache_dir.clone(),
+    };
     let runtime = setup.runtime(&setup.grains("bench"), &[], None)?;
     runtime.load_dir(plugin_dir).await?;
+    let args = if fun == "cmd.run" {
+        vec![json!("true")]
+    } else {
+        Vec::new()
+    };
     let warmup = (n / 20).max(1);
     let mut times = Vec::with_capacity(n);
     for i in 0..warmup + n {
         let out = runtime
             .call(maid::runtime::CallRequest {
-                fun: "test.ping".into(),
-                args: Vec::new(),
+                fun: fun.into(),
+                args: args.clone(),
                 kwargs: serde_json::Map::new(),
                 jid: maid::jid::new_jid(),
                 minion_id: "bench".into(),
@@ -1305,7 +1340,7 @@ async fn in_process_calls(
             })
             .await;
         if out.retcode != 0 {
-            bail!("test.ping failed in-process: {}", out.ret);
+            bail!("{fun} failed in-process: {}", out.ret);
         }
         if i >= warmup {
             times.push(out.duration);
@@ -1358,6 +1393,7 @@ async fn run_all(
         plugins,
         cmd_run: Vec::new(),
         calls: Vec::new(),
+        cmd_calls: Vec::new(),
         spawn_true: Vec::new(),
         spawn_sh: Vec::new(),
         agents: sizes.agents,
@@ -1478,6 +1514,7 @@ async fn run_all(
     tokio::time::sleep(Duration::from_millis(500)).await;
     for r in &mut responders {
         r.measured.rss_idle_kib = rss_kib(r.proc.pid());
+        r.measured.rss_idle_anon_kib = rss_anon_kib(r.proc.pid());
     }
 
     let mut master = Master::connect(&client).await?;
@@ -1709,6 +1746,10 @@ fn render(r: &Results, args: &BenchArgs, sizes: &Sizes) -> (String, String) {
             Box::new(|m| fmt_mb(m.rss_idle_kib)),
         ),
         (
+            "of which anonymous (heap, stacks)".into(),
+            Box::new(|m| fmt_mb(m.rss_idle_anon_kib)),
+        ),
+        (
             format!("RSS peak, {flight} in flight"),
             Box::new(|m| fmt_mb(m.rss_peak_kib)),
         ),
@@ -1835,6 +1876,13 @@ fn render(r: &Results, args: &BenchArgs, sizes: &Sizes) -> (String, String) {
             r.calls.len()
         ),
         &r.calls,
+    ));
+    t3.row(dist(
+        format!(
+            "cmd.run 'true' through the plugin runtime, in-process ({})",
+            r.cmd_calls.len()
+        ),
+        &r.cmd_calls,
     ));
     t3.row(dist(
         format!("spawn `true` directly ({})", r.spawn_true.len()),
