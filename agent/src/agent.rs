@@ -263,13 +263,15 @@ async fn run_job(shared: &Shared, job: &Job, kid: &Option<String>) -> Option<Pen
     } else {
         Decision::Ran
     };
-    let mut rec = job_record(shared, job, kid, Some(true), decision);
-    rec.plugin_sha256 = outcome.plugin_sha256.clone();
-    rec.capabilities = outcome.used.clone();
-    rec.writable_dirs = shared.runtime.writable_dirs(&job.fun);
-    rec.duration_ms = Some(outcome.duration.as_millis() as u64);
-    rec.retcode = Some(outcome.retcode);
-    shared.audit.record(rec);
+    shared.audit.record_with(|| {
+        let mut rec = job_record(shared, job, kid, Some(true), decision);
+        rec.plugin_sha256 = outcome.plugin_sha256.clone();
+        rec.capabilities = outcome.used.clone();
+        rec.writable_dirs = shared.runtime.writable_dirs(&job.fun);
+        rec.duration_ms = Some(outcome.duration.as_millis() as u64);
+        rec.retcode = Some(outcome.retcode);
+        rec
+    });
     let label = shared.fun_label(&job.fun);
     shared.metrics.jobs_run.get_or_create(&label).inc();
     shared
@@ -461,13 +463,9 @@ fn handle_message(shared: &Arc<Shared>, payload: &[u8], done: &mpsc::Sender<()>)
         }
     };
     if !matched {
-        shared.audit.record(job_record(
-            shared,
-            &job,
-            &kid,
-            Some(false),
-            Decision::NotTargeted,
-        ));
+        shared
+            .audit
+            .record_with(|| job_record(shared, &job, &kid, Some(false), Decision::NotTargeted));
     } else if !shared
         .jids
         .lock()

@@ -169,6 +169,15 @@ impl Audit {
         Ok(audit)
     }
 
+    /// Queue the record `make` builds, building it only when the log is
+    /// on: a job's record copies its arguments and formats a time, work
+    /// an agent without an audit log should not do for every job.
+    pub fn record_with(&self, make: impl FnOnce() -> Record) {
+        if self.tx.is_some() {
+            self.record(make());
+        }
+    }
+
     /// Queue a record; never waits.
     pub fn record(&self, mut rec: Record) {
         let Some(tx) = &self.tx else {
