@@ -1279,9 +1279,10 @@ pub fn bench(args: BenchArgs) -> anyhow::Result<ExitCode> {
         tokio::select! {
             r = async {
                 let mut r = run_all(&args, &sizes, &plugin_dir, modules.len()).await?;
-                r.calls = in_process_calls(&setup, &plugin_dir, "test.ping", sizes.calls).await?;
+                let runtime = in_process_runtime(&setup, &plugin_dir).await?;
+                r.calls = in_process_calls(&runtime, "test.ping", vec![], sizes.calls).await?;
                 r.cmd_calls =
-                    in_process_calls(&setup, &plugin_dir, "cmd.run", sizes.cmd_runs).await?;
+                    in_process_calls(&runtime, "cmd.run", vec![json!("true")], sizes.cmd_runs).await?;
                 anyhow::Ok(r)
             } => r,
             _ = tokio::signal::ctrl_c() => bail!("interrupted"),
@@ -1296,20 +1297,12 @@ pub fn bench(args: BenchArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// `fun` (`test.ping`, or `cmd.run 'true'` with the grants the measured
-/// agent has) through the plugin runtime of this process, `n` times after a
-/// twentieth as many to warm up: what one call costs with no Redis and no
-/// second process (a fresh instance from the pool each time).
-async fn in_process_calls(
+/// A plugin runtime in this process, with the measured agent's grants
+/// (`cmd.run` needs exec) and the plugins of `plugin_dir`.
+async fn in_process_runtime(
     setup: &Setup,
     plugin_dir: &Path,
-    fun: &str,
-    n: usize,
-) -> anyhow::Result<Vec<Duration>> {
-    stage(&format!(
-        "{fun} through the plugin runtime in-process: {n} calls"
-    ));
-    // The measured agent's grants (cmd.run needs exec); the rest as given.
+) -> anyhow::Result<maid::runtime::Runtime> {
     let agent: maid::config::Config = toml::from_str(&agent_config("redis://unused", 1, None))?;
     let mut config = setup.config.clone();
     config.plugins = agent.plugins;
@@ -1320,11 +1313,21 @@ async fn in_process_calls(
     };
     let runtime = setup.runtime(&setup.grains("bench"), &[], None)?;
     runtime.load_dir(plugin_dir).await?;
-    let args = if fun == "cmd.run" {
-        vec![json!("true")]
-    } else {
-        Vec::new()
-    };
+    Ok(runtime)
+}
+
+/// `fun` with `args` through `runtime`, `n` times after a twentieth as many
+/// to warm up: what one call costs with no Redis and no second process (a
+/// fresh instance from the pool each time).
+async fn in_process_calls(
+    runtime: &maid::runtime::Runtime,
+    fun: &str,
+    args: Vec<Value>,
+    n: usize,
+) -> anyhow::Result<Vec<Duration>> {
+    stage(&format!(
+        "{fun} through the plugin runtime in-process: {n} calls"
+    ));
     let warmup = (n / 20).max(1);
     let mut times = Vec::with_capacity(n);
     for i in 0..warmup + n {
