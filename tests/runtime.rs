@@ -568,10 +568,20 @@ async fn compiled_plugins_are_cached_and_corrupt_entries_rebuilt() {
     let cache = tempfile::tempdir().unwrap();
     let wasm = Path::new(guests::PLUGIN_TEST);
 
-    let first = bare_runtime(cache.path()).load_file(wasm).await.unwrap();
+    let rt = bare_runtime(cache.path());
+    assert!(!rt.compiler_set_up());
+    let first = rt.load_file(wasm).await.unwrap();
     assert_eq!(first.cache, CacheStatus::Miss);
-    let second = bare_runtime(cache.path()).load_file(wasm).await.unwrap();
+    assert!(rt.compiler_set_up());
+    // A warm cache: loaded without ever setting the compiler up.
+    let rt = bare_runtime(cache.path());
+    let second = rt.load_file(wasm).await.unwrap();
     assert_eq!(second.cache, CacheStatus::Hit);
+    assert!(!rt.compiler_set_up());
+    assert_eq!(
+        call(&rt, "test.ping", json!([]), json!({})).await.ret,
+        json!(true)
+    );
 
     // Flip bytes in the middle of the artifact: never trusted, rebuilt.
     let entry = std::fs::read_dir(cache.path())
@@ -609,6 +619,24 @@ async fn compiled_plugins_are_cached_and_corrupt_entries_rebuilt() {
     .unwrap();
     let fourth = bare_runtime(cache.path()).load_file(wasm).await.unwrap();
     assert_eq!(fourth.cache, CacheStatus::Rebuilt);
+
+    // A real artifact of the same plugin compiled under other engine
+    // settings (wasmtime's defaults: no epoch interruption, other stack
+    // limits), with a matching checksum: the cache key does not tell, but
+    // wasmtime refuses to load it into the runtime's engine, so it is
+    // rebuilt rather than run.
+    let foreign = wasmtime::Engine::default()
+        .precompile_component(&std::fs::read(wasm).unwrap())
+        .unwrap();
+    std::fs::write(&entry, &foreign).unwrap();
+    std::fs::write(entry.with_extension("cwasm.sha256"), sha256_hex(&foreign)).unwrap();
+    let rt = bare_runtime(cache.path());
+    let fifth = rt.load_file(wasm).await.unwrap();
+    assert_eq!(fifth.cache, CacheStatus::Rebuilt);
+    assert_eq!(
+        call(&rt, "test.ping", json!([]), json!({})).await.ret,
+        json!(true)
+    );
 }
 
 #[tokio::test]

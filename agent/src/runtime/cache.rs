@@ -1,23 +1,37 @@
-//! The on-disk cache of compiled plugins.
+//! The on-disk cache of compiled plugins, and the compiler behind it.
 //!
 //! Compiling a component with Cranelift takes far longer than loading its
 //! machine code, so each plugin is compiled once and the artifact kept,
-//! keyed by the SHA-256 of the `.wasm`, the wasmtime version and wasmtime's
-//! own compatibility hash of the engine configuration. Loading compiled code
-//! means running it, so an entry is trusted only when its own SHA-256 (kept
-//! beside it) matches: a corrupt, truncated or stale entry is rebuilt,
-//! never loaded.
+//! keyed by the SHA-256 of the `.wasm`, the wasmtime version and the
+//! version of the engine settings ([`ENGINE_SETTINGS`]). Loading compiled
+//! code means running it, so an entry is trusted only when its own SHA-256
+//! (kept beside it) matches: a corrupt, truncated or stale entry is
+//! rebuilt, never loaded. wasmtime itself then checks that the artifact
+//! fits the engine it is loaded into (version, settings, the CPU features
+//! it was compiled for); an entry that does not is rebuilt too.
+//!
+//! The engine that runs plugins has no compiler. Compiling is done by a
+//! second engine with the same settings, built the first time a plugin is
+//! not in the cache: an agent started on a warm cache never sets Cranelift
+//! up, and keeps none of its code or tables in memory.
 
-use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 use serde::Serialize;
 use sha2::{Digest, Sha256};
-use wasmtime::Engine;
 use wasmtime::component::Component;
+use wasmtime::{Config as EngineConfig, Engine};
 
 /// The wasmtime this agent is built with; part of every cache key.
 pub const WASMTIME_VERSION: &str = "48.0.8";
+
+/// The version of the engine settings compiled code depends on (see
+/// `Runtime::new`); part of every cache key. Change it with those
+/// settings, so old entries are not even tried. (If it is not changed, an
+/// entry compiled under other settings is still refused by wasmtime when
+/// it is loaded, and rebuilt.)
+pub const ENGINE_SETTINGS: &str = "e1";
 
 /// What the cache did for one load.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -33,49 +47,85 @@ pub enum CacheStatus {
     Disabled,
 }
 
-/// A directory of compiled plugins.
+/// A directory of compiled plugins, and the compiler that fills it.
 #[derive(Debug, Clone)]
 pub struct ArtifactCache {
     dir: Option<PathBuf>,
+    compiler: Arc<Compiler>,
+}
+
+/// An engine that compiles, with the runtime engine's settings and none of
+/// its instance pool; set up on first use.
+#[derive(Debug)]
+struct Compiler {
+    config: EngineConfig,
+    engine: Mutex<Option<Engine>>,
+}
+
+impl Compiler {
+    /// `wasm` compiled and loaded into `engine` (which has these settings),
+    /// with the artifact it was loaded from.
+    fn compile(&self, engine: &Engine, wasm: &[u8]) -> wasmtime::Result<(Component, Vec<u8>)> {
+        let compiled = self.compile_artifact(wasm)?;
+        // SAFETY: `compiled` was produced just now by `precompile_component`
+        // of an engine with `engine`'s settings.
+        let component = unsafe { Component::deserialize(engine, &compiled)? };
+        Ok((component, compiled))
+    }
+
+    /// `wasm` compiled for an engine with these settings.
+    fn compile_artifact(&self, wasm: &[u8]) -> wasmtime::Result<Vec<u8>> {
+        let engine = {
+            let mut slot = self.engine.lock().unwrap_or_else(|e| e.into_inner());
+            match &*slot {
+                Some(engine) => engine.clone(),
+                None => {
+                    tracing::debug!("setting up the compiler");
+                    let engine = Engine::new(&self.config)?;
+                    *slot = Some(engine.clone());
+                    engine
+                }
+            }
+        };
+        engine.precompile_component(wasm)
+    }
 }
 
 pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
     hex::encode(Sha256::digest(bytes))
 }
 
-/// A `Hasher` over SHA-256, so wasmtime's compatibility hash is stable
-/// across processes (std's `DefaultHasher` makes no such promise).
-struct ShaHasher(Sha256);
-
-impl Hasher for ShaHasher {
-    fn finish(&self) -> u64 {
-        let digest = self.0.clone().finalize();
-        u64::from_le_bytes(digest[..8].try_into().unwrap_or_default())
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        self.0.update(bytes);
-    }
-}
-
 impl ArtifactCache {
-    /// A cache in `dir` (created when missing), or none.
-    pub fn new(dir: Option<PathBuf>) -> Self {
-        Self { dir }
+    /// A cache in `dir` (created when missing), or none; what it compiles
+    /// is compiled with `settings` (the runtime engine's, before its
+    /// instance pool and without its compiler).
+    pub fn new(dir: Option<PathBuf>, settings: EngineConfig) -> Self {
+        Self {
+            dir,
+            compiler: Arc::new(Compiler {
+                config: settings,
+                engine: Mutex::new(None),
+            }),
+        }
+    }
+
+    /// Whether the compiler was set up: only when a plugin was not in the
+    /// cache.
+    pub fn compiler_set_up(&self) -> bool {
+        self.compiler
+            .engine
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_some()
     }
 
     /// The file name of the entry for a wasm with this hash.
-    fn key(engine: &Engine, wasm_sha256: &str) -> String {
-        let mut h = ShaHasher(Sha256::new());
-        engine.precompile_compatibility_hash().hash(&mut h);
-        format!(
-            "{wasm_sha256}-wasmtime{WASMTIME_VERSION}-{:016x}.cwasm",
-            h.finish()
-        )
+    fn key(wasm_sha256: &str) -> String {
+        format!("{wasm_sha256}-wasmtime{WASMTIME_VERSION}-{ENGINE_SETTINGS}.cwasm")
     }
 
-    /// Load the compiled form of `wasm`, compiling (and storing) it when the
-    /// cache has no valid entry.
+    /// Load the compiled form of `wasm` into `engine`, compiling (and
+    /// storing) it when the cache has no valid entry.
     pub fn load(
         &self,
         engine: &Engine,
@@ -83,9 +133,10 @@ impl ArtifactCache {
         wasm_sha256: &str,
     ) -> wasmtime::Result<(Component, CacheStatus)> {
         let Some(dir) = &self.dir else {
-            return Ok((Component::new(engine, wasm)?, CacheStatus::Disabled));
+            let (component, _) = self.compiler.compile(engine, wasm)?;
+            return Ok((component, CacheStatus::Disabled));
         };
-        let entry = dir.join(Self::key(engine, wasm_sha256));
+        let entry = dir.join(Self::key(wasm_sha256));
         let mut status = CacheStatus::Miss;
         if entry.exists() {
             match Self::read_verified(engine, &entry) {
@@ -96,13 +147,10 @@ impl ArtifactCache {
                 }
             }
         }
-        let compiled = engine.precompile_component(wasm)?;
+        let (component, compiled) = self.compiler.compile(engine, wasm)?;
         if let Err(e) = Self::write(dir, &entry, &compiled) {
             tracing::warn!(entry = %entry.display(), cause = %e, "cannot write cache entry");
         }
-        // SAFETY: `compiled` was produced just now by this engine's own
-        // `precompile_component`.
-        let component = unsafe { Component::deserialize(engine, &compiled)? };
         Ok((component, status))
     }
 

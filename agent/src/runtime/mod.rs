@@ -501,22 +501,41 @@ fn pool(settings: &RuntimeSettings, reset_in_place: bool) -> InstanceAllocationS
     InstanceAllocationStrategy::Pooling(pool)
 }
 
+/// Give the memory malloc holds but no one uses back to the kernel.
+/// Loading reads each `.wasm` and compiled artifact whole and copies the
+/// code out of it; glibc keeps the freed buffers (and, after the first
+/// large one, serves the next ones from its heaps instead of fresh
+/// mappings), so an idle agent would hold ~0.5 MB of them for good.
+fn release_free_heap() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only releases free memory of glibc's own heaps;
+    // it takes their locks and is safe to call from any thread at any time.
+    unsafe {
+        nix::libc::malloc_trim(0);
+    }
+}
+
 impl Runtime {
     /// A runtime with no plugins loaded yet.
     pub fn new(settings: RuntimeSettings) -> anyhow::Result<Self> {
+        // What compiled code depends on; the cache's compiler uses the same
+        // (bump `cache::ENGINE_SETTINGS` when changing it).
+        let mut base = EngineConfig::new();
+        base.wasm_component_model(true);
+        base.epoch_interruption(true);
+        // A guest's own stack; deep recursion traps here, well inside the
+        // fiber stack it runs on.
+        base.max_wasm_stack(1 << 20);
+        base.async_stack_size(4 << 20);
+        // Pooled stacks are reused across calls and plugins: zero them, so
+        // nothing of one job survives into the next (PROTOCOL §5), and give
+        // their pages back instead of keeping every slot's high-water mark.
+        base.async_stack_zeroing(true);
         let engine = |reset_in_place| {
-            let mut config = EngineConfig::new();
-            config.wasm_component_model(true);
-            config.epoch_interruption(true);
-            // A guest's own stack; deep recursion traps here, well inside
-            // the fiber stack it runs on.
-            config.max_wasm_stack(1 << 20);
-            config.async_stack_size(4 << 20);
-            // Pooled stacks are reused across calls and plugins: zero them,
-            // so nothing of one job survives into the next (PROTOCOL §5),
-            // and give their pages back instead of keeping every slot's
-            // high-water mark.
-            config.async_stack_zeroing(true);
+            let mut config = base.clone();
+            // Plugins are compiled by the cache's own engine, only when
+            // they are not in the cache (see `cache`).
+            config.enable_compiler(false);
             config.allocation_strategy(pool(&settings, reset_in_place));
             Engine::new(&config)
         };
@@ -533,11 +552,17 @@ impl Runtime {
             engine,
             ticker,
             linker,
-            cache: ArtifactCache::new(settings.cache_dir.clone()),
+            cache: ArtifactCache::new(settings.cache_dir.clone(), base),
             plugins: RwLock::new(BTreeMap::new()),
             slots: tokio::sync::Semaphore::new(settings.instances.max(1) as usize),
             settings,
         })
+    }
+
+    /// Whether this runtime has set up its compiler, which it does only
+    /// when a plugin is not in the compiled-plugin cache.
+    pub fn compiler_set_up(&self) -> bool {
+        self.cache.compiler_set_up()
     }
 
     /// Load every `*.wasm` in `dir`. A plugin that fails to load is
@@ -567,6 +592,7 @@ impl Runtime {
                 }
             }
         }
+        release_free_heap();
         Ok(errors)
     }
 
