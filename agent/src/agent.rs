@@ -27,7 +27,7 @@ use crate::filestore::ConnSource;
 use crate::jidstore::JidStore;
 use crate::metrics::Metrics;
 use crate::outbox::{self, Outbox, Pending};
-use crate::protocol::{self, Job, Ping, Refusal, Registration, Reject, Reply, Return};
+use crate::protocol::{self, Job, Ping, Refusal, Registration, Reject, Reply};
 use crate::runtime::{CallRequest, Failure, Outcome, Runtime};
 use crate::sync::{SYNC_MODULES, Syncer};
 use crate::target::{TargetType, matches};
@@ -328,32 +328,12 @@ fn busy_return(shared: &Shared, job: &Job, kid: &Option<String>) -> Pending {
 
 /// `job`'s return message, ready to publish and cache.
 fn return_of(shared: &Shared, job: &Job, value: Value, retcode: i32) -> Pending {
-    let ret = make_return(shared, job, value, retcode);
     Pending {
         topic: job.temp_topic.clone(),
-        payload: Reply::Return(ret).to_json(),
+        payload: job.return_json(&shared.id, &value, retcode, &crate::jid::stamp()),
         jid: job.jid.clone(),
         id: shared.id.clone(),
         published: false,
-    }
-}
-
-/// The return message of §3.2.
-fn make_return(shared: &Shared, job: &Job, value: Value, retcode: i32) -> Return {
-    let mut ret_ = Map::new();
-    ret_.insert(shared.id.clone(), value.clone());
-    Return {
-        sub_ip: shared.id.clone(),
-        jid: job.jid.clone(),
-        id: shared.id.clone(),
-        fun: job.fun.clone(),
-        fun_args: job.fun_args(),
-        success: retcode == 0,
-        ret: value,
-        retcode,
-        out: job.out.clone().unwrap_or_else(|| "nested".into()),
-        stamp: crate::jid::stamp(),
-        ret_,
     }
 }
 

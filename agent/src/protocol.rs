@@ -153,6 +153,74 @@ impl Job {
         }
         out
     }
+
+    /// The return message (§3.2) of this job, serialised from what the maid
+    /// holds: the bytes of `Reply::Return(..).to_json()` without copying the
+    /// job's fields or the value first (it appears twice, as `return` and
+    /// in `ret_`, and can be a whole file's content).
+    pub fn return_json(&self, id: &str, ret: &Value, retcode: i32, stamp: &str) -> String {
+        let view = ReturnView {
+            sub_ip: id,
+            jid: &self.jid,
+            id,
+            fun: &self.fun,
+            fun_args: FunArgs(self),
+            ret,
+            retcode,
+            success: retcode == 0,
+            out: self.out.as_deref().unwrap_or("nested"),
+            stamp,
+            ret_: One(id, ret),
+        };
+        serde_json::to_string(&view).expect("returns always serialise")
+    }
+}
+
+/// [`Return`], borrowed (same fields, same order, same tag).
+#[derive(Serialize)]
+#[serde(tag = "type", rename = "return")]
+struct ReturnView<'a> {
+    sub_ip: &'a str,
+    jid: &'a str,
+    id: &'a str,
+    fun: &'a str,
+    fun_args: FunArgs<'a>,
+    #[serde(rename = "return")]
+    ret: &'a Value,
+    retcode: i32,
+    success: bool,
+    out: &'a str,
+    #[serde(rename = "_stamp")]
+    stamp: &'a str,
+    ret_: One<'a>,
+}
+
+/// [`Job::fun_args`] without building the vector.
+struct FunArgs<'a>(&'a Job);
+
+impl Serialize for FunArgs<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeSeq;
+        let job = self.0;
+        let kwarg = !job.kwarg.is_empty();
+        let mut seq = s.serialize_seq(Some(job.arg.len() + usize::from(kwarg)))?;
+        for a in &job.arg {
+            seq.serialize_element(a)?;
+        }
+        if kwarg {
+            seq.serialize_element(&job.kwarg)?;
+        }
+        seq.end()
+    }
+}
+
+/// A mapping of one key to one value.
+struct One<'a>(&'a str, &'a Value);
+
+impl Serialize for One<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_map(std::iter::once((self.0, self.1)))
+    }
 }
 
 /// A maid's reply on a job's `tempTopic` (PROTOCOL §3).
@@ -252,6 +320,33 @@ mod tests {
         let job =
             Job::from_value(json!({"jid": "1", "tempTopic": "t", "fun": "test.ping"})).unwrap();
         assert_eq!((job.tgt, job.tgt_type.as_str()), (json!("*"), "glob"));
+    }
+
+    #[test]
+    fn return_json_is_the_return_reply() {
+        let stamp = "2026-11-21T10:00:00.000001";
+        for job in [
+            json!({"jid": "1", "tempTopic": "t", "fun": "test.ping"}),
+            json!({"jid": "2", "tempTopic": "t", "fun": "cmd.run", "arg": ["ls", {"__kwarg__": true, "cwd": "/"}], "out": "json"}),
+        ] {
+            let job = Job::from_value(job).unwrap();
+            for (ret, retcode) in [(json!(true), 0), (json!({"a": [1, "\u{e9}\""]}), 2)] {
+                let owned = Reply::Return(Return {
+                    sub_ip: "m1".into(),
+                    jid: job.jid.clone(),
+                    id: "m1".into(),
+                    fun: job.fun.clone(),
+                    fun_args: job.fun_args(),
+                    ret: ret.clone(),
+                    retcode,
+                    success: retcode == 0,
+                    out: job.out.clone().unwrap_or_else(|| "nested".into()),
+                    stamp: stamp.into(),
+                    ret_: Map::from_iter([("m1".to_string(), ret.clone())]),
+                });
+                assert_eq!(job.return_json("m1", &ret, retcode, stamp), owned.to_json());
+            }
+        }
     }
 
     #[test]
