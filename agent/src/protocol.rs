@@ -144,16 +144,6 @@ impl Job {
         })
     }
 
-    /// `fun_args` of a return: the positional arguments, then the keyword
-    /// arguments as one mapping when there are any (as Salt reports them).
-    pub fn fun_args(&self) -> Vec<Value> {
-        let mut out = self.arg.clone();
-        if !self.kwarg.is_empty() {
-            out.push(Value::Object(self.kwarg.clone()));
-        }
-        out
-    }
-
     /// The return message (§3.2) of this job, serialised from what the maid
     /// holds: the bytes of `Reply::Return(..).to_json()` without copying the
     /// job's fields or the value first (it appears twice, as `return` and
@@ -195,7 +185,8 @@ struct ReturnView<'a> {
     ret_: One<'a>,
 }
 
-/// [`Job::fun_args`] without building the vector.
+/// `fun_args` of a return: the positional arguments, then the keyword
+/// arguments as one mapping when there are any (as Salt reports them).
 struct FunArgs<'a>(&'a Job);
 
 impl Serialize for FunArgs<'_> {
@@ -325,9 +316,15 @@ mod tests {
     #[test]
     fn return_json_is_the_return_reply() {
         let stamp = "2026-11-21T10:00:00.000001";
-        for job in [
-            json!({"jid": "1", "tempTopic": "t", "fun": "test.ping"}),
-            json!({"jid": "2", "tempTopic": "t", "fun": "cmd.run", "arg": ["ls", {"__kwarg__": true, "cwd": "/"}], "out": "json"}),
+        for (job, fun_args) in [
+            (
+                json!({"jid": "1", "tempTopic": "t", "fun": "test.ping"}),
+                vec![],
+            ),
+            (
+                json!({"jid": "2", "tempTopic": "t", "fun": "cmd.run", "arg": ["ls", {"__kwarg__": true, "cwd": "/"}], "out": "json"}),
+                vec![json!("ls"), json!({"cwd": "/"})],
+            ),
         ] {
             let job = Job::from_value(job).unwrap();
             for (ret, retcode) in [(json!(true), 0), (json!({"a": [1, "\u{e9}\""]}), 2)] {
@@ -336,7 +333,7 @@ mod tests {
                     jid: job.jid.clone(),
                     id: "m1".into(),
                     fun: job.fun.clone(),
-                    fun_args: job.fun_args(),
+                    fun_args: fun_args.clone(),
                     ret: ret.clone(),
                     retcode,
                     success: retcode == 0,
