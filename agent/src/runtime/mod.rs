@@ -661,7 +661,7 @@ impl Runtime {
 
         let config = &self.settings.config;
         let limits = config.limits_for(&stem);
-        let mut store = self.store(
+        let store = self.store(
             WasiCtxBuilder::new().build(),
             JobState {
                 plugin: Arc::from(stem.as_str()),
@@ -678,6 +678,9 @@ impl Runtime {
         );
         let described = tokio::time::timeout(DESCRIBE_TIMEOUT, async {
             let _slot = self.slots.acquire().await?;
+            // Moved in after the permit, so dropped before it: the permit
+            // goes back only with the pool's slot.
+            let mut store = store;
             let instance = pre.instantiate_async(&mut store).await?;
             instance.call_describe(&mut store).await
         })
