@@ -501,7 +501,7 @@ fn handle_message(shared: &Arc<Shared>, payload: &[u8], done: &mpsc::Sender<()>)
             let _ = pinged_tx.send(());
         };
         let work = async {
-            tokio::task::yield_now().await;
+            Requeue::default().await;
             let ret = if busy {
                 shared.pending.fetch_sub(1, Ordering::Relaxed);
                 Some(busy_return(&shared, &job, &kid))
@@ -520,6 +520,31 @@ fn handle_message(shared: &Arc<Shared>, payload: &[u8], done: &mpsc::Sender<()>)
         tokio::join!(ping, work);
         drop(done);
     });
+}
+
+/// Resumes once every task already queued has run once: the job's PING,
+/// queued on the connection, is written by the connection's task before the
+/// call starts. `tokio::task::yield_now` would do that too, but it resumes
+/// only after the runtime's next poll for I/O, one `epoll_wait` more on
+/// every job's path to its return.
+#[derive(Default)]
+struct Requeue(bool);
+
+impl Future for Requeue {
+    type Output = ();
+
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<()> {
+        if self.0 {
+            return std::task::Poll::Ready(());
+        }
+        self.0 = true;
+        // Woken while running: the task goes to the back of the run queue.
+        cx.waker().wake_by_ref();
+        std::task::Poll::Pending
+    }
 }
 
 /// One Redis session: connect, register, subscribe, serve until the
@@ -859,7 +884,13 @@ pub async fn run(parts: AgentParts, shutdown: impl Future<Output = ()>) -> Resul
     let reloader = plugin_dir.map(|dir| tokio::spawn(reload_plugins(shared.clone(), dir, reload)));
     let (done_tx, mut done_rx) = mpsc::channel::<()>(1);
     let beat = tokio::spawn(heartbeat(shared.clone()));
-    let serve = async {
+    // A task of its own, not part of this function's future: a message that
+    // wakes a task is handled at once, while waking the runtime's main
+    // future costs the runtime a poll for I/O (one `epoll_wait`) first.
+    let serving = shared.clone();
+    let serving_done = done_tx.clone();
+    let mut serve = tokio::spawn(async move {
+        let (shared, done_tx) = (serving, serving_done);
         let mut wait = Duration::from_millis(100);
         let mut reported = false;
         loop {
@@ -882,11 +913,18 @@ pub async fn run(parts: AgentParts, shutdown: impl Future<Output = ()>) -> Resul
             tokio::time::sleep(jitter(wait)).await;
             wait = (wait * 2).min(Duration::from_secs(5));
         }
-    };
+    });
     tokio::select! {
         () = shutdown => {}
-        () = serve => {}
+        ended = &mut serve => {
+            if let Err(e) = ended
+                && e.is_panic()
+            {
+                std::panic::resume_unwind(e.into_panic());
+            }
+        }
     }
+    serve.abort();
     tracing::info!("shutting down: no new jobs; waiting for running ones");
     drop(done_tx);
     if tokio::time::timeout(grace, done_rx.recv()).await.is_err() {
