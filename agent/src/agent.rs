@@ -583,6 +583,33 @@ async fn session(bus: &Bus, shared: &Arc<Shared>, done: &mpsc::Sender<()>) -> (b
     (true, BusError::Config("subscription closed".into()))
 }
 
+/// Redis sessions one after another, for as long as the agent runs:
+/// reconnecting with backoff when one is lost.
+async fn serve(bus: Bus, shared: Arc<Shared>, done_tx: mpsc::Sender<()>) {
+    let mut wait = Duration::from_millis(100);
+    let mut reported = false;
+    loop {
+        let (subscribed, cause) = session(&bus, &shared, &done_tx).await;
+        shared.conn.set(None);
+        shared
+            .metrics
+            .redis_connected
+            .store(false, Ordering::Relaxed);
+        if subscribed {
+            wait = Duration::from_millis(100);
+            reported = false;
+            shared.metrics.redis_reconnects.inc();
+        }
+        // Say so once per outage, not once per retry.
+        if !reported {
+            tracing::warn!(%cause, "redis session lost; reconnecting");
+            reported = true;
+        }
+        tokio::time::sleep(jitter(wait)).await;
+        wait = (wait * 2).min(Duration::from_secs(5));
+    }
+}
+
 /// `d` ± 25 %, so a fleet that lost Redis together does not reconnect in
 /// lockstep.
 fn jitter(d: Duration) -> Duration {
@@ -887,36 +914,10 @@ pub async fn run(parts: AgentParts, shutdown: impl Future<Output = ()>) -> Resul
     // A task of its own, not part of this function's future: a message that
     // wakes a task is handled at once, while waking the runtime's main
     // future costs the runtime a poll for I/O (one `epoll_wait`) first.
-    let serving = shared.clone();
-    let serving_done = done_tx.clone();
-    let mut serve = tokio::spawn(async move {
-        let (shared, done_tx) = (serving, serving_done);
-        let mut wait = Duration::from_millis(100);
-        let mut reported = false;
-        loop {
-            let (subscribed, cause) = session(&bus, &shared, &done_tx).await;
-            shared.conn.set(None);
-            shared
-                .metrics
-                .redis_connected
-                .store(false, Ordering::Relaxed);
-            if subscribed {
-                wait = Duration::from_millis(100);
-                reported = false;
-                shared.metrics.redis_reconnects.inc();
-            }
-            // Say so once per outage, not once per retry.
-            if !reported {
-                tracing::warn!(%cause, "redis session lost; reconnecting");
-                reported = true;
-            }
-            tokio::time::sleep(jitter(wait)).await;
-            wait = (wait * 2).min(Duration::from_secs(5));
-        }
-    });
+    let mut serving = tokio::spawn(serve(bus, shared.clone(), done_tx.clone()));
     tokio::select! {
         () = shutdown => {}
-        ended = &mut serve => {
+        ended = &mut serving => {
             if let Err(e) = ended
                 && e.is_panic()
             {
@@ -924,7 +925,7 @@ pub async fn run(parts: AgentParts, shutdown: impl Future<Output = ()>) -> Resul
             }
         }
     }
-    serve.abort();
+    serving.abort();
     tracing::info!("shutting down: no new jobs; waiting for running ones");
     drop(done_tx);
     if tokio::time::timeout(grace, done_rx.recv()).await.is_err() {
