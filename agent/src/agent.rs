@@ -389,18 +389,31 @@ fn handle_message(shared: &Arc<Shared>, payload: &[u8], done: &mpsc::Sender<()>)
         );
         return;
     }
-    let value: Value = match serde_json::from_slice(payload) {
-        Ok(v) => v,
-        Err(e) => {
-            tracing::warn!(cause = %e, "dropped message that is not JSON");
-            return;
+    // An unsigned job is decoded straight into its fields; everything else
+    // (and every job, where signatures are required) goes through the JSON
+    // tree and the verifier.
+    let fast = if shared.verifier.require_signed {
+        None
+    } else {
+        Job::from_slice(payload)
+    };
+    let opened = match fast {
+        Some(job) => job.map(|job| (job, None)),
+        None => {
+            let value: Value = match serde_json::from_slice(payload) {
+                Ok(v) => v,
+                Err(e) => {
+                    tracing::warn!(cause = %e, "dropped message that is not JSON");
+                    return;
+                }
+            };
+            let now_ms = chrono::Utc::now().timestamp_millis();
+            shared
+                .verifier
+                .open(value, now_ms)
+                .and_then(|o| Job::from_value(o.job).map(|job| (job, o.kid)))
         }
     };
-    let now_ms = chrono::Utc::now().timestamp_millis();
-    let opened = shared
-        .verifier
-        .open(value, now_ms)
-        .and_then(|o| Job::from_value(o.job).map(|job| (job, o.kid)));
     let (job, kid) = match opened {
         Ok(ok) => {
             let label = shared.fun_label(&ok.0.fun);
