@@ -127,6 +127,67 @@ async fn a_restarted_cluster_node_is_survived() {
     drop(cluster);
 }
 
+/// A return whose PUBLISH Redis took but whose job-cache write failed is
+/// retried for the cache write only: the master gets it once.
+async fn a_published_return_is_retried_for_the_cache_only(redis: RedisConfig) {
+    use futures_util::StreamExt;
+    use maid::outbox::{Pending, deliver};
+    use redis::AsyncCommands;
+
+    let bus = Bus::new(&redis).unwrap();
+    let mut conn = bus.connect().await.unwrap();
+    let mut replies = bus
+        .subscribe(&["retry-reply".to_string()])
+        .await
+        .unwrap()
+        .into_on_message();
+    // The job's cache key holds a string: HSET fails with WRONGTYPE.
+    let key = maid::protocol::job_key("retry-1");
+    let _: () = conn.set(&key, "in the way").await.unwrap();
+    let mut p = Pending {
+        topic: "retry-reply".into(),
+        payload: r#"{"return":true}"#.into(),
+        jid: "retry-1".into(),
+        id: "m1".into(),
+        published: false,
+    };
+    let err = deliver(&mut conn, &mut p, 60).await.unwrap_err();
+    assert!(err.to_string().contains("WRONGTYPE"), "{err}");
+    assert!(p.published, "Redis took the PUBLISH");
+
+    let _: () = conn.del(&key).await.unwrap();
+    deliver(&mut conn, &mut p, 60).await.unwrap();
+    let cached: std::collections::HashMap<String, String> = conn.hgetall(&key).await.unwrap();
+    assert_eq!(cached.get("m1"), Some(&p.payload));
+    let ttl: i64 = conn.ttl(&key).await.unwrap();
+    assert!((1..=60).contains(&ttl), "ttl {ttl}");
+
+    let first = tokio::time::timeout(Duration::from_secs(5), replies.next())
+        .await
+        .expect("the return was published")
+        .unwrap();
+    assert_eq!(first.get_payload::<String>().unwrap(), p.payload);
+    let again = tokio::time::timeout(Duration::from_millis(500), replies.next()).await;
+    assert!(again.is_err(), "the return was published twice");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_published_return_is_not_published_again() {
+    let server = RedisServer::start();
+    a_published_return_is_retried_for_the_cache_only(server.config()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_published_return_is_not_published_again_on_a_cluster() {
+    let cluster = tokio::task::spawn_blocking(Cluster::start).await.unwrap();
+    let redis = RedisConfig {
+        cluster: cluster.urls(),
+        ..Default::default()
+    };
+    a_published_return_is_retried_for_the_cache_only(redis).await;
+    drop(cluster);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn overload_is_answered_busy_never_silence() {
     let server = RedisServer::start();

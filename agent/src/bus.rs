@@ -268,10 +268,19 @@ impl Bus {
 
 /// `PUBLISH topic payload`.
 pub async fn publish(conn: &mut Conn, topic: &str, payload: &str) -> RedisResult<()> {
-    redis::cmd("PUBLISH")
-        .arg(topic)
-        .arg(payload)
+    command(&[b"PUBLISH", topic.as_bytes(), payload.as_bytes()])
         .query_async::<i64>(conn)
         .await
         .map(|_| ())
+}
+
+/// The command `args`, its buffer sized once: a reply is copied into it
+/// whole, and a buffer grown by doubling would copy it again several times.
+pub fn command(args: &[&[u8]]) -> Cmd {
+    let size = args.iter().map(|a| a.len()).sum();
+    let mut cmd = Cmd::with_capacity(args.len(), size);
+    for arg in args {
+        cmd.arg(*arg);
+    }
+    cmd
 }

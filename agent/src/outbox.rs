@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::bus::{Conn, publish};
+use crate::bus::{Conn, command, publish};
 use crate::metrics::Metrics;
 
 /// A return on its way: published on `topic`, stored at `maid:job:<jid>`.
@@ -43,15 +43,45 @@ const ATTEMPT: Duration = Duration::from_secs(3);
 /// the write and its acknowledgement can still repeat a return, which the
 /// master reports as repeated.
 pub async fn deliver(conn: &mut Conn, p: &mut Pending, ttl_secs: u64) -> redis::RedisResult<()> {
-    // The PUBLISH and the job-cache write go out together on the
-    // multiplexed connection: one round trip, not three. The cache write is
-    // one pipeline on one key, so it also works on a Cluster.
     let key = crate::protocol::job_key(&p.jid);
-    let mut cache = redis::pipe();
+    let hset = command(&[
+        b"HSET",
+        key.as_bytes(),
+        p.id.as_bytes(),
+        p.payload.as_bytes(),
+    ]);
+    let expire = command(&[b"EXPIRE", key.as_bytes(), ttl_secs.to_string().as_bytes()]);
+    if let Conn::Single(_) = conn
+        && !p.published
+    {
+        // One server: the PUBLISH and the job-cache write are one request,
+        // answered command by command, so a PUBLISH Redis took is known
+        // even when the cache write failed.
+        let mut pipe = redis::Pipeline::with_capacity(3);
+        pipe.ignore_errors()
+            .add_command(command(&[
+                b"PUBLISH",
+                p.topic.as_bytes(),
+                p.payload.as_bytes(),
+            ]))
+            .add_command(hset)
+            .add_command(expire);
+        let replies: Vec<redis::RedisResult<redis::Value>> = timed(pipe.query_async(conn)).await?;
+        let mut replies = replies.into_iter();
+        let sent = replies.next().unwrap_or_else(|| Err(no_answer()));
+        p.published |= sent.is_ok();
+        sent?;
+        return replies.try_for_each(|r| r.map(drop));
+    }
+    // A Cluster routes the PUBLISH to any node and the cache write to its
+    // key's (and a return Redis already took needs only the cache write):
+    // both go out together on the multiplexed connection, one round trip,
+    // not three. The cache write is one pipeline on one key.
+    let mut cache = redis::Pipeline::with_capacity(2);
     cache
-        .hset(&key, &p.id, &p.payload)
+        .add_command(hset)
         .ignore()
-        .expire(&key, ttl_secs as i64)
+        .add_command(expire)
         .ignore();
     let mut cache_conn = conn.clone();
     let published = p.published;
@@ -75,13 +105,16 @@ pub async fn deliver(conn: &mut Conn, p: &mut Pending, ttl_secs: u64) -> redis::
 async fn timed<T>(
     f: impl std::future::Future<Output = redis::RedisResult<T>>,
 ) -> redis::RedisResult<T> {
-    match tokio::time::timeout(ATTEMPT, f).await {
-        Ok(r) => r,
-        Err(_) => Err(redis::RedisError::from(std::io::Error::new(
-            std::io::ErrorKind::TimedOut,
-            "redis did not answer",
-        ))),
-    }
+    tokio::time::timeout(ATTEMPT, f)
+        .await
+        .unwrap_or_else(|_| Err(no_answer()))
+}
+
+fn no_answer() -> redis::RedisError {
+    redis::RedisError::from(std::io::Error::new(
+        std::io::ErrorKind::TimedOut,
+        "redis did not answer",
+    ))
 }
 
 /// The buffer.
