@@ -78,10 +78,7 @@ async fn sentinel_failover_during_a_run_of_jobs() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cluster_round_trip() {
     let cluster = tokio::task::spawn_blocking(Cluster::start).await.unwrap();
-    let redis = RedisConfig {
-        cluster: cluster.urls(),
-        ..Default::default()
-    };
+    let redis = cluster.config();
     let bus = Bus::new(&redis).unwrap();
     let _a = start_agent(&redis, "c-1", "");
     let _b = start_agent(&redis, "c-2", "");

@@ -107,10 +107,7 @@ async fn redis_restarted_mid_stream_loses_no_return() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restarted_cluster_node_is_survived() {
     let mut cluster = tokio::task::spawn_blocking(Cluster::start).await.unwrap();
-    let redis = RedisConfig {
-        cluster: cluster.urls(),
-        ..Default::default()
-    };
+    let redis = cluster.config();
     let bus = Bus::new(&redis).unwrap();
     let _a = start_agent(&redis, "k-1", "");
     let _b = start_agent(&redis, "k-2", "");
@@ -180,10 +177,7 @@ async fn a_published_return_is_not_published_again() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_published_return_is_not_published_again_on_a_cluster() {
     let cluster = tokio::task::spawn_blocking(Cluster::start).await.unwrap();
-    let redis = RedisConfig {
-        cluster: cluster.urls(),
-        ..Default::default()
-    };
+    let redis = cluster.config();
     a_published_return_is_retried_for_the_cache_only(redis).await;
     drop(cluster);
 }

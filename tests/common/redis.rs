@@ -913,6 +913,14 @@ impl Cluster {
         self.nodes.iter().map(RedisServer::url).collect()
     }
 
+    /// A `[redis]` section pointing at this cluster.
+    pub fn config(&self) -> maid::bus::RedisConfig {
+        maid::bus::RedisConfig {
+            cluster: self.urls(),
+            ..Default::default()
+        }
+    }
+
     /// Each node's port.
     pub fn ports(&self) -> Vec<u16> {
         self.nodes.iter().map(RedisServer::port).collect()
