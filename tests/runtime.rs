@@ -6,12 +6,13 @@ mod common;
 
 use std::path::Path;
 use std::sync::Arc;
+use std::time::Duration;
 
 use common::{call, config_with, dir, guests, runtime_with};
 use maid::config::{Config, PluginGrants};
 use maid::fileserver::NoFiles;
-use maid::runtime::{CacheStatus, Failure, Runtime, RuntimeSettings, Services};
-use serde_json::json;
+use maid::runtime::{CacheStatus, CallRequest, Failure, Runtime, RuntimeSettings, Services};
+use serde_json::{Map, json};
 
 fn cmd_grants(cwd: &Path) -> PluginGrants {
     PluginGrants {
@@ -561,6 +562,64 @@ async fn more_calls_than_pool_slots_each_wait_for_a_clean_slot() {
         done += 1;
     }
     assert_eq!(done, 40);
+}
+
+fn ping_request() -> CallRequest {
+    CallRequest {
+        fun: "test.ping".into(),
+        args: Vec::new(),
+        kwargs: Map::new(),
+        jid: maid::jid::new_jid(),
+        minion_id: "test-minion".into(),
+        user: None,
+        timeout: None,
+    }
+}
+
+/// A call whose teardown is left to the caller keeps its pool slot until
+/// the caller drops it; one made while another instance is live is torn
+/// down at once, so calls queued behind it do not each take a slot more.
+#[tokio::test]
+async fn a_deferred_teardown_holds_its_slot_until_dropped() {
+    let rt = Arc::new(runtime_of(&common::shared_cache(), 2));
+    let failed = rt.load_dir(Path::new(guests::PLUGINS_DIR)).await.unwrap();
+    assert!(failed.is_empty(), "{failed:?}");
+
+    // Alone: the instance is handed back with the outcome.
+    let (out, first) = rt.call_deferred(ping_request()).await;
+    assert_eq!((out.ret, out.retcode), (json!(true), 0));
+    assert!(first.holds_instance());
+
+    // Another instance live: this one is torn down before the call returns.
+    let (out, second) = rt.call_deferred(ping_request()).await;
+    assert_eq!((out.ret, out.retcode), (json!(true), 0));
+    assert!(!second.holds_instance());
+
+    // The held slot is really taken: with one of the two slots held by a
+    // test.sleep still running, a third call waits for `first` to go.
+    let sleeping = {
+        let rt = rt.clone();
+        tokio::spawn(async move { call(&rt, "test.sleep", json!([0.5]), json!({})).await })
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let mut third = {
+        let rt = rt.clone();
+        tokio::spawn(async move { rt.call_deferred(ping_request()).await })
+    };
+    let waited = tokio::time::timeout(Duration::from_millis(200), &mut third).await;
+    assert!(
+        waited.is_err(),
+        "a call got a slot a deferred teardown holds"
+    );
+    drop(first);
+    let (out, third) = tokio::time::timeout(Duration::from_secs(30), third)
+        .await
+        .expect("the slot came back with the teardown")
+        .unwrap();
+    assert_eq!((out.ret, out.retcode), (json!(true), 0));
+    drop(third);
+    let slept = sleeping.await.unwrap();
+    assert_eq!((slept.ret, slept.retcode), (json!(true), 0));
 }
 
 #[tokio::test]

@@ -28,7 +28,7 @@ use crate::jidstore::JidStore;
 use crate::metrics::Metrics;
 use crate::outbox::{self, Outbox, Pending};
 use crate::protocol::{self, Job, Ping, Refusal, Registration, Reject, Reply};
-use crate::runtime::{CallRequest, Failure, Outcome, Runtime};
+use crate::runtime::{CallRequest, Failure, Outcome, Runtime, Teardown};
 use crate::sync::{SYNC_MODULES, Syncer};
 use crate::target::{TargetType, matches};
 use crate::trust::{KeyError, Verifier, key_id, read_verifying_key};
@@ -229,17 +229,20 @@ impl Shared {
 
 /// Run one job that targets this maid; the return to deliver (`None` when
 /// the agent is shutting down before the job got a slot).
-async fn run_job(shared: &Shared, job: &Job, kid: &Option<String>) -> Option<Pending> {
+async fn run_job(shared: &Shared, job: &Job, kid: &Option<String>) -> Option<(Pending, Teardown)> {
     let _accepted = Accepted(&shared.pending);
     let Ok(_slot) = shared.slots.acquire().await else {
         return None;
     };
-    let outcome = match &shared.sync {
-        Some(sync) if job.fun == SYNC_MODULES => sync_modules(shared, sync, &job.jid).await,
+    let (outcome, teardown) = match &shared.sync {
+        Some(sync) if job.fun == SYNC_MODULES => (
+            sync_modules(shared, sync, &job.jid).await,
+            Teardown::default(),
+        ),
         _ => {
             shared
                 .runtime
-                .call(CallRequest {
+                .call_deferred(CallRequest {
                     fun: job.fun.clone(),
                     args: job.arg.clone(),
                     kwargs: job.kwarg.clone(),
@@ -279,7 +282,8 @@ async fn run_job(shared: &Shared, job: &Job, kid: &Option<String>) -> Option<Pen
         .job_duration
         .get_or_create(&label)
         .observe(outcome.duration.as_secs_f64());
-    Some(return_of(shared, job, outcome.ret, outcome.retcode))
+    let ret = return_of(shared, job, outcome.ret, outcome.retcode);
+    Some((ret, teardown))
 }
 
 /// `saltutil.sync_modules`, which the agent answers itself: Salt's list of
@@ -515,17 +519,27 @@ fn handle_message(shared: &Arc<Shared>, payload: &[u8], done: &mpsc::Sender<()>)
         };
         let work = async {
             Requeue::default().await;
-            let ret = if busy {
+            let (ret, teardown) = if busy {
                 shared.pending.fetch_sub(1, Ordering::Relaxed);
-                Some(busy_return(&shared, &job, &kid))
+                (Some(busy_return(&shared, &job, &kid)), Teardown::default())
             } else if matched {
-                run_job(&shared, &job, &kid).await
+                run_job(&shared, &job, &kid)
+                    .await
+                    .map_or((None, Teardown::default()), |(r, t)| (Some(r), t))
             } else {
-                None
+                (None, Teardown::default())
             };
-            if let Some(mut ret) = ret
-                && !shared.try_deliver(conn.clone(), &mut ret).await
-            {
+            let Some(mut ret) = ret else { return };
+            // The instance is torn down (its slot reset) once the return is
+            // on its way: queued on the connection first, then this task
+            // goes behind the connection's, which writes it.
+            let teardown = async {
+                Requeue::default().await;
+                drop(teardown);
+            };
+            let (delivered, ()) =
+                tokio::join!(shared.try_deliver(conn.clone(), &mut ret), teardown);
+            if !delivered {
                 let _ = pinged.await;
                 shared.deliver(ret).await;
             }
@@ -535,11 +549,11 @@ fn handle_message(shared: &Arc<Shared>, payload: &[u8], done: &mpsc::Sender<()>)
     });
 }
 
-/// Resumes once every task already queued has run once: the job's PING,
-/// queued on the connection, is written by the connection's task before the
-/// call starts. `tokio::task::yield_now` would do that too, but it resumes
-/// only after the runtime's next poll for I/O, one `epoll_wait` more on
-/// every job's path to its return.
+/// Resumes once every task already queued has run once: what the job queued
+/// on the connection (its PING before the call, its return before the
+/// instance's teardown) is written by the connection's task first.
+/// `tokio::task::yield_now` would do that too, but it resumes only after the
+/// runtime's next poll for I/O, one `epoll_wait` more on every job's path.
 #[derive(Default)]
 struct Requeue(bool);
 

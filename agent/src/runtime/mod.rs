@@ -100,7 +100,7 @@ pub struct LoadedPlugin {
     /// What the compiled-artifact cache did when it was loaded.
     pub cache: CacheStatus,
     /// Bounds the instances running at once (`limits.max_concurrent`).
-    slots: tokio::sync::Semaphore,
+    slots: Arc<tokio::sync::Semaphore>,
     pre: PluginPre<HostState>,
 }
 
@@ -163,6 +163,25 @@ pub struct Outcome {
     pub plugin_sha256: Option<String>,
 }
 
+/// What is left of a call once its outcome is known: the instance's store
+/// and the pool slots it holds. Dropping it resets the slot (the pages the
+/// guest dirtied, its fiber stack) and gives the slot back; the agent does
+/// that after its return is written, not before.
+#[derive(Default)]
+pub struct Teardown {
+    // Declared first, so dropped first: a slot's permit goes back only once
+    // the store in it is gone.
+    store: Option<Store<HostState>>,
+    _slots: Option<[tokio::sync::OwnedSemaphorePermit; 2]>,
+}
+
+impl Teardown {
+    /// Whether an instance is still here to tear down (a deferred one).
+    pub fn holds_instance(&self) -> bool {
+        self.store.is_some()
+    }
+}
+
 impl Outcome {
     fn fail(failure: Failure, retcode: i32, message: String) -> Self {
         Self {
@@ -215,7 +234,7 @@ pub struct Runtime {
     settings: RuntimeSettings,
     plugins: RwLock<BTreeMap<String, Arc<LoadedPlugin>>>,
     /// One permit per pool slot (see [`RuntimeSettings::instances`]).
-    slots: tokio::sync::Semaphore,
+    slots: Arc<tokio::sync::Semaphore>,
 }
 
 /// Ticks the ticker keeps going after the last store is gone, so a steady
@@ -557,7 +576,9 @@ impl Runtime {
             linker,
             cache: ArtifactCache::new(settings.cache_dir.clone(), base),
             plugins: RwLock::new(BTreeMap::new()),
-            slots: tokio::sync::Semaphore::new(settings.instances.max(1) as usize),
+            slots: Arc::new(tokio::sync::Semaphore::new(
+                settings.instances.max(1) as usize
+            )),
             settings,
         })
     }
@@ -696,7 +717,7 @@ impl Runtime {
             sha256,
             manifest,
             grants: Arc::new(grants),
-            slots: tokio::sync::Semaphore::new(limits.max_concurrent),
+            slots: Arc::new(tokio::sync::Semaphore::new(limits.max_concurrent)),
             limits,
             cache: cache_status,
             pre,
@@ -797,18 +818,46 @@ impl Runtime {
     /// [`Outcome`] with Salt's return for it.
     pub async fn call(&self, req: CallRequest) -> Outcome {
         let started = Instant::now();
-        let mut outcome = self.call_inner(req).await;
+        let (mut outcome, teardown) = self.call_inner(req).await;
+        drop(teardown);
         outcome.duration = started.elapsed();
         outcome
     }
 
-    async fn call_inner(&self, req: CallRequest) -> Outcome {
+    /// [`Runtime::call`], with the instance's teardown left to the caller
+    /// when no other instance is live: the outcome is known before the
+    /// store is dropped, so a caller can send it on first and drop the
+    /// [`Teardown`] while it travels. The duration is the call's without
+    /// the teardown.
+    ///
+    /// With other instances live the teardown is done here, before
+    /// returning: calls queued behind this one would otherwise each take
+    /// another pool slot while this one waits, and slots past the warm ones
+    /// the pool keeps start cold.
+    pub async fn call_deferred(&self, req: CallRequest) -> (Outcome, Teardown) {
+        let started = Instant::now();
+        let (mut outcome, mut teardown) = self.call_inner(req).await;
+        outcome.duration = started.elapsed();
+        if self.live_instances() > 1 {
+            teardown = Teardown::default();
+        }
+        (outcome, teardown)
+    }
+
+    /// Pool slots in use now (calls and `describe`s).
+    fn live_instances(&self) -> usize {
+        let total = self.settings.instances.max(1) as usize;
+        total.saturating_sub(self.slots.available_permits())
+    }
+
+    async fn call_inner(&self, req: CallRequest) -> (Outcome, Teardown) {
         let not_available = || {
-            Outcome::fail(
+            let outcome = Outcome::fail(
                 Failure::NotAvailable,
                 retcode::NOT_AVAILABLE,
                 format!("'{}' is not available.", req.fun),
-            )
+            );
+            (outcome, Teardown::default())
         };
         let Some((module, function)) = req.fun.split_once('.') else {
             return not_available();
@@ -843,12 +892,12 @@ impl Runtime {
         let deadline = Instant::now() + limit;
         // Waiting for a free instance counts against the call's own limit.
         let slots = async {
-            let of_plugin = plugin.slots.acquire().await?;
-            let of_pool = self.slots.acquire().await?;
-            Ok::<_, tokio::sync::AcquireError>((of_plugin, of_pool))
+            let of_plugin = plugin.slots.clone().acquire_owned().await?;
+            let of_pool = self.slots.clone().acquire_owned().await?;
+            Ok::<_, tokio::sync::AcquireError>([of_plugin, of_pool])
         };
-        let Ok(Ok(_slots)) = tokio::time::timeout(limit, slots).await else {
-            return timed_out(limit);
+        let Ok(Ok(slots)) = tokio::time::timeout(limit, slots).await else {
+            return (timed_out(limit), Teardown::default());
         };
         let mut store = self.store(
             wasi.build(),
@@ -918,7 +967,13 @@ impl Runtime {
         }
         outcome.used = std::mem::take(&mut job.used);
         outcome.plugin_sha256 = Some(plugin.sha256.clone());
-        outcome
+        (
+            outcome,
+            Teardown {
+                store: Some(store),
+                _slots: Some(slots),
+            },
+        )
     }
 
     fn decode_return(&self, plugin: &LoadedPlugin, json: String, retcode: Option<i32>) -> Outcome {
