@@ -1538,26 +1538,44 @@ async fn run_all(
             sizes.blocks,
             sizes.in_flight
         ));
-        for r in &mut responders {
-            let n = share(r.round_trips, sizes.blocks, block);
+        // raw's and maid's round trips alternate one by one, each first in
+        // every other pair, so the machine's drift within a block reaches
+        // both alike. The seed's come after: each of its jobs forks a
+        // process that may still be exiting when its return is in.
+        let watch = metrics_port.filter(|_| responders.iter().any(|r| r.name == "maid"));
+        let before = match watch {
+            Some(port) => scrape(port).await,
+            None => HashMap::new(),
+        };
+        let (seed, paired): (Vec<usize>, Vec<usize>) =
+            (0..responders.len()).partition(|&i| responders[i].name == "seed");
+        let turns = |i: usize| share(responders[i].round_trips, sizes.blocks, block);
+        let rounds = paired.iter().map(|&i| turns(i)).max().unwrap_or(0);
+        let mut order = Vec::with_capacity(rounds * paired.len());
+        for round in 0..rounds {
+            for k in 0..paired.len() {
+                let i = paired[(k + round) % paired.len()];
+                if round < turns(i) {
+                    order.push(i);
+                }
+            }
+        }
+        for &i in &seed {
+            order.extend(std::iter::repeat_n(i, turns(i)));
+        }
+        for i in order {
+            let r = &mut responders[i];
             master.watch = Some((r.proc.name.clone(), r.proc.pid()));
-            let watch = metrics_port.filter(|_| r.name == "maid");
-            let before = match watch {
-                Some(port) => scrape(port).await,
-                None => HashMap::new(),
-            };
-            for _ in 0..n {
-                let t = master
-                    .round_trip(r.topic, "test.ping", &ping, &r.target, 1)
-                    .await?;
-                r.measured.latencies.push(t.all);
-                r.measured.pings.push(t.pings);
-            }
-            if let Some(port) = watch {
-                let after = scrape(port).await;
-                results.arrival_to_ping.add(&before, &after, PING_LATENCY);
-                results.ping_in_runtime.add(&before, &after, PING_DURATION);
-            }
+            let t = master
+                .round_trip(r.topic, "test.ping", &ping, &r.target, 1)
+                .await?;
+            r.measured.latencies.push(t.all);
+            r.measured.pings.push(t.pings);
+        }
+        if let Some(port) = watch {
+            let after = scrape(port).await;
+            results.arrival_to_ping.add(&before, &after, PING_LATENCY);
+            results.ping_in_runtime.add(&before, &after, PING_DURATION);
         }
         for r in &mut responders {
             let n = share(r.jobs, sizes.blocks, block);
