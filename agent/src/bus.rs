@@ -268,10 +268,15 @@ impl Bus {
 
 /// `PUBLISH topic payload`.
 pub async fn publish(conn: &mut Conn, topic: &str, payload: &str) -> RedisResult<()> {
-    command(&[b"PUBLISH", topic.as_bytes(), payload.as_bytes()])
+    publish_command(topic, payload)
         .query_async::<i64>(conn)
         .await
         .map(|_| ())
+}
+
+/// The command `PUBLISH topic payload`, for a pipeline.
+pub fn publish_command(topic: &str, payload: &str) -> Cmd {
+    command(&[b"PUBLISH", topic.as_bytes(), payload.as_bytes()])
 }
 
 /// The command `args`, its buffer sized once: a reply is copied into it

@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::bus::{Conn, command, publish};
+use crate::bus::{Conn, command, publish, publish_command};
 use crate::metrics::Metrics;
 
 /// A return on its way: published on `topic`, stored at `maid:job:<jid>`.
@@ -59,11 +59,7 @@ pub async fn deliver(conn: &mut Conn, p: &mut Pending, ttl_secs: u64) -> redis::
         // even when the cache write failed.
         let mut pipe = redis::Pipeline::with_capacity(3);
         pipe.ignore_errors()
-            .add_command(command(&[
-                b"PUBLISH",
-                p.topic.as_bytes(),
-                p.payload.as_bytes(),
-            ]))
+            .add_command(publish_command(&p.topic, &p.payload))
             .add_command(hset)
             .add_command(expire);
         let replies: Vec<redis::RedisResult<redis::Value>> = timed(pipe.query_async(conn)).await?;
