@@ -519,17 +519,17 @@ fn handle_message(shared: &Arc<Shared>, payload: &[u8], done: &mpsc::Sender<()>)
         };
         let work = async {
             Requeue::default().await;
-            let (ret, teardown) = if busy {
+            let ret = if busy {
                 shared.pending.fetch_sub(1, Ordering::Relaxed);
-                (Some(busy_return(&shared, &job, &kid)), Teardown::default())
+                Some((busy_return(&shared, &job, &kid), Teardown::default()))
             } else if matched {
-                run_job(&shared, &job, &kid)
-                    .await
-                    .map_or((None, Teardown::default()), |(r, t)| (Some(r), t))
+                run_job(&shared, &job, &kid).await
             } else {
-                (None, Teardown::default())
+                None
             };
-            let Some(mut ret) = ret else { return };
+            let Some((mut ret, teardown)) = ret else {
+                return;
+            };
             // The instance is torn down (its slot reset) once the return is
             // on its way: queued on the connection first, then this task
             // goes behind the connection's, which writes it.

@@ -223,6 +223,11 @@ impl RuntimeSettings {
             .unwrap_or(u32::MAX)
             .saturating_add(1)
     }
+
+    /// The pool's slots: [`RuntimeSettings::instances`], at least one.
+    fn pool_slots(&self) -> u32 {
+        self.instances.max(1)
+    }
 }
 
 /// Loads plugins and runs calls.
@@ -474,7 +479,7 @@ fn pool(settings: &RuntimeSettings, reset_in_place: bool) -> InstanceAllocationS
     const CORE_PER_COMPONENT: u32 = 16;
     const MEMORIES_PER_COMPONENT: u32 = 4;
     const TABLES_PER_COMPONENT: u32 = 16;
-    let n = settings.instances.max(1);
+    let n = settings.pool_slots();
     let config = &settings.config;
     let largest = |f: fn(&Limits) -> usize| {
         config
@@ -576,9 +581,7 @@ impl Runtime {
             linker,
             cache: ArtifactCache::new(settings.cache_dir.clone(), base),
             plugins: RwLock::new(BTreeMap::new()),
-            slots: Arc::new(tokio::sync::Semaphore::new(
-                settings.instances.max(1) as usize
-            )),
+            slots: Arc::new(tokio::sync::Semaphore::new(settings.pool_slots() as usize)),
             settings,
         })
     }
@@ -846,7 +849,7 @@ impl Runtime {
 
     /// Pool slots in use now (calls and `describe`s).
     fn live_instances(&self) -> usize {
-        let total = self.settings.instances.max(1) as usize;
+        let total = self.settings.pool_slots() as usize;
         total.saturating_sub(self.slots.available_permits())
     }
 
