@@ -622,6 +622,80 @@ async fn a_deferred_teardown_holds_its_slot_until_dropped() {
     assert_eq!((slept.ret, slept.retcode), (json!(true), 0));
 }
 
+/// An instance made ahead runs the next call of its plugin with that call's
+/// grants and directories, not the empty ones it was made with.
+#[tokio::test]
+async fn an_instance_made_ahead_runs_with_the_calls_grants() {
+    let f = cp_fixture();
+    let rt = cp_runtime(&f).await;
+    for (i, dest) in [f.granted.path(), f.outside.path()].iter().enumerate() {
+        rt.prepare("cp").await;
+        assert_eq!(rt.spare_module().as_deref(), Some("cp"));
+        let dest = dest.join(format!("motd{i}"));
+        let out = call(
+            &rt,
+            "cp.get_file",
+            json!(["salt://files/motd", dest]),
+            json!({}),
+        )
+        .await;
+        assert_eq!(rt.spare_module(), None, "the call took the spare");
+        if i == 0 {
+            // The fetch grant and the writable directory are the call's.
+            assert_eq!(
+                (out.ret, out.retcode),
+                (json!(dest.display().to_string()), 0)
+            );
+            assert_eq!(std::fs::read_to_string(&dest).unwrap(), "welcome\n");
+        } else {
+            assert_eq!(out.retcode, 77, "{}", out.ret);
+            assert!(!dest.exists());
+        }
+    }
+}
+
+/// The instance made ahead waits in a pool slot only while nothing needs
+/// it: it is not made beside a live call, a call that finds no other slot
+/// takes its slot, and reloading a plugin drops it.
+#[tokio::test]
+async fn an_instance_made_ahead_gives_way() {
+    let rt = Arc::new(runtime_of(&common::shared_cache(), 1));
+    let failed = rt.load_dir(Path::new(guests::PLUGINS_DIR)).await.unwrap();
+    assert!(failed.is_empty(), "{failed:?}");
+
+    // Not beside a live call.
+    let sleeping = {
+        let rt = rt.clone();
+        tokio::spawn(async move { call(&rt, "test.sleep", json!([0.3]), json!({})).await })
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    rt.prepare("cmd").await;
+    assert_eq!(rt.spare_module(), None);
+    let slept = sleeping.await.unwrap();
+    assert_eq!((slept.ret, slept.retcode), (json!(true), 0));
+
+    // The one slot held by a spare of `cmd`: a call of `test` takes it.
+    rt.prepare("cmd").await;
+    assert_eq!(rt.spare_module().as_deref(), Some("cmd"));
+    let (out, teardown) =
+        tokio::time::timeout(Duration::from_secs(30), rt.call_deferred(ping_request()))
+            .await
+            .expect("the call got the spare's slot");
+    assert_eq!((out.ret, out.retcode), (json!(true), 0));
+    assert_eq!(rt.spare_module(), None);
+    drop(teardown);
+
+    // A reload drops it.
+    rt.prepare("test").await;
+    assert_eq!(rt.spare_module().as_deref(), Some("test"));
+    rt.load_file(&Path::new(guests::PLUGINS_DIR).join("test.wasm"))
+        .await
+        .unwrap();
+    assert_eq!(rt.spare_module(), None);
+    let out = call(&rt, "test.ping", json!([]), json!({})).await;
+    assert_eq!((out.ret, out.retcode), (json!(true), 0));
+}
+
 #[tokio::test]
 async fn compiled_plugins_are_cached_and_corrupt_entries_rebuilt() {
     let cache = tempfile::tempdir().unwrap();

@@ -532,10 +532,16 @@ fn handle_message(shared: &Arc<Shared>, payload: &[u8], done: &mpsc::Sender<()>)
             };
             // The instance is torn down (its slot reset) once the return is
             // on its way: queued on the connection first, then this task
-            // goes behind the connection's, which writes it.
+            // goes behind the connection's, which writes it. A job that ran
+            // alone then has the next instance of its plugin made, while
+            // the agent waits for its next job.
             let teardown = async {
                 Requeue::default().await;
+                let alone = teardown.holds_instance();
                 drop(teardown);
+                if let Some((module, _)) = job.fun.split_once('.').filter(|_| alone) {
+                    shared.runtime.prepare(module).await;
+                }
             };
             let (delivered, ()) =
                 tokio::join!(shared.try_deliver(conn.clone(), &mut ret), teardown);

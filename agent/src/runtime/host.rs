@@ -33,8 +33,8 @@ pub enum CapabilityUse {
 /// The per-call state of a store.
 pub struct HostState {
     /// Keeps the epoch ticking while this store can run guest code (held
-    /// for its `Drop`).
-    pub(crate) _ticking: super::Ticking,
+    /// for its `Drop`); `None` while it waits as a spare, running nothing.
+    pub(crate) ticking: Option<super::Ticking>,
     /// WASI: preopened directories, captured stdout/stderr, no env, no args.
     pub(crate) wasi: WasiCtx,
     /// WASI and host resources (open sources, streams).

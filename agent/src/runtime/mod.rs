@@ -182,6 +182,20 @@ impl Teardown {
     }
 }
 
+/// An instance of a plugin made ahead of its next call, while nothing ran
+/// (see [`Runtime::prepare`]), so that call skips instantiating. It was
+/// made with no grants and an empty WASI context, and nothing of it has run
+/// but the component's own start-up; the call puts its own context, grants
+/// and deadline in before running it. Fresh, like any call's instance: no
+/// job has touched it.
+struct Spare {
+    plugin: Arc<LoadedPlugin>,
+    // Declared before the slot, so dropped before it.
+    store: Store<HostState>,
+    instance: PluginBindings,
+    slot: tokio::sync::OwnedSemaphorePermit,
+}
+
 impl Outcome {
     fn fail(failure: Failure, retcode: i32, message: String) -> Self {
         Self {
@@ -240,6 +254,8 @@ pub struct Runtime {
     plugins: RwLock<BTreeMap<String, Arc<LoadedPlugin>>>,
     /// One permit per pool slot (see [`RuntimeSettings::instances`]).
     slots: Arc<tokio::sync::Semaphore>,
+    /// At most one instance made ahead; it holds one of the slots.
+    spare: std::sync::Mutex<Option<Spare>>,
 }
 
 /// Ticks the ticker keeps going after the last store is gone, so a steady
@@ -542,6 +558,19 @@ fn release_free_heap() {
     }
 }
 
+/// Check the clock every epoch tick: past `deadline` the guest traps,
+/// before it the guest yields so other tasks keep running.
+fn stop_at(store: &mut Store<HostState>, deadline: Instant) {
+    store.set_epoch_deadline(1);
+    store.epoch_deadline_callback(move |_| {
+        if Instant::now() >= deadline {
+            Ok(UpdateDeadline::Interrupt)
+        } else {
+            Ok(UpdateDeadline::Yield(1))
+        }
+    });
+}
+
 impl Runtime {
     /// A runtime with no plugins loaded yet.
     pub fn new(settings: RuntimeSettings) -> anyhow::Result<Self> {
@@ -582,6 +611,7 @@ impl Runtime {
             cache: ArtifactCache::new(settings.cache_dir.clone(), base),
             plugins: RwLock::new(BTreeMap::new()),
             slots: Arc::new(tokio::sync::Semaphore::new(settings.pool_slots() as usize)),
+            spare: std::sync::Mutex::new(None),
             settings,
         })
     }
@@ -639,6 +669,7 @@ impl Runtime {
             .write()
             .unwrap_or_else(|e| e.into_inner())
             .retain(|_, p| !p.path.starts_with(dir) || p.path.exists());
+        self.drop_spare();
     }
 
     /// Load (or replace) one plugin from `path`, named after its file stem.
@@ -648,6 +679,8 @@ impl Runtime {
             .write()
             .unwrap_or_else(|e| e.into_inner())
             .insert(plugin.manifest.module.clone(), plugin.clone());
+        // A spare of the plugin replaced would only hold its slot.
+        self.drop_spare();
         Ok(plugin)
     }
 
@@ -687,21 +720,16 @@ impl Runtime {
         let limits = config.limits_for(&stem);
         let store = self.store(
             WasiCtxBuilder::new().build(),
-            JobState {
-                plugin: Arc::from(stem.as_str()),
-                jid: Arc::from("describe"),
-                grants: Arc::new(Grants::none()),
-                services: self.settings.services.clone(),
-                limits: limits.clone(),
-                deadline: Instant::now() + DESCRIBE_TIMEOUT,
-                retcode: None,
-                log_budget: limits.max_log_bytes,
-                log_dropped: 0,
-                used: Vec::new(),
-            },
+            self.job_state(
+                &stem,
+                "describe",
+                Arc::new(Grants::none()),
+                &limits,
+                Instant::now() + DESCRIBE_TIMEOUT,
+            ),
         );
         let described = tokio::time::timeout(DESCRIBE_TIMEOUT, async {
-            let _slot = self.slots.acquire().await?;
+            let _slot = self.pool_slot().await?;
             // Moved in after the permit, so dropped before it: the permit
             // goes back only with the pool's slot.
             let mut store = store;
@@ -740,7 +768,7 @@ impl Runtime {
         let mut store = Store::new(
             &self.engine,
             HostState {
-                _ticking: self.ticker.ticking(),
+                ticking: Some(self.ticker.ticking()),
                 wasi,
                 table: ResourceTable::new(),
                 limiter,
@@ -748,17 +776,131 @@ impl Runtime {
             },
         );
         store.limiter(|s| &mut s.limiter);
-        // Check the clock every tick: past the deadline the guest traps,
-        // before it the guest yields so other tasks keep running.
-        store.set_epoch_deadline(1);
-        store.epoch_deadline_callback(move |_| {
-            if Instant::now() >= deadline {
-                Ok(UpdateDeadline::Interrupt)
-            } else {
-                Ok(UpdateDeadline::Yield(1))
-            }
-        });
+        stop_at(&mut store, deadline);
         store
+    }
+
+    /// Give a spare's store to a call: its WASI context, its job (grants,
+    /// deadline) and the ticking of the epoch.
+    fn arm(&self, store: &mut Store<HostState>, wasi: wasmtime_wasi::WasiCtx, job: JobState) {
+        let deadline = job.deadline;
+        let state = store.data_mut();
+        state.wasi = wasi;
+        state.job = job;
+        state.ticking = Some(self.ticker.ticking());
+        stop_at(store, deadline);
+    }
+
+    /// The state of a store for `module`'s call `jid`.
+    fn job_state(
+        &self,
+        module: &str,
+        jid: &str,
+        grants: Arc<Grants>,
+        limits: &Limits,
+        deadline: Instant,
+    ) -> JobState {
+        JobState {
+            plugin: Arc::from(module),
+            jid: Arc::from(jid),
+            grants,
+            services: self.settings.services.clone(),
+            limits: limits.clone(),
+            deadline,
+            retcode: None,
+            log_budget: limits.max_log_bytes,
+            log_dropped: 0,
+            used: Vec::new(),
+        }
+    }
+
+    /// A pool slot. When none is free the spare instance gives its up: a
+    /// call that runs comes before one that might.
+    async fn pool_slot(
+        &self,
+    ) -> Result<tokio::sync::OwnedSemaphorePermit, tokio::sync::AcquireError> {
+        if let Ok(slot) = self.slots.clone().try_acquire_owned() {
+            return Ok(slot);
+        }
+        self.drop_spare();
+        self.slots.clone().acquire_owned().await
+    }
+
+    fn spare(&self) -> std::sync::MutexGuard<'_, Option<Spare>> {
+        self.spare.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn drop_spare(&self) {
+        // Taken out first: the store is dropped outside the lock.
+        let spare = self.spare().take();
+        drop(spare);
+    }
+
+    /// The spare instance, when it is one of `plugin`.
+    fn take_spare(&self, plugin: &Arc<LoadedPlugin>) -> Option<Spare> {
+        let mut spare = self.spare();
+        match spare.as_ref() {
+            Some(s) if Arc::ptr_eq(&s.plugin, plugin) => spare.take(),
+            _ => None,
+        }
+    }
+
+    /// Which module's instance is waiting, made ahead, if any.
+    pub fn spare_module(&self) -> Option<String> {
+        self.spare()
+            .as_ref()
+            .map(|s| s.plugin.manifest.module.clone())
+    }
+
+    /// Make an instance of `module`'s plugin ahead of its next call, so that
+    /// call does not wait for it. Done only when no instance is live (an
+    /// agent between jobs): it holds a pool slot and the pages it touched
+    /// until that call, and replaces the spare of another plugin. A plugin
+    /// that cannot be instantiated is left to its call to report.
+    pub async fn prepare(&self, module: &str) {
+        let Some(plugin) = self.plugin(module) else {
+            return;
+        };
+        let made_already = self
+            .spare()
+            .as_ref()
+            .is_some_and(|s| Arc::ptr_eq(&s.plugin, &plugin));
+        if made_already || self.live_instances() > 0 {
+            return;
+        }
+        let Ok(slot) = self.slots.clone().try_acquire_owned() else {
+            return;
+        };
+        let limit = Duration::from_secs_f64(plugin.limits.timeout_secs);
+        let deadline = Instant::now() + limit;
+        let job = self.job_state(
+            module,
+            "spare",
+            Arc::new(Grants::none()),
+            &plugin.limits,
+            deadline,
+        );
+        let mut store = self.store(WasiCtxBuilder::new().build(), job);
+        let made = tokio::time::timeout(
+            limit + EPOCH_TICK * 4,
+            plugin.pre.instantiate_async(&mut store),
+        )
+        .await;
+        match made {
+            Ok(Ok(instance)) => {
+                // Nothing runs in it until its call, which ticks again.
+                store.data_mut().ticking = None;
+                let old = self.spare().replace(Spare {
+                    plugin,
+                    store,
+                    instance,
+                    slot,
+                });
+                drop(old);
+            }
+            Ok(Err(e)) => tracing::debug!(plugin = module, cause = %e, "no instance made ahead"),
+            Err(_) => tracing::debug!(plugin = module, "no instance made ahead: timed out"),
+        }
     }
 
     /// Whether the epoch ticker sleeps: no call or load has run for a
@@ -847,10 +989,11 @@ impl Runtime {
         (outcome, teardown)
     }
 
-    /// Pool slots in use now (calls and `describe`s).
+    /// Pool slots in use now by calls and `describe`s (not the spare).
     fn live_instances(&self) -> usize {
         let total = self.settings.pool_slots() as usize;
-        total.saturating_sub(self.slots.available_permits())
+        let spare = usize::from(self.spare().is_some());
+        total.saturating_sub(self.slots.available_permits() + spare)
     }
 
     async fn call_inner(&self, req: CallRequest) -> (Outcome, Teardown) {
@@ -896,27 +1039,29 @@ impl Runtime {
         // Waiting for a free instance counts against the call's own limit.
         let slots = async {
             let of_plugin = plugin.slots.clone().acquire_owned().await?;
-            let of_pool = self.slots.clone().acquire_owned().await?;
-            Ok::<_, tokio::sync::AcquireError>([of_plugin, of_pool])
+            let (of_pool, spare) = match self.take_spare(&plugin) {
+                Some(s) => (s.slot, Some((s.store, s.instance))),
+                None => (self.pool_slot().await?, None),
+            };
+            Ok::<_, tokio::sync::AcquireError>(([of_plugin, of_pool], spare))
         };
-        let Ok(Ok(slots)) = tokio::time::timeout(limit, slots).await else {
+        let Ok(Ok((slots, spare))) = tokio::time::timeout(limit, slots).await else {
             return (timed_out(limit), Teardown::default());
         };
-        let mut store = self.store(
-            wasi.build(),
-            JobState {
-                plugin: Arc::from(module),
-                jid: Arc::from(req.jid.as_str()),
-                grants: plugin.grants.clone(),
-                services: self.settings.services.clone(),
-                limits: plugin.limits.clone(),
-                deadline,
-                retcode: None,
-                log_budget: plugin.limits.max_log_bytes,
-                log_dropped: 0,
-                used: Vec::new(),
-            },
+        let job = self.job_state(
+            module,
+            &req.jid,
+            plugin.grants.clone(),
+            &plugin.limits,
+            deadline,
         );
+        let (mut store, made) = match spare {
+            Some((mut store, instance)) => {
+                self.arm(&mut store, wasi.build(), job);
+                (store, Some(instance))
+            }
+            None => (self.store(wasi.build(), job), None),
+        };
 
         let args = Value::Array(req.args.clone()).to_string();
         let kwargs = Value::Object(req.kwargs.clone()).to_string();
@@ -926,7 +1071,10 @@ impl Runtime {
             user: req.user.clone(),
         };
         let run = async {
-            let instance = plugin.pre.instantiate_async(&mut store).await?;
+            let instance = match made {
+                Some(instance) => instance,
+                None => plugin.pre.instantiate_async(&mut store).await?,
+            };
             instance
                 .call_call(&mut store, function, &args, &kwargs, &ctx)
                 .await
