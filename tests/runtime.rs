@@ -683,10 +683,13 @@ async fn an_instance_made_ahead_gives_way() {
             .expect("the call got the spare's slot");
     assert_eq!((out.ret, out.retcode), (json!(true), 0));
     assert_eq!(rt.spare_module(), None);
-    drop(teardown);
+    // It ran alone, so its teardown was handed back, and retiring it makes
+    // the next instance of its plugin.
+    assert!(teardown.holds_instance());
+    rt.retire(teardown).await;
+    assert_eq!(rt.spare_module().as_deref(), Some("test"));
 
     // A reload drops it.
-    rt.prepare("test").await;
     assert_eq!(rt.spare_module().as_deref(), Some("test"));
     rt.load_file(&Path::new(guests::PLUGINS_DIR).join("test.wasm"))
         .await

@@ -537,11 +537,7 @@ fn handle_message(shared: &Arc<Shared>, payload: &[u8], done: &mpsc::Sender<()>)
             // the agent waits for its next job.
             let teardown = async {
                 Requeue::default().await;
-                let alone = teardown.holds_instance();
-                drop(teardown);
-                if let Some((module, _)) = job.fun.split_once('.').filter(|_| alone) {
-                    shared.runtime.prepare(module).await;
-                }
+                shared.runtime.retire(teardown).await;
             };
             let (delivered, ()) =
                 tokio::join!(shared.try_deliver(conn.clone(), &mut ret), teardown);

@@ -182,20 +182,6 @@ impl Teardown {
     }
 }
 
-/// An instance of a plugin made ahead of its next call, while nothing ran
-/// (see [`Runtime::prepare`]), so that call skips instantiating. It was
-/// made with no grants and an empty WASI context, and nothing of it has run
-/// but the component's own start-up; the call puts its own context, grants
-/// and deadline in before running it. Fresh, like any call's instance: no
-/// job has touched it.
-struct Spare {
-    plugin: Arc<LoadedPlugin>,
-    // Declared before the slot, so dropped before it.
-    store: Store<HostState>,
-    instance: PluginBindings,
-    slot: tokio::sync::OwnedSemaphorePermit,
-}
-
 impl Outcome {
     fn fail(failure: Failure, retcode: i32, message: String) -> Self {
         Self {
@@ -211,6 +197,20 @@ impl Outcome {
     pub fn success(&self) -> bool {
         self.retcode == 0
     }
+}
+
+/// An instance of a plugin made ahead of its next call, while nothing ran
+/// (see [`Runtime::prepare`]), so that call skips instantiating. It was
+/// made with no grants and an empty WASI context, and nothing of it has run
+/// but the component's own start-up; the call puts its own context, grants
+/// and deadline in before running it. Fresh, like any call's instance: no
+/// job has touched it.
+struct Spare {
+    plugin: Arc<LoadedPlugin>,
+    // Declared before the slot, so dropped before it.
+    store: Store<HostState>,
+    instance: PluginBindings,
+    slot: tokio::sync::OwnedSemaphorePermit,
 }
 
 /// Where plugins come from and what they may do.
@@ -987,6 +987,17 @@ impl Runtime {
             teardown = Teardown::default();
         }
         (outcome, teardown)
+    }
+
+    /// Tear down what [`Runtime::call_deferred`] handed back. When it held
+    /// the instance (the call ran alone), the next instance of its plugin
+    /// is then made ahead ([`Runtime::prepare`]).
+    pub async fn retire(&self, teardown: Teardown) {
+        let module = teardown.store.as_ref().map(|s| s.data().job.plugin.clone());
+        drop(teardown);
+        if let Some(module) = module {
+            self.prepare(&module).await;
+        }
     }
 
     /// Pool slots in use now by calls and `describe`s (not the spare).
