@@ -49,6 +49,9 @@ fn bench_runs_every_scenario_on_a_tiny_setting() {
         "start-up to ready, warm cache, 3 plugins, p50",
         "start-up to ready, cold cache (1)",
         "fan-out to 20 agents: publish → every PING",
+        "fan-out to 20 raw responders in one process, the floor (2 rounds)",
+        "fan-out: maid p50 / raw p50",
+        "raw fan-out CPU per round: raw responders' process",
         "test.ping through the plugin runtime, in-process (20)",
         "maid idle RSS",
     ] {
@@ -66,6 +69,16 @@ fn bench_runs_every_scenario_on_a_tiny_setting() {
     // | label | raw | maid | seed |
     assert_ne!(cells[2], "n/a", "raw measured nothing: {round_trips}");
     assert_ne!(cells[3], "n/a", "maid measured nothing: {round_trips}");
+    // Both fan-outs, maid's and the raw floor, came back.
+    let fan_out = stdout
+        .lines()
+        .find(|l| l.starts_with("| fan-out: maid p50 / raw p50 |"))
+        .unwrap();
+    assert_ne!(
+        fan_out.split('|').nth(2).map(str::trim),
+        Some("n/a"),
+        "{fan_out}"
+    );
     if seed {
         assert_ne!(cells[4], "n/a", "seed measured nothing: {round_trips}");
     } else {

@@ -17,9 +17,11 @@
 //! machine hits them alike. Then: `cmd.run 'true'` against spawning `true`
 //! directly, agent start-up to ready with a cold and a warm compiled-plugin
 //! cache, and a fan-out of `test.ping` to many agents in one process
-//! (`maid bench-fleet`). Last, `test.ping` and `cmd.run 'true'` through a
-//! plugin runtime in this process: the call alone, without Redis or the
-//! agent. Everything started is killed when the command ends, also on
+//! (`maid bench-fleet`), its rounds alternating with the same fan-out to
+//! as many raw responders in another (`maid bench-raw --count`, the
+//! floor: what the machine and Redis allow before any maid code). Last,
+//! `test.ping` and `cmd.run 'true'` through a plugin runtime in this
+//! process: the call alone, without Redis or the agent. Everything started is killed when the command ends, also on
 //! error or Ctrl-C.
 //!
 //! Timing is reported, never asserted; the test suite only runs `--tiny`.
@@ -62,6 +64,7 @@ const TOPIC_RAW: &str = "bench-raw";
 const TOPIC_MAID: &str = "bench-maid";
 const TOPIC_SEED: &str = "bench-seed";
 const TOPIC_FLEET: &str = "bench-fleet";
+const TOPIC_RAW_FLEET: &str = "bench-raw-fleet";
 const TOPIC_START: &str = "bench-start";
 
 #[derive(Debug, Args)]
@@ -1233,10 +1236,14 @@ struct Results {
     agents: usize,
     fanout: Vec<Duration>,
     fanout_pings: Vec<Duration>,
+    /// The same fan-out to as many raw responders (the floor).
+    raw_fanout: Vec<Duration>,
     fleet_ready: Duration,
-    /// CPU per fan-out round (the 50 ms pauses between rounds included).
+    /// CPU per fan-out round (the 50 ms pause after each round included).
     fleet_cpu: Duration,
     redis_cpu: Duration,
+    raw_fleet_cpu: Duration,
+    raw_redis_cpu: Duration,
     /// The maid agent's own means (`--agent-metrics`).
     arrival_to_ping: MeanOf,
     ping_in_runtime: MeanOf,
@@ -1402,8 +1409,11 @@ async fn run_all(
         agents: sizes.agents,
         fanout: Vec::new(),
         fanout_pings: Vec::new(),
+        raw_fanout: Vec::new(),
         fleet_ready: Duration::ZERO,
         fleet_cpu: Duration::ZERO,
+        raw_fleet_cpu: Duration::ZERO,
+        raw_redis_cpu: Duration::ZERO,
         redis_cpu: Duration::ZERO,
         arrival_to_ping: MeanOf::default(),
         ping_in_runtime: MeanOf::default(),
@@ -1647,19 +1657,26 @@ async fn run_all(
         results.responders.push(("seed", None));
     }
 
-    // Fan-out: many agents in one process.
+    // Fan-out: many agents in one process, and as many raw responders in
+    // another (the floor), their rounds alternating.
     stage(&format!(
-        "fan-out: {} agents in one process (maid bench-fleet), {} rounds",
-        sizes.agents, sizes.fanout_rounds
+        "fan-out: {} agents in one process (maid bench-fleet) and {} raw responders in another (maid bench-raw --count), {} rounds each, alternating",
+        sizes.agents, sizes.agents, sizes.fanout_rounds
     ));
+    let threads = sizes.fanout_threads.to_string();
+    let count = sizes.agents.to_string();
+    let timeout = READY_TIMEOUT + Duration::from_millis(100 * sizes.agents as u64);
     let mut fleet_cmd = Command::new(&exe);
     fleet_cmd
         .args(["bench-fleet", "--redis", &url, "--topic", TOPIC_FLEET])
-        .args(["--prefix", "fleet-"])
-        .arg("--count")
-        .arg(sizes.agents.to_string())
-        .arg("--threads")
-        .arg(sizes.fanout_threads.to_string())
+        .args([
+            "--prefix",
+            "fleet-",
+            "--count",
+            &count,
+            "--threads",
+            &threads,
+        ])
         .arg("--plugin-dir")
         .arg(plugin_dir)
         .arg("--cache-dir")
@@ -1669,37 +1686,89 @@ async fn run_all(
         &mut fleet_cmd,
         scratch.join("fleet.log"),
     )?;
-    let timeout = READY_TIMEOUT + Duration::from_millis(100 * sizes.agents as u64);
     results.fleet_ready =
         wait_subscribed(&mut admin, TOPIC_FLEET, sizes.agents, &mut fleet, timeout).await?;
+    let mut raw_fleet_cmd = Command::new(&exe);
+    raw_fleet_cmd
+        .args(["bench-raw", "--redis", &url, "--topic", TOPIC_RAW_FLEET])
+        .args([
+            "--id",
+            "rawfleet-",
+            "--count",
+            &count,
+            "--threads",
+            &threads,
+        ]);
+    let mut raw_fleet = Proc::spawn(
+        "maid bench-raw --count",
+        &mut raw_fleet_cmd,
+        scratch.join("raw-fleet.log"),
+    )?;
+    wait_subscribed(
+        &mut admin,
+        TOPIC_RAW_FLEET,
+        sizes.agents,
+        &mut raw_fleet,
+        timeout,
+    )
+    .await?;
     // Every agent registers right after it subscribes; let that settle.
     tokio::time::sleep(Duration::from_millis(500)).await;
-    master.watch = Some((fleet.name.clone(), fleet.pid()));
-    let ids: Vec<String> = (0..sizes.agents).map(|i| format!("fleet-{i}")).collect();
-    let everyone = Target::new(args.tgt_type, &ids);
-    for _ in 0..2 {
-        master
-            .round_trip(TOPIC_FLEET, "test.ping", &ping, &everyone, sizes.agents)
-            .await?;
+    let ids = |prefix: &str| -> Vec<String> {
+        (0..sizes.agents).map(|i| format!("{prefix}{i}")).collect()
+    };
+    let fleets = [
+        (
+            TOPIC_RAW_FLEET,
+            Target::new(args.tgt_type, &ids("rawfleet-")),
+            &raw_fleet,
+        ),
+        (
+            TOPIC_FLEET,
+            Target::new(args.tgt_type, &ids("fleet-")),
+            &fleet,
+        ),
+    ];
+    for (topic, everyone, proc) in &fleets {
+        master.watch = Some((proc.name.clone(), proc.pid()));
+        for _ in 0..2 {
+            master
+                .round_trip(topic, "test.ping", &ping, everyone, sizes.agents)
+                .await?;
+        }
     }
-    let cpu = (cpu_ticks(fleet.pid()), cpu_ticks(redis_server.pid()));
+    // CPU of each fleet and of redis-server from just before its round to
+    // the end of the pause after it (work left over after the last return
+    // counts).
+    let mut ticks = [(0u64, 0u64); 2];
     for _ in 0..sizes.fanout_rounds {
-        let t = master
-            .round_trip(TOPIC_FLEET, "test.ping", &ping, &everyone, sizes.agents)
-            .await?;
-        results.fanout.push(t.all);
-        results.fanout_pings.push(t.pings);
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        for (i, (topic, everyone, proc)) in fleets.iter().enumerate() {
+            master.watch = Some((proc.name.clone(), proc.pid()));
+            let cpu = (cpu_ticks(proc.pid()), cpu_ticks(redis_server.pid()));
+            let t = master
+                .round_trip(topic, "test.ping", &ping, everyone, sizes.agents)
+                .await?;
+            if i == 0 {
+                results.raw_fanout.push(t.all);
+            } else {
+                results.fanout.push(t.all);
+                results.fanout_pings.push(t.pings);
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            ticks[i].0 += cpu_ticks(proc.pid()).saturating_sub(cpu.0);
+            ticks[i].1 += cpu_ticks(redis_server.pid()).saturating_sub(cpu.1);
+        }
     }
+    raw_fleet.check_alive()?;
     fleet.check_alive()?;
-    let rounds = sizes.fanout_rounds as f64 * results.ticks;
-    results.fleet_cpu =
-        Duration::from_secs_f64(cpu_ticks(fleet.pid()).saturating_sub(cpu.0) as f64 / rounds);
-    results.redis_cpu = Duration::from_secs_f64(
-        cpu_ticks(redis_server.pid()).saturating_sub(cpu.1) as f64 / rounds,
-    );
+    let per_round = |t: u64| {
+        Duration::from_secs_f64(t as f64 / (sizes.fanout_rounds.max(1) as f64 * results.ticks))
+    };
+    (results.raw_fleet_cpu, results.raw_redis_cpu) = (per_round(ticks[0].0), per_round(ticks[0].1));
+    (results.fleet_cpu, results.redis_cpu) = (per_round(ticks[1].0), per_round(ticks[1].1));
     results.fleet_rss_kib = rss_kib(fleet.pid());
     drop(fleet);
+    drop(raw_fleet);
     stage("done; stopping everything");
     Ok(results)
 }
@@ -1888,6 +1957,26 @@ fn render(r: &Results, args: &BenchArgs, sizes: &Sizes) -> (String, String) {
         &r.fanout_pings,
     ));
     t3.row(dist(
+        format!(
+            "fan-out to {} raw responders in one process, the floor ({} rounds)",
+            r.agents,
+            r.raw_fanout.len()
+        ),
+        &r.raw_fanout,
+    ));
+    let raw_fan50 = percentile(&sorted(r.raw_fanout.clone()), 50.0);
+    t3.row(vec![
+        "fan-out: maid p50 / raw p50".into(),
+        ratio(
+            (!r.fanout.is_empty()).then_some(fan50.as_secs_f64()),
+            (!r.raw_fanout.is_empty()).then_some(raw_fan50.as_secs_f64()),
+        )
+        .map(fmt_ratio)
+        .unwrap_or_else(|| "n/a".into()),
+        String::new(),
+        String::new(),
+    ]);
+    t3.row(dist(
         format!("cmd.run 'true' round trip ({})", r.cmd_run.len()),
         &r.cmd_run,
     ));
@@ -1945,6 +2034,18 @@ fn render(r: &Results, args: &BenchArgs, sizes: &Sizes) -> (String, String) {
     t3.row(vec![
         "fan-out CPU per round: redis-server".into(),
         fmt_dur(r.redis_cpu),
+        String::new(),
+        String::new(),
+    ]);
+    t3.row(vec![
+        "raw fan-out CPU per round: raw responders' process".into(),
+        fmt_dur(r.raw_fleet_cpu),
+        String::new(),
+        String::new(),
+    ]);
+    t3.row(vec![
+        "raw fan-out CPU per round: redis-server".into(),
+        fmt_dur(r.raw_redis_cpu),
         String::new(),
         String::new(),
     ]);
@@ -2048,9 +2149,16 @@ pub struct RawArgs {
     /// Master topic to answer on.
     #[arg(long)]
     pub topic: String,
-    /// The id it answers as.
+    /// The id it answers as (with --count, the prefix of ID0, ID1, ...).
     #[arg(long, default_value = "raw")]
     pub id: String,
+    /// How many responders, each with its own connections, in this one
+    /// process: the floor for `maid bench-fleet`'s fan-out.
+    #[arg(long, default_value_t = 1)]
+    pub count: usize,
+    /// Worker threads (0: one current-thread runtime), as bench-fleet's.
+    #[arg(long, default_value_t = 0)]
+    pub threads: usize,
 }
 
 /// Just what a reply needs of a job.
@@ -2066,48 +2174,88 @@ struct RawJob {
 
 /// Answer every job on the topic with a PING and a `true` return, in one
 /// pipelined write, without waiting in the receive loop. No maid code:
-/// only redis, serde_json and tokio, on a current-thread runtime.
+/// only redis, serde_json and tokio, on a current-thread runtime (or, for
+/// a fleet of them, on `--threads` workers as bench-fleet's agents).
 pub fn raw(args: RawArgs) -> anyhow::Result<ExitCode> {
-    super::block_on(async move {
+    let rt = fleet_runtime(args.threads)?;
+    rt.block_on(async move {
         let client = redis::Client::open(args.redis.as_str())?;
-        let conn = client.get_multiplexed_async_connection().await?;
-        let mut pubsub = client.get_async_pubsub().await?;
-        pubsub.subscribe(&args.topic).await?;
-        let mut messages = pubsub.into_on_message();
-        let id = args.id;
-        while let Some(msg) = messages.next().await {
-            let Ok(job) = serde_json::from_slice::<RawJob>(msg.get_payload_bytes()) else {
-                continue;
-            };
-            let ping = json!({"type": "ping", "sub_ip": id, "jid": job.jid, "match": true});
-            let stamp = maid::jid::stamp();
-            let ret = json!({
-                "type": "return", "sub_ip": id, "jid": job.jid, "id": id,
-                "fun": job.fun, "fun_args": job.arg, "return": true,
-                "retcode": 0, "success": true, "out": "nested",
-                "_stamp": stamp, "ret_": {id.as_str(): true},
-            });
-            let mut conn = conn.clone();
-            tokio::spawn(async move {
-                let sent: redis::RedisResult<()> = redis::pipe()
-                    .cmd("PUBLISH")
-                    .arg(&job.temp_topic)
-                    .arg(ping.to_string())
-                    .ignore()
-                    .cmd("PUBLISH")
-                    .arg(&job.temp_topic)
-                    .arg(ret.to_string())
-                    .ignore()
-                    .query_async(&mut conn)
-                    .await;
-                if let Err(e) = sent {
-                    eprintln!("bench-raw: publish failed: {e}");
-                }
-            });
+        if args.count <= 1 {
+            return raw_responder(client, args.topic, args.id).await;
         }
-        anyhow::Ok(())
-    })??;
+        let mut responders = tokio::task::JoinSet::new();
+        for i in 0..args.count {
+            let id = format!("{}{i}", args.id);
+            responders.spawn(raw_responder(client.clone(), args.topic.clone(), id));
+        }
+        match responders.join_next().await {
+            Some(Ok(Err(e))) => Err(e),
+            Some(Err(e)) => bail!("a responder task failed: {e}"),
+            _ => bail!("a responder stopped"),
+        }
+    })?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The runtime many responders or agents share in one process: one
+/// current-thread runtime for 0 threads, else that many workers.
+fn fleet_runtime(threads: usize) -> std::io::Result<tokio::runtime::Runtime> {
+    if threads == 0 {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(threads)
+            .enable_all()
+            .build()
+    }
+}
+
+/// One raw responder on its own two connections, until its subscription ends.
+async fn raw_responder(client: redis::Client, topic: String, id: String) -> anyhow::Result<()> {
+    // redis-rs's default 1 s to connect is too short for a thousand
+    // responders connecting at once.
+    let config = redis::AsyncConnectionConfig::new()
+        .set_connection_timeout(Some(Duration::from_secs(30)))
+        .set_response_timeout(Some(Duration::from_secs(10)));
+    let conn = client
+        .get_multiplexed_async_connection_with_config(&config)
+        .await?;
+    let mut pubsub = client.get_async_pubsub().await?;
+    pubsub.subscribe(&topic).await?;
+    let mut messages = pubsub.into_on_message();
+    while let Some(msg) = messages.next().await {
+        let Ok(job) = serde_json::from_slice::<RawJob>(msg.get_payload_bytes()) else {
+            continue;
+        };
+        let ping = json!({"type": "ping", "sub_ip": id, "jid": job.jid, "match": true});
+        let stamp = maid::jid::stamp();
+        let ret = json!({
+            "type": "return", "sub_ip": id, "jid": job.jid, "id": id,
+            "fun": job.fun, "fun_args": job.arg, "return": true,
+            "retcode": 0, "success": true, "out": "nested",
+            "_stamp": stamp, "ret_": {id.as_str(): true},
+        });
+        let mut conn = conn.clone();
+        tokio::spawn(async move {
+            let sent: redis::RedisResult<()> = redis::pipe()
+                .cmd("PUBLISH")
+                .arg(&job.temp_topic)
+                .arg(ping.to_string())
+                .ignore()
+                .cmd("PUBLISH")
+                .arg(&job.temp_topic)
+                .arg(ret.to_string())
+                .ignore()
+                .query_async(&mut conn)
+                .await;
+            if let Err(e) = sent {
+                eprintln!("bench-raw: publish failed: {e}");
+            }
+        });
+    }
+    Ok(())
 }
 
 // ---------------------------------------------------------------------------
@@ -2153,16 +2301,7 @@ pub fn fleet(args: FleetArgs) -> anyhow::Result<ExitCode> {
     use maid::fileserver::{FileServer, LocalRoots, NoFiles};
     use maid::runtime::{Runtime, RuntimeSettings, Services};
 
-    let rt = if args.threads == 0 {
-        tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()?
-    } else {
-        tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(args.threads)
-            .enable_all()
-            .build()?
-    };
+    let rt = fleet_runtime(args.threads)?;
     rt.block_on(async move {
         let mut config = match &args.config {
             Some(path) => Config::load(path)?,
