@@ -21,8 +21,8 @@
 //! as many raw responders in another (`maid bench-raw --count`, the
 //! floor: what the machine and Redis allow before any maid code). Last,
 //! `test.ping` and `cmd.run 'true'` through a plugin runtime in this
-//! process: the call alone, without Redis or the agent. Everything started is killed when the command ends, also on
-//! error or Ctrl-C.
+//! process: the call alone, without Redis or the agent. Everything started
+//! is killed when the command ends, also on error or Ctrl-C.
 //!
 //! Timing is reported, never asserted; the test suite only runs `--tiny`.
 
