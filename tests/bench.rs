@@ -52,6 +52,9 @@ fn bench_runs_every_scenario_on_a_tiny_setting() {
         "fan-out to 20 raw responders in one process, the floor (2 rounds)",
         "fan-out: maid p50 / raw p50",
         "raw fan-out CPU per round: raw responders' process",
+        "fan-out to 20 raw responders sending what the protocol asks (2 rounds)",
+        "fan-out: maid p50 / protocol raw p50",
+        "protocol raw fan-out CPU per round: responders' process",
         "test.ping through the plugin runtime, in-process (20)",
         "maid idle RSS",
     ] {
@@ -69,16 +72,18 @@ fn bench_runs_every_scenario_on_a_tiny_setting() {
     // | label | raw | maid | seed |
     assert_ne!(cells[2], "n/a", "raw measured nothing: {round_trips}");
     assert_ne!(cells[3], "n/a", "maid measured nothing: {round_trips}");
-    // Both fan-outs, maid's and the raw floor, came back.
-    let fan_out = stdout
-        .lines()
-        .find(|l| l.starts_with("| fan-out: maid p50 / raw p50 |"))
-        .unwrap();
-    assert_ne!(
-        fan_out.split('|').nth(2).map(str::trim),
-        Some("n/a"),
-        "{fan_out}"
-    );
+    // Every fan-out came back: maid's, the raw floor and the protocol's.
+    for ratio in ["raw", "protocol raw"] {
+        let fan_out = stdout
+            .lines()
+            .find(|l| l.starts_with(&format!("| fan-out: maid p50 / {ratio} p50 |")))
+            .unwrap();
+        assert_ne!(
+            fan_out.split('|').nth(2).map(str::trim),
+            Some("n/a"),
+            "{fan_out}"
+        );
+    }
     if seed {
         assert_ne!(cells[4], "n/a", "seed measured nothing: {round_trips}");
     } else {

@@ -557,7 +557,7 @@ fn handle_message(shared: &Arc<Shared>, payload: &[u8], done: &mpsc::Sender<()>)
 /// `tokio::task::yield_now` would do that too, but it resumes only after the
 /// runtime's next poll for I/O, one `epoll_wait` more on every job's path.
 #[derive(Default)]
-struct Requeue(bool);
+pub struct Requeue(bool);
 
 impl Future for Requeue {
     type Output = ();

@@ -65,6 +65,7 @@ const TOPIC_MAID: &str = "bench-maid";
 const TOPIC_SEED: &str = "bench-seed";
 const TOPIC_FLEET: &str = "bench-fleet";
 const TOPIC_RAW_FLEET: &str = "bench-raw-fleet";
+const TOPIC_PROTOCOL_FLEET: &str = "bench-protocol-fleet";
 const TOPIC_START: &str = "bench-start";
 
 #[derive(Debug, Args)]
@@ -1238,12 +1239,17 @@ struct Results {
     fanout_pings: Vec<Duration>,
     /// The same fan-out to as many raw responders (the floor).
     raw_fanout: Vec<Duration>,
+    /// And to as many raw responders that send what the protocol asks
+    /// (`maid bench-raw --protocol`).
+    protocol_fanout: Vec<Duration>,
     fleet_ready: Duration,
     /// CPU per fan-out round (the 50 ms pause after each round included).
     fleet_cpu: Duration,
     redis_cpu: Duration,
     raw_fleet_cpu: Duration,
     raw_redis_cpu: Duration,
+    protocol_fleet_cpu: Duration,
+    protocol_redis_cpu: Duration,
     /// The maid agent's own means (`--agent-metrics`).
     arrival_to_ping: MeanOf,
     ping_in_runtime: MeanOf,
@@ -1410,10 +1416,13 @@ async fn run_all(
         fanout: Vec::new(),
         fanout_pings: Vec::new(),
         raw_fanout: Vec::new(),
+        protocol_fanout: Vec::new(),
         fleet_ready: Duration::ZERO,
         fleet_cpu: Duration::ZERO,
         raw_fleet_cpu: Duration::ZERO,
         raw_redis_cpu: Duration::ZERO,
+        protocol_fleet_cpu: Duration::ZERO,
+        protocol_redis_cpu: Duration::ZERO,
         redis_cpu: Duration::ZERO,
         arrival_to_ping: MeanOf::default(),
         ping_in_runtime: MeanOf::default(),
@@ -1660,7 +1669,7 @@ async fn run_all(
     // Fan-out: many agents in one process, and as many raw responders in
     // another (the floor), their rounds alternating.
     stage(&format!(
-        "fan-out: {} agents in one process (maid bench-fleet) and {} raw responders in another (maid bench-raw --count), {} rounds each, alternating",
+        "fan-out: {} agents in one process (maid bench-fleet), and {} raw responders in each of two others (maid bench-raw --count, with and without --protocol), {} rounds each, alternating",
         sizes.agents, sizes.agents, sizes.fanout_rounds
     ));
     let threads = sizes.fanout_threads.to_string();
@@ -1712,6 +1721,37 @@ async fn run_all(
         timeout,
     )
     .await?;
+    let mut protocol_fleet_cmd = Command::new(&exe);
+    protocol_fleet_cmd
+        .args([
+            "bench-raw",
+            "--redis",
+            &url,
+            "--topic",
+            TOPIC_PROTOCOL_FLEET,
+        ])
+        .args([
+            "--id",
+            "protofleet-",
+            "--count",
+            &count,
+            "--threads",
+            &threads,
+            "--protocol",
+        ]);
+    let mut protocol_fleet = Proc::spawn(
+        "maid bench-raw --count --protocol",
+        &mut protocol_fleet_cmd,
+        scratch.join("protocol-fleet.log"),
+    )?;
+    wait_subscribed(
+        &mut admin,
+        TOPIC_PROTOCOL_FLEET,
+        sizes.agents,
+        &mut protocol_fleet,
+        timeout,
+    )
+    .await?;
     // Every agent registers right after it subscribes; let that settle.
     tokio::time::sleep(Duration::from_millis(500)).await;
     let ids = |prefix: &str| -> Vec<String> {
@@ -1728,6 +1768,11 @@ async fn run_all(
             Target::new(args.tgt_type, &ids("fleet-")),
             &fleet,
         ),
+        (
+            TOPIC_PROTOCOL_FLEET,
+            Target::new(args.tgt_type, &ids("protofleet-")),
+            &protocol_fleet,
+        ),
     ];
     for (topic, everyone, proc) in &fleets {
         master.watch = Some((proc.name.clone(), proc.pid()));
@@ -1740,7 +1785,7 @@ async fn run_all(
     // CPU of each fleet and of redis-server from just before its round to
     // the end of the pause after it (work left over after the last return
     // counts).
-    let mut ticks = [(0u64, 0u64); 2];
+    let mut ticks = [(0u64, 0u64); 3];
     for _ in 0..sizes.fanout_rounds {
         for (i, (topic, everyone, proc)) in fleets.iter().enumerate() {
             master.watch = Some((proc.name.clone(), proc.pid()));
@@ -1748,11 +1793,13 @@ async fn run_all(
             let t = master
                 .round_trip(topic, "test.ping", &ping, everyone, sizes.agents)
                 .await?;
-            if i == 0 {
-                results.raw_fanout.push(t.all);
-            } else {
-                results.fanout.push(t.all);
-                results.fanout_pings.push(t.pings);
+            match i {
+                0 => results.raw_fanout.push(t.all),
+                1 => {
+                    results.fanout.push(t.all);
+                    results.fanout_pings.push(t.pings);
+                }
+                _ => results.protocol_fanout.push(t.all),
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
             ticks[i].0 += cpu_ticks(proc.pid()).saturating_sub(cpu.0);
@@ -1761,14 +1808,18 @@ async fn run_all(
     }
     raw_fleet.check_alive()?;
     fleet.check_alive()?;
+    protocol_fleet.check_alive()?;
     let per_round = |t: u64| {
         Duration::from_secs_f64(t as f64 / (sizes.fanout_rounds.max(1) as f64 * results.ticks))
     };
     (results.raw_fleet_cpu, results.raw_redis_cpu) = (per_round(ticks[0].0), per_round(ticks[0].1));
     (results.fleet_cpu, results.redis_cpu) = (per_round(ticks[1].0), per_round(ticks[1].1));
+    (results.protocol_fleet_cpu, results.protocol_redis_cpu) =
+        (per_round(ticks[2].0), per_round(ticks[2].1));
     results.fleet_rss_kib = rss_kib(fleet.pid());
     drop(fleet);
     drop(raw_fleet);
+    drop(protocol_fleet);
     stage("done; stopping everything");
     Ok(results)
 }
@@ -1977,6 +2028,26 @@ fn render(r: &Results, args: &BenchArgs, sizes: &Sizes) -> (String, String) {
         String::new(),
     ]);
     t3.row(dist(
+        format!(
+            "fan-out to {} raw responders sending what the protocol asks ({} rounds)",
+            r.agents,
+            r.protocol_fanout.len()
+        ),
+        &r.protocol_fanout,
+    ));
+    let protocol_fan50 = percentile(&sorted(r.protocol_fanout.clone()), 50.0);
+    t3.row(vec![
+        "fan-out: maid p50 / protocol raw p50".into(),
+        ratio(
+            (!r.fanout.is_empty()).then_some(fan50.as_secs_f64()),
+            (!r.protocol_fanout.is_empty()).then_some(protocol_fan50.as_secs_f64()),
+        )
+        .map(fmt_ratio)
+        .unwrap_or_else(|| "n/a".into()),
+        String::new(),
+        String::new(),
+    ]);
+    t3.row(dist(
         format!("cmd.run 'true' round trip ({})", r.cmd_run.len()),
         &r.cmd_run,
     ));
@@ -2046,6 +2117,18 @@ fn render(r: &Results, args: &BenchArgs, sizes: &Sizes) -> (String, String) {
     t3.row(vec![
         "raw fan-out CPU per round: redis-server".into(),
         fmt_dur(r.raw_redis_cpu),
+        String::new(),
+        String::new(),
+    ]);
+    t3.row(vec![
+        "protocol raw fan-out CPU per round: responders' process".into(),
+        fmt_dur(r.protocol_fleet_cpu),
+        String::new(),
+        String::new(),
+    ]);
+    t3.row(vec![
+        "protocol raw fan-out CPU per round: redis-server".into(),
+        fmt_dur(r.protocol_redis_cpu),
         String::new(),
         String::new(),
     ]);
@@ -2159,6 +2242,13 @@ pub struct RawArgs {
     /// Worker threads (0: one current-thread runtime), as bench-fleet's.
     #[arg(long, default_value_t = 0)]
     pub threads: usize,
+    /// Answer as the protocol asks of a maid, not just with two publishes:
+    /// the PING in a write of its own, sent before the return is made, and
+    /// the return with its job-cache write (`HSET maid:job:<jid>` and
+    /// `EXPIRE`), as `maid agent` sends them. Still no maid code: the floor
+    /// for what every maid has to send.
+    #[arg(long)]
+    pub protocol: bool,
 }
 
 /// Just what a reply needs of a job.
@@ -2181,12 +2271,13 @@ pub fn raw(args: RawArgs) -> anyhow::Result<ExitCode> {
     rt.block_on(async move {
         let client = redis::Client::open(args.redis.as_str())?;
         if args.count <= 1 {
-            return raw_responder(client, args.topic, args.id).await;
+            return raw_responder(client, args.topic, args.id, args.protocol).await;
         }
         let mut responders = tokio::task::JoinSet::new();
         for i in 0..args.count {
             let id = format!("{}{i}", args.id);
-            responders.spawn(raw_responder(client.clone(), args.topic.clone(), id));
+            let topic = args.topic.clone();
+            responders.spawn(raw_responder(client.clone(), topic, id, args.protocol));
         }
         match responders.join_next().await {
             Some(Ok(Err(e))) => Err(e),
@@ -2212,8 +2303,16 @@ fn fleet_runtime(threads: usize) -> std::io::Result<tokio::runtime::Runtime> {
     }
 }
 
-/// One raw responder on its own two connections, until its subscription ends.
-async fn raw_responder(client: redis::Client, topic: String, id: String) -> anyhow::Result<()> {
+/// One raw responder on its own two connections, until its subscription
+/// ends; with `protocol`, answering as the protocol asks (see
+/// [`RawArgs::protocol`]).
+async fn raw_responder(
+    client: redis::Client,
+    topic: String,
+    id: String,
+    protocol: bool,
+) -> anyhow::Result<()> {
+    let ttl = maid::config::Config::default().agent.job_cache_ttl_secs;
     // redis-rs's default 1 s to connect is too short for a thousand
     // responders connecting at once.
     let config = redis::AsyncConnectionConfig::new()
@@ -2238,18 +2337,52 @@ async fn raw_responder(client: redis::Client, topic: String, id: String) -> anyh
             "_stamp": stamp, "ret_": {id.as_str(): true},
         });
         let mut conn = conn.clone();
+        let id = id.clone();
         tokio::spawn(async move {
-            let sent: redis::RedisResult<()> = redis::pipe()
-                .cmd("PUBLISH")
-                .arg(&job.temp_topic)
-                .arg(ping.to_string())
-                .ignore()
-                .cmd("PUBLISH")
-                .arg(&job.temp_topic)
-                .arg(ret.to_string())
-                .ignore()
-                .query_async(&mut conn)
-                .await;
+            let sent: redis::RedisResult<()> = if protocol {
+                // The PING is queued first and written by the connection's
+                // task before the return is made and queued.
+                let mut ping_conn = conn.clone();
+                let ping = redis::cmd("PUBLISH")
+                    .arg(&job.temp_topic)
+                    .arg(ping.to_string())
+                    .to_owned();
+                let key = maid::protocol::job_key(&job.jid);
+                let ret = async {
+                    maid::agent::Requeue::default().await;
+                    let ret = ret.to_string();
+                    redis::pipe()
+                        .cmd("PUBLISH")
+                        .arg(&job.temp_topic)
+                        .arg(&ret)
+                        .ignore()
+                        .cmd("HSET")
+                        .arg(&key)
+                        .arg(&id)
+                        .arg(&ret)
+                        .ignore()
+                        .cmd("EXPIRE")
+                        .arg(&key)
+                        .arg(ttl)
+                        .ignore()
+                        .query_async(&mut conn)
+                        .await
+                };
+                let (pinged, returned) = tokio::join!(ping.query_async::<()>(&mut ping_conn), ret);
+                pinged.and(returned)
+            } else {
+                redis::pipe()
+                    .cmd("PUBLISH")
+                    .arg(&job.temp_topic)
+                    .arg(ping.to_string())
+                    .ignore()
+                    .cmd("PUBLISH")
+                    .arg(&job.temp_topic)
+                    .arg(ret.to_string())
+                    .ignore()
+                    .query_async(&mut conn)
+                    .await
+            };
             if let Err(e) = sent {
                 eprintln!("bench-raw: publish failed: {e}");
             }
