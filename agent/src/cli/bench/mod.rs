@@ -19,7 +19,9 @@
 //! cache, and a fan-out of `test.ping` to many agents in one process
 //! (`maid bench-fleet`), its rounds alternating with the same fan-out to
 //! as many raw responders in another (`maid bench-raw --count`, the
-//! floor: what the machine and Redis allow before any maid code). Last,
+//! floor: what the machine and Redis allow before any maid code) and to as
+//! many that send what the protocol asks of a maid in a third (`--protocol`:
+//! the PING in a write of its own, the return with its job-cache write). Last,
 //! `test.ping` and `cmd.run 'true'` through a plugin runtime in this
 //! process: the call alone, without Redis or the agent. Everything started
 //! is killed when the command ends, also on error or Ctrl-C.
@@ -2337,7 +2339,8 @@ async fn raw_responder(
             "_stamp": stamp, "ret_": {id.as_str(): true},
         });
         let mut conn = conn.clone();
-        let id = id.clone();
+        // The job cache's field, only where there is a cache write.
+        let field = protocol.then(|| id.clone());
         tokio::spawn(async move {
             let sent: redis::RedisResult<()> = if protocol {
                 // The PING is queued first and written by the connection's
@@ -2358,7 +2361,7 @@ async fn raw_responder(
                         .ignore()
                         .cmd("HSET")
                         .arg(&key)
-                        .arg(&id)
+                        .arg(field.as_deref().unwrap_or_default())
                         .arg(&ret)
                         .ignore()
                         .cmd("EXPIRE")
