@@ -2009,46 +2009,37 @@ fn render(r: &Results, args: &BenchArgs, sizes: &Sizes) -> (String, String) {
         format!("fan-out to {} agents: publish → every PING", r.agents),
         &r.fanout_pings,
     ));
-    t3.row(dist(
-        format!(
-            "fan-out to {} raw responders in one process, the floor ({} rounds)",
-            r.agents,
-            r.raw_fanout.len()
+    // Each floor's fan-out, and maid's over it.
+    let floors = [
+        ("in one process, the floor", "raw", &r.raw_fanout),
+        (
+            "sending what the protocol asks",
+            "protocol raw",
+            &r.protocol_fanout,
         ),
-        &r.raw_fanout,
-    ));
-    let raw_fan50 = percentile(&sorted(r.raw_fanout.clone()), 50.0);
-    t3.row(vec![
-        "fan-out: maid p50 / raw p50".into(),
-        ratio(
-            (!r.fanout.is_empty()).then_some(fan50.as_secs_f64()),
-            (!r.raw_fanout.is_empty()).then_some(raw_fan50.as_secs_f64()),
-        )
-        .map(fmt_ratio)
-        .unwrap_or_else(|| "n/a".into()),
-        String::new(),
-        String::new(),
-    ]);
-    t3.row(dist(
-        format!(
-            "fan-out to {} raw responders sending what the protocol asks ({} rounds)",
-            r.agents,
-            r.protocol_fanout.len()
-        ),
-        &r.protocol_fanout,
-    ));
-    let protocol_fan50 = percentile(&sorted(r.protocol_fanout.clone()), 50.0);
-    t3.row(vec![
-        "fan-out: maid p50 / protocol raw p50".into(),
-        ratio(
-            (!r.fanout.is_empty()).then_some(fan50.as_secs_f64()),
-            (!r.protocol_fanout.is_empty()).then_some(protocol_fan50.as_secs_f64()),
-        )
-        .map(fmt_ratio)
-        .unwrap_or_else(|| "n/a".into()),
-        String::new(),
-        String::new(),
-    ]);
+    ];
+    for (what, name, samples) in floors {
+        t3.row(dist(
+            format!(
+                "fan-out to {} raw responders {what} ({} rounds)",
+                r.agents,
+                samples.len()
+            ),
+            samples,
+        ));
+        let floor50 = percentile(&sorted(samples.clone()), 50.0);
+        t3.row(vec![
+            format!("fan-out: maid p50 / {name} p50"),
+            ratio(
+                (!r.fanout.is_empty()).then_some(fan50.as_secs_f64()),
+                (!samples.is_empty()).then_some(floor50.as_secs_f64()),
+            )
+            .map(fmt_ratio)
+            .unwrap_or_else(|| "n/a".into()),
+            String::new(),
+            String::new(),
+        ]);
+    }
     t3.row(dist(
         format!("cmd.run 'true' round trip ({})", r.cmd_run.len()),
         &r.cmd_run,
