@@ -1699,59 +1699,28 @@ async fn run_all(
     )?;
     results.fleet_ready =
         wait_subscribed(&mut admin, TOPIC_FLEET, sizes.agents, &mut fleet, timeout).await?;
-    let mut raw_fleet_cmd = Command::new(&exe);
-    raw_fleet_cmd
-        .args(["bench-raw", "--redis", &url, "--topic", TOPIC_RAW_FLEET])
-        .args([
-            "--id",
-            "rawfleet-",
-            "--count",
-            &count,
-            "--threads",
-            &threads,
-        ]);
-    let mut raw_fleet = Proc::spawn(
-        "maid bench-raw --count",
-        &mut raw_fleet_cmd,
-        scratch.join("raw-fleet.log"),
-    )?;
-    wait_subscribed(
-        &mut admin,
-        TOPIC_RAW_FLEET,
-        sizes.agents,
-        &mut raw_fleet,
-        timeout,
-    )
-    .await?;
-    let mut protocol_fleet_cmd = Command::new(&exe);
-    protocol_fleet_cmd
-        .args([
-            "bench-raw",
-            "--redis",
-            &url,
-            "--topic",
-            TOPIC_PROTOCOL_FLEET,
-        ])
-        .args([
-            "--id",
-            "protofleet-",
-            "--count",
-            &count,
-            "--threads",
-            &threads,
-            "--protocol",
-        ]);
-    let mut protocol_fleet = Proc::spawn(
-        "maid bench-raw --count --protocol",
-        &mut protocol_fleet_cmd,
-        scratch.join("protocol-fleet.log"),
-    )?;
-    wait_subscribed(
-        &mut admin,
+    // The two floors, each in a process of its own: raw responders, and
+    // raw responders keeping the protocol.
+    let mut spawn_floor = async |topic: &str, prefix: &str, protocol: bool, log: &str| {
+        let mut cmd = Command::new(&exe);
+        cmd.args(["bench-raw", "--redis", &url, "--topic", topic])
+            .args(["--id", prefix, "--count", &count, "--threads", &threads])
+            .args(protocol.then_some("--protocol"));
+        let name = if protocol {
+            "maid bench-raw --count --protocol"
+        } else {
+            "maid bench-raw --count"
+        };
+        let mut proc = Proc::spawn(name, &mut cmd, scratch.join(log))?;
+        wait_subscribed(&mut admin, topic, sizes.agents, &mut proc, timeout).await?;
+        anyhow::Ok(proc)
+    };
+    let mut raw_fleet = spawn_floor(TOPIC_RAW_FLEET, "rawfleet-", false, "raw-fleet.log").await?;
+    let mut protocol_fleet = spawn_floor(
         TOPIC_PROTOCOL_FLEET,
-        sizes.agents,
-        &mut protocol_fleet,
-        timeout,
+        "protofleet-",
+        true,
+        "protocol-fleet.log",
     )
     .await?;
     // Every agent registers right after it subscribes; let that settle.
