@@ -270,6 +270,39 @@ async fn cmd_functions_and_options() {
 }
 
 #[tokio::test]
+async fn granted_variables_reach_programs_byte_for_byte() {
+    use std::os::unix::ffi::OsStrExt;
+    // SAFETY: set before this test's runtime takes its grants; no other
+    // test reads these names, and std's own environment lock orders this
+    // against the other tests' reads of the environment.
+    unsafe {
+        std::env::set_var("MAID_PASSED_TEXT", "yes");
+        std::env::set_var("MAID_PASSED_BYTES", std::ffi::OsStr::from_bytes(b"a\xffb"));
+        std::env::set_var("MAID_WITHHELD", "no");
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let grants = PluginGrants {
+        env: vec!["PATH".into(), "MAID_PASSED_*".into()],
+        ..cmd_grants(tmp.path())
+    };
+    let rt = runtime_with(config_with("cmd", grants), None).await;
+    // A variable that is not UTF-8 passes through as the agent has it.
+    let out = call(
+        &rt,
+        "cmd.run",
+        json!([
+            "printf '%s|%s|' \"$MAID_PASSED_TEXT\" \"$MAID_WITHHELD\"; printf %s \"$MAID_PASSED_BYTES\" | od -An -tx1"
+        ]),
+        json!({}),
+    )
+    .await;
+    assert_eq!(out.retcode, 0, "{:?}", out.ret);
+    let text = out.ret.as_str().unwrap();
+    let words: Vec<&str> = text.split_whitespace().collect();
+    assert_eq!(words, ["yes||", "61", "ff", "62"]);
+}
+
+#[tokio::test]
 async fn cmd_needs_its_grants() {
     let tmp = tempfile::tempdir().unwrap();
     // No grants at all.

@@ -8,6 +8,7 @@
 //! a timeout kills everything it started, and its output is captured up to
 //! a bound.
 
+use std::ffi::OsStr;
 use std::os::fd::OwnedFd;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
@@ -48,7 +49,7 @@ fn failed(msg: impl Into<String>) -> HostError {
 
 /// Resolve `program` to an absolute path: as given when it contains a `/`
 /// (it must then be absolute), else through `path_var`.
-fn resolve(program: &str, path_var: &str) -> Result<PathBuf, HostError> {
+fn resolve(program: &str, path_var: &OsStr) -> Result<PathBuf, HostError> {
     if program.contains('/') {
         let p = Path::new(program);
         if !p.is_absolute() {
@@ -79,41 +80,25 @@ fn runas_user(grants: &Grants, name: &str) -> Result<nix::unistd::User, HostErro
         .ok_or_else(|| failed(format!("runas={name}: no such user")))
 }
 
-/// Output kept up to a bound; the rest is counted as truncated.
-struct Capped {
-    kept: Vec<u8>,
-    cap: usize,
-    truncated: bool,
-}
-
-impl Capped {
-    fn new(cap: usize) -> Self {
-        Self {
-            kept: Vec::new(),
-            cap,
-            truncated: false,
-        }
+/// Read everything, keep at most `cap` bytes; the flag says whether more
+/// came. The kept bytes are read straight into the returned buffer, which
+/// grows with what arrives: a command that prints nothing costs no buffer.
+async fn read_capped(r: impl AsyncRead + Unpin, cap: usize) -> (Vec<u8>, bool) {
+    let mut kept = Vec::new();
+    let mut head = r.take(u64::try_from(cap).unwrap_or(u64::MAX));
+    // A read error ends the output, as end-of-file does; what came before
+    // it is kept.
+    let _ = head.read_to_end(&mut kept).await;
+    let mut rest = head.into_inner();
+    let mut probe = [0u8; 512];
+    if !matches!(rest.read(&mut probe).await, Ok(1..)) {
+        return (kept, false);
     }
-
-    fn push(&mut self, chunk: &[u8]) {
-        let room = self.cap.saturating_sub(self.kept.len());
-        self.truncated |= chunk.len() > room;
-        self.kept.extend_from_slice(&chunk[..chunk.len().min(room)]);
-    }
-
-    fn done(self) -> (Vec<u8>, bool) {
-        (self.kept, self.truncated)
-    }
-}
-
-/// Read everything, keep at most `cap` bytes.
-async fn read_capped(mut r: impl AsyncRead + Unpin, cap: usize) -> (Vec<u8>, bool) {
-    let mut out = Capped::new(cap);
-    let mut buf = vec![0u8; 64 << 10];
-    while let Ok(n @ 1..) = r.read(&mut buf).await {
-        out.push(&buf[..n]);
-    }
-    out.done()
+    // Past the bound: drain the pipe so the program is not blocked on a
+    // full one, and keep nothing more.
+    let mut sink = vec![0u8; 64 << 10];
+    while let Ok(1..) = rest.read(&mut sink).await {}
+    (kept, true)
 }
 
 /// Run one program for a plugin.
@@ -131,15 +116,9 @@ pub(crate) async fn run(
             "exec is not granted to this plugin".into(),
         ));
     }
-    let passed: Vec<(String, String)> = std::env::vars()
-        .filter(|(k, _)| grants.env.is_match(k))
-        .collect();
-    let path_var = passed
-        .iter()
-        .find(|(k, _)| k == "PATH")
-        .map(|(_, v)| v.clone())
-        .unwrap_or_else(|| DEFAULT_PATH.to_string());
-    let resolved = resolve(program, &path_var)?;
+    let passed = &grants.passed_env;
+    let path_var = passed.get("PATH").unwrap_or(OsStr::new(DEFAULT_PATH));
+    let resolved = resolve(program, path_var)?;
     let canonical = resolved.canonicalize().unwrap_or_else(|_| resolved.clone());
     grants
         .check_program(&resolved, &canonical)
@@ -163,7 +142,7 @@ pub(crate) async fn run(
 
     cmd.args(&req.argv[1..])
         .env_clear()
-        .envs(passed)
+        .envs(passed.vars())
         .envs(req.env.iter().cloned())
         .current_dir(&cwd)
         .process_group(0)
@@ -272,4 +251,34 @@ pub(crate) async fn run(
         timed_out,
         truncated: out_trunc || err_trunc,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::read_capped;
+
+    async fn capped(input: &[u8], cap: usize) -> (Vec<u8>, bool) {
+        read_capped(input, cap).await
+    }
+
+    #[tokio::test]
+    async fn output_is_kept_up_to_the_cap() {
+        assert_eq!(capped(b"", 4).await, (Vec::new(), false));
+        assert_eq!(capped(b"abc", 4).await, (b"abc".to_vec(), false));
+        assert_eq!(capped(b"abcd", 4).await, (b"abcd".to_vec(), false));
+        assert_eq!(capped(b"abcde", 4).await, (b"abcd".to_vec(), true));
+        assert_eq!(capped(b"abc", 0).await, (Vec::new(), true));
+    }
+
+    #[tokio::test]
+    async fn output_past_the_cap_is_drained() {
+        // More than the probe and the drain's buffer hold at once.
+        let big: Vec<u8> = (0..200_000u32).map(|i| i as u8).collect();
+        let mut reader = &big[..];
+        let (kept, truncated) = read_capped(&mut reader, 1000).await;
+        assert_eq!((kept.as_slice(), truncated), (&big[..1000], true));
+        assert!(reader.is_empty(), "{} bytes left unread", reader.len());
+        let (kept, truncated) = capped(&big, big.len()).await;
+        assert_eq!((kept, truncated), (big, false));
+    }
 }

@@ -6,6 +6,7 @@
 //! and the operator *grants* it, so a reviewer reading either side alone
 //! never underestimates what can happen.
 
+use std::ffi::{OsStr, OsString};
 use std::path::{Component, Path, PathBuf};
 
 use globset::{Glob, GlobBuilder, GlobSet, GlobSetBuilder};
@@ -65,6 +66,46 @@ impl Patterns {
     }
 }
 
+/// The agent's environment variables that a plugin's `env` grant passes to
+/// the programs it starts, taken when its grants are made. The agent never
+/// changes its own environment, so every command would read the same list
+/// again. Names and values are kept as the OS gives them (a variable that is
+/// not UTF-8 passes through unchanged). `Debug` shows the names only: the
+/// values may be secrets.
+#[derive(Clone, Default)]
+pub struct PassedEnv(Vec<(OsString, OsString)>);
+
+impl PassedEnv {
+    fn of(env: &Patterns) -> Self {
+        if env.is_empty() {
+            return Self::default();
+        }
+        Self(
+            std::env::vars_os()
+                .filter(|(name, _)| env.is_match(name))
+                .collect(),
+        )
+    }
+
+    /// Each variable, as (name, value).
+    pub fn vars(&self) -> impl Iterator<Item = (&OsStr, &OsStr)> {
+        self.0.iter().map(|(k, v)| (k.as_os_str(), v.as_os_str()))
+    }
+
+    /// The value of `name`, when it is passed.
+    pub fn get(&self, name: &str) -> Option<&OsStr> {
+        self.vars().find(|(k, _)| *k == name).map(|(_, v)| v)
+    }
+}
+
+impl std::fmt::Debug for PassedEnv {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list()
+            .entries(self.0.iter().map(|(k, _)| k))
+            .finish()
+    }
+}
+
 /// What a plugin may do, after intersecting its manifest with its grants.
 #[derive(Debug, Clone)]
 pub struct Grants {
@@ -74,6 +115,8 @@ pub struct Grants {
     pub shell: bool,
     /// Environment variables passed through to programs.
     pub env: Patterns,
+    /// The agent's variables that `env` lets through, with their values.
+    pub passed_env: PassedEnv,
     /// `salt://` URLs `fetch` may open.
     pub fetch: Patterns,
     /// Granted directories: preopened when `fs`, places to run programs in
@@ -103,6 +146,7 @@ impl Grants {
             exec: Patterns::empty(),
             shell: false,
             env: Patterns::empty(),
+            passed_env: PassedEnv::default(),
             fetch: Patterns::empty(),
             dirs: Vec::new(),
             fs: false,
@@ -147,6 +191,7 @@ impl Grants {
         Ok(Self {
             exec,
             shell: granted.shell && has(Capability::Shell) && has(Capability::Exec),
+            passed_env: PassedEnv::of(&env),
             env,
             fetch,
             dirs,
@@ -266,6 +311,20 @@ mod tests {
             ..Default::default()
         };
         Grants::effective(&[Capability::Exec, Capability::Shell], &g).unwrap()
+    }
+
+    #[test]
+    fn passed_env_takes_the_granted_variables_and_shows_only_their_names() {
+        let path = std::env::var_os("PATH").expect("PATH is set");
+        let env = Patterns::new(&["PATH".to_string()], false).unwrap();
+        let passed = PassedEnv::of(&env);
+        assert_eq!(passed.get("PATH"), Some(path.as_os_str()));
+        assert_eq!(passed.vars().count(), 1);
+        let shown = format!("{passed:?}");
+        assert_eq!(shown, "[\"PATH\"]");
+        let none = Patterns::new(&["MAID_NO_SUCH_*".to_string()], false).unwrap();
+        assert_eq!(PassedEnv::of(&none).vars().count(), 0);
+        assert_eq!(PassedEnv::of(&Patterns::empty()).vars().count(), 0);
     }
 
     #[test]
