@@ -67,11 +67,11 @@ impl Patterns {
 }
 
 /// The agent's environment variables that a plugin's `env` grant passes to
-/// the programs it starts, taken when its grants are made. The agent never
-/// changes its own environment, so every command would read the same list
-/// again. Names and values are kept as the OS gives them (a variable that is
-/// not UTF-8 passes through unchanged). `Debug` shows the names only: the
-/// values may be secrets.
+/// the programs it starts, taken when its grants are made: the agent never
+/// changes its own environment, so reading it again for every command would
+/// find the same list. Names and values are kept as the OS gives them (a
+/// variable that is not UTF-8 passes through unchanged). `Debug` shows the
+/// names only: the values may be secrets.
 #[derive(Clone, Default)]
 pub struct PassedEnv(Vec<(OsString, OsString)>);
 
