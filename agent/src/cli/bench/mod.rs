@@ -2207,8 +2207,9 @@ pub struct RawArgs {
     /// Answer as the protocol asks of a maid, not just with two publishes:
     /// the PING in a write of its own, sent before the return is made, and
     /// the return with its job-cache write (`HSET maid:job:<jid>` and
-    /// `EXPIRE`), as `maid agent` sends them. Still no maid code: the floor
-    /// for what every maid has to send.
+    /// `EXPIRE`), sent by the same functions `maid agent` sends them with;
+    /// none of the agent's job handling or plugin runtime: the floor for what
+    /// every maid has to send.
     #[arg(long)]
     pub protocol: bool,
 }
@@ -2299,39 +2300,33 @@ async fn raw_responder(
             "_stamp": stamp, "ret_": {id.as_str(): true},
         });
         let mut conn = conn.clone();
-        // The job cache's field, only where there is a cache write.
-        let field = protocol.then(|| id.clone());
+        // The return as the agent keeps it, only where it is cached.
+        let id = protocol.then(|| id.clone());
         tokio::spawn(async move {
-            let sent: redis::RedisResult<()> = if protocol {
+            let sent: redis::RedisResult<()> = if let Some(id) = id {
                 // The PING is queued first and written by the connection's
-                // task before the return is made and queued.
+                // task before the return is made and queued; both go out
+                // through the agent's own functions (`bus::publish`, and
+                // `outbox::deliver`: PUBLISH, HSET and EXPIRE in one
+                // pipeline).
+                let mut conn = maid::bus::Conn::Single(conn);
                 let mut ping_conn = conn.clone();
-                let ping = redis::cmd("PUBLISH")
-                    .arg(&job.temp_topic)
-                    .arg(ping.to_string())
-                    .to_owned();
-                let key = maid::protocol::job_key(&job.jid);
+                let ping = ping.to_string();
                 let ret = async {
                     maid::agent::Requeue::default().await;
-                    let ret = ret.to_string();
-                    redis::pipe()
-                        .cmd("PUBLISH")
-                        .arg(&job.temp_topic)
-                        .arg(&ret)
-                        .ignore()
-                        .cmd("HSET")
-                        .arg(&key)
-                        .arg(field.as_deref().unwrap_or_default())
-                        .arg(&ret)
-                        .ignore()
-                        .cmd("EXPIRE")
-                        .arg(&key)
-                        .arg(ttl)
-                        .ignore()
-                        .query_async(&mut conn)
-                        .await
+                    let mut pending = maid::outbox::Pending {
+                        topic: job.temp_topic.clone(),
+                        payload: ret.to_string(),
+                        jid: job.jid.clone(),
+                        id,
+                        published: false,
+                    };
+                    maid::outbox::deliver(&mut conn, &mut pending, ttl).await
                 };
-                let (pinged, returned) = tokio::join!(ping.query_async::<()>(&mut ping_conn), ret);
+                let (pinged, returned) = tokio::join!(
+                    maid::bus::publish(&mut ping_conn, &job.temp_topic, &ping),
+                    ret
+                );
                 pinged.and(returned)
             } else {
                 redis::pipe()
