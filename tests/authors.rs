@@ -213,32 +213,39 @@ fn plugin_test(dir: &Path, args: &[&str]) -> (String, Option<i32>, String) {
 /// function, and the guest's log line in the agent's log with plugin and
 /// jid.
 fn template_behaves(dir: &Path) {
-    let (out, code, _) = plugin_test(dir, &["hello.greet", "world"]);
+    // Each check shows the command's stderr too: why a plugin did not load
+    // is logged there.
+    let (out, code, err) = plugin_test(dir, &["hello.greet", "world"]);
     assert_eq!(
         (out.as_str(), code),
-        ("local:\n    hello, world\n", Some(0))
+        ("local:\n    hello, world\n", Some(0)),
+        "{err}"
     );
 
-    let (out, code, _) = plugin_test(
+    let (out, code, err) = plugin_test(
         dir,
         &["hello.greet", "name=world", "shout=true", "--out", "json"],
     );
     assert_eq!(
         (out.as_str(), code),
-        ("{\"local\": \"HELLO, WORLD\"}\n", Some(0))
+        ("{\"local\": \"HELLO, WORLD\"}\n", Some(0)),
+        "{err}"
     );
 
-    let (out, code, _) = plugin_test(dir, &["hello.greet", ""]);
-    assert!(out.contains("name must not be empty"), "{out}");
-    assert_eq!(code, Some(1));
+    let (out, code, err) = plugin_test(dir, &["hello.greet", ""]);
+    assert!(out.contains("name must not be empty"), "{out}\n{err}");
+    assert_eq!(code, Some(1), "{err}");
 
-    let (out, code, _) = plugin_test(dir, &["hello.greet", "a", "b", "c"]);
-    assert!(out.contains("Passed invalid arguments:"), "{out}");
-    assert_eq!(code, Some(1));
+    let (out, code, err) = plugin_test(dir, &["hello.greet", "a", "b", "c"]);
+    assert!(out.contains("Passed invalid arguments:"), "{out}\n{err}");
+    assert_eq!(code, Some(1), "{err}");
 
-    let (out, code, _) = plugin_test(dir, &["hello.nope"]);
-    assert!(out.contains("'hello.nope' is not available."), "{out}");
-    assert_eq!(code, Some(254));
+    let (out, code, err) = plugin_test(dir, &["hello.nope"]);
+    assert!(
+        out.contains("'hello.nope' is not available."),
+        "{out}\n{err}"
+    );
+    assert_eq!(code, Some(254), "{err}");
 
     let o = Command::new(env!("CARGO_BIN_EXE_maid"))
         .args([

@@ -837,6 +837,40 @@ async fn plugins_that_are_not_components_are_refused_and_others_load() {
     assert!(rt.plugin("liar").is_none() && rt.plugin("hostile").is_none());
     let out = call(&rt, "test.ping", json!([]), json!({})).await;
     assert_eq!(out.ret, json!(true));
+
+    // A call of a module that did not load says why, as Salt's loader does;
+    // the return still starts as PROTOCOL.md 3.2 has it.
+    let out = call(&rt, "junk.ping", json!([]), json!({})).await;
+    assert_eq!(
+        (out.retcode, out.failure),
+        (254, Some(Failure::NotAvailable))
+    );
+    let why = format!(
+        "'junk.ping' is not available. The module did not load: {}",
+        messages[0]
+    );
+    assert_eq!(out.ret, json!(why));
+    // Once the file is gone, it is only not available.
+    std::fs::remove_file(dir.path().join("junk.wasm")).unwrap();
+    rt.reload_dir(dir.path()).await.unwrap();
+    let out = call(&rt, "junk.ping", json!([]), json!({})).await;
+    assert_eq!(out.ret, json!("'junk.ping' is not available."));
+    // A module whose only file is broken, then mended.
+    let other = tempfile::tempdir().unwrap();
+    let rt = bare_runtime(&common::shared_cache());
+    std::fs::write(other.path().join("test.wasm"), b"not wasm").unwrap();
+    assert_eq!(rt.load_dir(other.path()).await.unwrap().len(), 1);
+    let out = call(&rt, "test.ping", json!([]), json!({})).await;
+    let ret = out.ret.as_str().unwrap();
+    assert!(
+        ret.starts_with("'test.ping' is not available. The module did not load: ")
+            && ret.contains("test.wasm: not a valid component"),
+        "{ret}"
+    );
+    std::fs::copy(guests::PLUGIN_TEST, other.path().join("test.wasm")).unwrap();
+    assert!(rt.reload_dir(other.path()).await.unwrap().is_empty());
+    let out = call(&rt, "test.ping", json!([]), json!({})).await;
+    assert_eq!(out.ret, json!(true));
 }
 
 #[tokio::test]

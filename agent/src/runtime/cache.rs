@@ -174,25 +174,23 @@ impl ArtifactCache {
 
     fn write(dir: &Path, entry: &Path, compiled: &[u8]) -> std::io::Result<()> {
         std::fs::create_dir_all(dir)?;
-        let tmp = tempfile_in(dir, compiled)?;
-        std::fs::write(Self::sum_path(entry), sha256_hex(compiled))?;
-        std::fs::rename(tmp, entry)
+        // Both files are renamed into place, so a process loading the same
+        // plugin at the same time never reads half of either (it would only
+        // rebuild, but for nothing).
+        let artifact = staged_in(dir, compiled)?;
+        let sum = staged_in(dir, sha256_hex(compiled).as_bytes())?;
+        sum.persist(Self::sum_path(entry)).map_err(|e| e.error)?;
+        artifact.persist(entry).map_err(|e| e.error)?;
+        Ok(())
     }
 }
 
-/// Write `bytes` to a fresh temporary file in `dir`, for an atomic rename.
-fn tempfile_in(dir: &Path, bytes: &[u8]) -> std::io::Result<PathBuf> {
+/// `bytes` in a new temporary file in `dir`, synced, to be renamed into
+/// place; removed if it never is.
+fn staged_in(dir: &Path, bytes: &[u8]) -> std::io::Result<tempfile::NamedTempFile> {
     use std::io::Write;
-    let path = dir.join(format!(
-        ".tmp-{}-{}",
-        std::process::id(),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or_default()
-    ));
-    let mut f = std::fs::File::create(&path)?;
+    let mut f = tempfile::Builder::new().prefix(".tmp-").tempfile_in(dir)?;
     f.write_all(bytes)?;
-    f.sync_all()?;
-    Ok(path)
+    f.as_file().sync_all()?;
+    Ok(f)
 }

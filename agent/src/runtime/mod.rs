@@ -252,6 +252,10 @@ pub struct Runtime {
     cache: ArtifactCache,
     settings: RuntimeSettings,
     plugins: RwLock<BTreeMap<String, Arc<LoadedPlugin>>>,
+    /// Why each plugin file that failed its last load did, by module (its
+    /// file stem), with the file: a call of the module says why it is not
+    /// available, as Salt's loader does for a module that did not load.
+    failed: RwLock<BTreeMap<String, (PathBuf, String)>>,
     /// One permit per pool slot (see [`RuntimeSettings::instances`]).
     slots: Arc<tokio::sync::Semaphore>,
     /// At most one instance made ahead; it holds one of the slots.
@@ -610,6 +614,7 @@ impl Runtime {
             linker,
             cache: ArtifactCache::new(settings.cache_dir.clone(), base),
             plugins: RwLock::new(BTreeMap::new()),
+            failed: RwLock::new(BTreeMap::new()),
             slots: Arc::new(tokio::sync::Semaphore::new(settings.pool_slots() as usize)),
             spare: std::sync::Mutex::new(None),
             settings,
@@ -669,12 +674,25 @@ impl Runtime {
             .write()
             .unwrap_or_else(|e| e.into_inner())
             .retain(|_, p| !p.path.starts_with(dir) || p.path.exists());
+        self.failed
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|_, (path, _)| !path.starts_with(dir) || path.exists());
         self.drop_spare();
     }
 
     /// Load (or replace) one plugin from `path`, named after its file stem.
     pub async fn load_file(&self, path: &Path) -> Result<Arc<LoadedPlugin>, LoadError> {
-        let plugin = Arc::new(self.inspect_file(path).await?);
+        let stem = path.file_stem().and_then(|s| s.to_str()).map(str::to_owned);
+        let inspected = self.inspect_file(path).await;
+        if let Some(stem) = stem {
+            let mut failed = self.failed.write().unwrap_or_else(|e| e.into_inner());
+            match &inspected {
+                Ok(_) => failed.remove(&stem),
+                Err(e) => failed.insert(stem, (path.to_path_buf(), e.to_string())),
+            };
+        }
+        let plugin = Arc::new(inspected?);
         self.plugins
             .write()
             .unwrap_or_else(|e| e.into_inner())
@@ -928,6 +946,19 @@ impl Runtime {
             .cloned()
     }
 
+    /// Why `module`'s plugin file failed its last load, when it did and no
+    /// version of it is loaded: the error, which names the file.
+    fn load_failure(&self, module: &str) -> Option<String> {
+        if self.plugin(module).is_some() {
+            return None;
+        }
+        self.failed
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(module)
+            .map(|(_, why)| why.clone())
+    }
+
     /// The directories `fun`'s plugin may write into (for the audit log).
     pub fn writable_dirs(&self, fun: &str) -> Vec<String> {
         let module = fun.split('.').next().unwrap_or_default();
@@ -1008,22 +1039,23 @@ impl Runtime {
     }
 
     async fn call_inner(&self, req: CallRequest) -> (Outcome, Teardown) {
-        let not_available = || {
-            let outcome = Outcome::fail(
-                Failure::NotAvailable,
-                retcode::NOT_AVAILABLE,
-                format!("'{}' is not available.", req.fun),
-            );
+        let not_available = |why: Option<String>| {
+            let mut message = format!("'{}' is not available.", req.fun);
+            if let Some(why) = why {
+                message.push_str(" The module did not load: ");
+                message.push_str(&why);
+            }
+            let outcome = Outcome::fail(Failure::NotAvailable, retcode::NOT_AVAILABLE, message);
             (outcome, Teardown::default())
         };
         let Some((module, function)) = req.fun.split_once('.') else {
-            return not_available();
+            return not_available(None);
         };
         let Some(plugin) = self.plugin(module) else {
-            return not_available();
+            return not_available(self.load_failure(module));
         };
         if plugin.manifest.function(function).is_none() {
-            return not_available();
+            return not_available(None);
         }
 
         let mut limit = Duration::from_secs_f64(plugin.limits.timeout_secs);
