@@ -6,10 +6,10 @@
 //! memory. Both are bounded: the oldest ids are forgotten first, and the
 //! file is rewritten when it holds twice the bound.
 //!
-//! In memory each id is kept as a 128-bit keyed hash, not as its text: 32
-//! bytes an id where a string in a set and a queue took ~130, so an agent
-//! that has seen a full bound of jobs (100 000 by default) holds ~4 MB for
-//! them, not ~13 MB, and accepting a job allocates nothing. The key is
+//! In memory each id is kept as a 128-bit keyed hash, not as its text, in
+//! a set and a queue of 16-byte values: an agent that has seen a full bound
+//! of jobs (100 000 by default) holds ~6.5 MB for them where two strings an
+//! id took ~15.7 MB (measured), and accepting a job allocates nothing. The key is
 //! random for each process, so nobody can make two ids collide on purpose,
 //! and by chance two of 100 000 ids would collide once in ~10²⁸ tries. A
 //! collision could only refuse a job as seen, never run one twice. The text
