@@ -1,7 +1,7 @@
 //! Small file helpers for the agent's own private state files.
 
 use std::fs::OpenOptions;
-use std::io::Write;
+use std::io::{BufWriter, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
@@ -15,17 +15,20 @@ where
 {
     let tmp = path.with_extension("tmp");
     {
-        let mut f = OpenOptions::new()
+        let file = OpenOptions::new()
             .create(true)
             .write(true)
             .truncate(true)
             .mode(0o600)
             .open(&tmp)?;
+        // Buffered: two write(2)s a line made rewriting the 100 000 lines
+        // of a full jid file take ~200 ms, on the agent's runtime.
+        let mut f = BufWriter::new(file);
         for line in lines {
             f.write_all(line.as_ref())?;
             f.write_all(b"\n")?;
         }
-        f.sync_all()?;
+        f.into_inner().map_err(|e| e.into_error())?.sync_all()?;
     }
     std::fs::rename(tmp, path)
 }
