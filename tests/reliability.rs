@@ -385,3 +385,74 @@ fn soak_loses_nothing_across_redis_restarts() {
     assert_eq!(figure("wrong returns"), 0, "{stdout}");
     assert_eq!(figure("reply subscription re-made"), 2, "{stdout}");
 }
+
+/// Returns past the memory buffer go to the spill file, each once, and all
+/// of them, memory first, reach Redis when it answers again; while it does
+/// not, nothing is lost from either.
+#[tokio::test]
+async fn returns_past_the_buffer_spill_to_a_file_and_all_are_delivered() {
+    use futures_util::StreamExt;
+    use maid::metrics::Metrics;
+    use maid::outbox::{Outbox, Pending};
+    use std::os::unix::fs::PermissionsExt;
+
+    let mut server = RedisServer::start();
+    let bus = Bus::new(&server.config()).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("spill.jsonl");
+    let metrics = Metrics::new();
+    let outbox = Outbox::new(1, 1 << 20, Some(path.clone()));
+    let pending = |i: usize| Pending {
+        topic: "t-spill".into(),
+        payload: format!("{{\"n\": {i}}}"),
+        jid: format!("j{i}"),
+        id: "maid-s".into(),
+        published: false,
+    };
+    for i in 0..4 {
+        outbox.push(pending(i), &metrics);
+    }
+    assert_eq!(outbox.len(), 1);
+    let spilled = std::fs::read_to_string(&path).unwrap();
+    let jids: Vec<String> = spilled
+        .lines()
+        .map(|l| serde_json::from_str::<Pending>(l).unwrap().jid)
+        .collect();
+    assert_eq!(jids, ["j1", "j2", "j3"]);
+    let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+
+    // Redis gone: the flush fails and keeps everything.
+    let mut conn = bus.connect().await.unwrap();
+    server.kill();
+    assert!(outbox.flush(&mut conn, 60, &metrics).await.is_err());
+    assert_eq!(outbox.len(), 1);
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), spilled);
+
+    // Back: all four are published and cached, and the file is gone.
+    server.restart();
+    let mut conn = bus.connect().await.unwrap();
+    let mut sub = bus.subscribe(&["t-spill".to_string()]).await.unwrap();
+    assert_eq!(outbox.flush(&mut conn, 60, &metrics).await.unwrap(), 4);
+    assert!(outbox.is_empty() && !path.exists());
+    for i in 0..4 {
+        let cached: Option<String> = redis::cmd("HGET")
+            .arg(maid::protocol::job_key(&format!("j{i}")))
+            .arg("maid-s")
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        assert_eq!(cached, Some(format!("{{\"n\": {i}}}")), "j{i}");
+    }
+    let mut published = Vec::new();
+    let mut messages = sub.on_message();
+    while published.len() < 4 {
+        let m = tokio::time::timeout(Duration::from_secs(5), messages.next())
+            .await
+            .expect("every return published")
+            .unwrap();
+        published.push(m.get_payload::<String>().unwrap());
+    }
+    let expected: Vec<String> = (0..4).map(|i| format!("{{\"n\": {i}}}")).collect();
+    assert_eq!(published, expected, "memory first, then the file, in order");
+}
