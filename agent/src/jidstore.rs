@@ -76,8 +76,9 @@ fn digest(key: &[RandomState; 2], jid: &[u8]) -> u128 {
     (u128::from(key[0].hash_one(jid)) << 64) | u128::from(key[1].hash_one(jid))
 }
 
-/// Rewrite `path` with what a store bounded by `cap` remembers of it; the
-/// lines kept.
+/// Rewrite `path` (whose contents are `text`) with what a store bounded
+/// by `cap` remembers of it, unless that is every line already; the lines
+/// kept.
 fn compact<'t>(
     path: &Path,
     text: &'t [u8],
@@ -85,7 +86,13 @@ fn compact<'t>(
     key: &[RandomState; 2],
 ) -> std::io::Result<Vec<(&'t [u8], u128)>> {
     let kept = newest(text, cap, key);
-    crate::fsutil::replace_private(path, kept.iter().map(|(line, _)| line))?;
+    let lines = text
+        .split(|b| *b == b'\n')
+        .filter(|l| !l.is_empty())
+        .count();
+    if kept.len() < lines || text.last().is_some_and(|b| *b != b'\n') {
+        crate::fsutil::replace_private(path, kept.iter().map(|(line, _)| line))?;
+    }
     Ok(kept)
 }
 
@@ -247,6 +254,25 @@ mod tests {
         let s = JidStore::open(&path, 3).unwrap();
         assert!(s.contains("f") && s.contains("g") && s.contains("h"));
         assert!(!s.contains("e"));
+    }
+
+    #[test]
+    fn a_file_within_the_bound_is_not_rewritten_unless_its_last_line_is_torn() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("jids");
+        std::fs::write(&path, "x\ny\n").unwrap();
+        let inode = std::fs::metadata(&path).unwrap().ino();
+        let s = JidStore::open(&path, 3).unwrap();
+        assert!(s.contains("x") && s.contains("y"));
+        assert_eq!(std::fs::metadata(&path).unwrap().ino(), inode);
+        drop(s);
+        // A crash mid-line: the line is kept and ended, so the next id is
+        // a line of its own.
+        std::fs::write(&path, "x\ny").unwrap();
+        let mut s = JidStore::open(&path, 3).unwrap();
+        assert!(s.insert("z"));
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "x\ny\nz\n");
     }
 
     #[test]
