@@ -18,15 +18,44 @@
 use std::collections::hash_map::RandomState;
 use std::collections::{HashSet, VecDeque};
 use std::fs::{File, OpenOptions};
-use std::hash::BuildHasher;
+use std::hash::{BuildHasher, BuildHasherDefault, Hasher};
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
+/// A set of digests. They are keyed hashes already, so the set uses their
+/// low 64 bits as they are instead of hashing them again.
+type Digests = HashSet<u128, BuildHasherDefault<Prehashed>>;
+
+/// What a store remembers of a file: its lines kept, oldest first, each
+/// with its digest, and the set of those digests.
+type Kept<'t> = (Vec<(&'t [u8], u128)>, Digests);
+
+/// The [`Hasher`] of [`Digests`]: a digest's low 64 bits.
+#[derive(Default)]
+struct Prehashed(u64);
+
+impl Hasher for Prehashed {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        // Only `write_u128` is used; anything else is still hashed whole.
+        for &b in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(b);
+        }
+    }
+
+    fn write_u128(&mut self, digest: u128) {
+        self.0 = digest as u64;
+    }
+}
+
 /// Accepted job ids.
 pub struct JidStore {
     key: [RandomState; 2],
-    set: HashSet<u128>,
+    set: Digests,
     /// The ids of `set`, oldest first.
     order: VecDeque<u128>,
     cap: usize,
@@ -51,10 +80,11 @@ fn open_append(path: &Path) -> std::io::Result<File> {
         .open(path)
 }
 
-/// The last `cap` distinct non-empty lines of `text`, oldest first: what a
-/// store bounded by `cap` remembers of a file.
-fn newest<'t>(text: &'t [u8], cap: usize, key: &[RandomState; 2]) -> Vec<(&'t [u8], u128)> {
-    let mut seen = HashSet::new();
+/// The last `cap` distinct non-empty lines of `text`, oldest first, and
+/// the set of their digests: what a store bounded by `cap` remembers of a
+/// file.
+fn newest<'t>(text: &'t [u8], cap: usize, key: &[RandomState; 2]) -> Kept<'t> {
+    let mut seen = Digests::default();
     let mut kept = Vec::new();
     for line in text.split(|b| *b == b'\n').rev() {
         if kept.len() == cap {
@@ -69,7 +99,7 @@ fn newest<'t>(text: &'t [u8], cap: usize, key: &[RandomState; 2]) -> Vec<(&'t [u
         }
     }
     kept.reverse();
-    kept
+    (kept, seen)
 }
 
 fn digest(key: &[RandomState; 2], jid: &[u8]) -> u128 {
@@ -77,15 +107,15 @@ fn digest(key: &[RandomState; 2], jid: &[u8]) -> u128 {
 }
 
 /// Rewrite `path` (whose contents are `text`) with what a store bounded
-/// by `cap` remembers of it, unless that is every line already; the lines
-/// kept.
+/// by `cap` remembers of it, unless that is every line already: the lines
+/// kept, and their digests.
 fn compact<'t>(
     path: &Path,
     text: &'t [u8],
     cap: usize,
     key: &[RandomState; 2],
-) -> std::io::Result<Vec<(&'t [u8], u128)>> {
-    let kept = newest(text, cap, key);
+) -> std::io::Result<Kept<'t>> {
+    let (kept, seen) = newest(text, cap, key);
     let lines = text
         .split(|b| *b == b'\n')
         .filter(|l| !l.is_empty())
@@ -93,7 +123,7 @@ fn compact<'t>(
     if kept.len() < lines || text.last().is_some_and(|b| *b != b'\n') {
         crate::fsutil::replace_private(path, kept.iter().map(|(line, _)| line))?;
     }
-    Ok(kept)
+    Ok((kept, seen))
 }
 
 fn read_if_any(path: &Path) -> std::io::Result<Vec<u8>> {
@@ -109,7 +139,7 @@ impl JidStore {
         Self {
             // Two keys, so two independent 64-bit hashes of each id.
             key: [RandomState::new(), RandomState::new()],
-            set: HashSet::new(),
+            set: Digests::default(),
             order: VecDeque::new(),
             cap: cap.max(1),
             file: None,
@@ -125,10 +155,9 @@ impl JidStore {
         }
         // Rewritten compacted, so the file never holds more than it must.
         let text = read_if_any(path)?;
-        let kept = compact(path, &text, store.cap, &store.key)?;
-        for (_, digest) in &kept {
-            store.remember(*digest);
-        }
+        let (kept, set) = compact(path, &text, store.cap, &store.key)?;
+        store.order = kept.iter().map(|(_, digest)| *digest).collect();
+        store.set = set;
         store.file = Some(Journal {
             path: path.to_path_buf(),
             file: open_append(path)?,
@@ -180,7 +209,7 @@ impl JidStore {
         journal.lines += 1;
         if journal.lines >= self.cap.saturating_mul(2) {
             let compacted = read_if_any(&journal.path)
-                .and_then(|text| Ok(compact(&journal.path, &text, self.cap, &self.key)?.len()))
+                .and_then(|text| Ok(compact(&journal.path, &text, self.cap, &self.key)?.0.len()))
                 .and_then(|lines| Ok((open_append(&journal.path)?, lines)));
             match compacted {
                 Ok((file, lines)) => {
