@@ -7,13 +7,14 @@
 //! file is rewritten when it holds twice the bound.
 //!
 //! In memory each id is kept as a 128-bit keyed hash, not as its text, in
-//! a set and a queue of 16-byte values: an agent that has seen a full bound
-//! of jobs (100 000 by default) holds ~6.5 MB for them where two strings an
-//! id took ~15.7 MB (measured), and accepting a job allocates nothing. The key is
-//! random for each process, so nobody can make two ids collide on purpose,
-//! and by chance two of 100 000 ids would collide once in ~10²⁸ tries. A
-//! collision could only refuse a job as seen, never run one twice. The text
-//! stays in the file, which is what a restart reads.
+//! a set and a queue of 16-byte values: an agent that has seen a full
+//! bound of jobs (100 000 by default) holds ~6.5 MB for them where two
+//! strings an id took ~15.7 MB (measured), and accepting a job allocates
+//! nothing once the queue has grown. The key is random for each process,
+//! so nobody can make two ids collide on purpose, and by chance two of
+//! 100 000 ids would collide once in ~10²⁸ tries. A collision could only
+//! refuse a job as seen, never run one twice. The text stays in the file,
+//! which is what a restart reads.
 
 use std::collections::hash_map::RandomState;
 use std::collections::{HashSet, VecDeque};
@@ -153,7 +154,8 @@ impl JidStore {
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir)?;
         }
-        // Rewritten compacted, so the file never holds more than it must.
+        // Compacted when it holds more than is remembered, so it never
+        // holds more than it must.
         let text = read_if_any(path)?;
         let (kept, set) = compact(path, &text, store.cap, &store.key)?;
         store.order = kept.iter().map(|(_, digest)| *digest).collect();
