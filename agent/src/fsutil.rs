@@ -1,9 +1,30 @@
-//! Small file helpers for the agent's own private state files.
+//! Small file helpers for the agent's private files: written whole, then
+//! renamed into place.
 
-use std::fs::OpenOptions;
 use std::io::{BufWriter, Write};
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
+
+use tempfile::NamedTempFile;
+
+/// A new temporary file in `dir`, private (mode 0600), filled by `fill`
+/// through a buffer and synced: to be renamed into place with
+/// [`NamedTempFile::persist`], so a reader sees the old file or the new one,
+/// never half of either. It is removed if it never is.
+pub fn staged_in(
+    dir: &Path,
+    fill: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
+) -> std::io::Result<NamedTempFile> {
+    let mut staged = tempfile::Builder::new().prefix(".tmp-").tempfile_in(dir)?;
+    {
+        // Buffered: two write(2)s a line made rewriting the 100 000 lines
+        // of a full jid file take ~200 ms, on the agent's runtime.
+        let mut w = BufWriter::new(staged.as_file_mut());
+        fill(&mut w)?;
+        w.flush()?;
+    }
+    staged.as_file().sync_all()?;
+    Ok(staged)
+}
 
 /// Replace `path` with `lines` (each followed by a newline), atomically: a
 /// reader sees the old file or the new one, never half of either. The file
@@ -13,22 +34,17 @@ where
     I: IntoIterator<Item = L>,
     L: AsRef<[u8]>,
 {
-    let tmp = path.with_extension("tmp");
-    {
-        let file = OpenOptions::new()
-            .create(true)
-            .write(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(&tmp)?;
-        // Buffered: two write(2)s a line made rewriting the 100 000 lines
-        // of a full jid file take ~200 ms, on the agent's runtime.
-        let mut f = BufWriter::new(file);
+    let dir = match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => Path::new("."),
+    };
+    let staged = staged_in(dir, |w| {
         for line in lines {
-            f.write_all(line.as_ref())?;
-            f.write_all(b"\n")?;
+            w.write_all(line.as_ref())?;
+            w.write_all(b"\n")?;
         }
-        f.into_inner().map_err(|e| e.into_error())?.sync_all()?;
-    }
-    std::fs::rename(tmp, path)
+        Ok(())
+    })?;
+    staged.persist(path).map_err(|e| e.error)?;
+    Ok(())
 }

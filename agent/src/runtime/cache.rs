@@ -177,20 +177,10 @@ impl ArtifactCache {
         // Both files are renamed into place, so a process loading the same
         // plugin at the same time never reads half of either (it would only
         // rebuild, but for nothing).
-        let artifact = staged_in(dir, compiled)?;
-        let sum = staged_in(dir, sha256_hex(compiled).as_bytes())?;
+        let artifact = crate::fsutil::staged_in(dir, |w| w.write_all(compiled))?;
+        let sum = crate::fsutil::staged_in(dir, |w| w.write_all(sha256_hex(compiled).as_bytes()))?;
         sum.persist(Self::sum_path(entry)).map_err(|e| e.error)?;
         artifact.persist(entry).map_err(|e| e.error)?;
         Ok(())
     }
-}
-
-/// `bytes` in a new temporary file in `dir`, synced, to be renamed into
-/// place; removed if it never is.
-fn staged_in(dir: &Path, bytes: &[u8]) -> std::io::Result<tempfile::NamedTempFile> {
-    use std::io::Write;
-    let mut f = tempfile::Builder::new().prefix(".tmp-").tempfile_in(dir)?;
-    f.write_all(bytes)?;
-    f.as_file().sync_all()?;
-    Ok(f)
 }
