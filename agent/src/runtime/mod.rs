@@ -946,12 +946,9 @@ impl Runtime {
             .cloned()
     }
 
-    /// Why `module`'s plugin file failed its last load, when it did and no
-    /// version of it is loaded: the error, which names the file.
+    /// Why `module`'s plugin file failed its last load, when it did: the
+    /// error, which names the file. (An older version may still be loaded.)
     fn load_failure(&self, module: &str) -> Option<String> {
-        if self.plugin(module).is_some() {
-            return None;
-        }
         self.failed
             .read()
             .unwrap_or_else(|e| e.into_inner())
