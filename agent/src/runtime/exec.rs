@@ -119,9 +119,10 @@ pub(crate) async fn run(
     let passed = &grants.passed_env;
     let path_var = passed.get("PATH").unwrap_or(OsStr::new(DEFAULT_PATH));
     let resolved = resolve(program, path_var)?;
-    let canonical = resolved.canonicalize().unwrap_or_else(|_| resolved.clone());
     grants
-        .check_program(&resolved, &canonical)
+        .check_program(&resolved, || {
+            resolved.canonicalize().unwrap_or_else(|_| resolved.clone())
+        })
         .map_err(HostError::Denied)?;
     let cwd = match &req.cwd {
         Some(dir) => grants

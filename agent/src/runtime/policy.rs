@@ -218,17 +218,32 @@ impl Grants {
     }
 
     /// Whether `program` (resolved, absolute) may be started; `Err` says why not.
-    pub fn check_program(&self, resolved: &Path, canonical: &Path) -> Result<(), String> {
+    ///
+    /// `canonical` gives the program's path with every link resolved. It is
+    /// asked for only when it can change the answer: when the resolved path
+    /// is not allowed itself, or when shells are refused and a link may hide
+    /// one (`/bin/sh` is `dash`). Resolving costs a `readlink` per component
+    /// of the path, on every command.
+    pub fn check_program(
+        &self,
+        resolved: &Path,
+        canonical: impl FnOnce() -> PathBuf,
+    ) -> Result<(), String> {
         if self.exec.is_empty() {
             return Err("exec is not granted to this plugin".into());
         }
-        if !(self.exec.is_match(resolved) || self.exec.is_match(canonical)) {
+        let allowed = self.exec.is_match(resolved);
+        if allowed && self.shell {
+            return Ok(());
+        }
+        let canonical = canonical();
+        if !(allowed || self.exec.is_match(&canonical)) {
             return Err(format!(
                 "{} is not in the exec allow-list",
                 resolved.display()
             ));
         }
-        let is_shell = [resolved, canonical].iter().any(|p| {
+        let is_shell = [resolved, &canonical].iter().any(|p| {
             p.file_name()
                 .and_then(|n| n.to_str())
                 .is_some_and(|n| SHELLS.contains(&n))
@@ -341,23 +356,48 @@ mod tests {
         assert!(eff.fetch.is_empty());
     }
 
+    /// Whether `g` lets `resolved` run when its links lead to `canonical`.
+    fn runs(g: &Grants, resolved: &str, canonical: &str) -> bool {
+        let canonical = PathBuf::from(canonical);
+        g.check_program(Path::new(resolved), || canonical).is_ok()
+    }
+
     #[test]
     fn exec_globs_do_not_cross_directories() {
         let g = grants(&["/usr/bin/*"], false);
-        let ok = Path::new("/usr/bin/true");
-        assert!(g.check_program(ok, ok).is_ok());
-        let deep = Path::new("/usr/bin/x/evil");
-        assert!(g.check_program(deep, deep).is_err());
-        let other = Path::new("/opt/true");
-        assert!(g.check_program(other, other).is_err());
+        assert!(runs(&g, "/usr/bin/true", "/usr/bin/true"));
+        assert!(!runs(&g, "/usr/bin/x/evil", "/usr/bin/x/evil"));
+        assert!(!runs(&g, "/opt/true", "/opt/true"));
+        // A link from outside the allow-list to a program inside it.
+        assert!(runs(&g, "/opt/true", "/usr/bin/true"));
     }
 
     #[test]
     fn shells_need_the_shell_grant() {
+        assert!(!runs(&grants(&["*"], false), "/bin/sh", "/usr/bin/dash"));
+        assert!(runs(&grants(&["*"], true), "/bin/sh", "/usr/bin/dash"));
+        // A shell behind a name that is not a shell's.
+        let refused = grants(&["*"], false);
+        assert!(!runs(&refused, "/usr/local/bin/tool", "/usr/bin/bash"));
+    }
+
+    #[test]
+    fn links_are_resolved_only_when_they_can_change_the_answer() {
         let sh = Path::new("/bin/sh");
-        let dash = Path::new("/usr/bin/dash");
-        assert!(grants(&["*"], false).check_program(sh, dash).is_err());
-        assert!(grants(&["*"], true).check_program(sh, dash).is_ok());
+        let never = || -> PathBuf { panic!("resolved the links of an allowed program") };
+        assert!(grants(&["/bin/*"], true).check_program(sh, never).is_ok());
+        // Shells refused: the links are followed, and lead to one.
+        let mut asked = false;
+        let follow = || {
+            asked = true;
+            PathBuf::from("/usr/bin/dash")
+        };
+        assert!(
+            grants(&["/bin/*"], false)
+                .check_program(sh, follow)
+                .is_err()
+        );
+        assert!(asked);
     }
 
     #[test]
