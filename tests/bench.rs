@@ -55,6 +55,8 @@ fn bench_runs_every_scenario_on_a_tiny_setting() {
         "fan-out to 20 raw responders sending what the protocol asks (2 rounds)",
         "fan-out: maid p50 / protocol raw p50",
         "protocol raw fan-out CPU per round: responders' process",
+        "Fan-out rounds against this machine",
+        "20 × maid agents (bench-fleet)",
         "test.ping through the plugin runtime, in-process (20)",
         "maid idle RSS",
     ] {

@@ -21,7 +21,9 @@
 //! as many raw responders in another (`maid bench-raw --count`, the
 //! floor: what the machine and Redis allow before any maid code) and to as
 //! many that send what the protocol asks of a maid in a third (`--protocol`:
-//! the PING in a write of its own, the return with its job-cache write). Last,
+//! the PING in a write of its own, the return with its job-cache write),
+//! each with the least a round can take on this machine, from the CPU the
+//! fleet, redis-server and the master used within the rounds. Last,
 //! `test.ping` and `cmd.run 'true'` through a plugin runtime in this
 //! process: the call alone, without Redis or the agent. Everything started
 //! is killed when the command ends, also on error or Ctrl-C.
@@ -1221,6 +1223,58 @@ fn stage(what: &str) {
     eprintln!("==> {what}");
 }
 
+/// One fleet's fan-out rounds, summed: their wall time, and the CPU that
+/// its process, redis-server and the master (this process) used from each
+/// round's publish to its last reply. The three share the machine's cores
+/// and redis-server runs on one, so no round can be shorter than that CPU
+/// spread over the cores, nor than redis-server's own: a floor the machine
+/// sets, whatever the responders do. CPU is read in clock ticks (10 ms),
+/// so the means want many rounds.
+#[derive(Debug, Default, Clone, Copy)]
+struct RoundCpu {
+    rounds: u32,
+    wall: Duration,
+    /// Clock ticks (`/proc/<pid>/stat`), each process's.
+    fleet: u64,
+    redis: u64,
+    master: u64,
+}
+
+impl RoundCpu {
+    /// The ticks of the fleet's process, redis-server and this process.
+    fn sample(fleet: i32, redis: i32) -> [u64; 3] {
+        let master = i32::try_from(std::process::id()).unwrap_or_default();
+        [cpu_ticks(fleet), cpu_ticks(redis), cpu_ticks(master)]
+    }
+
+    fn add(&mut self, wall: Duration, before: [u64; 3], after: [u64; 3]) {
+        self.rounds += 1;
+        self.wall += wall;
+        self.fleet += after[0].saturating_sub(before[0]);
+        self.redis += after[1].saturating_sub(before[1]);
+        self.master += after[2].saturating_sub(before[2]);
+    }
+
+    /// Means per round: wall time, and the CPU of the fleet, redis-server
+    /// and the master, with `ticks` clock ticks a second.
+    fn means(&self, ticks: f64) -> (Duration, [Duration; 3]) {
+        let n = self.rounds.max(1);
+        let cpu = |t: u64| Duration::from_secs_f64(t as f64 / ticks) / n;
+        (
+            self.wall / n,
+            [cpu(self.fleet), cpu(self.redis), cpu(self.master)],
+        )
+    }
+
+    /// The least a round can take here: all three's CPU spread over every
+    /// core, and never less than redis-server's own, which runs on one.
+    fn least(&self, ticks: f64, cpus: usize) -> Duration {
+        let (_, [fleet, redis, master]) = self.means(ticks);
+        let spread = (fleet + redis + master) / u32::try_from(cpus.max(1)).unwrap_or(u32::MAX);
+        spread.max(redis)
+    }
+}
+
 /// Everything measured, for the tables.
 struct Results {
     responders: Vec<(&'static str, Option<Measured>)>,
@@ -1252,6 +1306,10 @@ struct Results {
     raw_redis_cpu: Duration,
     protocol_fleet_cpu: Duration,
     protocol_redis_cpu: Duration,
+    /// Each fleet's rounds against the machine: raw, maid, protocol.
+    round_cpu: [RoundCpu; 3],
+    /// The CPUs this machine has.
+    cpus: usize,
     /// The maid agent's own means (`--agent-metrics`).
     arrival_to_ping: MeanOf,
     ping_in_runtime: MeanOf,
@@ -1425,6 +1483,8 @@ async fn run_all(
         raw_redis_cpu: Duration::ZERO,
         protocol_fleet_cpu: Duration::ZERO,
         protocol_redis_cpu: Duration::ZERO,
+        round_cpu: [RoundCpu::default(); 3],
+        cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
         redis_cpu: Duration::ZERO,
         arrival_to_ping: MeanOf::default(),
         ping_in_runtime: MeanOf::default(),
@@ -1760,10 +1820,12 @@ async fn run_all(
     for _ in 0..sizes.fanout_rounds {
         for (i, (topic, everyone, proc)) in fleets.iter().enumerate() {
             master.watch = Some((proc.name.clone(), proc.pid()));
-            let cpu = (cpu_ticks(proc.pid()), cpu_ticks(redis_server.pid()));
+            let before = RoundCpu::sample(proc.pid(), redis_server.pid());
             let t = master
                 .round_trip(topic, "test.ping", &ping, everyone, sizes.agents)
                 .await?;
+            let after = RoundCpu::sample(proc.pid(), redis_server.pid());
+            results.round_cpu[i].add(t.all, before, after);
             match i {
                 0 => results.raw_fanout.push(t.all),
                 1 => {
@@ -1773,8 +1835,8 @@ async fn run_all(
                 _ => results.protocol_fanout.push(t.all),
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
-            ticks[i].0 += cpu_ticks(proc.pid()).saturating_sub(cpu.0);
-            ticks[i].1 += cpu_ticks(redis_server.pid()).saturating_sub(cpu.1);
+            ticks[i].0 += cpu_ticks(proc.pid()).saturating_sub(before[0]);
+            ticks[i].1 += cpu_ticks(redis_server.pid()).saturating_sub(before[1]);
         }
     }
     raw_fleet.check_alive()?;
@@ -2101,6 +2163,31 @@ fn render(r: &Results, args: &BenchArgs, sizes: &Sizes) -> (String, String) {
         String::new(),
     ]);
 
+    let least = format!("the least a round can take on {} CPUs", r.cpus);
+    let mut floors = Table::new(
+        "Fan-out rounds against this machine (means; CPU from the publish to the last reply)",
+        &[
+            "",
+            "round",
+            "responders' CPU",
+            "redis-server's CPU",
+            "master's CPU",
+            &least,
+        ],
+    );
+    let fleets = [
+        "raw responders (the floor)",
+        "maid agents (bench-fleet)",
+        "raw responders sending what the protocol asks",
+    ];
+    for (name, rounds) in fleets.iter().zip(&r.round_cpu) {
+        let (wall, cpu) = rounds.means(r.ticks);
+        let mut cells = vec![format!("{} × {}", r.agents, name), fmt_dur(wall)];
+        cells.extend(cpu.map(fmt_dur));
+        cells.push(fmt_dur(rounds.least(r.ticks, r.cpus)));
+        floors.row(cells);
+    }
+
     let mut t4 = Table::new(
         "Inside the maid agent (its /metrics, means; --agent-metrics)",
         &["", "mean"],
@@ -2162,7 +2249,7 @@ fn render(r: &Results, args: &BenchArgs, sizes: &Sizes) -> (String, String) {
         notes.push(format!("seed skipped: {why}"));
     }
 
-    let mut tables = vec![&t1, &t2, &t3];
+    let mut tables = vec![&t1, &t2, &t3, &floors];
     if r.agent_metrics {
         tables.push(&t4);
     }
