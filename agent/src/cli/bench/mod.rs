@@ -1225,11 +1225,12 @@ fn stage(what: &str) {
 
 /// One fleet's fan-out rounds, summed: their wall time, and the CPU that
 /// its process, redis-server and the master (this process) used from each
-/// round's publish to its last reply. The three share the machine's cores
-/// and redis-server runs on one, so no round can be shorter than that CPU
-/// spread over the cores, nor than redis-server's own: a floor the machine
-/// sets, whatever the responders do. CPU is read in clock ticks (10 ms),
-/// so the means want many rounds.
+/// round's publish to a point after it. Counted to the round's last reply,
+/// it bounds the round: the three share the machine's cores and
+/// redis-server runs on one, so no round can be shorter than that CPU
+/// spread over the cores, nor than redis-server's own, whatever the
+/// responders do. CPU is read in clock ticks (10 ms), so the means want
+/// many rounds.
 #[derive(Debug, Default, Clone, Copy)]
 struct RoundCpu {
     rounds: u32,
@@ -1299,15 +1300,12 @@ struct Results {
     /// (`maid bench-raw --protocol`).
     protocol_fanout: Vec<Duration>,
     fleet_ready: Duration,
-    /// CPU per fan-out round (the 50 ms pause after each round included).
-    fleet_cpu: Duration,
-    redis_cpu: Duration,
-    raw_fleet_cpu: Duration,
-    raw_redis_cpu: Duration,
-    protocol_fleet_cpu: Duration,
-    protocol_redis_cpu: Duration,
-    /// Each fleet's rounds against the machine: raw, maid, protocol.
-    round_cpu: [RoundCpu; 3],
+    /// Each fleet's rounds (raw, maid, protocol), their CPU counted to
+    /// the last reply: what bounds a round.
+    in_round: [RoundCpu; 3],
+    /// The same rounds, their CPU counted to the end of the 50 ms pause
+    /// after each: work left over after the last reply counts too.
+    with_pause: [RoundCpu; 3],
     /// The CPUs this machine has.
     cpus: usize,
     /// The maid agent's own means (`--agent-metrics`).
@@ -1478,14 +1476,9 @@ async fn run_all(
         raw_fanout: Vec::new(),
         protocol_fanout: Vec::new(),
         fleet_ready: Duration::ZERO,
-        fleet_cpu: Duration::ZERO,
-        raw_fleet_cpu: Duration::ZERO,
-        raw_redis_cpu: Duration::ZERO,
-        protocol_fleet_cpu: Duration::ZERO,
-        protocol_redis_cpu: Duration::ZERO,
-        round_cpu: [RoundCpu::default(); 3],
+        in_round: [RoundCpu::default(); 3],
+        with_pause: [RoundCpu::default(); 3],
         cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
-        redis_cpu: Duration::ZERO,
         arrival_to_ping: MeanOf::default(),
         ping_in_runtime: MeanOf::default(),
         cmd_in_runtime: MeanOf::default(),
@@ -1813,10 +1806,6 @@ async fn run_all(
                 .await?;
         }
     }
-    // CPU of each fleet and of redis-server from just before its round to
-    // the end of the pause after it (work left over after the last return
-    // counts).
-    let mut ticks = [(0u64, 0u64); 3];
     for _ in 0..sizes.fanout_rounds {
         for (i, (topic, everyone, proc)) in fleets.iter().enumerate() {
             master.watch = Some((proc.name.clone(), proc.pid()));
@@ -1824,8 +1813,8 @@ async fn run_all(
             let t = master
                 .round_trip(topic, "test.ping", &ping, everyone, sizes.agents)
                 .await?;
-            let after = RoundCpu::sample(proc.pid(), redis_server.pid());
-            results.round_cpu[i].add(t.all, before, after);
+            let replied = RoundCpu::sample(proc.pid(), redis_server.pid());
+            results.in_round[i].add(t.all, before, replied);
             match i {
                 0 => results.raw_fanout.push(t.all),
                 1 => {
@@ -1835,20 +1824,13 @@ async fn run_all(
                 _ => results.protocol_fanout.push(t.all),
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
-            ticks[i].0 += cpu_ticks(proc.pid()).saturating_sub(before[0]);
-            ticks[i].1 += cpu_ticks(redis_server.pid()).saturating_sub(before[1]);
+            let settled = RoundCpu::sample(proc.pid(), redis_server.pid());
+            results.with_pause[i].add(t.all, before, settled);
         }
     }
     raw_fleet.check_alive()?;
     fleet.check_alive()?;
     protocol_fleet.check_alive()?;
-    let per_round = |t: u64| {
-        Duration::from_secs_f64(t as f64 / (sizes.fanout_rounds.max(1) as f64 * results.ticks))
-    };
-    (results.raw_fleet_cpu, results.raw_redis_cpu) = (per_round(ticks[0].0), per_round(ticks[0].1));
-    (results.fleet_cpu, results.redis_cpu) = (per_round(ticks[1].0), per_round(ticks[1].1));
-    (results.protocol_fleet_cpu, results.protocol_redis_cpu) =
-        (per_round(ticks[2].0), per_round(ticks[2].1));
     results.fleet_rss_kib = rss_kib(fleet.pid());
     drop(fleet);
     drop(raw_fleet);
@@ -2120,42 +2102,24 @@ fn render(r: &Results, args: &BenchArgs, sizes: &Sizes) -> (String, String) {
         String::new(),
         String::new(),
     ]);
-    t3.row(vec![
-        "fan-out CPU per round: bench-fleet process".into(),
-        fmt_dur(r.fleet_cpu),
-        String::new(),
-        String::new(),
-    ]);
-    t3.row(vec![
-        "fan-out CPU per round: redis-server".into(),
-        fmt_dur(r.redis_cpu),
-        String::new(),
-        String::new(),
-    ]);
-    t3.row(vec![
-        "raw fan-out CPU per round: raw responders' process".into(),
-        fmt_dur(r.raw_fleet_cpu),
-        String::new(),
-        String::new(),
-    ]);
-    t3.row(vec![
-        "raw fan-out CPU per round: redis-server".into(),
-        fmt_dur(r.raw_redis_cpu),
-        String::new(),
-        String::new(),
-    ]);
-    t3.row(vec![
-        "protocol raw fan-out CPU per round: responders' process".into(),
-        fmt_dur(r.protocol_fleet_cpu),
-        String::new(),
-        String::new(),
-    ]);
-    t3.row(vec![
-        "protocol raw fan-out CPU per round: redis-server".into(),
-        fmt_dur(r.protocol_redis_cpu),
-        String::new(),
-        String::new(),
-    ]);
+    // CPU per round with the pause after it, maid's fleet first; `in_round`
+    // and `with_pause` hold raw, maid, protocol.
+    let pause_rows = [
+        (1, "fan-out", "bench-fleet process"),
+        (0, "raw fan-out", "raw responders' process"),
+        (2, "protocol raw fan-out", "responders' process"),
+    ];
+    for (i, fleet, process) in pause_rows {
+        let (_, [process_cpu, redis_cpu, _]) = r.with_pause[i].means(r.ticks);
+        for (what, cpu) in [(process, process_cpu), ("redis-server", redis_cpu)] {
+            t3.row(vec![
+                format!("{fleet} CPU per round: {what}"),
+                fmt_dur(cpu),
+                String::new(),
+                String::new(),
+            ]);
+        }
+    }
     t3.row(vec![
         format!("bench-fleet RSS, {} agents", r.agents),
         fmt_mb(r.fleet_rss_kib),
@@ -2180,7 +2144,7 @@ fn render(r: &Results, args: &BenchArgs, sizes: &Sizes) -> (String, String) {
         "maid agents (bench-fleet)",
         "raw responders sending what the protocol asks",
     ];
-    for (name, rounds) in fleets.iter().zip(&r.round_cpu) {
+    for (name, rounds) in fleets.iter().zip(&r.in_round) {
         let (wall, cpu) = rounds.means(r.ticks);
         let mut cells = vec![format!("{} × {}", r.agents, name), fmt_dur(wall)];
         cells.extend(cpu.map(fmt_dur));
