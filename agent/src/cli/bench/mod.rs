@@ -101,10 +101,11 @@ pub struct BenchArgs {
     /// Fan-out rounds [default: 20; --tiny: 2].
     #[arg(long)]
     pub fanout_rounds: Option<usize>,
-    /// Worker threads of the fan-out process (0: one current-thread
-    /// runtime) [default: one per CPU, 0 on one CPU]. A thousand agents
-    /// would each have their own host; one process stands in for them, so
-    /// it may use every core.
+    /// Threads of the fan-out processes, each driving a current-thread
+    /// runtime with its share of the agents (0: one current-thread runtime
+    /// on the main thread) [default: one per CPU, 0 on one CPU]. A
+    /// thousand agents would each have their own host; one process stands
+    /// in for them, so it may use every core.
     #[arg(long)]
     pub fanout_threads: Option<usize>,
     /// `cmd.run 'true'` round trips, each paired with a direct spawn of
@@ -2199,7 +2200,7 @@ fn render(r: &Results, args: &BenchArgs, sizes: &Sizes) -> (String, String) {
         if r.fanout_threads == 0 {
             "current-thread".to_string()
         } else {
-            format!("{} worker threads", r.fanout_threads)
+            format!("{} current-thread runtimes", r.fanout_threads)
         },
         sizes.cmd_runs,
         sizes.calls,
@@ -2252,7 +2253,8 @@ pub struct RawArgs {
     /// process: the floor for `maid bench-fleet`'s fan-out.
     #[arg(long, default_value_t = 1)]
     pub count: usize,
-    /// Worker threads (0: one current-thread runtime), as bench-fleet's.
+    /// Threads, each with a current-thread runtime and its share of the
+    /// responders (0: one on the main thread), as bench-fleet's.
     #[arg(long, default_value_t = 0)]
     pub threads: usize,
     /// Answer as the protocol asks of a maid, not just with two publishes:
@@ -2279,10 +2281,10 @@ struct RawJob {
 /// Answer every job on the topic with a PING and a `true` return, in one
 /// pipelined write, without waiting in the receive loop. No maid code:
 /// only redis, serde_json and tokio, on a current-thread runtime (or, for
-/// a fleet of them, on `--threads` workers as bench-fleet's agents).
+/// a fleet of them, on `--threads` of them as bench-fleet's agents).
 pub fn raw(args: RawArgs) -> anyhow::Result<ExitCode> {
-    let rt = fleet_runtime(args.threads)?;
-    rt.block_on(async move {
+    let fleet = Fleet::new(args.threads)?;
+    fleet.main.block_on(async {
         let client = redis::Client::open(args.redis.as_str())?;
         if args.count <= 1 {
             return raw_responder(client, args.topic, args.id, args.protocol).await;
@@ -2291,7 +2293,10 @@ pub fn raw(args: RawArgs) -> anyhow::Result<ExitCode> {
         for i in 0..args.count {
             let id = format!("{}{i}", args.id);
             let topic = args.topic.clone();
-            responders.spawn(raw_responder(client.clone(), topic, id, args.protocol));
+            responders.spawn_on(
+                raw_responder(client.clone(), topic, id, args.protocol),
+                fleet.handle(i),
+            );
         }
         match responders.join_next().await {
             Some(Ok(Err(e))) => Err(e),
@@ -2302,18 +2307,43 @@ pub fn raw(args: RawArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// The runtime many responders or agents share in one process: one
-/// current-thread runtime for 0 threads, else that many workers.
-fn fleet_runtime(threads: usize) -> std::io::Result<tokio::runtime::Runtime> {
-    if threads == 0 {
-        tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-    } else {
-        tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(threads)
-            .enable_all()
-            .build()
+/// The runtimes many responders or agents share in one process.
+///
+/// With 0 threads, one current-thread runtime. Otherwise `threads`
+/// current-thread runtimes, each driven by a thread of its own, and the
+/// tasks dealt to them in turn ([`Fleet::handle`]): each real agent runs
+/// on a current-thread runtime, and a fleet's agents then never move
+/// between threads, as they would in a work-stealing pool (where a job's
+/// memory freed on the other thread takes malloc's arena lock).
+struct Fleet {
+    /// Drives the first share (and the set-up) on the calling thread.
+    main: tokio::runtime::Runtime,
+    /// Every runtime's handle, the first's included.
+    handles: Vec<tokio::runtime::Handle>,
+}
+
+impl Fleet {
+    fn new(threads: usize) -> std::io::Result<Fleet> {
+        let build = || {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+        };
+        let main = build()?;
+        let mut handles = vec![main.handle().clone()];
+        for i in 1..threads {
+            let rt = build()?;
+            handles.push(rt.handle().clone());
+            std::thread::Builder::new()
+                .name(format!("fleet-{i}"))
+                .spawn(move || rt.block_on(std::future::pending::<()>()))?;
+        }
+        Ok(Fleet { main, handles })
+    }
+
+    /// The runtime of the `i`th task.
+    fn handle(&self, i: usize) -> &tokio::runtime::Handle {
+        &self.handles[i % self.handles.len()]
     }
 }
 
@@ -2421,7 +2451,8 @@ pub struct FleetArgs {
     /// Compiled-plugin cache.
     #[arg(long)]
     pub cache_dir: Option<PathBuf>,
-    /// Worker threads (0: one current-thread runtime).
+    /// Threads, each with a current-thread runtime and its share of the
+    /// agents (0: one on the main thread).
     #[arg(long, default_value_t = 0)]
     pub threads: usize,
     /// Agent ids are PREFIX0, PREFIX1, ...
@@ -2443,8 +2474,8 @@ pub fn fleet(args: FleetArgs) -> anyhow::Result<ExitCode> {
     use maid::fileserver::{FileServer, LocalRoots, NoFiles};
     use maid::runtime::{Runtime, RuntimeSettings, Services};
 
-    let rt = fleet_runtime(args.threads)?;
-    rt.block_on(async move {
+    let fleet = Fleet::new(args.threads)?;
+    fleet.main.block_on(async {
         let mut config = match &args.config {
             Some(path) => Config::load(path)?,
             None => Config::default(),
@@ -2498,7 +2529,10 @@ pub fn fleet(args: FleetArgs) -> anyhow::Result<ExitCode> {
                 plugin_dir: None,
                 reload: Arc::new(tokio::sync::Notify::new()),
             };
-            agents.spawn(maid::agent::run(parts, std::future::pending()));
+            agents.spawn_on(
+                maid::agent::run(parts, std::future::pending()),
+                fleet.handle(i),
+            );
         }
         use tokio::signal::unix::{SignalKind, signal};
         let mut term = signal(SignalKind::terminate())?;
