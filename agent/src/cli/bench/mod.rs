@@ -2320,6 +2320,9 @@ struct Fleet {
     main: tokio::runtime::Runtime,
     /// Every runtime's handle, the first's included.
     handles: Vec<tokio::runtime::Handle>,
+    /// Dropped with the fleet: the other threads then end, and their
+    /// runtimes with them.
+    _stop: Vec<tokio::sync::oneshot::Sender<()>>,
 }
 
 impl Fleet {
@@ -2331,14 +2334,21 @@ impl Fleet {
         };
         let main = build()?;
         let mut handles = vec![main.handle().clone()];
+        let mut stop = Vec::new();
         for i in 1..threads {
             let rt = build()?;
+            let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
             handles.push(rt.handle().clone());
+            stop.push(stop_tx);
             std::thread::Builder::new()
                 .name(format!("fleet-{i}"))
-                .spawn(move || rt.block_on(std::future::pending::<()>()))?;
+                .spawn(move || rt.block_on(stop_rx))?;
         }
-        Ok(Fleet { main, handles })
+        Ok(Fleet {
+            main,
+            handles,
+            _stop: stop,
+        })
     }
 
     /// The runtime of the `i`th task.
@@ -2550,4 +2560,55 @@ pub fn fleet(args: FleetArgs) -> anyhow::Result<ExitCode> {
         anyhow::Ok(())
     })?;
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Fleet;
+    use std::thread::ThreadId;
+
+    /// Tasks are dealt to the runtimes in turn, the first share on the
+    /// calling thread, and a task never changes threads.
+    #[test]
+    fn a_fleet_deals_its_tasks_to_one_runtime_per_thread() {
+        let fleet = Fleet::new(3).unwrap();
+        let here = std::thread::current().id();
+        let ran: Vec<(usize, ThreadId, ThreadId)> = fleet.main.block_on(async {
+            let mut tasks = tokio::task::JoinSet::new();
+            for i in 0..9 {
+                let task = async move {
+                    let first = std::thread::current().id();
+                    tokio::task::yield_now().await;
+                    (i, first, std::thread::current().id())
+                };
+                tasks.spawn_on(task, fleet.handle(i));
+            }
+            tasks.join_all().await
+        });
+        assert_eq!(ran.len(), 9);
+        let mut shares: [Option<ThreadId>; 3] = [None; 3];
+        for (i, first, then) in ran {
+            assert_eq!(first, then, "task {i} changed threads");
+            let share = shares[i % 3].get_or_insert(first);
+            assert_eq!(*share, first, "task {i} left its share's thread");
+        }
+        let [a, b, c] = shares.map(Option::unwrap);
+        assert_eq!(a, here, "the first share runs on the calling thread");
+        assert!(a != b && b != c && a != c, "{shares:?}");
+    }
+
+    /// With 0 threads everything runs on the calling thread.
+    #[test]
+    fn a_fleet_of_no_threads_runs_on_the_calling_thread() {
+        let fleet = Fleet::new(0).unwrap();
+        let here = std::thread::current().id();
+        let ran = fleet.main.block_on(async {
+            let mut tasks = tokio::task::JoinSet::new();
+            for i in 0..4 {
+                tasks.spawn_on(async { std::thread::current().id() }, fleet.handle(i));
+            }
+            tasks.join_all().await
+        });
+        assert_eq!(ran, vec![here; 4]);
+    }
 }
