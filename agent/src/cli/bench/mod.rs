@@ -1224,9 +1224,9 @@ fn stage(what: &str) {
     eprintln!("==> {what}");
 }
 
-/// One fleet's fan-out rounds, summed: their wall time, and the CPU that
-/// its process, redis-server and the master (this process) used from each
-/// round's publish to a point after it. Counted to the round's last reply,
+/// One fleet's fan-out rounds, summed: the CPU that its process,
+/// redis-server and the master (this process) used from each round's
+/// publish to a point after it. Counted to the round's last reply,
 /// it bounds the round: the three share the machine's cores and
 /// redis-server runs on one, so no round can be shorter than that CPU
 /// spread over the cores, nor than redis-server's own, whatever the
@@ -1235,7 +1235,6 @@ fn stage(what: &str) {
 #[derive(Debug, Default, Clone, Copy)]
 struct RoundCpu {
     rounds: u32,
-    wall: Duration,
     /// Clock ticks (`/proc/<pid>/stat`), each process's.
     fleet: u64,
     redis: u64,
@@ -1249,33 +1248,34 @@ impl RoundCpu {
         [cpu_ticks(fleet), cpu_ticks(redis), cpu_ticks(master)]
     }
 
-    fn add(&mut self, wall: Duration, before: [u64; 3], after: [u64; 3]) {
+    fn add(&mut self, before: [u64; 3], after: [u64; 3]) {
         self.rounds += 1;
-        self.wall += wall;
         self.fleet += after[0].saturating_sub(before[0]);
         self.redis += after[1].saturating_sub(before[1]);
         self.master += after[2].saturating_sub(before[2]);
     }
 
-    /// Means per round: wall time, and the CPU of the fleet, redis-server
-    /// and the master, with `ticks` clock ticks a second.
-    fn means(&self, ticks: f64) -> (Duration, [Duration; 3]) {
+    /// Means per round of the CPU of the fleet, redis-server and the
+    /// master, with `ticks` clock ticks a second.
+    fn means(&self, ticks: f64) -> [Duration; 3] {
         let n = self.rounds.max(1);
         let cpu = |t: u64| Duration::from_secs_f64(t as f64 / ticks) / n;
-        (
-            self.wall / n,
-            [cpu(self.fleet), cpu(self.redis), cpu(self.master)],
-        )
+        [cpu(self.fleet), cpu(self.redis), cpu(self.master)]
     }
 
     /// The least a round can take here: all three's CPU spread over every
     /// core, and never less than redis-server's own, which runs on one.
     fn least(&self, ticks: f64, cpus: usize) -> Duration {
-        let (_, [fleet, redis, master]) = self.means(ticks);
+        let [fleet, redis, master] = self.means(ticks);
         let spread = (fleet + redis + master) / u32::try_from(cpus.max(1)).unwrap_or(u32::MAX);
         spread.max(redis)
     }
 }
+
+/// The fan-out fleets, as `Results::in_round` and `with_pause` index them.
+const RAW: usize = 0;
+const MAID: usize = 1;
+const PROTOCOL: usize = 2;
 
 /// Everything measured, for the tables.
 struct Results {
@@ -1815,10 +1815,10 @@ async fn run_all(
                 .round_trip(topic, "test.ping", &ping, everyone, sizes.agents)
                 .await?;
             let replied = RoundCpu::sample(proc.pid(), redis_server.pid());
-            results.in_round[i].add(t.all, before, replied);
+            results.in_round[i].add(before, replied);
             match i {
-                0 => results.raw_fanout.push(t.all),
-                1 => {
+                RAW => results.raw_fanout.push(t.all),
+                MAID => {
                     results.fanout.push(t.all);
                     results.fanout_pings.push(t.pings);
                 }
@@ -1826,7 +1826,7 @@ async fn run_all(
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
             let settled = RoundCpu::sample(proc.pid(), redis_server.pid());
-            results.with_pause[i].add(t.all, before, settled);
+            results.with_pause[i].add(before, settled);
         }
     }
     raw_fleet.check_alive()?;
@@ -2103,15 +2103,14 @@ fn render(r: &Results, args: &BenchArgs, sizes: &Sizes) -> (String, String) {
         String::new(),
         String::new(),
     ]);
-    // CPU per round with the pause after it, maid's fleet first; `in_round`
-    // and `with_pause` hold raw, maid, protocol.
+    // CPU per round with the pause after it, maid's fleet first.
     let pause_rows = [
-        (1, "fan-out", "bench-fleet process"),
-        (0, "raw fan-out", "raw responders' process"),
-        (2, "protocol raw fan-out", "responders' process"),
+        (MAID, "fan-out", "bench-fleet process"),
+        (RAW, "raw fan-out", "raw responders' process"),
+        (PROTOCOL, "protocol raw fan-out", "responders' process"),
     ];
     for (i, fleet, process) in pause_rows {
-        let (_, [process_cpu, redis_cpu, _]) = r.with_pause[i].means(r.ticks);
+        let [process_cpu, redis_cpu, _] = r.with_pause[i].means(r.ticks);
         for (what, cpu) in [(process, process_cpu), ("redis-server", redis_cpu)] {
             t3.row(vec![
                 format!("{fleet} CPU per round: {what}"),
@@ -2141,15 +2140,20 @@ fn render(r: &Results, args: &BenchArgs, sizes: &Sizes) -> (String, String) {
         ],
     );
     let fleets = [
-        "raw responders (the floor)",
-        "maid agents (bench-fleet)",
-        "raw responders sending what the protocol asks",
+        (RAW, "raw responders (the floor)", &r.raw_fanout),
+        (MAID, "maid agents (bench-fleet)", &r.fanout),
+        (
+            PROTOCOL,
+            "raw responders sending what the protocol asks",
+            &r.protocol_fanout,
+        ),
     ];
-    for (name, rounds) in fleets.iter().zip(&r.in_round) {
-        let (wall, cpu) = rounds.means(r.ticks);
-        let mut cells = vec![format!("{} × {}", r.agents, name), fmt_dur(wall)];
-        cells.extend(cpu.map(fmt_dur));
-        cells.push(fmt_dur(rounds.least(r.ticks, r.cpus)));
+    for (i, name, rounds) in fleets {
+        let mean = rounds.iter().sum::<Duration>()
+            / u32::try_from(rounds.len().max(1)).unwrap_or(u32::MAX);
+        let mut cells = vec![format!("{} × {}", r.agents, name), fmt_dur(mean)];
+        cells.extend(r.in_round[i].means(r.ticks).map(fmt_dur));
+        cells.push(fmt_dur(r.in_round[i].least(r.ticks, r.cpus)));
         floors.row(cells);
     }
 
