@@ -281,6 +281,15 @@ fn policy_shows_what_is_trusted_and_granted() {
     assert_eq!(cmd["granted"]["exec"], serde_json::json!(["/usr/bin/*"]));
     assert_eq!(cmd["granted"]["shell"], false);
     assert_eq!(cmd["granted"]["runas"], serde_json::json!(["nobody"]));
+    // `/usr/bin/*` admits `env` (and interpreters): policy says they are
+    // refused without shell.
+    let warning = cmd["granted"]["warnings"][0].as_str().unwrap_or_default();
+    assert!(
+        warning.contains("\"/usr/bin/*\"")
+            && warning.contains("env")
+            && warning.contains("refused unless shell"),
+        "{warning}"
+    );
     let test = v["plugins"]
         .as_array()
         .unwrap()
@@ -293,6 +302,10 @@ fn policy_shows_what_is_trusted_and_granted() {
     let text = stdout(&o);
     assert!(text.starts_with("require_signed: yes\n"), "{text}");
     assert!(text.contains("  runas:   nobody\n"), "{text}");
+    assert!(
+        text.contains("warning:   exec \"/usr/bin/*\" names programs"),
+        "{text}"
+    );
 }
 
 #[test]
@@ -329,5 +342,5 @@ fn the_systemd_unit_and_init_agree() {
     for key in &config.security.trusted_keys {
         assert!(key.starts_with("/etc/maid/"), "{key}");
     }
-    assert!(config.security.require_signed);
+    assert_eq!(config.security.require_signed, Some(true));
 }

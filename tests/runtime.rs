@@ -18,7 +18,8 @@ fn cmd_grants(cwd: &Path) -> PluginGrants {
     PluginGrants {
         exec: vec!["*".into()],
         shell: true,
-        env: vec!["PATH".into()],
+        // A job sets only variables its grant names (`cmd_functions_and_options`).
+        env: vec!["PATH".into(), "GREETING".into()],
         dirs: vec![dir(cwd, false)],
         ..Default::default()
     }
@@ -606,6 +607,7 @@ fn ping_request() -> CallRequest {
         minion_id: "test-minion".into(),
         user: None,
         timeout: None,
+        ..Default::default()
     }
 }
 

@@ -122,6 +122,7 @@ async fn the_jobs_own_timeout_lowers_the_limit() {
             minion_id: "m".into(),
             user: None,
             timeout: Some(Duration::from_millis(300)),
+            ..Default::default()
         })
         .await;
     assert_eq!(out.retcode, 124);

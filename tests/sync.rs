@@ -7,6 +7,12 @@
 //! shadowing a local one are each refused, reported and audited, and the
 //! version already loaded keeps running. A restarted maid loads what it
 //! synced from disk; a signed removal unloads it.
+//!
+//! The sync job pins what to install (the master's own record of its
+//! pushes), so a Redis writer who restores an older signed entry or
+//! deletes the newest gets neither a fresh maid to take the old version nor
+//! an update held back in silence; and a maid that requires signed jobs
+//! installs nothing on its own.
 
 mod common;
 
@@ -14,7 +20,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-use common::fleet::{Agent, TOPIC, maid_cli, start_agent, wait_registered};
+use common::fleet::{Agent, TOPIC, maid_cli, request, start_agent, wait_registered};
 use common::guests;
 use common::redis::RedisServer;
 use maid::bus::{Bus, RedisConfig};
@@ -63,13 +69,21 @@ impl Fleet {
         self.dir.path().join(id)
     }
 
-    /// A maid that syncs modules named `old*` (a glob) and `test` (which
-    /// is installed locally, so it may not arrive this way).
+    /// A maid that requires signed jobs and syncs modules named `old*` (a
+    /// glob) and `test` (which is installed locally, so it may not arrive
+    /// this way).
     async fn agent(&self, id: &str) -> Agent {
+        self.agent_with(id, true, 0).await
+    }
+
+    /// [`Fleet::agent`], requiring signed jobs or not, also checking Redis
+    /// every `poll_secs`.
+    async fn agent_with(&self, id: &str, require_signed: bool, poll_secs: u64) -> Agent {
         let extra = format!(
-            "[security]\nrequire_signed = true\ntrusted_keys = [\"{}\"]\nstate_dir = \"{}\"\n\
+            "[security]\nrequire_signed = {require_signed}\ntrusted_keys = [\"{}\"]\n\
+             state_dir = \"{}\"\n\
              [audit]\npath = \"{}\"\n\
-             [sync]\nenabled = true\nallow = [\"old*\", \"test\"]\n",
+             [sync]\nenabled = true\nallow = [\"old*\", \"test\"]\npoll_secs = {poll_secs}\n",
             self.key.with_extension("pub").display(),
             self.state(id).display(),
             self.state(id).join("audit.jsonl").display(),
@@ -95,11 +109,15 @@ impl Fleet {
 
     /// `maid run '*' FUN --out json`: the exit status and each maid's return.
     fn run(&self, fun: &str) -> (i32, BTreeMap<String, Value>) {
+        self.run_with(fun, &[])
+    }
+
+    /// `maid run '*' FUN ARGS --out json`.
+    fn run_with(&self, fun: &str, args: &[&str]) -> (i32, BTreeMap<String, Value>) {
         let key = self.key.to_str().unwrap();
-        let o = self.cli(&[
-            "run",
-            "*",
-            fun,
+        let mut all = vec!["run", "*", fun];
+        all.extend(args);
+        all.extend([
             "--master-topic",
             TOPIC,
             "--key",
@@ -109,6 +127,7 @@ impl Fleet {
             "-t",
             "30",
         ]);
+        let o = self.cli(&all);
         let mut returns = BTreeMap::new();
         for line in String::from_utf8(o.stdout).unwrap().lines() {
             let one: BTreeMap<String, Value> = serde_json::from_str(line).unwrap();
@@ -142,6 +161,37 @@ impl Fleet {
     async fn redis(&self) -> maid::bus::Conn {
         self.bus.connect().await.unwrap()
     }
+
+    /// The content hashes of `module` that `id` loaded, in order (audit).
+    fn loaded(&self, id: &str, module: &str) -> Vec<String> {
+        self.plugin_records(id, module)
+            .into_iter()
+            .filter(|r| r["decision"] == "plugin_loaded")
+            .map(|r| r["plugin_sha256"].as_str().unwrap().to_string())
+            .collect()
+    }
+
+    /// The stored field `field` of the hash `key`, as a Redis writer reads it.
+    async fn stored(&self, key: &str, field: &str) -> String {
+        redis::AsyncCommands::hget(&mut self.redis().await, key, field)
+            .await
+            .unwrap()
+    }
+
+    /// A Redis writer sets (`Some`) or deletes (`None`) a field of a hash.
+    async fn tamper(&self, key: &str, field: &str, value: Option<&str>) {
+        let mut conn = self.redis().await;
+        let _: () = match value {
+            Some(v) => redis::AsyncCommands::hset(&mut conn, key, field, v).await,
+            None => redis::AsyncCommands::hdel(&mut conn, key, field).await,
+        }
+        .unwrap();
+    }
+}
+
+/// The content hash in the line `maid plugin push` prints.
+fn pushed_sha(line: &str) -> String {
+    line.split(' ').nth(1).unwrap().to_string()
 }
 
 fn sha256_of(path: &str) -> String {
@@ -278,11 +328,13 @@ async fn pushed_plugins_sync_to_every_maid_and_every_bad_push_is_refused() {
     }
     assert_eq!(f.run("older.ping"), (0, f.all(json!(true))));
 
-    // Signed by a key the maids do not trust.
+    // Signed by a key the maids do not trust, filed in place of the
+    // master's push of the same content, which a job then pins.
     let other = f.dir.path().join("other");
     f.cli(&["keygen", other.to_str().unwrap()]);
     f.push(&[guests::FIXTURE_OLDER], &other.with_extension("key"));
-    let (code, returns) = f.run("saltutil.sync_modules");
+    let pin_v1 = format!("modules={{\"older\": \"{sha}\"}}");
+    let (code, returns) = f.run_with("saltutil.sync_modules", &[&pin_v1]);
     assert_eq!(code, 11);
     assert_eq!(
         refusals(&returns, "older"),
@@ -326,6 +378,10 @@ async fn pushed_plugins_sync_to_every_maid_and_every_bad_push_is_refused() {
         );
         assert!(refused.iter().all(|r| r["reason"].is_string()));
     }
+    // Taken off the fleet again: removing what a maid never took changes
+    // nothing on it.
+    f.push(&["--remove", "sockets"], &f.key);
+    f.push(&["--remove", "test"], &f.key);
 
     // A restarted maid loads what it synced from disk, before any sync.
     agents[0].kill();
@@ -343,7 +399,8 @@ async fn pushed_plugins_sync_to_every_maid_and_every_bad_push_is_refused() {
     assert_eq!(startup[0]["plugin_sha256"], big_sha);
     assert_eq!(startup[0]["signer"], f.kid);
 
-    // A signed removal unloads it; the older push, replayed, is refused.
+    // A signed removal unloads it; the older push, replayed, is ignored,
+    // and refused where a job pins it.
     assert_eq!(
         f.push(&["--remove", "older"], &f.key),
         format!("older removed, signed by {}\n", f.kid)
@@ -358,7 +415,11 @@ async fn pushed_plugins_sync_to_every_maid_and_every_bad_push_is_refused() {
     let _: () = redis::AsyncCommands::hset(&mut conn, "maid:plugins", "older", &good_push)
         .await
         .unwrap();
-    let (code, returns) = f.run("saltutil.sync_modules");
+    let _: () = redis::AsyncCommands::hset(&mut conn, "maid:plugins:older", &sha, &good_push)
+        .await
+        .unwrap();
+    assert_eq!(f.run("saltutil.sync_modules"), (0, f.all(json!([]))));
+    let (code, returns) = f.run_with("saltutil.sync_modules", &[&pin_v1]);
     assert_eq!(code, 11);
     for reason in refusals(&returns, "older") {
         assert!(reason.contains("not rolled back"), "{reason}");
@@ -398,4 +459,172 @@ fn push_needs_the_master_key_and_a_component() {
         String::from_utf8_lossy(&o.stderr).contains("not a WebAssembly component"),
         "{o:?}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fresh_agent_does_not_install_an_older_signed_plugin() {
+    let f = Fleet::new();
+    // v1, then v2, both signed by the master; then a Redis writer restores
+    // v1 as the module's latest entry.
+    let v1_sha = pushed_sha(&f.push(&[guests::FIXTURE_OLDER], &f.key));
+    let v1_entry = f.stored("maid:plugins", "older").await;
+    let v2 = padded(&f.dir.path().join("v2/older.wasm"), b'a');
+    let v2_sha = pushed_sha(&f.push(&[v2.to_str().unwrap()], &f.key));
+    f.tamper("maid:plugins", "older", Some(&v1_entry)).await;
+
+    // A fresh maid takes nothing on its own, and the signed sync job,
+    // which pins v2, installs v2.
+    let _a = f.agent(IDS[0]).await;
+    let (code, returns) = f.run("older.ping");
+    assert_eq!(code, 11, "{returns:?}");
+    assert_eq!(returns[IDS[0]], json!("'older.ping' is not available."));
+    assert_eq!(
+        f.run("saltutil.sync_modules"),
+        (
+            0,
+            BTreeMap::from([(IDS[0].to_string(), json!(["modules.older"]))])
+        )
+    );
+    assert_eq!(
+        f.run("older.ping"),
+        (0, BTreeMap::from([(IDS[0].to_string(), json!(true))]))
+    );
+    assert_eq!(f.loaded(IDS[0], "older"), vec![v2_sha.clone()]);
+
+    // With v2's entry deleted as well, the next fresh maid refuses, naming
+    // the module and the pin, and still does not take v1.
+    f.tamper("maid:plugins:older", &v2_sha, None).await;
+    let _b = f.agent(IDS[1]).await;
+    let (code, returns) = f.run("saltutil.sync_modules");
+    assert_eq!(code, 11, "{returns:?}");
+    assert_eq!(returns[IDS[0]], json!([]));
+    let reason = returns[IDS[1]]["refused"]["modules.older"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{returns:?}"));
+    assert!(
+        reason.contains(&v2_sha) && reason.contains("not in the store"),
+        "{reason}"
+    );
+    let (code, returns) = f.run("older.ping");
+    assert_eq!(code, 11);
+    assert_eq!(returns[IDS[0]], json!(true));
+    assert_eq!(returns[IDS[1]], json!("'older.ping' is not available."));
+    assert!(f.loaded(IDS[1], "older").is_empty());
+    assert!(!f.loaded(IDS[0], "older").contains(&v1_sha));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redis_writer_cannot_hold_back_an_update() {
+    let f = Fleet::new();
+    let _agents = [f.agent(IDS[0]).await, f.agent(IDS[1]).await];
+    let v1_sha = pushed_sha(&f.push(&[guests::FIXTURE_OLDER], &f.key));
+    assert_eq!(
+        f.run("saltutil.sync_modules"),
+        (0, f.all(json!(["modules.older"])))
+    );
+    let v1_entry = f.stored("maid:plugins", "older").await;
+
+    // v2 is pushed and the writer restores v1's entry: v2 arrives anyway.
+    let v2 = padded(&f.dir.path().join("v2/older.wasm"), b'a');
+    let v2_sha = pushed_sha(&f.push(&[v2.to_str().unwrap()], &f.key));
+    f.tamper("maid:plugins", "older", Some(&v1_entry)).await;
+    assert_eq!(
+        f.run("saltutil.sync_modules"),
+        (0, f.all(json!(["modules.older"])))
+    );
+
+    // v3 is pushed; the writer restores v1's entry and deletes v3's: every
+    // maid fails, naming the module and the pin, and keeps v2.
+    let v3 = padded(&f.dir.path().join("v3/older.wasm"), b'b');
+    let v3_sha = pushed_sha(&f.push(&[v3.to_str().unwrap()], &f.key));
+    let v3_entry = f.stored("maid:plugins:older", &v3_sha).await;
+    f.tamper("maid:plugins", "older", Some(&v1_entry)).await;
+    f.tamper("maid:plugins:older", &v3_sha, None).await;
+    let (code, returns) = f.run("saltutil.sync_modules");
+    assert_eq!(code, 11, "{returns:?}");
+    for reason in refusals(&returns, "older") {
+        assert!(
+            reason.contains(&v3_sha) && reason.contains("not in the store"),
+            "{reason}"
+        );
+    }
+    // Or files an older signed entry under v3's hash: refused all the same.
+    let v2_entry = f.stored("maid:plugins:older", &v2_sha).await;
+    f.tamper("maid:plugins:older", &v3_sha, Some(&v2_entry))
+        .await;
+    let (code, returns) = f.run("saltutil.sync_modules");
+    assert_eq!(code, 11, "{returns:?}");
+    for reason in refusals(&returns, "older") {
+        assert!(
+            reason.contains(&format!("not the pinned {v3_sha}")),
+            "{reason}"
+        );
+    }
+    assert_eq!(f.run("older.ping"), (0, f.all(json!(true))));
+    for id in IDS {
+        assert_eq!(f.loaded(id, "older"), vec![v1_sha.clone(), v2_sha.clone()]);
+    }
+
+    // Once v3's entry is back, the same job installs it.
+    f.tamper("maid:plugins:older", &v3_sha, Some(&v3_entry))
+        .await;
+    assert_eq!(
+        f.run("saltutil.sync_modules"),
+        (0, f.all(json!(["modules.older"])))
+    );
+    for id in IDS {
+        assert_eq!(f.loaded(id, "older").last(), Some(&v3_sha));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_maid_requiring_signed_jobs_installs_nothing_on_its_own() {
+    let f = Fleet::new();
+    f.push(&[guests::FIXTURE_OLDER], &f.key);
+    let (signed, unsigned) = (IDS[0], IDS[1]);
+    let _a = f.agent_with(signed, true, 1).await;
+    let _b = f.agent_with(unsigned, false, 1).await;
+
+    // The maid that takes unsigned jobs syncs on its own, as it always did.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while f.run("older.ping").1.get(unsigned) != Some(&json!(true)) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{unsigned} never synced"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    // The one that requires signed jobs took nothing, over several polls.
+    tokio::time::sleep(std::time::Duration::from_millis(2500)).await;
+    let (_, returns) = f.run("older.ping");
+    assert_eq!(returns[signed], json!("'older.ping' is not available."));
+    assert!(f.loaded(signed, "older").is_empty());
+    assert!(!f.state(signed).join("synced/older.wasm").exists());
+
+    // A signed sync job that pins nothing is refused there, saying how to
+    // pin; the other maid syncs as before (nothing new).
+    let mut req = request("*", "glob", "saltutil.sync_modules", json!([]), json!({}));
+    req.key = Some(maid::trust::read_signing_key(&f.key).unwrap());
+    let report = maid::master::run(&f.bus, &req, |_| {}, |_| {})
+        .await
+        .unwrap();
+    let ret = |id: &str| {
+        report
+            .returns
+            .iter()
+            .find(|r| r.id == id)
+            .unwrap_or_else(|| panic!("{report:?}"))
+            .clone()
+    };
+    assert_eq!(ret(signed).retcode, 1);
+    assert!(
+        ret(signed)
+            .ret
+            .as_str()
+            .is_some_and(|r| r.starts_with("Sync refused:") && r.contains("modules=")),
+        "{:?}",
+        ret(signed).ret
+    );
+    assert_eq!((ret(unsigned).retcode, ret(unsigned).ret), (0, json!([])));
+    assert!(f.loaded(signed, "older").is_empty());
 }

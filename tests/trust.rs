@@ -80,9 +80,12 @@ impl Setup {
     }
 }
 
+/// A signed job's payload; `topic` is its reply topic, and it names the
+/// test fleet's master topic as the one it is published on (PROTOCOL §6).
 fn job(jid: &str, topic: &str, issued_at: i64) -> String {
     json!({"jid": jid, "tempTopic": topic, "fun": "test.arg", "arg": ["signed"],
-           "kwarg": {"password": "hunter2"}, "tgt": "*", "issued_at": issued_at})
+           "kwarg": {"password": "hunter2"}, "tgt": "*", "issued_at": issued_at,
+           "topic": common::fleet::TOPIC})
     .to_string()
 }
 
@@ -303,4 +306,334 @@ fn keygen_writes_a_private_key_only_its_owner_reads() {
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(2), "refuses to overwrite");
+}
+
+// ---------------------------------------------------------------------------
+// `salt://` content is served only as a trusted master vouches for it:
+// the SHA-256 a signed job pins, or a record the master key signed.
+// ---------------------------------------------------------------------------
+
+/// An agent of the signed fleet whose `cp` may fetch any `salt://` source
+/// and write into `dir`.
+async fn cp_agent(s: &Setup, id: &str, dir: &Path) -> Agent {
+    let extra = format!(
+        "{}[plugins.cp]\nfetch = [\"salt://**\"]\ndirs = [{{ path = \"{}\", writable = true }}]\n",
+        s.extra,
+        dir.display()
+    );
+    let a = start_agent(&s.redis, id, &extra);
+    wait_registered(&s.bus, &[id]).await;
+    a
+}
+
+/// The master's private key as a file, for the CLI's `--key`.
+fn master_keyfile(s: &Setup) -> std::path::PathBuf {
+    let path = s.state.path().join("master.key");
+    std::fs::write(&path, maid::trust::encode_signing(&s.key)).unwrap();
+    path
+}
+
+/// `maid file push PATH --as NAME`, signed with the master key when
+/// `signed`; the SHA-256 it printed.
+fn file_push(s: &Setup, path: &Path, name: &str, signed: bool) -> String {
+    let keyfile = master_keyfile(s);
+    let mut args = vec!["file", "push", path.to_str().unwrap(), "--as", name];
+    if signed {
+        args.extend(["--key", keyfile.to_str().unwrap()]);
+    }
+    let o = common::fleet::maid_cli(&s.server.url(), &args, s.state.path());
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{out}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let sha = out.split_whitespace().nth(1).unwrap().to_string();
+    assert_eq!(sha.len(), 64, "{out}");
+    sha
+}
+
+/// A signed `cp.get_file URL DEST` on every agent; with `pin`, the job
+/// pins that SHA-256 for `url`. The one return.
+async fn signed_get_file(s: &Setup, url: &str, dest: &Path, pin: Option<&str>) -> (i32, String) {
+    let mut req = request(
+        "*",
+        "glob",
+        "cp.get_file",
+        json!([url, dest.to_str().unwrap()]),
+        json!({}),
+    );
+    req.key = Some(s.key.clone());
+    if let Some(pin) = pin {
+        req.source_hashes = [(url.to_string(), pin.to_string())].into();
+    }
+    let report = run(&s.bus, &req).await;
+    assert_eq!(report.returns.len(), 1, "{report:?}");
+    let r = &report.returns[0];
+    let text = match &r.ret {
+        Value::String(t) => t.clone(),
+        other => other.to_string(),
+    };
+    (r.retcode, text)
+}
+
+/// Names in `dir`: nothing written, not even a temporary file left behind.
+fn entries(dir: &Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect()
+}
+
+async fn redis_set(s: &Setup, key: &str, value: &[u8]) {
+    let mut conn = s.bus.connect().await.unwrap();
+    let _: () = redis::AsyncCommands::set(&mut conn, key, value)
+        .await
+        .unwrap();
+}
+
+async fn redis_hset(s: &Setup, key: &str, field: &str, value: &str) {
+    let mut conn = s.bus.connect().await.unwrap();
+    let _: () = redis::AsyncCommands::hset(&mut conn, key, field, value)
+        .await
+        .unwrap();
+}
+
+async fn redis_hget(s: &Setup, key: &str, field: &str) -> Option<String> {
+    let mut conn = s.bus.connect().await.unwrap();
+    redis::AsyncCommands::hget(&mut conn, key, field)
+        .await
+        .unwrap()
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    hex::encode(sha2::Sha256::digest(bytes))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn salt_content_replaced_in_redis_is_not_written() {
+    let s = setup();
+    let out = tempfile::tempdir().unwrap();
+    let _a = cp_agent(&s, "victim", out.path()).await;
+    let src = s.state.path().join("motd");
+    std::fs::write(&src, "good content\n").unwrap();
+    let sha = file_push(&s, &src, "motd", true);
+    let dest = out.path().join("motd");
+
+    // Whoever can write to Redis replaces the bytes under the same hash,
+    // keeping their length.
+    redis_set(&s, &maid::filestore::chunk_key(&sha, 0), b"evil content\n").await;
+    // A job that pins the pushed hash: the last piece never reaches the
+    // plugin, so nothing is written.
+    let (retcode, ret) = signed_get_file(&s, "salt://motd", &dest, Some(&sha)).await;
+    assert_eq!(retcode, 1, "{ret}");
+    assert!(ret.contains("not to the vouched SHA-256"), "{ret}");
+    assert_eq!(entries(out.path()), Vec::<String>::new());
+    // The same without a pin: the signed record vouches for the same hash.
+    let (retcode, ret) = signed_get_file(&s, "salt://motd", &dest, None).await;
+    assert_eq!(retcode, 1, "{ret}");
+    assert!(ret.contains("not to the vouched SHA-256"), "{ret}");
+    assert_eq!(entries(out.path()), Vec::<String>::new());
+
+    // The attacker stores its own content, under its own hash, and points
+    // the index at it...
+    let evil = b"evil, under its own hash\n";
+    let evil_sha = sha256_hex(evil);
+    redis_set(&s, &maid::filestore::chunk_key(&evil_sha, 0), evil).await;
+    let meta = maid::filestore::meta_key(&evil_sha);
+    redis_hset(&s, &meta, "size", &evil.len().to_string()).await;
+    redis_hset(&s, &meta, "chunks", "1").await;
+    redis_hset(&s, &meta, "chunk_bytes", &(1u32 << 20).to_string()).await;
+    redis_hset(&s, maid::filestore::INDEX_KEY, "motd", &evil_sha).await;
+    let denied = |(retcode, ret): (i32, String)| {
+        assert_eq!(retcode, 77, "{ret}");
+        assert!(
+            ret.starts_with("Denied: salt://motd is not vouched for by a trusted master key"),
+            "{ret}"
+        );
+        assert_eq!(entries(out.path()), Vec::<String>::new());
+    };
+    // ...with the signed record removed,
+    let mut conn = s.bus.connect().await.unwrap();
+    let _: () = redis::AsyncCommands::hdel(&mut conn, maid::filestore::SIGNED_KEY, "motd")
+        .await
+        .unwrap();
+    denied(signed_get_file(&s, "salt://motd", &dest, None).await);
+    // ...with a record signed by a key of its own,
+    let own = maid::trust::generate().unwrap();
+    let forged = maid::filestore::FileRecord::new("motd", &evil_sha, evil.len() as u64).sign(&own);
+    let forged = serde_json::to_string(&forged).unwrap();
+    redis_hset(&s, maid::filestore::SIGNED_KEY, "motd", &forged).await;
+    denied(signed_get_file(&s, "salt://motd", &dest, None).await);
+    // ...with the master's record of that payload, re-signed by nobody,
+    let mut lifted: Value = serde_json::from_str(&forged).unwrap();
+    lifted["kid"] = json!(maid::trust::key_id(&s.key.verifying_key()));
+    redis_hset(&s, maid::filestore::SIGNED_KEY, "motd", &lifted.to_string()).await;
+    denied(signed_get_file(&s, "salt://motd", &dest, None).await);
+    // ...and with the master's genuine record of another file.
+    let other = s.state.path().join("other");
+    std::fs::write(&other, evil).unwrap();
+    assert_eq!(file_push(&s, &other, "other", true), evil_sha);
+    let record = redis_hget(&s, maid::filestore::SIGNED_KEY, "other")
+        .await
+        .unwrap();
+    redis_hset(&s, maid::filestore::SIGNED_KEY, "motd", &record).await;
+    redis_hset(&s, maid::filestore::INDEX_KEY, "motd", &evil_sha).await;
+    denied(signed_get_file(&s, "salt://motd", &dest, None).await);
+    // The pin holds, whatever the index and the records say: the pushed
+    // hash is served, and its content is still the tampered one.
+    let (retcode, ret) = signed_get_file(&s, "salt://motd", &dest, Some(&sha)).await;
+    assert_eq!(retcode, 1, "{ret}");
+    assert_eq!(entries(out.path()), Vec::<String>::new());
+
+    // Restored content is served again, exactly.
+    redis_set(&s, &maid::filestore::chunk_key(&sha, 0), b"good content\n").await;
+    let (retcode, ret) = signed_get_file(&s, "salt://motd", &dest, Some(&sha)).await;
+    assert_eq!((retcode, ret), (0, dest.display().to_string()));
+    assert_eq!(std::fs::read(&dest).unwrap(), b"good content\n");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unsigned_salt_content_is_denied_without_a_pin() {
+    let s = setup();
+    let out = tempfile::tempdir().unwrap();
+    let _a = cp_agent(&s, "strict", out.path()).await;
+    let dest = out.path().join("app.conf");
+    let src = s.state.path().join("app.conf");
+
+    // Signed first, then replaced by an unsigned push: the old record
+    // goes, so neither version is served to a job that pins nothing.
+    std::fs::write(&src, "v1\n").unwrap();
+    file_push(&s, &src, "app.conf", true);
+    std::fs::write(&src, "v2\n").unwrap();
+    let sha = file_push(&s, &src, "app.conf", false);
+    assert_eq!(
+        redis_hget(&s, maid::filestore::SIGNED_KEY, "app.conf").await,
+        None
+    );
+    let (retcode, ret) = signed_get_file(&s, "salt://app.conf", &dest, None).await;
+    assert_eq!(retcode, 77, "{ret}");
+    assert!(
+        ret.starts_with("Denied: salt://app.conf is not vouched for by a trusted master key"),
+        "{ret}"
+    );
+    assert_eq!(entries(out.path()), Vec::<String>::new());
+
+    // A signed job that pins its hash vouches for it.
+    let (retcode, ret) = signed_get_file(&s, "salt://app.conf", &dest, Some(&sha)).await;
+    assert_eq!((retcode, ret), (0, dest.display().to_string()));
+    assert_eq!(std::fs::read(&dest).unwrap(), b"v2\n");
+
+    // A name never pushed is missing, as in Salt (an empty return).
+    let (retcode, ret) = signed_get_file(&s, "salt://nothing", &dest, None).await;
+    assert_eq!((retcode, ret.as_str()), (0, ""));
+}
+
+/// Bytes Redis has sent to its clients so far.
+async fn redis_output_bytes(s: &Setup) -> u64 {
+    let mut conn = s.bus.connect().await.unwrap();
+    let info: String = redis::cmd("INFO")
+        .arg("stats")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    info.lines()
+        .find_map(|l| l.strip_prefix("total_net_output_bytes:"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_oversized_chunk_is_refused_without_being_read() {
+    let s = setup();
+    let out = tempfile::tempdir().unwrap();
+    let _a = cp_agent(&s, "bounded", out.path()).await;
+    let src = s.state.path().join("ten");
+    std::fs::write(&src, "0123456789").unwrap();
+    let sha = file_push(&s, &src, "ten", true);
+    let dest = out.path().join("ten");
+
+    // 8 MiB under the chunk of a 10-byte file, starting with the right 10
+    // bytes, and metadata that claims as much.
+    let mut huge = b"0123456789".to_vec();
+    huge.resize(8 << 20, b'x');
+    redis_set(&s, &maid::filestore::chunk_key(&sha, 0), &huge).await;
+    drop(huge);
+    redis_hset(
+        &s,
+        &maid::filestore::meta_key(&sha),
+        "size",
+        &(8u64 << 20).to_string(),
+    )
+    .await;
+    let before = redis_output_bytes(&s).await;
+    for pin in [None, Some(sha.as_str())] {
+        let (retcode, ret) = signed_get_file(&s, "salt://ten", &dest, pin).await;
+        assert_eq!(retcode, 1, "{ret}");
+        assert!(ret.contains("chunk 0 holds 8388608 bytes where"), "{ret}");
+        assert_eq!(entries(out.path()), Vec::<String>::new());
+    }
+    // Neither job fetched the chunk: Redis sent far less than 8 MiB in all.
+    let sent = redis_output_bytes(&s).await - before;
+    assert!(sent < 1 << 20, "redis sent {sent} bytes");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn maid_cp_with_the_master_key_copies_end_to_end() {
+    let s = setup();
+    let out = tempfile::tempdir().unwrap();
+    let _a = cp_agent(&s, "copied", out.path()).await;
+    let src = s.state.path().join("payload.bin");
+    let data: Vec<u8> = (0..3_000_000u32).map(|i| (i * 31 + i / 7) as u8).collect();
+    std::fs::write(&src, &data).unwrap();
+    let dest = out.path().join("payload.bin");
+    let keyfile = master_keyfile(&s);
+    let o = common::fleet::maid_cli(
+        &s.server.url(),
+        &[
+            "cp",
+            "*",
+            src.to_str().unwrap(),
+            dest.to_str().unwrap(),
+            "--master-topic",
+            common::fleet::TOPIC,
+            "--key",
+            keyfile.to_str().unwrap(),
+            "-t",
+            "30",
+            "--out",
+            "json",
+        ],
+        s.state.path(),
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout),
+        format!("{{\"copied\": \"{}\"}}\n", dest.display()),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert_eq!(std::fs::read(&dest).unwrap(), data);
+
+    // The push was signed: the master's record vouches for the name, so a
+    // later signed job that pins nothing is served it too.
+    let record = redis_hget(&s, maid::filestore::SIGNED_KEY, "payload.bin")
+        .await
+        .unwrap();
+    let pk = s.key.verifying_key();
+    let verifier = maid::trust::Verifier {
+        keys: vec![(maid::trust::key_id(&pk), pk)],
+        require_signed: true,
+        max_skew_ms: 0,
+    };
+    let vouched = maid::filestore::FileRecord::verify(&verifier, &record, "payload.bin").unwrap();
+    assert_eq!(vouched.sha256, sha256_hex(&data));
+    assert_eq!(vouched.size, data.len() as u64);
+    std::fs::remove_file(&dest).unwrap();
+    let (retcode, ret) = signed_get_file(&s, "salt://payload.bin", &dest, None).await;
+    assert_eq!((retcode, ret), (0, dest.display().to_string()));
+    assert_eq!(std::fs::read(&dest).unwrap(), data);
 }

@@ -24,7 +24,7 @@ use crate::audit::{self, Audit, Decision, Record};
 use crate::bus::{Bus, BusError, Conn, publish};
 use crate::config::Config;
 use crate::filestore::ConnSource;
-use crate::jidstore::JidStore;
+use crate::jidstore::{Insert, JidStore};
 use crate::metrics::Metrics;
 use crate::outbox::{self, Outbox, Pending};
 use crate::protocol::{self, Job, Ping, Refusal, Registration, Reject, Reply};
@@ -46,6 +46,8 @@ pub enum AgentError {
     State { what: String, error: std::io::Error },
     #[error("{0}")]
     Sync(#[from] crate::sync::SyncError),
+    #[error("{0}")]
+    Config(#[from] crate::config::ConfigError),
 }
 
 /// The command connection of the current Redis session, shared by every
@@ -217,6 +219,23 @@ impl Shared {
         Ok(report)
     }
 
+    /// Answer a `saltutil.sync_modules` job: install what it pins (or,
+    /// where unsigned jobs run, the newest pushes when it pins nothing).
+    async fn sync_job(&self, sync: &Syncer, job: &Job) -> Result<crate::sync::SyncReport, String> {
+        let mut conn = self
+            .conn
+            .conn()
+            .ok_or("Sync failed: redis is not connected")?;
+        let report = sync
+            .sync_job(&mut conn, &self.runtime, &job.jid, &job.kwarg)
+            .await
+            .map_err(|e| e.to_string())?;
+        if !report.changed.is_empty() {
+            self.plugins_changed().await;
+        }
+        Ok(report)
+    }
+
     /// Write the registry entry and the alive key.
     async fn register(&self, conn: &mut Conn) -> redis::RedisResult<()> {
         let json = serde_json::to_string(&self.registration()).expect("registration serialises");
@@ -235,10 +254,9 @@ async fn run_job(shared: &Shared, job: &Job, kid: &Option<String>) -> Option<(Pe
         return None;
     };
     let (outcome, teardown) = match &shared.sync {
-        Some(sync) if job.fun == SYNC_MODULES => (
-            sync_modules(shared, sync, &job.jid).await,
-            Teardown::default(),
-        ),
+        Some(sync) if job.fun == SYNC_MODULES => {
+            (sync_modules(shared, sync, job).await, Teardown::default())
+        }
         _ => {
             shared
                 .runtime
@@ -249,7 +267,10 @@ async fn run_job(shared: &Shared, job: &Job, kid: &Option<String>) -> Option<(Pe
                     jid: job.jid.clone(),
                     minion_id: shared.id.clone(),
                     user: job.user.clone(),
-                    timeout: job.timeout.map(Duration::from_secs_f64),
+                    timeout: job.time_limit(),
+                    // Where signatures are required, only signed jobs get
+                    // here: a pin is then the master's word.
+                    source_hashes: job.source_hashes.clone(),
                 })
                 .await
         }
@@ -288,11 +309,11 @@ async fn run_job(shared: &Shared, job: &Job, kid: &Option<String>) -> Option<(Pe
 
 /// `saltutil.sync_modules`, which the agent answers itself: Salt's list of
 /// the modules that changed, or what was refused (retcode 1).
-async fn sync_modules(shared: &Shared, sync: &Syncer, jid: &str) -> Outcome {
+async fn sync_modules(shared: &Shared, sync: &Syncer, job: &Job) -> Outcome {
     let started = std::time::Instant::now();
-    let (ret, retcode) = match shared.sync_plugins(sync, jid).await {
+    let (ret, retcode) = match shared.sync_job(sync, job).await {
         Ok(report) => report.salt_return(),
-        Err(e) => (Value::String(format!("Sync failed: {e}")), 1),
+        Err(e) => (Value::String(e), 1),
     };
     Outcome {
         ret,
@@ -382,15 +403,91 @@ fn spawn_reject(
     });
 }
 
-/// Handle one message from a master topic. Never fails: what cannot be
-/// used is logged (and audited) or rejected on its reply topic.
-fn handle_message(shared: &Arc<Shared>, payload: &[u8], done: &mpsc::Sender<()>) {
+/// What a refused message claimed to be, for its audit record: `fun`
+/// (bounded), a digest of its arguments, and the key id an envelope named.
+/// Read again from the bytes: refusals are the rare path, and the accepted
+/// path should not pay for this.
+fn claim(payload: &[u8], rec: &mut Record) {
+    let Ok(msg) = serde_json::from_slice::<Value>(payload) else {
+        return;
+    };
+    let inner = match msg.get("payload").and_then(Value::as_str) {
+        Some(text) => {
+            rec.claimed_kid = msg
+                .get("kid")
+                .and_then(Value::as_str)
+                .map(|k| bounded(k).to_string());
+            serde_json::from_str::<Value>(text).unwrap_or(Value::Null)
+        }
+        None => msg,
+    };
+    if let Some(fun) = inner.get("fun").and_then(Value::as_str) {
+        rec.fun = Some(bounded(fun).to_string());
+    }
+    let args = [
+        inner.get("arg").unwrap_or(&Value::Null),
+        inner
+            .get("kwarg")
+            .or_else(|| inner.get("kwargs"))
+            .unwrap_or(&Value::Null),
+    ];
+    let text = serde_json::to_vec(&args).unwrap_or_default();
+    rec.args_sha256 = Some(hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&text)));
+}
+
+/// `s` cut to at most [`protocol::MAX_ADDRESS_BYTES`] bytes (at a char
+/// boundary): what a sender's string may take in a record.
+fn bounded(s: &str) -> &str {
+    let mut end = s.len().min(protocol::MAX_ADDRESS_BYTES);
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
+
+/// Refuse a job, within the noise rate: log it, audit it (`rec`, whose
+/// reason is `reason: detail`) and reply `reason` on its topic. Past the
+/// rate it is only counted, and nobody is answered: a flood of junk must
+/// neither fill the logs nor make every maid an amplifier.
+fn refuse(
+    shared: &Arc<Shared>,
+    done: &mpsc::Sender<()>,
+    mut rec: Record,
+    reply: Option<(String, String)>,
+    reason: &str,
+    detail: &str,
+) {
+    if rec.decision == Decision::Rejected {
+        let label = crate::metrics::Reason {
+            reason: reason.to_string(),
+        };
+        shared.metrics.jobs_rejected.get_or_create(&label).inc();
+    }
+    if !shared.audit.admit_noise(rec.decision, Some(reason)) {
+        return;
+    }
+    tracing::warn!(jid = %rec.jid, %reason, "refused job: {detail}");
+    rec.reason = Some(format!("{reason}: {detail}"));
+    shared.audit.record(rec);
+    if let Some((temp_topic, jid)) = reply {
+        spawn_reject(shared, done, temp_topic, jid, reason.to_string());
+    }
+}
+
+/// Handle one message from the master topic `topic`. Never fails: what
+/// cannot be used is logged (and audited) or rejected on its reply topic.
+fn handle_message(shared: &Arc<Shared>, topic: &str, payload: &[u8], done: &mpsc::Sender<()>) {
     let received = std::time::Instant::now();
     if payload.len() > shared.config.agent.max_message_bytes {
-        tracing::warn!(
-            bytes = payload.len(),
-            "dropped message over max_message_bytes"
-        );
+        if shared
+            .audit
+            .admit_noise(Decision::Rejected, Some("too large"))
+        {
+            tracing::warn!(
+                bytes = payload.len(),
+                "dropped message over max_message_bytes"
+            );
+        }
         return;
     }
     // An unsigned job is decoded straight into its fields; everything else
@@ -407,14 +504,19 @@ fn handle_message(shared: &Arc<Shared>, payload: &[u8], done: &mpsc::Sender<()>)
             let value: Value = match serde_json::from_slice(payload) {
                 Ok(v) => v,
                 Err(e) => {
-                    tracing::warn!(cause = %e, "dropped message that is not JSON");
+                    if shared
+                        .audit
+                        .admit_noise(Decision::Rejected, Some("not json"))
+                    {
+                        tracing::warn!(cause = %e, "dropped message that is not JSON");
+                    }
                     return;
                 }
             };
             let now_ms = chrono::Utc::now().timestamp_millis();
             shared
                 .verifier
-                .open(value, now_ms)
+                .open(value, topic, now_ms)
                 .and_then(|o| Job::from_value(o.job).map(|job| (job, o.kid)))
         }
     };
@@ -425,7 +527,12 @@ fn handle_message(shared: &Arc<Shared>, payload: &[u8], done: &mpsc::Sender<()>)
             ok
         }
         Err(Refusal::Drop(why)) => {
-            tracing::warn!("dropped message: {why}");
+            if shared
+                .audit
+                .admit_noise(Decision::Rejected, Some("dropped"))
+            {
+                tracing::warn!("dropped message: {why}");
+            }
             return;
         }
         Err(Refusal::Reject {
@@ -434,15 +541,9 @@ fn handle_message(shared: &Arc<Shared>, payload: &[u8], done: &mpsc::Sender<()>)
             reason,
             detail,
         }) => {
-            tracing::warn!(%jid, %reason, "rejected job: {detail}");
-            let label = crate::metrics::Reason {
-                reason: reason.clone(),
-            };
-            shared.metrics.jobs_rejected.get_or_create(&label).inc();
             let mut rec = Record::new(&shared.id, &jid, Decision::Rejected);
-            rec.reason = Some(format!("{reason}: {detail}"));
-            shared.audit.record(rec);
-            spawn_reject(shared, done, temp_topic, jid, reason);
+            claim(payload, &mut rec);
+            refuse(shared, done, rec, Some((temp_topic, jid)), &reason, &detail);
             return;
         }
     };
@@ -451,41 +552,62 @@ fn handle_message(shared: &Arc<Shared>, payload: &[u8], done: &mpsc::Sender<()>)
     let matched = match matched {
         Ok(m) => m,
         Err(e) => {
-            tracing::warn!(jid = %job.jid, cause = %e, "rejected job: bad target");
-            let mut rec = job_record(shared, &job, &kid, None, Decision::Rejected);
-            rec.reason = Some(format!("malformed: {e}"));
-            shared.audit.record(rec);
-            spawn_reject(shared, done, job.temp_topic, job.jid, "malformed".into());
+            let rec = job_record(shared, &job, &kid, None, Decision::Rejected);
+            let reply = Some((job.temp_topic.clone(), job.jid.clone()));
+            refuse(shared, done, rec, reply, "malformed", &e.to_string());
             return;
         }
     };
     if !matched {
-        shared
-            .audit
-            .record_with(|| job_record(shared, &job, &kid, Some(false), Decision::NotTargeted));
-    } else if !shared
-        .jids
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .insert(&job.jid)
-    {
-        if kid.is_some() {
-            tracing::warn!(jid = %job.jid, "rejected job: replayed");
-            let mut rec = job_record(shared, &job, &kid, Some(true), Decision::Rejected);
-            rec.reason = Some("replayed".into());
-            shared.audit.record(rec);
-            spawn_reject(shared, done, job.temp_topic, job.jid, "replayed".into());
-        } else {
-            tracing::warn!(jid = %job.jid, "dropped duplicate job");
-            shared.audit.record(job_record(
-                shared,
-                &job,
-                &kid,
-                Some(true),
-                Decision::Duplicate,
-            ));
+        if shared.audit.admit_noise(Decision::NotTargeted, None) {
+            shared
+                .audit
+                .record_with(|| job_record(shared, &job, &kid, Some(false), Decision::NotTargeted));
         }
-        return;
+    } else {
+        let now_ms = chrono::Utc::now().timestamp_millis();
+        let inserted = shared
+            .jids
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(&job.jid, now_ms);
+        let refused = match inserted {
+            Insert::New => None,
+            // A signed job seen before is an attack; an unsigned one a
+            // master's retry.
+            Insert::Seen if kid.is_some() => Some((
+                Decision::Rejected,
+                "replayed",
+                "this jid was accepted before".to_string(),
+            )),
+            Insert::Seen => Some((
+                Decision::Duplicate,
+                "duplicate",
+                "this jid was accepted before".to_string(),
+            )),
+            Insert::Full => Some((
+                Decision::Rejected,
+                "busy",
+                format!(
+                    "this maid remembers {} jids, its agent.remembered_jids; \
+                     none may be forgotten before its retention ends",
+                    shared.config.agent.remembered_jids
+                ),
+            )),
+            Insert::Invalid => Some((
+                Decision::Rejected,
+                "malformed",
+                "the jid has a line break or a tab".to_string(),
+            )),
+        };
+        if let Some((decision, reason, detail)) = refused {
+            let rec = job_record(shared, &job, &kid, Some(true), decision);
+            // A duplicate is dropped without a word, as before.
+            let reply =
+                (decision == Decision::Rejected).then(|| (job.temp_topic.clone(), job.jid.clone()));
+            refuse(shared, done, rec, reply, reason, &detail);
+            return;
+        }
     }
     let ping = Reply::Ping(Ping {
         sub_ip: shared.id.clone(),
@@ -607,7 +729,12 @@ async fn session(bus: &Bus, shared: &Arc<Shared>, done: &mpsc::Sender<()>) -> (b
     shared.flush.notify_one();
     let mut messages = pubsub.into_on_message();
     while let Some(msg) = messages.next().await {
-        handle_message(shared, msg.get_payload_bytes(), done);
+        handle_message(
+            shared,
+            msg.get_channel_name(),
+            msg.get_payload_bytes(),
+            done,
+        );
     }
     (true, BusError::Config("subscription closed".into()))
 }
@@ -793,7 +920,9 @@ fn audit_loads(
 /// Fetch pushed plugins whenever a Redis session starts and every
 /// `sync.poll_secs`; `saltutil.sync_modules` does it on demand.
 async fn sync_task(shared: Arc<Shared>) {
-    let Some(sync) = &shared.sync else {
+    // Where signed jobs are required, only a sync job's pins install: a
+    // fresh agent must not take whatever older push Redis holds.
+    let Some(sync) = shared.sync.as_ref().filter(|s| s.syncs_unpinned()) else {
         return;
     };
     let poll = shared.config.sync.poll_secs;
@@ -865,14 +994,16 @@ pub async fn run(parts: AgentParts, shutdown: impl Future<Output = ()>) -> Resul
         return Err(AgentError::NoTopics);
     }
     let sec = &config.security;
+    sec.for_agent()?;
     let keys = sec
         .trusted_keys
         .iter()
         .map(|spec| read_verifying_key(spec).map(|k| (key_id(&k), k)))
         .collect::<Result<Vec<_>, _>>()?;
-    if !sec.require_signed {
+    if !sec.signed() {
         tracing::warn!(
-            "security.require_signed is off: anyone who can publish to this Redis can run jobs on this maid"
+            "security.require_signed = false: anyone who can publish to this Redis can run any \
+             granted function on this maid, and salt:// content is not authenticated"
         );
     }
     let syncer = Syncer::new(
@@ -882,21 +1013,28 @@ pub async fn run(parts: AgentParts, shutdown: impl Future<Output = ()>) -> Resul
         audit.clone(),
         &id,
     )?;
+    let max_skew_ms = i64::try_from(sec.max_skew_secs)
+        .unwrap_or(i64::MAX)
+        .saturating_mul(1000);
     let verifier = Verifier {
         keys,
-        require_signed: sec.require_signed,
-        max_skew_ms: (sec.max_skew_secs as i64).saturating_mul(1000),
+        require_signed: sec.signed(),
+        max_skew_ms,
     };
     let cap = config.agent.remembered_jids;
+    // A job accepted now was within the skew of this clock, so it is fresh
+    // for at most two skews from now: its jid is kept that long.
+    let retention_ms = max_skew_ms.saturating_mul(2);
     let jids = match &sec.state_dir {
         Some(dir) => {
             let path = dir.join("accepted-jids");
-            JidStore::open(&path, cap).map_err(|error| AgentError::State {
+            let now_ms = chrono::Utc::now().timestamp_millis();
+            JidStore::open(&path, cap, retention_ms, now_ms).map_err(|error| AgentError::State {
                 what: path.display().to_string(),
                 error,
             })?
         }
-        None => JidStore::memory(cap),
+        None => JidStore::memory(cap, retention_ms),
     };
     let grace = Duration::from_secs_f64(config.agent.shutdown_grace_secs);
     let config_agent = config.agent.clone();

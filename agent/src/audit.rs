@@ -8,9 +8,10 @@
 //! 0600 and reopened on `reopen()` (SIGHUP) for log rotation. Values of
 //! keyword arguments whose names look like secrets are redacted.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 use serde::Serialize;
 use serde_json::{Map, Value};
@@ -40,6 +41,9 @@ pub enum Decision {
     PluginRemoved,
     /// A pushed plugin was not loaded; `reason` says why.
     PluginRefused,
+    /// Noise records over the rate, counted in `suppressed` instead of
+    /// written one by one.
+    Suppressed,
 }
 
 /// One audit line.
@@ -75,6 +79,18 @@ pub struct Record {
     /// What made a `plugin_*` record happen: `startup`, `reload` or `sync`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub source: Option<String>,
+    /// SHA-256 of a rejected message's `arg` and `kwarg` as sent: what the
+    /// sender asked for, without copying what may be secrets or megabytes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub args_sha256: Option<String>,
+    /// The key id a rejected envelope claimed (`signer` is only ever a key
+    /// that verified).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub claimed_kid: Option<String>,
+    /// For a `suppressed` record: how many noise records of each
+    /// `decision: reason` were counted instead of written.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub suppressed: Option<BTreeMap<String, u64>>,
 }
 
 impl Record {
@@ -102,6 +118,9 @@ impl Record {
             dropped_before: None,
             module: None,
             source: None,
+            args_sha256: None,
+            claimed_kid: None,
+            suppressed: None,
         }
     }
 
@@ -138,10 +157,86 @@ pub fn redact(kwargs: &Map<String, Value>) -> Map<String, Value> {
         .collect()
 }
 
+/// Whether a record must be written whatever the load: a job that ran (or
+/// was denied mid-run) and a plugin loaded, removed or refused. Everything
+/// else — rejects, duplicates, jobs for other maids — is noise a flood can
+/// make as fast as it likes.
+fn must_keep(decision: Decision) -> bool {
+    matches!(
+        decision,
+        Decision::Ran
+            | Decision::Denied
+            | Decision::PluginLoaded
+            | Decision::PluginRemoved
+            | Decision::PluginRefused
+    )
+}
+
+/// Noise records written per second at most, after a burst.
+const NOISE_PER_SEC: f64 = 200.0;
+/// Noise records that may be written at once before the rate applies.
+const NOISE_BURST: f64 = 1_000.0;
+/// How often the counts of noise not written are written as one record.
+const SUMMARY_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// A token bucket for noise records, and what it turned away.
+struct Noise {
+    tokens: f64,
+    last: std::time::Instant,
+    /// Records not written since the last summary, by `decision: reason`.
+    suppressed: BTreeMap<String, u64>,
+}
+
+impl Noise {
+    fn new() -> Self {
+        Self {
+            tokens: NOISE_BURST,
+            last: std::time::Instant::now(),
+            suppressed: BTreeMap::new(),
+        }
+    }
+
+    /// Take a token, or count `key` as suppressed.
+    fn admit(&mut self, key: impl FnOnce() -> String) -> bool {
+        let now = std::time::Instant::now();
+        let refill = now.duration_since(self.last).as_secs_f64() * NOISE_PER_SEC;
+        self.tokens = (self.tokens + refill).min(NOISE_BURST);
+        self.last = now;
+        if self.tokens >= 1.0 {
+            self.tokens -= 1.0;
+            return true;
+        }
+        *self.suppressed.entry(key()).or_default() += 1;
+        false
+    }
+}
+
+/// The key a suppressed record is counted under: its decision, and the
+/// short reason (`rejected: bad signature`), never the sender's words.
+fn noise_key(decision: Decision, reason: Option<&str>) -> String {
+    let decision = serde_json::to_value(decision)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default();
+    match reason {
+        Some(r) => format!("{decision}: {r}"),
+        None => decision,
+    }
+}
+
 /// The audit log's handle; cheap to clone.
+///
+/// Two queues lead to the writer. Records that must be kept (see
+/// [`must_keep`]) go through one that never drops: it holds at most what
+/// the jobs admitted to run produce, since each makes one. Noise goes
+/// through a token bucket and a bounded queue; what neither takes is
+/// counted, and the counts are written as one `suppressed` record a second,
+/// so a flood is summarised and can never crowd out a real job's record.
 #[derive(Clone)]
 pub struct Audit {
+    kept: Option<mpsc::UnboundedSender<Record>>,
     tx: Option<mpsc::Sender<Record>>,
+    noise: Arc<Mutex<Noise>>,
     dropped: Arc<AtomicU64>,
     reopen: Arc<Notify>,
 }
@@ -150,23 +245,46 @@ impl Audit {
     /// No audit log.
     pub fn disabled() -> Self {
         Self {
+            kept: None,
             tx: None,
+            noise: Arc::new(Mutex::new(Noise::new())),
             dropped: Arc::default(),
             reopen: Arc::default(),
         }
     }
 
-    /// Log to `path` through a queue of `queue` records.
+    /// Log to `path`; up to `queue` noise records wait for a slow disk.
     pub async fn open(path: PathBuf, queue: usize) -> std::io::Result<Self> {
         let file = open(&path).await?;
         let (tx, rx) = mpsc::channel(queue.max(1));
+        let (kept, kept_rx) = mpsc::unbounded_channel();
         let audit = Self {
+            kept: Some(kept),
             tx: Some(tx),
-            dropped: Arc::default(),
-            reopen: Arc::default(),
+            ..Self::disabled()
         };
-        tokio::spawn(writer(path, file, rx, audit.reopen.clone()));
+        tokio::spawn(writer(
+            path,
+            file,
+            Queues {
+                kept: kept_rx,
+                noise: rx,
+            },
+            audit.clone_quiet(),
+        ));
         Ok(audit)
+    }
+
+    /// A handle for the writer: without the senders, so the writer's own
+    /// copy does not keep its queues open.
+    fn clone_quiet(&self) -> Self {
+        Self {
+            kept: None,
+            tx: None,
+            noise: self.noise.clone(),
+            dropped: self.dropped.clone(),
+            reopen: self.reopen.clone(),
+        }
     }
 
     /// Queue the record `make` builds, building it only when the log is
@@ -178,8 +296,28 @@ impl Audit {
         }
     }
 
+    /// Whether a noise record about `decision` for `reason` is within the
+    /// rate: the caller logs it then, and records it. Past the rate it is
+    /// counted into the next `suppressed` record instead, and the caller
+    /// stays quiet too, so a flood fills neither the audit log nor the
+    /// agent's own log.
+    pub fn admit_noise(&self, decision: Decision, reason: Option<&str>) -> bool {
+        self.noise
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .admit(|| noise_key(decision, reason))
+    }
+
     /// Queue a record; never waits.
     pub fn record(&self, mut rec: Record) {
+        if must_keep(rec.decision) {
+            if let Some(kept) = &self.kept
+                && kept.send(rec).is_err()
+            {
+                tracing::error!("audit writer is gone: a job's record was lost");
+            }
+            return;
+        }
         let Some(tx) = &self.tx else {
             return;
         };
@@ -204,6 +342,26 @@ impl Audit {
     pub fn reopen(&self) {
         self.reopen.notify_one();
     }
+
+    /// The `suppressed` record of what the rate turned away since the last
+    /// one, if anything was.
+    fn summary(&self) -> Option<Record> {
+        let counts = std::mem::take(
+            &mut self
+                .noise
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .suppressed,
+        );
+        if counts.is_empty() {
+            return None;
+        }
+        let total: u64 = counts.values().sum();
+        tracing::warn!(records = total, "audit: noise over the rate summarised");
+        let mut rec = Record::new("", "", Decision::Suppressed);
+        rec.suppressed = Some(counts);
+        Some(rec)
+    }
 }
 
 async fn open(path: &PathBuf) -> std::io::Result<tokio::fs::File> {
@@ -218,24 +376,24 @@ async fn open(path: &PathBuf) -> std::io::Result<tokio::fs::File> {
         .await
 }
 
-async fn writer(
-    path: PathBuf,
-    mut file: tokio::fs::File,
-    mut rx: mpsc::Receiver<Record>,
-    reopen: Arc<Notify>,
-) {
-    loop {
-        tokio::select! {
-            rec = rx.recv() => {
-                let Some(rec) = rec else { return };
-                let mut line = serde_json::to_vec(&rec).expect("records serialise");
-                line.push(b'\n');
-                if let Err(e) = file.write_all(&line).await {
-                    tracing::error!(path = %path.display(), cause = %e, "cannot write audit record");
-                }
-                let _ = file.flush().await;
-            }
-            () = reopen.notified() => {
+/// The writer's two inputs.
+struct Queues {
+    kept: mpsc::UnboundedReceiver<Record>,
+    noise: mpsc::Receiver<Record>,
+}
+
+async fn writer(path: PathBuf, mut file: tokio::fs::File, mut q: Queues, audit: Audit) {
+    let mut tick = tokio::time::interval(SUMMARY_EVERY);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut open_queues = 2;
+    while open_queues > 0 {
+        let rec = tokio::select! {
+            // Kept records first: noise waits while a job's record is due.
+            biased;
+            rec = q.kept.recv(), if !q.kept.is_closed() || !q.kept.is_empty() => rec,
+            rec = q.noise.recv(), if !q.noise.is_closed() || !q.noise.is_empty() => rec,
+            _ = tick.tick() => audit.summary(),
+            () = audit.reopen.notified() => {
                 match open(&path).await {
                     Ok(f) => {
                         file = f;
@@ -243,8 +401,19 @@ async fn writer(
                     }
                     Err(e) => tracing::error!(path = %path.display(), cause = %e, "cannot reopen audit log"),
                 }
+                continue;
             }
+        };
+        let Some(rec) = rec else {
+            open_queues = usize::from(!q.kept.is_closed()) + usize::from(!q.noise.is_closed());
+            continue;
+        };
+        let mut line = serde_json::to_vec(&rec).expect("records serialise");
+        line.push(b'\n');
+        if let Err(e) = file.write_all(&line).await {
+            tracing::error!(path = %path.display(), cause = %e, "cannot write audit record");
         }
+        let _ = file.flush().await;
     }
 }
 
@@ -261,6 +430,50 @@ mod tests {
             Value::Object(r),
             json!({"password": "<redacted>", "api_token": "<redacted>", "SSH_KEY": "<redacted>", "cwd": "/tmp"})
         );
+    }
+
+    #[test]
+    fn noise_is_taken_up_to_the_burst_then_counted_by_reason() {
+        let mut n = Noise::new();
+        let taken = (0..5_000)
+            .filter(|_| n.admit(|| noise_key(Decision::Rejected, Some("bad signature"))))
+            .count();
+        // The burst, and what the rate refilled while the loop ran.
+        assert!((1_000..1_100).contains(&taken), "{taken}");
+        let counted = n.suppressed["rejected: bad signature"];
+        assert_eq!(taken as u64 + counted, 5_000);
+        assert!(!n.admit(|| noise_key(Decision::NotTargeted, None)));
+        assert_eq!(n.suppressed["not_targeted"], 1);
+    }
+
+    #[tokio::test]
+    async fn a_job_that_ran_is_recorded_however_full_the_noise_queue() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.jsonl");
+        let audit = Audit::open(path.clone(), 1).await.unwrap();
+        for i in 0..20_000 {
+            audit.record(Record::new("m", &format!("junk-{i}"), Decision::Rejected));
+            if i == 10_000 {
+                audit.record(Record::new("m", "real", Decision::Ran));
+            }
+        }
+        let plugin = Record::plugin("m", "", Decision::PluginLoaded, "x", "sync");
+        audit.record(plugin);
+        drop(audit);
+        // The writer ends once every handle is gone and its queues drained.
+        for _ in 0..100 {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            let text = std::fs::read_to_string(&path).unwrap();
+            if text.contains("\"plugin_loaded\"") {
+                assert!(
+                    text.contains("\"jid\":\"real\""),
+                    "the job's record was dropped"
+                );
+                assert!(text.lines().count() < 20, "noise was not bounded");
+                return;
+            }
+        }
+        panic!("the kept records never arrived");
     }
 
     #[tokio::test]

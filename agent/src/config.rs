@@ -138,8 +138,10 @@ impl SyncSettings {
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct SecuritySettings {
-    /// Refuse jobs that are not signed by a trusted master key.
-    pub require_signed: bool,
+    /// Refuse jobs that are not signed by a trusted master key. An agent
+    /// will not start until this is said either way: running unsigned is
+    /// an operator's explicit choice, never a default.
+    pub require_signed: Option<bool>,
     /// Trusted master public keys: files written by `maid keygen` (`.pub`),
     /// or the base64 keys themselves.
     pub trusted_keys: Vec<String>,
@@ -152,10 +154,53 @@ pub struct SecuritySettings {
 impl Default for SecuritySettings {
     fn default() -> Self {
         Self {
-            require_signed: false,
+            require_signed: None,
             trusted_keys: Vec::new(),
             max_skew_secs: 300,
             state_dir: None,
+        }
+    }
+}
+
+/// Whether `secs` is a number of seconds a duration can hold and a job may
+/// ask for: finite, not negative, at most [`crate::protocol::MAX_TIMEOUT_SECS`].
+fn seconds_in_range(secs: f64) -> bool {
+    secs.is_finite() && (0.0..=crate::protocol::MAX_TIMEOUT_SECS).contains(&secs)
+}
+
+/// The longest `security.max_skew_secs` accepted: a day. The agent
+/// remembers every accepted jid for twice the skew, so the window bounds
+/// that memory too.
+pub const MAX_SKEW_SECS: u64 = 86_400;
+
+impl SecuritySettings {
+    /// Whether signed jobs are required (`false` when not said; an agent
+    /// refuses to start then, see [`SecuritySettings::for_agent`]).
+    pub fn signed(&self) -> bool {
+        self.require_signed == Some(true)
+    }
+
+    /// The checks an agent makes before it takes a job: `require_signed`
+    /// said either way, and, when signatures are required, trusted keys
+    /// and a `state_dir` (without one, a restart forgets which signed jobs
+    /// ran, and replaying them would work).
+    pub fn for_agent(&self) -> Result<(), ConfigError> {
+        match self.require_signed {
+            None => Err(ConfigError::Invalid(
+                "security.require_signed is not set: set it to true (with trusted_keys and \
+                 state_dir; what `maid init` writes) or, to run jobs nobody signed, to false"
+                    .into(),
+            )),
+            Some(false) => Ok(()),
+            Some(true) if self.trusted_keys.is_empty() => Err(ConfigError::Invalid(
+                "security.require_signed needs security.trusted_keys".into(),
+            )),
+            Some(true) if self.state_dir.is_none() => Err(ConfigError::Invalid(
+                "security.require_signed needs security.state_dir: the jids of signed jobs \
+                 must be remembered across restarts, or a restart reopens replay"
+                    .into(),
+            )),
+            Some(true) => Ok(()),
         }
     }
 }
@@ -234,10 +279,11 @@ impl ApiSettings {
                 "api.token_ttl_secs must be at least 1".into(),
             ));
         }
-        if !(self.max_timeout_secs.is_finite() && self.max_timeout_secs > 0.0) {
-            return Err(ConfigError::Invalid(
-                "api.max_timeout_secs must be a positive number of seconds".into(),
-            ));
+        if !seconds_in_range(self.max_timeout_secs) || self.max_timeout_secs == 0.0 {
+            return Err(ConfigError::Invalid(format!(
+                "api.max_timeout_secs must be a positive number of seconds, at most {}",
+                crate::protocol::MAX_TIMEOUT_SECS
+            )));
         }
         for (user, hash) in &self.users {
             argon2::password_hash::PasswordHash::new(hash).map_err(|error| {
@@ -265,7 +311,10 @@ pub struct AgentSettings {
     pub shutdown_grace_secs: f64,
     /// Largest job message accepted, in bytes; larger ones are dropped.
     pub max_message_bytes: usize,
-    /// How many job ids are remembered to refuse running one twice.
+    /// How many job ids may be remembered at once to refuse running one
+    /// twice. Each is kept until its job can no longer be fresh (twice
+    /// `security.max_skew_secs`); past this bound new jobs are refused,
+    /// never an id forgotten early.
     pub remembered_jids: usize,
     /// Jobs that may wait for a free slot; beyond it a job is answered at
     /// once with the busy return (retcode 75).
@@ -381,7 +430,7 @@ impl Limits {
     }
 
     fn validate(&self, what: &str) -> Result<(), ConfigError> {
-        if !(self.timeout_secs.is_finite() && self.timeout_secs > 0.0) {
+        if !seconds_in_range(self.timeout_secs) || self.timeout_secs == 0.0 {
             return Err(ConfigError::Invalid(format!(
                 "{what}.timeout_secs must be a positive number of seconds"
             )));
@@ -463,6 +512,11 @@ impl Config {
         self.limits.validate("limits")?;
         self.api.validate()?;
         self.sync.validate(&self.security)?;
+        if self.security.max_skew_secs > MAX_SKEW_SECS {
+            return Err(ConfigError::Invalid(format!(
+                "security.max_skew_secs must be at most {MAX_SKEW_SECS}"
+            )));
+        }
         let a = &self.agent;
         if a.concurrency == 0 || a.heartbeat_secs == 0 || a.remembered_jids == 0 {
             return Err(ConfigError::Invalid(
@@ -470,9 +524,9 @@ impl Config {
                     .into(),
             ));
         }
-        if !(a.shutdown_grace_secs.is_finite() && a.shutdown_grace_secs >= 0.0) {
+        if !seconds_in_range(a.shutdown_grace_secs) {
             return Err(ConfigError::Invalid(
-                "agent.shutdown_grace_secs must be a number of seconds".into(),
+                "agent.shutdown_grace_secs must be a number of seconds, at most a year".into(),
             ));
         }
         for (name, grants) in &self.plugins {

@@ -1,10 +1,13 @@
 //! Where `salt://` sources come from.
 //!
 //! The host's `fetch` capability asks a [`FileServer`] for a path that
-//! `policy::salt_path` has already normalised (relative, no `..`). The
-//! local implementation serves directories on disk (`file_roots`,
-//! `maid call --local --file-root`) and still refuses a symlink that leads
-//! out of its root.
+//! `policy::salt_path` has already normalised (relative, no `..`), with the
+//! SHA-256 the job pins for it, if any. The local implementation serves
+//! directories on disk (`file_roots`, `maid call --local --file-root`): the
+//! operator's own disk is trusted, but it still refuses a symlink that
+//! leads out of its root, and a file whose content is not the pinned one is
+//! left to the next server. The Redis file store (`filestore`) serves only
+//! content it can vouch for.
 
 use std::path::{Path, PathBuf};
 
@@ -22,12 +25,29 @@ pub trait SourceReader: Send + Sync {
     async fn read(&mut self, max: usize) -> std::io::Result<Vec<u8>>;
 }
 
+/// Why a source is not served.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum OpenError {
+    /// Refused: nobody the agent trusts vouches for the content. The job
+    /// returns `Denied:` (retcode 77).
+    #[error("{0}")]
+    Denied(String),
+    /// Could not be served: Redis is down, stored content is incomplete.
+    #[error("{0}")]
+    Failed(String),
+}
+
 /// Serves `salt://` paths.
 #[async_trait]
 pub trait FileServer: Send + Sync {
-    /// Open `path` (relative, normalised). `Ok(None)` when it does not
-    /// exist; `Err` for anything that should not be served.
-    async fn open(&self, path: &Path) -> Result<Option<Box<dyn SourceReader>>, String>;
+    /// Open `path` (relative, normalised). With `pin` (lower-case hex
+    /// SHA-256 from the signed job), only that content may be served.
+    /// `Ok(None)` when it does not exist here.
+    async fn open(
+        &self,
+        path: &Path,
+        pin: Option<&str>,
+    ) -> Result<Option<Box<dyn SourceReader>>, OpenError>;
 }
 
 /// No `salt://` sources at all.
@@ -35,7 +55,11 @@ pub struct NoFiles;
 
 #[async_trait]
 impl FileServer for NoFiles {
-    async fn open(&self, _path: &Path) -> Result<Option<Box<dyn SourceReader>>, String> {
+    async fn open(
+        &self,
+        _path: &Path,
+        _pin: Option<&str>,
+    ) -> Result<Option<Box<dyn SourceReader>>, OpenError> {
         Ok(None)
     }
 }
@@ -90,7 +114,12 @@ async fn hash_file(path: &Path) -> std::io::Result<String> {
 
 #[async_trait]
 impl FileServer for LocalRoots {
-    async fn open(&self, path: &Path) -> Result<Option<Box<dyn SourceReader>>, String> {
+    async fn open(
+        &self,
+        path: &Path,
+        pin: Option<&str>,
+    ) -> Result<Option<Box<dyn SourceReader>>, OpenError> {
+        let failed = |e: std::io::Error| OpenError::Failed(e.to_string());
         for root in &self.roots {
             let candidate = root.join(path);
             let Ok(real) = tokio::fs::canonicalize(&candidate).await else {
@@ -98,23 +127,24 @@ impl FileServer for LocalRoots {
             };
             let root_real = tokio::fs::canonicalize(root)
                 .await
-                .map_err(|e| format!("file root {}: {e}", root.display()))?;
+                .map_err(|e| OpenError::Failed(format!("file root {}: {e}", root.display())))?;
             if !real.starts_with(&root_real) {
-                return Err(format!(
+                return Err(OpenError::Failed(format!(
                     "salt://{} resolves outside its file root",
                     path.display()
-                ));
+                )));
             }
-            let meta = tokio::fs::metadata(&real)
-                .await
-                .map_err(|e| e.to_string())?;
+            let meta = tokio::fs::metadata(&real).await.map_err(failed)?;
             if !meta.is_file() {
                 continue;
             }
-            let sha256 = hash_file(&real).await.map_err(|e| e.to_string())?;
-            let file = tokio::fs::File::open(&real)
-                .await
-                .map_err(|e| e.to_string())?;
+            let sha256 = hash_file(&real).await.map_err(failed)?;
+            if pin.is_some_and(|pin| pin != sha256) {
+                // Another version than the job's: a later root or server
+                // may hold the pinned one.
+                continue;
+            }
+            let file = tokio::fs::File::open(&real).await.map_err(failed)?;
             return Ok(Some(Box::new(LocalSource {
                 file,
                 size: meta.len(),
@@ -130,12 +160,44 @@ pub struct Chain(pub Vec<std::sync::Arc<dyn FileServer>>);
 
 #[async_trait]
 impl FileServer for Chain {
-    async fn open(&self, path: &Path) -> Result<Option<Box<dyn SourceReader>>, String> {
+    async fn open(
+        &self,
+        path: &Path,
+        pin: Option<&str>,
+    ) -> Result<Option<Box<dyn SourceReader>>, OpenError> {
         for server in &self.0 {
-            if let Some(source) = server.open(path).await? {
+            if let Some(source) = server.open(path, pin).await? {
                 return Ok(Some(source));
             }
         }
         Ok(None)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_local_file_is_served_under_a_pin_only_with_the_pinned_content() {
+        let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        std::fs::write(a.path().join("f"), "new").unwrap();
+        std::fs::write(b.path().join("f"), "old").unwrap();
+        let roots = LocalRoots::new(vec![a.path().into(), b.path().into()]);
+        let sha = |s: &str| hex::encode(Sha256::digest(s));
+        let open = |pin: Option<String>| {
+            let roots = &roots;
+            async move {
+                roots
+                    .open(Path::new("f"), pin.as_deref())
+                    .await
+                    .unwrap()
+                    .map(|s| s.sha256().to_string())
+            }
+        };
+        assert_eq!(open(None).await, Some(sha("new")));
+        assert_eq!(open(Some(sha("new"))).await, Some(sha("new")));
+        assert_eq!(open(Some(sha("old"))).await, Some(sha("old")));
+        assert_eq!(open(Some(sha("other"))).await, None);
     }
 }

@@ -2,25 +2,51 @@
 //!
 //! `maid file push` stores a file content-addressed: its bytes in chunks
 //! under its SHA-256, a small metadata hash, and a name → hash index, so
-//! `salt://NAME` resolves on every agent. Files stream through in chunks on
-//! both sides, so neither side holds a whole file in memory; agents check
-//! the content against the hash as they write it (the `cp` plugin does).
+//! `salt://NAME` resolves on every agent. With the master key it also
+//! signs what it pushed — name, SHA-256 and size ([`FileRecord`]) — beside
+//! the index, in [`SIGNED_KEY`].
+//!
+//! Everything in Redis can be written by anyone who holds credentials for
+//! it (every agent does), so an agent serves stored content only as far as
+//! someone it trusts vouches for it: the SHA-256 a signed job pins, else
+//! (where signed jobs are required) a record signed by a trusted master
+//! key; the index alone is trusted only where signatures are not required.
+//! [`StoredSource`] then streams the content in bounded pieces, never more
+//! than the vouched size, and fails the read that would complete content
+//! whose hash is not the vouched one, so no plugin ever sees its end.
 
+use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use ed25519_dalek::SigningKey;
 use redis::AsyncCommands;
+use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use tokio::io::AsyncReadExt;
 
 use crate::bus::Conn;
-use crate::fileserver::{FileServer, SourceReader};
+use crate::config::SecuritySettings;
+use crate::fileserver::{FileServer, OpenError, SourceReader};
+use crate::trust::{self, Envelope, KeyError, Verifier};
 
 /// Name → SHA-256 of every pushed file.
 pub const INDEX_KEY: &str = "maid:file:index";
+/// Name → the master's signed [`FileRecord`] of that name, as an
+/// [`Envelope`] in JSON.
+pub const SIGNED_KEY: &str = "maid:file:signed";
 /// Bytes per chunk.
 pub const CHUNK_BYTES: usize = 1 << 20;
+/// Bytes fetched from Redis per command when serving content: a chunk is
+/// read in pieces (`GETRANGE`), never whole, whatever a tampered store
+/// holds under its key.
+pub const PIECE_BYTES: usize = 256 << 10;
+/// `kind` of a [`FileRecord`]: what the master's signature is about, so a
+/// signature over anything else (a job) never reads as one.
+pub const RECORD_KIND: &str = "salt-file";
+/// Chunk sizes an agent accepts from stored metadata.
+const CHUNK_BYTES_ACCEPTED: std::ops::RangeInclusive<u64> = (64 << 10)..=(64 << 20);
 
 /// `maid:file:meta:<sha256>`: size, chunk count and chunk size of stored
 /// content.
@@ -53,6 +79,67 @@ pub struct Pushed {
     pub name: String,
     pub sha256: String,
     pub size: u64,
+    /// Id of the key that signed it, when one did.
+    pub kid: Option<String>,
+}
+
+/// What a master signs about a pushed file: `salt://name` is exactly
+/// `size` bytes whose SHA-256 is `sha256`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileRecord {
+    /// Always [`RECORD_KIND`].
+    pub kind: String,
+    /// The `salt://` name, normalised as agents resolve it.
+    pub name: String,
+    /// Lower-case hex SHA-256 of the content.
+    pub sha256: String,
+    /// Bytes of the content.
+    pub size: u64,
+}
+
+impl FileRecord {
+    pub fn new(name: &str, sha256: &str, size: u64) -> Self {
+        Self {
+            kind: RECORD_KIND.into(),
+            name: name.into(),
+            sha256: sha256.into(),
+            size,
+        }
+    }
+
+    /// The record signed with `key`, as stored in [`SIGNED_KEY`].
+    pub fn sign(&self, key: &SigningKey) -> Envelope {
+        let payload = serde_json::to_string(self).expect("a file record serialises");
+        trust::sign(payload, key)
+    }
+
+    /// The record in `envelope` (JSON, as stored in [`SIGNED_KEY`]) when a
+    /// key of `verifier` signed it and it vouches for `name`; why not,
+    /// otherwise.
+    pub fn verify(verifier: &Verifier, envelope: &str, name: &str) -> Result<Self, String> {
+        let envelope: Envelope = serde_json::from_str(envelope)
+            .map_err(|e| format!("its signed record is not an envelope: {e}"))?;
+        verifier
+            .signer(&envelope.payload, &envelope.sig, envelope.kid.as_deref())
+            .map_err(|e| format!("its signed record: {e}"))?;
+        let record: Self = serde_json::from_str(&envelope.payload)
+            .map_err(|e| format!("its signed record is not a file record: {e}"))?;
+        if record.kind != RECORD_KIND {
+            return Err(format!("its signed record is a {:?}", record.kind));
+        }
+        if record.name != name {
+            return Err(format!("its signed record names salt://{}", record.name));
+        }
+        if !is_sha256(&record.sha256) {
+            return Err("its signed record holds no SHA-256".into());
+        }
+        Ok(record)
+    }
+}
+
+/// Whether `text` is a lower-case hex SHA-256.
+fn is_sha256(text: &str) -> bool {
+    text.len() == 64 && text.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
 }
 
 /// Check a `salt://` name the way the agents will resolve it.
@@ -62,15 +149,38 @@ fn check_name(name: &str) -> Result<String, PushError> {
     Ok(path.to_string_lossy().into_owned())
 }
 
-/// Store the file at `path` as `salt://name`.
-pub async fn push(conn: &mut Conn, path: &Path, name: &str) -> Result<Pushed, PushError> {
+/// Store the file at `path` as `salt://name`; with `key`, sign what was
+/// stored. Without one, a signed record of an earlier push of `name` is
+/// removed: it would vouch for other content than the index now names.
+pub async fn push(
+    conn: &mut Conn,
+    path: &Path,
+    name: &str,
+    key: Option<&SigningKey>,
+) -> Result<Pushed, PushError> {
     let name = check_name(name)?;
     let (sha, size) = store(conn, path).await?;
+    // The record first: an agent that requires it never finds the index
+    // ahead of it. (Two commands, not MULTI: the keys may live on different
+    // cluster nodes.)
+    let kid = match key {
+        Some(key) => {
+            let envelope = FileRecord::new(&name, &sha, size).sign(key);
+            let json = serde_json::to_string(&envelope).expect("an envelope serialises");
+            let _: () = conn.hset(SIGNED_KEY, &name, json).await?;
+            envelope.kid
+        }
+        None => {
+            let _: () = conn.hdel(SIGNED_KEY, &name).await?;
+            None
+        }
+    };
     let _: () = conn.hset(INDEX_KEY, &name, &sha).await?;
     Ok(Pushed {
         name,
         sha256: sha,
         size,
+        kid,
     })
 }
 
@@ -143,33 +253,298 @@ pub trait ConnSource: Send + Sync {
     fn conn(&self) -> Option<Conn>;
 }
 
-/// `salt://` served from Redis.
+/// `salt://` served from Redis, as far as it is vouched for (see the
+/// module's header).
 pub struct RedisFiles {
+    /// The command connection of the moment.
     conns: Arc<dyn ConnSource>,
+    /// The trusted master keys, whose signed records vouch for content.
+    verifier: Verifier,
+    /// Serve only pinned or signed content (`security.require_signed`):
+    /// the index alone vouches for nothing.
+    require_signed: bool,
 }
 
 impl RedisFiles {
-    pub fn new(conns: Arc<dyn ConnSource>) -> Self {
-        Self { conns }
+    /// Serving what `keys` vouch for; with `require_signed`, nothing else.
+    pub fn new(
+        conns: Arc<dyn ConnSource>,
+        keys: Vec<(String, ed25519_dalek::VerifyingKey)>,
+        require_signed: bool,
+    ) -> Self {
+        Self {
+            conns,
+            verifier: Verifier {
+                keys,
+                require_signed: true,
+                max_skew_ms: 0,
+            },
+            require_signed,
+        }
+    }
+
+    /// As an agent configured with `security` serves files.
+    pub fn for_agent(
+        conns: Arc<dyn ConnSource>,
+        security: &SecuritySettings,
+    ) -> Result<Self, KeyError> {
+        let keys = security
+            .trusted_keys
+            .iter()
+            .map(|spec| trust::read_verifying_key(spec).map(|k| (trust::key_id(&k), k)))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Self::new(conns, keys, security.signed()))
+    }
+
+    /// The SHA-256 and size a trusted master key vouches for as
+    /// `salt://name`, from its signed record; `Ok(None)` when `name` was
+    /// never pushed.
+    async fn vouched(
+        &self,
+        conn: &mut Conn,
+        name: &str,
+    ) -> Result<Option<(String, u64)>, OpenError> {
+        let not_vouched = |why: &str| {
+            OpenError::Denied(format!(
+                "salt://{name} is not vouched for by a trusted master key: {why}"
+            ))
+        };
+        let record: Option<String> = conn.hget(SIGNED_KEY, name).await.map_err(failed)?;
+        let Some(record) = record else {
+            let pushed: bool = conn.hexists(INDEX_KEY, name).await.map_err(failed)?;
+            if !pushed {
+                return Ok(None);
+            }
+            return Err(not_vouched(
+                "it was pushed without a signature (push it with the master key, or copy \
+                 it with `maid cp`, which pins its hash in the signed job)",
+            ));
+        };
+        let record =
+            FileRecord::verify(&self.verifier, &record, name).map_err(|why| not_vouched(&why))?;
+        Ok(Some((record.sha256, record.size)))
     }
 }
 
-struct RedisSource {
-    conns: Arc<dyn ConnSource>,
-    sha256: String,
-    size: u64,
-    chunks: u64,
-    next: u64,
-    buf: Vec<u8>,
-    pos: usize,
+fn failed(e: redis::RedisError) -> OpenError {
+    OpenError::Failed(e.to_string())
 }
 
-fn unavailable() -> std::io::Error {
-    std::io::Error::other("redis is not connected")
+fn unavailable() -> io::Error {
+    io::Error::other("redis is not connected")
 }
 
 #[async_trait]
-impl SourceReader for RedisSource {
+impl FileServer for RedisFiles {
+    async fn open(
+        &self,
+        path: &Path,
+        pin: Option<&str>,
+    ) -> Result<Option<Box<dyn SourceReader>>, OpenError> {
+        let mut conn = self
+            .conns
+            .conn()
+            .ok_or_else(|| OpenError::Failed("redis is not connected".into()))?;
+        let name = path.to_string_lossy();
+        // Who vouches for which content: the job's pin, else a signed
+        // record, else (only where signatures are not required) the index.
+        let (sha, vouched_size) = match pin {
+            Some(pin) if is_sha256(pin) => (pin.to_string(), None),
+            Some(pin) => {
+                return Err(OpenError::Denied(format!(
+                    "salt://{name}: the job pins {pin:?}, not a SHA-256"
+                )));
+            }
+            None if self.require_signed => match self.vouched(&mut conn, &name).await? {
+                Some((sha, size)) => (sha, Some(size)),
+                None => return Ok(None),
+            },
+            None => {
+                let sha: Option<String> =
+                    conn.hget(INDEX_KEY, name.as_ref()).await.map_err(failed)?;
+                let Some(sha) = sha else {
+                    return Ok(None);
+                };
+                if !is_sha256(&sha) {
+                    return Err(OpenError::Failed(format!(
+                        "salt://{name}: the index names {sha:?}, not a SHA-256"
+                    )));
+                }
+                (sha, None)
+            }
+        };
+        let (size, chunk_bytes): (Option<u64>, Option<u64>) = redis::cmd("HMGET")
+            .arg(meta_key(&sha))
+            .arg("size")
+            .arg("chunk_bytes")
+            .query_async(&mut conn)
+            .await
+            .map_err(failed)?;
+        let Some(stored_size) = size else {
+            return Err(OpenError::Failed(format!(
+                "salt://{name}: content {sha} is not in the file store"
+            )));
+        };
+        // A pin vouches for the hash only; a size that lies is caught by
+        // it, at the end of the content.
+        let size = vouched_size.unwrap_or(stored_size);
+        let chunk_bytes = chunk_bytes.unwrap_or(CHUNK_BYTES as u64);
+        if !CHUNK_BYTES_ACCEPTED.contains(&chunk_bytes) {
+            return Err(OpenError::Failed(format!(
+                "salt://{name}: content {sha} is stored in chunks of {chunk_bytes} bytes"
+            )));
+        }
+        let chunks = RedisChunks(self.conns.clone());
+        Ok(Some(Box::new(StoredSource::new(
+            chunks,
+            sha,
+            size,
+            chunk_bytes,
+        ))))
+    }
+}
+
+/// Where stored content's chunks are read from.
+#[async_trait]
+trait Chunks: Send + Sync {
+    /// Bytes held by chunk `i` of `sha` (0 when it does not exist).
+    async fn len(&self, sha: &str, i: u64) -> io::Result<u64>;
+    /// `len` bytes of chunk `i` of `sha` from `start`, or fewer where the
+    /// chunk ends first.
+    async fn range(&self, sha: &str, i: u64, start: u64, len: usize) -> io::Result<Vec<u8>>;
+}
+
+/// Chunks in Redis.
+struct RedisChunks(Arc<dyn ConnSource>);
+
+#[async_trait]
+impl Chunks for RedisChunks {
+    async fn len(&self, sha: &str, i: u64) -> io::Result<u64> {
+        let mut conn = self.0.conn().ok_or_else(unavailable)?;
+        redis::cmd("STRLEN")
+            .arg(chunk_key(sha, i))
+            .query_async(&mut conn)
+            .await
+            .map_err(io::Error::other)
+    }
+
+    async fn range(&self, sha: &str, i: u64, start: u64, len: usize) -> io::Result<Vec<u8>> {
+        if len == 0 {
+            return Ok(Vec::new());
+        }
+        let mut conn = self.0.conn().ok_or_else(unavailable)?;
+        redis::cmd("GETRANGE")
+            .arg(chunk_key(sha, i))
+            .arg(start)
+            .arg(start + len as u64 - 1)
+            .query_async(&mut conn)
+            .await
+            .map_err(io::Error::other)
+    }
+}
+
+/// Stored content, served only as what was vouched for: `size` bytes
+/// whose SHA-256 is `sha256`, laid out in chunks of `chunk_bytes` as
+/// [`store`] writes them. Each read fetches at most [`PIECE_BYTES`]; a
+/// chunk of another length than its place in `size` gives it, a piece that
+/// comes back short, or a hash that does not match fails the read — the
+/// last before the final piece is handed out — and every read after it.
+struct StoredSource<C> {
+    chunks: C,
+    /// The vouched hash.
+    sha256: String,
+    /// The vouched size (or, under a pin, the stored one, which the hash
+    /// then checks).
+    size: u64,
+    chunk_bytes: u64,
+    /// Bytes handed out so far.
+    delivered: u64,
+    /// Over the bytes handed out.
+    hasher: Sha256,
+    /// The whole content was read and matched its hash.
+    verified: bool,
+    /// Why the content failed a check, once it did: a plugin that reads on
+    /// after an error must not then see an end of the content.
+    broken: Option<String>,
+}
+
+impl<C: Chunks> StoredSource<C> {
+    fn new(chunks: C, sha256: String, size: u64, chunk_bytes: u64) -> Self {
+        Self {
+            chunks,
+            sha256,
+            size,
+            chunk_bytes,
+            delivered: 0,
+            hasher: Sha256::new(),
+            verified: false,
+            broken: None,
+        }
+    }
+
+    async fn next(&mut self, max: usize) -> Result<Vec<u8>, String> {
+        if self.delivered == self.size {
+            if !self.verified {
+                // Empty content: nothing was read, check it all the same.
+                self.finish().await?;
+            }
+            return Ok(Vec::new());
+        }
+        if max == 0 {
+            return Ok(Vec::new());
+        }
+        let i = self.delivered / self.chunk_bytes;
+        let offset = self.delivered % self.chunk_bytes;
+        let expected = self.chunk_bytes.min(self.size - i * self.chunk_bytes);
+        if offset == 0 {
+            self.check_len(i, expected).await?;
+        }
+        let want = (max as u64).min(PIECE_BYTES as u64).min(expected - offset) as usize;
+        let piece = self
+            .chunks
+            .range(&self.sha256, i, offset, want)
+            .await
+            .map_err(|e| e.to_string())?;
+        if piece.len() != want {
+            return Err(format!("chunk {i} changed while it was read"));
+        }
+        self.hasher.update(&piece);
+        self.delivered += want as u64;
+        if self.delivered == self.size {
+            self.finish().await?;
+        }
+        Ok(piece)
+    }
+
+    async fn check_len(&self, i: u64, expected: u64) -> Result<(), String> {
+        let held = self
+            .chunks
+            .len(&self.sha256, i)
+            .await
+            .map_err(|e| e.to_string())?;
+        if held != expected {
+            return Err(format!(
+                "chunk {i} holds {held} bytes where {expected} belong"
+            ));
+        }
+        Ok(())
+    }
+
+    async fn finish(&mut self) -> Result<(), String> {
+        if self.size == 0 {
+            self.check_len(0, 0).await?;
+        }
+        let got = hex::encode(std::mem::take(&mut self.hasher).finalize());
+        if got != self.sha256 {
+            return Err(format!("it hashes to {got}, not to the vouched SHA-256"));
+        }
+        self.verified = true;
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl<C: Chunks> SourceReader for StoredSource<C> {
     fn size(&self) -> u64 {
         self.size
     }
@@ -178,59 +553,231 @@ impl SourceReader for RedisSource {
         &self.sha256
     }
 
-    async fn read(&mut self, max: usize) -> std::io::Result<Vec<u8>> {
-        if self.pos >= self.buf.len() {
-            if self.next >= self.chunks {
-                return Ok(Vec::new());
+    async fn read(&mut self, max: usize) -> io::Result<Vec<u8>> {
+        if self.broken.is_none() {
+            match self.next(max).await {
+                Ok(piece) => return Ok(piece),
+                Err(why) => {
+                    self.broken = Some(format!(
+                        "stored content {} is not served (nothing more of it will be): {why}",
+                        self.sha256
+                    ));
+                }
             }
-            let mut conn = self.conns.conn().ok_or_else(unavailable)?;
-            let chunk: Option<Vec<u8>> = conn
-                .get(chunk_key(&self.sha256, self.next))
-                .await
-                .map_err(std::io::Error::other)?;
-            self.buf = chunk.ok_or_else(|| {
-                std::io::Error::other(format!("chunk {} of {} is missing", self.next, self.sha256))
-            })?;
-            self.pos = 0;
-            self.next += 1;
         }
-        let end = (self.pos + max).min(self.buf.len());
-        let out = self.buf[self.pos..end].to_vec();
-        self.pos = end;
-        Ok(out)
+        Err(io::Error::other(self.broken.clone().unwrap_or_default()))
     }
 }
 
-#[async_trait]
-impl FileServer for RedisFiles {
-    async fn open(&self, path: &Path) -> Result<Option<Box<dyn SourceReader>>, String> {
-        let mut conn = self.conns.conn().ok_or("redis is not connected")?;
-        let name = path.to_string_lossy();
-        let sha: Option<String> = conn
-            .hget(INDEX_KEY, name.as_ref())
-            .await
-            .map_err(|e| e.to_string())?;
-        let Some(sha) = sha else {
-            return Ok(None);
-        };
-        let (size, chunks): (Option<u64>, Option<u64>) = redis::cmd("HMGET")
-            .arg(meta_key(&sha))
-            .arg("size")
-            .arg("chunks")
-            .query_async(&mut conn)
-            .await
-            .map_err(|e| e.to_string())?;
-        let (Some(size), Some(chunks)) = (size, chunks) else {
-            return Err(format!("salt://{name}: metadata of {sha} is missing"));
-        };
-        Ok(Some(Box::new(RedisSource {
-            conns: self.conns.clone(),
-            sha256: sha,
-            size,
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+    use std::sync::Mutex;
+
+    use super::*;
+
+    /// Chunks in memory, recording what was asked of them.
+    #[derive(Default)]
+    struct Mem {
+        chunks: HashMap<u64, Vec<u8>>,
+        /// Bytes asked for by each `range`.
+        asked: Mutex<Vec<usize>>,
+        /// What `len` says instead of the truth, when set.
+        len_lies: Option<u64>,
+    }
+
+    #[async_trait]
+    impl Chunks for Mem {
+        async fn len(&self, _sha: &str, i: u64) -> io::Result<u64> {
+            Ok(self
+                .len_lies
+                .unwrap_or_else(|| self.chunks.get(&i).map_or(0, |c| c.len() as u64)))
+        }
+
+        async fn range(&self, _sha: &str, i: u64, start: u64, len: usize) -> io::Result<Vec<u8>> {
+            self.asked.lock().unwrap().push(len);
+            let chunk = self.chunks.get(&i).map(Vec::as_slice).unwrap_or_default();
+            let start = (start as usize).min(chunk.len());
+            let end = (start + len).min(chunk.len());
+            Ok(chunk[start..end].to_vec())
+        }
+    }
+
+    const CHUNK: u64 = 1 << 20;
+
+    fn content(n: usize) -> Vec<u8> {
+        (0..n).map(|i| (i * 7 + i / 251) as u8).collect()
+    }
+
+    fn sha(bytes: &[u8]) -> String {
+        hex::encode(Sha256::digest(bytes))
+    }
+
+    /// `bytes` laid out in chunks as `store` writes them.
+    fn mem(bytes: &[u8]) -> Mem {
+        let mut chunks: HashMap<u64, Vec<u8>> = bytes
+            .chunks(CHUNK as usize)
+            .enumerate()
+            .map(|(i, c)| (i as u64, c.to_vec()))
+            .collect();
+        chunks.entry(0).or_default();
+        Mem {
             chunks,
-            next: 0,
-            buf: Vec::new(),
-            pos: 0,
-        })))
+            ..Default::default()
+        }
+    }
+
+    /// A source vouched for as `vouched`, serving `chunks`.
+    fn source(chunks: Mem, vouched: &[u8]) -> StoredSource<Mem> {
+        StoredSource::new(chunks, sha(vouched), vouched.len() as u64, CHUNK)
+    }
+
+    /// Every read until the end or the first error: the pieces, and the
+    /// error.
+    async fn drain(src: &mut StoredSource<Mem>, max: usize) -> (Vec<Vec<u8>>, Option<String>) {
+        let mut pieces = Vec::new();
+        loop {
+            match src.read(max).await {
+                Ok(piece) if piece.is_empty() => return (pieces, None),
+                Ok(piece) => pieces.push(piece),
+                Err(e) => return (pieces, Some(e.to_string())),
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn vouched_content_streams_in_bounded_pieces() {
+        let bytes = content(2 * CHUNK as usize + 300_000);
+        let mut src = source(mem(&bytes), &bytes);
+        assert_eq!(src.sha256(), sha(&bytes));
+        assert_eq!(src.size(), bytes.len() as u64);
+        let (pieces, err) = drain(&mut src, 4 << 20).await;
+        assert_eq!(err, None);
+        assert_eq!(pieces.concat(), bytes);
+        let asked = src.chunks.asked.lock().unwrap().clone();
+        assert!(asked.iter().all(|n| *n <= PIECE_BYTES), "{asked:?}");
+        // The end stays the end.
+        assert!(src.read(100).await.unwrap().is_empty());
+
+        // Small reads are served as asked.
+        let mut src = source(mem(&bytes), &bytes);
+        let (pieces, err) = drain(&mut src, 1000).await;
+        assert_eq!(err, None);
+        assert!(pieces.iter().all(|p| p.len() <= 1000));
+        assert_eq!(pieces.concat(), bytes);
+
+        // Empty content.
+        let mut src = source(mem(b""), b"");
+        assert_eq!(drain(&mut src, 10).await, (vec![], None));
+    }
+
+    #[tokio::test]
+    async fn tampered_content_fails_before_its_last_piece() {
+        let bytes = content(600_000);
+        let mut tampered = bytes.clone();
+        *tampered.last_mut().unwrap() ^= 1;
+        let mut src = source(mem(&tampered), &bytes);
+        let (pieces, err) = drain(&mut src, 1 << 20).await;
+        // The pieces before the last only: the last is never handed out.
+        assert_eq!(pieces.concat(), bytes[..2 * PIECE_BYTES]);
+        let err = err.expect("tampered content must fail");
+        assert!(err.contains("not to the vouched SHA-256"), "{err}");
+        // Reading on never reaches an end.
+        for _ in 0..3 {
+            assert!(src.read(1 << 20).await.is_err());
+        }
+
+        // Tampered early: found only at the end, still before the end.
+        let mut tampered = bytes.clone();
+        tampered[0] ^= 1;
+        let mut src = source(mem(&tampered), &bytes);
+        let (pieces, err) = drain(&mut src, 1 << 20).await;
+        assert_eq!(pieces.len(), 2);
+        assert!(err.is_some());
+
+        // Empty content vouched for, something else stored.
+        let mut src = source(mem(b"x"), b"");
+        assert!(drain(&mut src, 10).await.1.is_some());
+    }
+
+    #[tokio::test]
+    async fn a_chunk_of_the_wrong_length_is_refused_unread() {
+        // 8 MiB where 10 bytes belong, beginning with the right 10 bytes.
+        let bytes = b"0123456789".to_vec();
+        let mut huge = bytes.clone();
+        huge.resize(8 << 20, b'x');
+        let mut chunks = mem(b"");
+        chunks.chunks.insert(0, huge);
+        let mut src = source(chunks, &bytes);
+        let (pieces, err) = drain(&mut src, 1 << 20).await;
+        assert!(pieces.is_empty());
+        let err = err.unwrap();
+        assert!(
+            err.contains("chunk 0 holds 8388608 bytes where 10 belong"),
+            "{err}"
+        );
+        assert!(src.chunks.asked.lock().unwrap().is_empty(), "nothing read");
+
+        // A chunk missing in the middle.
+        let bytes = content(2 * CHUNK as usize + 5);
+        let mut chunks = mem(&bytes);
+        chunks.chunks.remove(&1);
+        let mut src = source(chunks, &bytes);
+        let (pieces, err) = drain(&mut src, 1 << 20).await;
+        assert_eq!(pieces.concat(), bytes[..CHUNK as usize]);
+        assert!(err.unwrap().contains("chunk 1 holds 0 bytes"));
+
+        // Stored shorter than vouched.
+        let bytes = content(1000);
+        let mut src = source(mem(&bytes[..900]), &bytes);
+        assert!(drain(&mut src, 1 << 20).await.1.is_some());
+    }
+
+    #[tokio::test]
+    async fn a_chunk_that_shrinks_while_read_is_refused() {
+        let bytes = content(1000);
+        let mut chunks = mem(&bytes[..500]);
+        chunks.len_lies = Some(1000);
+        let mut src = source(chunks, &bytes);
+        let (pieces, err) = drain(&mut src, 1 << 20).await;
+        assert!(pieces.is_empty());
+        assert!(err.unwrap().contains("changed while it was read"));
+    }
+
+    #[test]
+    fn file_records_verify_only_as_signed_for_their_name() {
+        let key = trust::generate().unwrap();
+        let pk = key.verifying_key();
+        let verifier = Verifier {
+            keys: vec![(trust::key_id(&pk), pk)],
+            require_signed: true,
+            max_skew_ms: 0,
+        };
+        let record = FileRecord::new("etc/motd", &sha(b"hi"), 2);
+        let json = |e: &Envelope| serde_json::to_string(e).unwrap();
+        let signed = json(&record.sign(&key));
+        assert_eq!(
+            FileRecord::verify(&verifier, &signed, "etc/motd"),
+            Ok(record.clone())
+        );
+        // Another name's record.
+        let err = FileRecord::verify(&verifier, &signed, "etc/passwd").unwrap_err();
+        assert!(err.contains("names salt://etc/motd"), "{err}");
+        // Signed by a key nobody trusts.
+        let other = trust::generate().unwrap();
+        assert!(FileRecord::verify(&verifier, &json(&record.sign(&other)), "etc/motd").is_err());
+        // The payload changed after signing.
+        let mut forged = record.sign(&key);
+        forged.payload = forged.payload.replace(&record.sha256, &sha(b"evil"));
+        assert!(FileRecord::verify(&verifier, &json(&forged), "etc/motd").is_err());
+        // Something else the master signed (a job) is no file record.
+        let job = trust::sign(
+            serde_json::json!({"name": "etc/motd", "sha256": record.sha256, "size": 2,
+                               "jid": "1", "fun": "test.ping"})
+            .to_string(),
+            &key,
+        );
+        assert!(FileRecord::verify(&verifier, &json(&job), "etc/motd").is_err());
+        assert!(FileRecord::verify(&verifier, "not json", "etc/motd").is_err());
     }
 }

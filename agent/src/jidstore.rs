@@ -1,20 +1,31 @@
-//! The job ids a maid has accepted, remembered across restarts.
+//! The job ids a maid has accepted, remembered by age across restarts.
 //!
 //! A `jid` runs at most once (PROTOCOL §5), and a signed job seen before is
 //! rejected as `replayed` (§6) — also after the agent restarts, so the ids
 //! live in a small append-only file in the state directory as well as in
-//! memory. Both are bounded: the oldest ids are forgotten first, and the
-//! file is rewritten when it holds twice the bound.
+//! memory.
 //!
-//! In memory each id is kept as a 128-bit keyed hash, not as its text, in
-//! a set and a queue of 16-byte values: an agent that has seen a full
-//! bound of jobs (100 000 by default) holds ~6.5 MB for them where two
-//! strings an id took ~15.7 MB (measured), and accepting a job allocates
-//! nothing once the queue has grown. The key is random for each process,
-//! so nobody can make two ids collide on purpose, and by chance two of
-//! 100 000 ids would collide once in ~10²⁸ tries. A collision could only
-//! refuse a job as seen, never run one twice. The text stays in the file,
-//! which is what a restart reads.
+//! Each id is kept for a *retention* from the moment it was accepted: twice
+//! the signature skew window. A signed job is fresh only while its
+//! `issued_at` is within the skew of the maid's clock, and it was within
+//! the skew when it was accepted, so by the time its id is forgotten the
+//! job itself is refused as `expired`: no replay can fall in between. Ids
+//! are never forgotten before then. The store is bounded all the same:
+//! when it holds its bound of live ids, a new job is refused
+//! ([`Insert::Full`]) rather than an id forgotten early, which would reopen
+//! replay to anyone who can send that many signed jobs.
+//!
+//! The file holds one `jid<TAB>expiry` line per id (expiry in Unix ms);
+//! lines of older agents, a jid alone, are kept for a whole retention from
+//! the start. It is rewritten with just the live ids at start and whenever
+//! it holds twice as many lines as there are live ids.
+//!
+//! In memory each id is kept as a 128-bit keyed hash, not as its text: an
+//! agent that holds 100 000 ids spends a few MB on them, and accepting a
+//! job allocates nothing once the queue has grown. The key is random for
+//! each process, so nobody can make two ids collide on purpose, and by
+//! chance two of 100 000 ids would collide once in ~10²⁸ tries. A collision
+//! could only refuse a job as seen, never run one twice.
 
 use std::collections::hash_map::RandomState;
 use std::collections::{HashSet, VecDeque};
@@ -27,10 +38,6 @@ use std::path::{Path, PathBuf};
 /// A set of digests. They are keyed hashes already, so the set uses their
 /// low 64 bits as they are instead of hashing them again.
 type Digests = HashSet<u128, BuildHasherDefault<Prehashed>>;
-
-/// What a store remembers of a file: its lines kept, oldest first, each
-/// with its digest, and the set of those digests.
-type Kept<'t> = (Vec<(&'t [u8], u128)>, Digests);
 
 /// The [`Hasher`] of [`Digests`]: a digest's low 64 bits.
 #[derive(Default)]
@@ -53,12 +60,28 @@ impl Hasher for Prehashed {
     }
 }
 
+/// What [`JidStore::insert`] made of an id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Insert {
+    /// Not seen within its retention: accepted, and remembered.
+    New,
+    /// Seen before, and still remembered.
+    Seen,
+    /// The store holds its bound of live ids: refused, nothing forgotten.
+    Full,
+    /// Not an id the file could hold as one line (empty, or with a line
+    /// break or a tab).
+    Invalid,
+}
+
 /// Accepted job ids.
 pub struct JidStore {
     key: [RandomState; 2],
     set: Digests,
-    /// The ids of `set`, oldest first.
-    order: VecDeque<u128>,
+    /// The ids of `set` with their expiry (Unix ms), oldest first.
+    order: VecDeque<(u128, i64)>,
+    /// How long an id is kept, in ms.
+    retention_ms: i64,
     cap: usize,
     file: Option<Journal>,
 }
@@ -81,50 +104,8 @@ fn open_append(path: &Path) -> std::io::Result<File> {
         .open(path)
 }
 
-/// The last `cap` distinct non-empty lines of `text`, oldest first, and
-/// the set of their digests: what a store bounded by `cap` remembers of a
-/// file.
-fn newest<'t>(text: &'t [u8], cap: usize, key: &[RandomState; 2]) -> Kept<'t> {
-    let mut seen = Digests::default();
-    let mut kept = Vec::new();
-    for line in text.split(|b| *b == b'\n').rev() {
-        if kept.len() == cap {
-            break;
-        }
-        if line.is_empty() {
-            continue;
-        }
-        let digest = digest(key, line);
-        if seen.insert(digest) {
-            kept.push((line, digest));
-        }
-    }
-    kept.reverse();
-    (kept, seen)
-}
-
 fn digest(key: &[RandomState; 2], jid: &[u8]) -> u128 {
     (u128::from(key[0].hash_one(jid)) << 64) | u128::from(key[1].hash_one(jid))
-}
-
-/// Rewrite `path` (whose contents are `text`) with what a store bounded
-/// by `cap` remembers of it, unless that is every line already: the lines
-/// kept, and their digests.
-fn compact<'t>(
-    path: &Path,
-    text: &'t [u8],
-    cap: usize,
-    key: &[RandomState; 2],
-) -> std::io::Result<Kept<'t>> {
-    let (kept, seen) = newest(text, cap, key);
-    let lines = text
-        .split(|b| *b == b'\n')
-        .filter(|l| !l.is_empty())
-        .count();
-    if kept.len() < lines || text.last().is_some_and(|b| *b != b'\n') {
-        crate::fsutil::replace_private(path, kept.iter().map(|(line, _)| line))?;
-    }
-    Ok((kept, seen))
 }
 
 fn read_if_any(path: &Path) -> std::io::Result<Vec<u8>> {
@@ -134,188 +115,354 @@ fn read_if_any(path: &Path) -> std::io::Result<Vec<u8>> {
     }
 }
 
+/// A file line: the id and its expiry. A line without one (an older
+/// agent's) expires `fallback`; an expiry that is not a number is read as
+/// `fallback` too, never as already past.
+fn parse_line(line: &[u8], fallback: i64) -> (&[u8], i64) {
+    match line.iter().position(|b| *b == b'\t') {
+        None => (line, fallback),
+        Some(tab) => {
+            let expiry = std::str::from_utf8(&line[tab + 1..])
+                .ok()
+                .and_then(|t| t.trim().parse::<i64>().ok())
+                .unwrap_or(fallback);
+            (&line[..tab], expiry)
+        }
+    }
+}
+
 impl JidStore {
-    /// In memory only.
-    pub fn memory(cap: usize) -> Self {
+    /// In memory only: each id kept for `retention_ms`, at most `cap` at once.
+    pub fn memory(cap: usize, retention_ms: i64) -> Self {
         Self {
             // Two keys, so two independent 64-bit hashes of each id.
             key: [RandomState::new(), RandomState::new()],
             set: Digests::default(),
             order: VecDeque::new(),
+            retention_ms: retention_ms.max(0),
             cap: cap.max(1),
             file: None,
         }
     }
 
-    /// Backed by `path` (created when missing): the ids it holds are
-    /// remembered, the newest `cap` of them.
-    pub fn open(path: &Path, cap: usize) -> std::io::Result<Self> {
-        let mut store = Self::memory(cap);
+    /// Backed by `path` (created when missing): the ids it holds that are
+    /// still within their retention at `now_ms` are remembered. Live ids
+    /// beyond `cap` are all kept: the file's word wins over the bound, and
+    /// new jobs are refused until enough expire.
+    pub fn open(path: &Path, cap: usize, retention_ms: i64, now_ms: i64) -> std::io::Result<Self> {
+        let mut store = Self::memory(cap, retention_ms);
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir)?;
         }
-        // Compacted when it holds more than is remembered, so it never
-        // holds more than it must.
         let text = read_if_any(path)?;
-        let (kept, set) = compact(path, &text, store.cap, &store.key)?;
-        store.order = kept.iter().map(|(_, digest)| *digest).collect();
-        store.set = set;
+        let fallback = now_ms.saturating_add(store.retention_ms);
+        let mut live: Vec<(&[u8], i64)> = Vec::new();
+        // Whether a line must be written differently from how it is.
+        let mut rewrite = text.last().is_some_and(|b| *b != b'\n');
+        for line in text.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
+            let (jid, expiry) = parse_line(line, fallback);
+            rewrite |= expiry == fallback;
+            // Never longer than one retention from now: a line from a
+            // clock that ran ahead cannot pin an id for ever.
+            rewrite |= expiry > fallback;
+            let expiry = expiry.min(fallback);
+            if jid.is_empty() || expiry <= now_ms {
+                continue;
+            }
+            let d = digest(&store.key, jid);
+            if store.set.insert(d) {
+                live.push((jid, expiry));
+            } else if let Some(kept) = live.iter_mut().find(|(j, _)| *j == jid) {
+                kept.1 = kept.1.max(expiry);
+            }
+        }
+        live.sort_by_key(|(_, expiry)| *expiry);
+        store.order = live
+            .iter()
+            .map(|(jid, expiry)| (digest(&store.key, jid), *expiry))
+            .collect();
+        let lines = text
+            .split(|b| *b == b'\n')
+            .filter(|l| !l.is_empty())
+            .count();
+        // Rewritten when it holds anything but the live ids as this agent
+        // writes them, so it never holds more than it must.
+        if rewrite || lines != live.len() {
+            crate::fsutil::replace_private(path, live.iter().map(|(jid, e)| line_of(jid, *e)))?;
+        }
         store.file = Some(Journal {
             path: path.to_path_buf(),
             file: open_append(path)?,
-            lines: kept.len(),
+            lines: live.len(),
             line: Vec::new(),
         });
         Ok(store)
     }
 
-    fn remember(&mut self, digest: u128) -> bool {
-        if !self.set.insert(digest) {
-            return false;
-        }
-        if self.order.len() == self.cap
-            && let Some(old) = self.order.pop_front()
-        {
-            self.set.remove(&old);
-        }
-        self.order.push_back(digest);
-        true
+    /// Live ids remembered.
+    pub fn len(&self) -> usize {
+        self.order.len()
     }
 
-    /// Whether `jid` was accepted before.
-    pub fn contains(&self, jid: &str) -> bool {
+    /// Whether no id is remembered.
+    pub fn is_empty(&self) -> bool {
+        self.order.is_empty()
+    }
+
+    /// Forget the ids whose retention is over at `now_ms`.
+    fn expire(&mut self, now_ms: i64) {
+        while let Some(&(d, expiry)) = self.order.front() {
+            if expiry > now_ms {
+                break;
+            }
+            self.order.pop_front();
+            self.set.remove(&d);
+        }
+    }
+
+    /// Whether `jid` is remembered at `now_ms`.
+    pub fn contains(&mut self, jid: &str, now_ms: i64) -> bool {
+        self.expire(now_ms);
         self.set.contains(&digest(&self.key, jid.as_bytes()))
     }
 
-    /// Accept `jid`: true when it is new. A write error is logged; the id
-    /// is still remembered in memory. An id the file could not hold as one
-    /// line (empty, or with a line break) is refused: false.
-    pub fn insert(&mut self, jid: &str) -> bool {
-        if jid.is_empty() || jid.contains(['\n', '\r']) {
-            return false;
+    /// Accept `jid` at `now_ms`. A write error is logged; the id is still
+    /// remembered in memory.
+    pub fn insert(&mut self, jid: &str, now_ms: i64) -> Insert {
+        if jid.is_empty() || jid.contains(['\n', '\r', '\t']) {
+            return Insert::Invalid;
         }
-        if !self.remember(digest(&self.key, jid.as_bytes())) {
-            return false;
+        self.expire(now_ms);
+        let d = digest(&self.key, jid.as_bytes());
+        if self.set.contains(&d) {
+            return Insert::Seen;
         }
+        if self.order.len() >= self.cap {
+            return Insert::Full;
+        }
+        let expiry = now_ms.saturating_add(self.retention_ms);
+        // Kept in expiry order even if the clock stepped back: such an id
+        // waits behind later ones and lives longer, never shorter.
+        let expiry = self
+            .order
+            .back()
+            .map_or(expiry, |&(_, last)| expiry.max(last));
+        self.set.insert(d);
+        self.order.push_back((d, expiry));
+        self.append(jid, expiry);
+        Insert::New
+    }
+
+    fn append(&mut self, jid: &str, expiry: i64) {
+        let live = self.order.len();
         let Some(journal) = &mut self.file else {
-            return true;
+            return;
         };
         // One write(2) of the whole line: `writeln!` on a File makes two,
         // and a crash between them would leave half a line.
         journal.line.clear();
-        journal.line.extend_from_slice(jid.as_bytes());
+        journal
+            .line
+            .extend_from_slice(&line_of(jid.as_bytes(), expiry));
         journal.line.push(b'\n');
         if let Err(e) = journal.file.write_all(&journal.line) {
             tracing::error!(path = %journal.path.display(), cause = %e, "cannot record jid");
         }
         journal.lines += 1;
-        if journal.lines >= self.cap.saturating_mul(2) {
-            let compacted = read_if_any(&journal.path)
-                .and_then(|text| Ok(compact(&journal.path, &text, self.cap, &self.key)?.0.len()))
-                .and_then(|lines| Ok((open_append(&journal.path)?, lines)));
-            match compacted {
-                Ok((file, lines)) => {
-                    journal.file = file;
-                    journal.lines = lines;
-                }
-                Err(e) => {
-                    // Appending goes on; compacting is tried again later.
-                    tracing::error!(path = %journal.path.display(), cause = %e, "cannot compact jid file");
-                    journal.lines = 0;
+        if journal.lines >= live.saturating_mul(2).max(1024) {
+            self.compact();
+        }
+    }
+
+    /// Rewrite the file with the live ids only.
+    fn compact(&mut self) {
+        let Some(journal) = &mut self.file else {
+            return;
+        };
+        let key = &self.key;
+        let set = &self.set;
+        let order = &self.order;
+        let rewritten = read_if_any(&journal.path).and_then(|text| {
+            // The live ids, each once, with the expiry memory holds.
+            let mut written = Digests::default();
+            let mut keep = Vec::new();
+            for line in text.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
+                let (jid, _) = parse_line(line, 0);
+                let d = digest(key, jid);
+                if set.contains(&d) && written.insert(d) {
+                    keep.push(jid.to_vec());
                 }
             }
+            let expiries: std::collections::HashMap<u128, i64> = order.iter().copied().collect();
+            let lines: Vec<Vec<u8>> = keep
+                .iter()
+                .filter_map(|jid| Some(line_of(jid, *expiries.get(&digest(key, jid))?)))
+                .collect();
+            crate::fsutil::replace_private(&journal.path, &lines)?;
+            Ok((open_append(&journal.path)?, lines.len()))
+        });
+        match rewritten {
+            Ok((file, lines)) => {
+                journal.file = file;
+                journal.lines = lines;
+            }
+            Err(e) => {
+                // Appending goes on; compacting is tried again later.
+                tracing::error!(path = %journal.path.display(), cause = %e, "cannot compact jid file");
+                journal.lines = 0;
+            }
         }
-        true
     }
+}
+
+/// The file line of an id (without its newline).
+fn line_of(jid: &[u8], expiry: i64) -> Vec<u8> {
+    let mut line = Vec::with_capacity(jid.len() + 21);
+    line.extend_from_slice(jid);
+    line.push(b'\t');
+    line.extend_from_slice(expiry.to_string().as_bytes());
+    line
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    const HOUR: i64 = 3_600_000;
+
     #[test]
-    fn bounded_in_memory() {
-        let mut s = JidStore::memory(2);
-        assert!(s.insert("a"));
-        assert!(!s.insert("a"));
-        assert!(s.insert("b") && s.insert("c"));
-        assert!(s.contains("b") && s.contains("c") && !s.contains("a"));
-        assert!(s.insert("a"), "the oldest was forgotten");
-        assert!(!s.insert("with\nnewline") && !s.insert(""));
+    fn ids_are_kept_for_their_retention_and_never_forgotten_early() {
+        let mut s = JidStore::memory(2, HOUR);
+        assert_eq!(s.insert("a", 0), Insert::New);
+        assert_eq!(s.insert("a", 1), Insert::Seen);
+        assert_eq!(s.insert("b", 2), Insert::New);
+        // Full: a third id is refused, and neither kept id is forgotten.
+        assert_eq!(s.insert("c", 3), Insert::Full);
+        assert_eq!(s.insert("a", HOUR - 1), Insert::Seen);
+        assert_eq!(s.insert("b", HOUR - 1), Insert::Seen);
+        // Once "a" is past its retention, it goes and there is room.
+        assert_eq!(s.insert("c", HOUR), Insert::New);
+        assert!(!s.contains("a", HOUR));
+        assert_eq!(s.insert("with\nnewline", 0), Insert::Invalid);
+        assert_eq!(s.insert("tab\there", 0), Insert::Invalid);
+        assert_eq!(s.insert("", 0), Insert::Invalid);
     }
 
     #[test]
-    fn survives_a_restart_and_stays_bounded() {
+    fn a_clock_stepped_back_makes_ids_live_longer_not_shorter() {
+        let mut s = JidStore::memory(10, HOUR);
+        assert_eq!(s.insert("a", 10 * HOUR), Insert::New);
+        assert_eq!(s.insert("b", 0), Insert::New);
+        assert!(s.contains("a", 11 * HOUR - 1) && s.contains("b", 11 * HOUR - 1));
+        assert!(!s.contains("b", 11 * HOUR));
+    }
+
+    #[test]
+    fn survives_a_restart_with_expiries_and_drops_what_expired() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("state/jids");
-        let mut s = JidStore::open(&path, 3).unwrap();
-        for j in ["1", "2", "3", "4", "5", "6", "7"] {
-            assert!(s.insert(j));
+        let mut s = JidStore::open(&path, 100, HOUR, 0).unwrap();
+        for (i, j) in ["1", "2", "3"].iter().enumerate() {
+            assert_eq!(s.insert(j, i as i64 * HOUR / 2), Insert::New);
         }
         drop(s);
-        let mut s = JidStore::open(&path, 3).unwrap();
-        assert!(!s.insert("7") && !s.insert("5"));
-        assert!(s.insert("1"));
-        let lines = std::fs::read_to_string(&path).unwrap().lines().count();
-        assert!(lines <= 6, "{lines}");
+        // At 1.2 h, "1" (accepted at 0) has expired; "2" and "3" are kept.
+        let mut s = JidStore::open(&path, 100, HOUR, HOUR + HOUR / 5).unwrap();
+        assert_eq!(s.len(), 2);
+        assert_eq!(s.insert("2", HOUR + HOUR / 5), Insert::Seen);
+        assert_eq!(s.insert("1", HOUR + HOUR / 5), Insert::New);
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(text.lines().count(), 3, "{text}");
+        assert!(text.lines().all(|l| l.contains('\t')), "{text}");
         use std::os::unix::fs::PermissionsExt;
         let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o600);
     }
 
     #[test]
-    fn the_file_is_compacted_to_the_newest_ids_and_read_back_exactly() {
+    fn a_restart_keeps_every_live_id_even_past_the_bound() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("jids");
-        // An older file: a repeated id, a blank line, an id with spaces.
-        std::fs::write(&path, "a\nb\n\na\n c \nd\n").unwrap();
-        let mut s = JidStore::open(&path, 3).unwrap();
-        assert_eq!(std::fs::read_to_string(&path).unwrap(), "a\n c \nd\n");
-        assert!(s.contains("a") && s.contains(" c ") && s.contains("d"));
-        assert!(!s.contains("b") && !s.contains("c"));
-        // Appended until the file holds twice the bound, then compacted to
-        // the bound: the newest, in order.
-        for j in ["e", "f", "g"] {
-            assert!(s.insert(j));
+        let mut s = JidStore::open(&path, 3, HOUR, 0).unwrap();
+        for j in ["a", "b", "c"] {
+            assert_eq!(s.insert(j, 0), Insert::New);
         }
-        assert_eq!(std::fs::read_to_string(&path).unwrap(), "e\nf\ng\n");
-        assert!(s.insert("h"));
-        assert_eq!(std::fs::read_to_string(&path).unwrap(), "e\nf\ng\nh\n");
         drop(s);
-        let s = JidStore::open(&path, 3).unwrap();
-        assert!(s.contains("f") && s.contains("g") && s.contains("h"));
-        assert!(!s.contains("e"));
+        // A smaller bound after the restart: nothing is forgotten, new ids
+        // are refused.
+        let mut s = JidStore::open(&path, 2, HOUR, 1).unwrap();
+        assert_eq!(s.len(), 3);
+        assert_eq!(s.insert("a", 1), Insert::Seen);
+        assert_eq!(s.insert("d", 1), Insert::Full);
     }
 
     #[test]
-    fn a_file_within_the_bound_is_not_rewritten_unless_its_last_line_is_torn() {
+    fn older_files_and_torn_lines_are_read_conservatively() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("jids");
+        // An older agent's file (ids alone), a repeat, a blank line, an
+        // expiry that is not a number and a torn last line.
+        std::fs::write(&path, "a\nb\n\na\nc\tnonsense\nd\t99").unwrap();
+        let mut s = JidStore::open(&path, 100, HOUR, 1000).unwrap();
+        // Ids without a readable expiry are kept a whole retention.
+        for j in ["a", "b", "c"] {
+            assert!(s.contains(j, 1000 + HOUR - 1), "{j}");
+        }
+        // "d" expired at 99.
+        assert!(!s.contains("d", 1000));
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(text.lines().count(), 3, "{text}");
+        assert!(text.ends_with('\n'));
+        assert_eq!(s.insert("e", 1000), Insert::New);
+        assert!(
+            std::fs::read_to_string(&path)
+                .unwrap()
+                .ends_with("e\t3601000\n")
+        );
+    }
+
+    #[test]
+    fn a_file_of_live_ids_is_not_rewritten() {
         use std::os::unix::fs::MetadataExt;
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("jids");
-        std::fs::write(&path, "x\ny\n").unwrap();
+        std::fs::write(&path, "x\t5000\ny\t6000\n").unwrap();
         let inode = std::fs::metadata(&path).unwrap().ino();
-        let s = JidStore::open(&path, 3).unwrap();
-        assert!(s.contains("x") && s.contains("y"));
+        let mut s = JidStore::open(&path, 3, HOUR, 0).unwrap();
+        assert!(s.contains("x", 0) && s.contains("y", 0));
         assert_eq!(std::fs::metadata(&path).unwrap().ino(), inode);
+    }
+
+    #[test]
+    fn the_journal_is_compacted_to_the_live_ids() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("jids");
+        let mut s = JidStore::open(&path, 10_000, 10, 0).unwrap();
+        // Each id lives 10 ms; at 1 ms apart, about ten are live at once,
+        // and the file is rewritten long before it holds 2 000 lines.
+        for i in 0..2_000i64 {
+            assert_eq!(s.insert(&i.to_string(), i), Insert::New);
+        }
+        let lines = std::fs::read_to_string(&path).unwrap().lines().count();
+        assert!(lines <= 1024 + 10, "{lines}");
         drop(s);
-        // A crash mid-line: the line is kept and ended, so the next id is
-        // a line of its own.
-        std::fs::write(&path, "x\ny").unwrap();
-        let mut s = JidStore::open(&path, 3).unwrap();
-        assert!(s.insert("z"));
-        assert_eq!(std::fs::read_to_string(&path).unwrap(), "x\ny\nz\n");
+        let s = JidStore::open(&path, 10_000, 10, 1_999).unwrap();
+        assert!(s.len() <= 10, "{}", s.len());
     }
 
     #[test]
     fn the_same_id_is_one_id_and_others_are_not() {
-        let mut s = JidStore::memory(100_000);
+        let mut s = JidStore::memory(100_000, HOUR);
         for i in 0..100_000u64 {
-            assert!(s.insert(&format!("2026112313454{i:07}")));
+            assert_eq!(s.insert(&format!("2026112313454{i:07}"), 0), Insert::New);
         }
         for i in 0..100_000u64 {
-            assert!(!s.insert(&format!("2026112313454{i:07}")), "{i}");
+            assert_eq!(
+                s.insert(&format!("2026112313454{i:07}"), 1),
+                Insert::Seen,
+                "{i}"
+            );
         }
-        assert!(s.insert("20261123134550000000"));
-        assert!(!s.contains("20261123134540000000"), "the oldest went");
+        assert_eq!(s.insert("20261123134550000000", 1), Insert::Full);
     }
 }

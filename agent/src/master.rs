@@ -38,6 +38,9 @@ pub struct JobRequest {
     pub linger: Duration,
     /// Sign the job with this key (PROTOCOL §6).
     pub key: Option<ed25519_dalek::SigningKey>,
+    /// SHA-256 pinned for each `salt://` source the job reads
+    /// ([`Job::source_hashes`]).
+    pub source_hashes: BTreeMap<String, String>,
 }
 
 /// What came back for one job.
@@ -152,6 +155,8 @@ pub fn job_payload(req: &JobRequest, jid: &str, topic: &str) -> String {
         user: req.user.clone(),
         issued_at: Some(chrono::Utc::now().timestamp_millis()),
         out: req.out.clone(),
+        topic: Some(req.master_topic.clone()),
+        source_hashes: req.source_hashes.clone(),
     };
     let payload = serde_json::to_string(&job).expect("jobs serialise");
     match &req.key {

@@ -11,11 +11,21 @@
 //!   The manifest names the content by SHA-256 and size, so the signature
 //!   covers the bytes an agent will run; a removal is a signed manifest
 //!   without content, so nobody without the key can remove a plugin either.
+//!   This is the latest push of each module, for agents that sync without
+//!   pins (`require_signed = false`).
+//! * `maid:plugins:<module>` is a hash: content SHA-256 → the signed
+//!   manifest of the latest push of that content, and `removed` → the
+//!   latest signed removal. A sync job pins a module to a hash; the agent
+//!   takes the entry filed under that hash, so whatever a Redis writer
+//!   restores or deletes in `maid:plugins`, it gets the push the master
+//!   named or nothing.
 //!
 //! Nothing read from here is trusted: `sync.rs` checks the signature, the
 //! agent's policy and the content hash before anything is written or
-//! loaded.
+//! loaded. What the master itself pushed last is kept on the master's disk
+//! ([`Pushed`]), since Redis cannot vouch for it.
 
+use std::collections::BTreeMap;
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
@@ -23,6 +33,7 @@ use std::path::{Path, PathBuf};
 use ed25519_dalek::SigningKey;
 use redis::AsyncCommands;
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use crate::bus::Conn;
@@ -32,6 +43,23 @@ use crate::trust::{self, Envelope, SignatureError, Verifier};
 
 /// Module name → signed manifest of every pushed plugin.
 pub const PLUGINS_KEY: &str = "maid:plugins";
+
+/// The field of [`versions_key`] that holds the latest signed removal.
+pub const REMOVED_FIELD: &str = "removed";
+
+/// The hash of every pushed version of `module`: content SHA-256 (or
+/// [`REMOVED_FIELD`]) → the signed manifest of its latest push.
+pub fn versions_key(module: &str) -> String {
+    format!("{PLUGINS_KEY}:{module}")
+}
+
+/// Whether `s` is a SHA-256 as manifests and pins write it: 64 lowercase
+/// hex digits.
+pub fn is_sha256(s: &str) -> bool {
+    s.len() == 64
+        && s.bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
 
 /// The first bytes of a WebAssembly component (magic, version 0x0d, layer 1);
 /// a core module or anything else is refused before it is stored.
@@ -62,6 +90,12 @@ impl PluginManifest {
         self.sha256.is_none()
     }
 
+    /// How a sync job pins this push: its content hash, or `null` for a
+    /// removal.
+    pub fn pin(&self) -> Value {
+        self.sha256.clone().map_or(Value::Null, Value::String)
+    }
+
     /// Checks the types cannot express.
     fn validate(&self) -> Result<(), String> {
         if !is_identifier(&self.module) {
@@ -71,14 +105,7 @@ impl PluginManifest {
             ));
         }
         match (&self.sha256, self.size) {
-            (Some(sha), Some(_))
-                if sha.len() == 64
-                    && sha
-                        .bytes()
-                        .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) =>
-            {
-                Ok(())
-            }
+            (Some(sha), Some(_)) if is_sha256(sha) => Ok(()),
             (None, None) => Ok(()),
             _ => Err("sha256 must be 64 lowercase hex digits, given with size".into()),
         }
@@ -102,6 +129,58 @@ pub enum ManifestError {
     Signature(#[from] SignatureError),
     #[error("signed for module {signed:?} but stored as {stored:?}")]
     WrongModule { signed: String, stored: String },
+}
+
+/// What one master pushed last, module → the manifest it signed: the
+/// master's own record, kept on its disk beside its key
+/// ([`Pushed::beside`]), from which it pins what a sync job installs.
+/// Redis cannot be the record: whoever can write there can restore an
+/// older signed entry or delete the newest.
+#[derive(Debug, Default, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Pushed(BTreeMap<String, PluginManifest>);
+
+impl Pushed {
+    /// Where the master with signing key `key` keeps its record:
+    /// `<key>.pushed.json`.
+    pub fn beside(key: &Path) -> PathBuf {
+        let mut name = key.as_os_str().to_owned();
+        name.push(".pushed.json");
+        PathBuf::from(name)
+    }
+
+    /// The record at `path`; empty when nothing was pushed yet.
+    pub fn load(path: &Path) -> Result<Self, StoreError> {
+        match std::fs::read_to_string(path) {
+            Ok(text) => serde_json::from_str(&text)
+                .map_err(|e| StoreError::Invalid(format!("{}: {e}", path.display()))),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Self::default()),
+            Err(error) => Err(StoreError::Io {
+                path: path.to_path_buf(),
+                error,
+            }),
+        }
+    }
+
+    /// Replace the file at `path` with this record (mode 0600, atomically).
+    pub fn save(&self, path: &Path) -> Result<(), StoreError> {
+        let text = serde_json::to_string_pretty(self).expect("records serialise");
+        crate::fsutil::replace_private(path, [text]).map_err(|error| StoreError::Io {
+            path: path.to_path_buf(),
+            error,
+        })
+    }
+
+    /// Note a push or removal this master just stored.
+    pub fn note(&mut self, manifest: &PluginManifest) {
+        self.0.insert(manifest.module.clone(), manifest.clone());
+    }
+
+    /// The `modules` kwarg of a sync job that installs exactly what this
+    /// master pushed last: module → SHA-256, or `null` where it removed.
+    pub fn pins(&self) -> serde_json::Map<String, Value> {
+        self.0.iter().map(|(m, p)| (m.clone(), p.pin())).collect()
+    }
 }
 
 /// Why a push or removal failed.
@@ -146,7 +225,11 @@ pub enum FetchError {
     },
 }
 
-/// Sign and store `manifest` under its module.
+/// Sign and store `manifest` under its module: filed under its content
+/// hash (or as the removal) first, then as the module's latest push. Two
+/// commands, not a transaction: the keys may live on different cluster
+/// slots, and a push cut short between them is only a push not yet
+/// announced.
 async fn put(
     conn: &mut Conn,
     manifest: PluginManifest,
@@ -157,6 +240,10 @@ async fn put(
     let envelope = trust::sign(payload, key);
     let kid = envelope.kid.clone().unwrap_or_default();
     let text = serde_json::to_string(&envelope).expect("envelopes serialise");
+    let field = manifest.sha256.as_deref().unwrap_or(REMOVED_FIELD);
+    let _: () = conn
+        .hset(versions_key(&manifest.module), field, &text)
+        .await?;
     let _: () = conn.hset(PLUGINS_KEY, &manifest.module, text).await?;
     Ok(Signed { manifest, kid })
 }
@@ -215,6 +302,17 @@ pub async fn entries(conn: &mut Conn) -> redis::RedisResult<Vec<(String, String)
     Ok(all)
 }
 
+/// The stored, unverified entry a sync job pins: the push of `module` with
+/// content `sha256`, or its removal when `None`.
+pub async fn pinned(
+    conn: &mut Conn,
+    module: &str,
+    sha256: Option<&str>,
+) -> redis::RedisResult<Option<String>> {
+    conn.hget(versions_key(module), sha256.unwrap_or(REMOVED_FIELD))
+        .await
+}
+
 /// Verify the manifest stored as `module`: its signature against the
 /// trusted keys, its shape, and that it was signed for this module.
 pub fn open(module: &str, text: &str, verifier: &Verifier) -> Result<Signed, ManifestError> {
@@ -271,6 +369,13 @@ async fn fetch_into(
     let mut hasher = Sha256::new();
     let mut written = 0u64;
     for index in 0..chunks {
+        // The chunk's length first: one longer than what the signed size
+        // leaves is refused unread, so a Redis writer cannot make the agent
+        // buffer more than the push it signed.
+        let len: u64 = conn.strlen(filestore::chunk_key(sha256, index)).await?;
+        if len > size.saturating_sub(written) {
+            return Err(FetchError::TooLarge { expected: size });
+        }
         let chunk: Option<Vec<u8>> = conn.get(filestore::chunk_key(sha256, index)).await?;
         let chunk = chunk.ok_or_else(|| FetchError::MissingChunk {
             sha256: sha256.into(),
@@ -374,5 +479,53 @@ mod tests {
                 .manifest
                 .is_removal()
         );
+    }
+
+    #[test]
+    fn the_masters_record_pins_its_latest_push_of_each_module() {
+        let dir = tempfile::tempdir().unwrap();
+        let key = dir.path().join("master.key");
+        let path = Pushed::beside(&key);
+        assert_eq!(path, dir.path().join("master.key.pushed.json"));
+        // Nothing pushed yet: no pins.
+        let mut pushed = Pushed::load(&path).unwrap();
+        assert!(pushed.pins().is_empty());
+
+        let push = |module: &str, fill: char, at| PluginManifest {
+            module: module.into(),
+            sha256: Some(fill.to_string().repeat(64)),
+            size: Some(3),
+            pushed_at: at,
+        };
+        pushed.note(&push("disk", 'a', 1));
+        pushed.note(&push("file", 'b', 2));
+        pushed.note(&push("disk", 'c', 3));
+        pushed.note(&PluginManifest {
+            sha256: None,
+            size: None,
+            ..push("file", 'd', 4)
+        });
+        pushed.save(&path).unwrap();
+        let mode = std::os::unix::fs::PermissionsExt::mode(
+            &std::fs::metadata(&path).unwrap().permissions(),
+        );
+        assert_eq!(mode & 0o777, 0o600);
+        let again = Pushed::load(&path).unwrap();
+        assert_eq!(again, pushed);
+        assert_eq!(
+            Value::Object(again.pins()),
+            serde_json::json!({"disk": "c".repeat(64), "file": null})
+        );
+
+        std::fs::write(&path, "not json").unwrap();
+        assert!(matches!(Pushed::load(&path), Err(StoreError::Invalid(_))));
+    }
+
+    #[test]
+    fn a_sha256_is_64_lowercase_hex_digits() {
+        assert!(is_sha256(&"0123456789abcdef".repeat(4)));
+        assert!(!is_sha256(&"0123456789ABCDEF".repeat(4)));
+        assert!(!is_sha256(&"a".repeat(63)));
+        assert!(!is_sha256(&"g".repeat(64)));
     }
 }

@@ -6,6 +6,8 @@
 //! (and logged); one whose remaining fields have the wrong types is
 //! rejected as `malformed` on its reply topic.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -43,7 +45,20 @@ pub struct Job {
     pub issued_at: Option<i64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub out: Option<String>,
+    /// The master topic the job was published on (PROTOCOL v1.1 §6):
+    /// inside a signed job it binds the signature to that topic.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub topic: Option<String>,
+    /// SHA-256 (hex) the master pins for `salt://` sources the job reads,
+    /// keyed by URL: inside a signed job, the agent serves those sources
+    /// only with exactly that content (`docs/security.md`).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty", default)]
+    pub source_hashes: BTreeMap<String, String>,
 }
+
+/// The longest `timeout` a job may ask for, in seconds (a year): the value
+/// meets clocks and durations, and beyond this it means nothing anyway.
+pub const MAX_TIMEOUT_SECS: f64 = 365.0 * 86_400.0;
 
 /// The job's fields as they may arrive, aliases included. The reply
 /// address and an envelope's `payload` are read too, for
@@ -78,6 +93,10 @@ struct WireJob {
     issued_at: Option<i64>,
     #[serde(default)]
     out: Option<String>,
+    #[serde(default)]
+    topic: Option<String>,
+    #[serde(default)]
+    source_hashes: BTreeMap<String, String>,
 }
 
 /// Whether a field is there at all, whatever its value (`null` too).
@@ -104,20 +123,45 @@ pub enum Refusal {
     },
 }
 
+/// The longest `jid` or `tempTopic` a maid answers, in bytes. Longer ones
+/// are dropped without a reply: a reject echoes the jid onto a topic the
+/// sender chose, from every maid at once, and into every audit log, so an
+/// unbounded one would make each maid an amplifier.
+pub const MAX_ADDRESS_BYTES: usize = 256;
+
+/// `Ok` when `temp_topic` and `jid` make a reply address a maid answers.
+fn check_address(temp_topic: &str, jid: &str) -> Result<(), Refusal> {
+    if temp_topic.is_empty() {
+        return Err(Refusal::Drop("message has no tempTopic".into()));
+    }
+    if jid.is_empty() {
+        return Err(Refusal::Drop("message has no jid".into()));
+    }
+    if temp_topic.len() > MAX_ADDRESS_BYTES || jid.len() > MAX_ADDRESS_BYTES {
+        return Err(Refusal::Drop(format!(
+            "tempTopic ({} bytes) or jid ({} bytes) is longer than {MAX_ADDRESS_BYTES} bytes",
+            temp_topic.len(),
+            jid.len()
+        )));
+    }
+    Ok(())
+}
+
 /// The reply address of a message, if it has one.
 pub fn reply_address(v: &Value) -> Result<(String, String), Refusal> {
     let Some(obj) = v.as_object() else {
         return Err(Refusal::Drop("message is not a JSON object".into()));
     };
     let temp_topic = match obj.get("tempTopic") {
-        Some(Value::String(t)) if !t.is_empty() => t.clone(),
+        Some(Value::String(t)) => t.as_str(),
         _ => return Err(Refusal::Drop("message has no tempTopic".into())),
     };
     let jid = match obj.get("jid") {
-        Some(Value::String(j)) if !j.is_empty() => j.clone(),
+        Some(Value::String(j)) => j.as_str(),
         _ => return Err(Refusal::Drop("message has no jid".into())),
     };
-    Ok((temp_topic, jid))
+    check_address(temp_topic, jid)?;
+    Ok((temp_topic.to_string(), jid.to_string()))
 }
 
 impl Job {
@@ -148,8 +192,11 @@ impl Job {
         if wire.payload.0 {
             return None;
         }
-        let temp_topic = wire.temp_topic.take().filter(|t| !t.is_empty())?;
-        let jid = wire.jid.take().filter(|j| !j.is_empty())?;
+        let temp_topic = wire.temp_topic.take()?;
+        let jid = wire.jid.take()?;
+        if check_address(&temp_topic, &jid).is_err() {
+            return None;
+        }
         Some(Self::from_wire(temp_topic, jid, wire))
     }
 
@@ -171,9 +218,11 @@ impl Job {
             return Err(malformed("tgt must be a string or an array".into()));
         }
         if let Some(t) = wire.timeout
-            && !(t.is_finite() && t > 0.0)
+            && !(t.is_finite() && t > 0.0 && t <= MAX_TIMEOUT_SECS)
         {
-            return Err(malformed("timeout must be a positive number".into()));
+            return Err(malformed(format!(
+                "timeout must be a positive number of seconds, at most {MAX_TIMEOUT_SECS}"
+            )));
         }
         Ok(Job {
             jid,
@@ -190,7 +239,17 @@ impl Job {
             user: wire.user,
             issued_at: wire.issued_at,
             out: wire.out,
+            topic: wire.topic,
+            source_hashes: wire.source_hashes,
         })
+    }
+
+    /// The job's own time limit, when it gives one: `timeout` as a
+    /// duration. Decoding bounds it ([`MAX_TIMEOUT_SECS`]); a value no
+    /// duration holds is no limit of the job's, never a panic.
+    pub fn time_limit(&self) -> Option<std::time::Duration> {
+        self.timeout
+            .and_then(|t| std::time::Duration::try_from_secs_f64(t).ok())
     }
 
     /// The return message (§3.2) of this job, serialised from what the maid
@@ -396,6 +455,22 @@ mod tests {
     }
 
     #[test]
+    fn oversized_reply_addresses_are_dropped_without_a_reply() {
+        let long = "j".repeat(MAX_ADDRESS_BYTES + 1);
+        let fits = "j".repeat(MAX_ADDRESS_BYTES);
+        for (jid, topic) in [(long.as_str(), "t"), ("1", long.as_str())] {
+            let msg = json!({"jid": jid, "tempTopic": topic, "fun": 5});
+            assert!(matches!(
+                Job::from_value(msg.clone()),
+                Err(Refusal::Drop(_))
+            ));
+            assert!(Job::from_slice(msg.to_string().as_bytes()).is_none());
+        }
+        let ok = json!({"jid": fits, "tempTopic": fits, "fun": "a.b"});
+        assert!(Job::from_value(ok).is_ok());
+    }
+
+    #[test]
     fn refusals() {
         assert!(matches!(Job::from_value(json!([1])), Err(Refusal::Drop(_))));
         assert!(matches!(
@@ -408,6 +483,9 @@ mod tests {
             json!({"jid": "1", "tempTopic": "t", "fun": "a.b", "arg": "x"}),
             json!({"jid": "1", "tempTopic": "t", "fun": "a.b", "tgt": 5}),
             json!({"jid": "1", "tempTopic": "t", "fun": "a.b", "timeout": -1}),
+            // A timeout no clock can hold: refused, never a panic later.
+            json!({"jid": "1", "tempTopic": "t", "fun": "a.b", "timeout": 1e300}),
+            json!({"jid": "1", "tempTopic": "t", "fun": "a.b", "timeout": MAX_TIMEOUT_SECS * 2.0}),
         ] {
             match Job::from_value(bad.clone()) {
                 Err(Refusal::Reject { reason, .. }) => assert_eq!(reason, "malformed"),

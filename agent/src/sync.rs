@@ -13,6 +13,31 @@
 //! (`<module>.json`), so at every start and reload it is checked again —
 //! against the keys and policy of that moment — before it is loaded.
 //! Every load, removal and refusal is an audit record.
+//!
+//! What to install is the master's word, not Redis's. Signatures alone
+//! cannot say which push is the latest: a Redis writer can restore an older
+//! signed entry (a fresh agent, with nothing to compare, would take it) or
+//! delete the newest (holding an update back). So the sync job pins it:
+//!
+//! ```text
+//! saltutil.sync_modules modules='{"disk": "<sha256 of disk.wasm>", "old": null}'
+//! ```
+//!
+//! installs, for each module named, exactly the push whose content hash is
+//! the one given — the signed manifest filed under that hash
+//! (`maid:plugins:<module>`) — or, for `null`, applies the module's signed
+//! removal. A pin whose entry is missing, whose manifest does not verify or
+//! names other content, or that is older than the push this agent has, is
+//! refused: retcode 1, the return naming `modules.<name>`. Modules not
+//! named are left alone. `maid run … saltutil.sync_modules` fills `modules`
+//! in from the master's own record of its pushes (`<key>.pushed.json`).
+//!
+//! An agent that requires signed jobs installs only what such a job pins:
+//! its background pass (at every Redis session and every `poll_secs`)
+//! installs nothing, and a sync job without `modules` is refused. Without
+//! `require_signed`, anyone who can publish can run jobs anyway, so both
+//! keep the older rule: take each module's latest entry in `maid:plugins`,
+//! never older than what is installed.
 
 use std::collections::BTreeMap;
 use std::os::unix::fs::DirBuilderExt;
@@ -20,7 +45,7 @@ use std::path::{Path, PathBuf};
 
 use ed25519_dalek::VerifyingKey;
 use globset::{Glob, GlobSet, GlobSetBuilder};
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
 use crate::audit::{Audit, Decision, Record};
 use crate::bus::Conn;
@@ -32,6 +57,43 @@ use crate::trust::Verifier;
 /// The function the agent answers itself, not a plugin.
 pub const SYNC_MODULES: &str = "saltutil.sync_modules";
 
+/// The kwarg of [`SYNC_MODULES`] that pins what to install.
+pub const MODULES_KWARG: &str = "modules";
+
+/// What a sync job pins: module → the SHA-256 of the push to install, or
+/// `None` to apply its removal.
+pub type Pins = BTreeMap<String, Option<String>>;
+
+/// Read the pins of a sync job's `kwarg`: `None` when it names none
+/// (`modules` absent), an error naming the first bad entry.
+pub fn pins(kwarg: &Map<String, Value>) -> Result<Option<Pins>, String> {
+    let Some(modules) = kwarg.get(MODULES_KWARG) else {
+        return Ok(None);
+    };
+    let Value::Object(modules) = modules else {
+        return Err(format!(
+            "{MODULES_KWARG} must map module names to a sha256 or null"
+        ));
+    };
+    let mut pins = Pins::new();
+    for (module, pin) in modules {
+        if !crate::runtime::manifest::is_identifier(module) {
+            return Err(format!("{MODULES_KWARG}: {module:?} is not a module name"));
+        }
+        let pin = match pin {
+            Value::Null => None,
+            Value::String(sha) if plugin_store::is_sha256(sha) => Some(sha.clone()),
+            _ => {
+                return Err(format!(
+                    "{MODULES_KWARG}.{module} must be a sha256 (64 lowercase hex digits) or null"
+                ));
+            }
+        };
+        pins.insert(module.clone(), pin);
+    }
+    Ok(Some(pins))
+}
+
 /// Why sync could not be set up.
 #[derive(Debug, thiserror::Error)]
 pub enum SyncError {
@@ -42,6 +104,21 @@ pub enum SyncError {
     },
     #[error("sync.allow: {0}")]
     Allow(#[from] globset::Error),
+}
+
+/// Why a sync job did nothing at all; each reads as the job's return.
+#[derive(Debug, thiserror::Error)]
+pub enum JobError {
+    #[error("Passed invalid arguments: {0}")]
+    Arguments(String),
+    #[error(
+        "Sync refused: this maid requires signed jobs and installs only the modules a sync \
+         job pins ({MODULES_KWARG}={{\"<module>\": \"<sha256>\"}}; `maid run` fills them in \
+         from the master's pushes)"
+    )]
+    Unpinned,
+    #[error("Sync failed: {0}")]
+    Redis(#[from] redis::RedisError),
 }
 
 /// What one sync did, in Salt's terms (`modules.<name>`).
@@ -91,6 +168,10 @@ pub struct Syncer {
     replace_local: bool,
     /// The trusted master keys (the same as for jobs).
     verifier: Verifier,
+    /// Whether a pass nobody pinned may install (`require_signed` off).
+    /// With signed jobs required, only a job's pins say what to install:
+    /// the latest entry in Redis is whatever a Redis writer left there.
+    unpinned: bool,
     audit: Audit,
     minion: String,
     /// One pass at a time: syncs and reloads both change the runtime's
@@ -136,6 +217,7 @@ impl Syncer {
                 require_signed: true,
                 max_skew_ms: 0,
             },
+            unpinned: !config.security.signed(),
             audit,
             minion: minion.into(),
             lock: tokio::sync::Mutex::new(()),
@@ -145,6 +227,12 @@ impl Syncer {
     /// Where synced plugins live.
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// Whether the background pass ([`Syncer::sync`]) may install anything;
+    /// `false` when this agent requires signed jobs.
+    pub fn syncs_unpinned(&self) -> bool {
+        self.unpinned
     }
 
     fn wasm(&self, module: &str) -> PathBuf {
@@ -267,14 +355,19 @@ impl Syncer {
         report
     }
 
-    /// Fetch what was pushed and bring this agent in line with it. `jid` is
-    /// the `saltutil.sync_modules` job that asked, or empty.
+    /// The background pass: bring this agent in line with the latest entry
+    /// of each module in Redis. `jid` is the unpinned sync job that asked,
+    /// or empty. Does nothing where signed jobs are required
+    /// ([`Syncer::syncs_unpinned`]).
     pub async fn sync(
         &self,
         conn: &mut Conn,
         runtime: &Runtime,
         jid: &str,
     ) -> redis::RedisResult<SyncReport> {
+        if !self.unpinned {
+            return Ok(SyncReport::default());
+        }
         let _pass = self.lock.lock().await;
         let pass = Pass {
             source: "sync",
@@ -287,6 +380,112 @@ impl Syncer {
         }
         report.changed.sort();
         Ok(report)
+    }
+
+    /// Answer a `saltutil.sync_modules` job: install exactly what its
+    /// `modules` kwarg pins (see the module header). Without pins, the
+    /// background pass where that may install, else [`JobError::Unpinned`].
+    pub async fn sync_job(
+        &self,
+        conn: &mut Conn,
+        runtime: &Runtime,
+        jid: &str,
+        kwarg: &Map<String, Value>,
+    ) -> Result<SyncReport, JobError> {
+        let Some(pins) = pins(kwarg).map_err(JobError::Arguments)? else {
+            if self.unpinned {
+                return Ok(self.sync(conn, runtime, jid).await?);
+            }
+            return Err(JobError::Unpinned);
+        };
+        let _pass = self.lock.lock().await;
+        let pass = Pass {
+            source: "sync",
+            jid,
+        };
+        let mut report = SyncReport::default();
+        for (module, pin) in &pins {
+            self.sync_pinned(conn, runtime, &pass, &mut report, module, pin.as_deref())
+                .await?;
+        }
+        report.changed.sort();
+        Ok(report)
+    }
+
+    /// Bring `module` to the push pinned by its content hash `pin`, or
+    /// apply its removal (`None`).
+    async fn sync_pinned(
+        &self,
+        conn: &mut Conn,
+        runtime: &Runtime,
+        pass: &Pass<'_>,
+        report: &mut SyncReport,
+        module: &str,
+        pin: Option<&str>,
+    ) -> redis::RedisResult<()> {
+        if !self.allow.is_match(module) {
+            // Removing what this maid never takes leaves nothing to do.
+            if pin.is_some() {
+                let reason = "not allowed by this maid's sync.allow".to_string();
+                self.refuse(pass, report, module, None, reason);
+            }
+            return Ok(());
+        }
+        // Already so: runs exactly the pinned bytes, or has none to remove.
+        if pin.is_some() && self.is_loaded(runtime, module, pin)
+            || pin.is_none() && !self.wasm(module).exists()
+        {
+            return Ok(());
+        }
+        let Some(text) = plugin_store::pinned(conn, module, pin).await? else {
+            let reason = match pin {
+                Some(sha) => format!(
+                    "the pinned push {sha} is not in the store (never pushed, or its entry was deleted)"
+                ),
+                None => "the pinned removal is not in the store".into(),
+            };
+            self.refuse(pass, report, module, None, reason);
+            return Ok(());
+        };
+        let signed = match plugin_store::open(module, &text, &self.verifier) {
+            Ok(s) => s,
+            Err(e) => {
+                self.refuse(pass, report, module, None, e.to_string());
+                return Ok(());
+            }
+        };
+        let m = &signed.manifest;
+        if m.sha256.as_deref() != pin {
+            let reason = format!(
+                "the entry filed under the pin is signed for {}, not the pinned {}",
+                m.sha256.as_deref().unwrap_or("a removal"),
+                pin.unwrap_or("removal"),
+            );
+            self.refuse(pass, report, module, Some(&signed), reason);
+            return Ok(());
+        }
+        if let Some(prev) = self.accepted(module)
+            && prev.manifest.pushed_at >= m.pushed_at
+            && prev.manifest != *m
+        {
+            let reason = format!(
+                "the pinned push is older than the one this maid has (pushed_at {} <= {}): \
+                 not rolled back",
+                m.pushed_at, prev.manifest.pushed_at
+            );
+            self.refuse(pass, report, module, Some(&signed), reason);
+            return Ok(());
+        }
+        if m.is_removal() {
+            self.remove(pass, report, runtime, &signed, &text);
+            return Ok(());
+        }
+        if let Err(reason) = self.admit(module) {
+            self.refuse(pass, report, module, Some(&signed), reason);
+            return Ok(());
+        }
+        self.install(conn, runtime, pass, report, &signed, &text)
+            .await
     }
 
     async fn sync_one(
@@ -476,6 +675,51 @@ mod tests {
                        "refused": {"modules.evil": "not allowed by this maid's sync.allow"}}),
                 1
             )
+        );
+    }
+
+    fn kwarg(v: Value) -> Map<String, Value> {
+        v.as_object().unwrap().clone()
+    }
+
+    #[test]
+    fn a_sync_job_pins_modules_to_a_hash_or_a_removal() {
+        let sha = "0a".repeat(32);
+        // No pins: Salt's plain sync_modules (and its own kwargs) names none.
+        assert_eq!(pins(&kwarg(json!({}))), Ok(None));
+        assert_eq!(pins(&kwarg(json!({"refresh": true}))), Ok(None));
+        assert_eq!(pins(&kwarg(json!({"modules": {}}))), Ok(Some(Pins::new())));
+        assert_eq!(
+            pins(&kwarg(json!({"modules": {"disk": sha, "old": null}}))),
+            Ok(Some(Pins::from([
+                ("disk".into(), Some(sha.clone())),
+                ("old".into(), None)
+            ])))
+        );
+        for bad in [
+            json!({"modules": ["disk"]}),
+            json!({"modules": "disk"}),
+            json!({"modules": {"disk": "latest"}}),
+            json!({"modules": {"disk": sha.to_uppercase()}}),
+            json!({"modules": {"disk": 1}}),
+            json!({"modules": {"../disk": sha}}),
+            json!({"modules": {"": null}}),
+        ] {
+            assert!(pins(&kwarg(bad.clone())).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_job_that_does_nothing_says_why_in_salts_words() {
+        assert!(
+            JobError::Arguments("x".into())
+                .to_string()
+                .starts_with("Passed invalid arguments: ")
+        );
+        assert!(
+            JobError::Unpinned
+                .to_string()
+                .contains(r#"modules={"<module>": "<sha256>"}"#)
         );
     }
 }

@@ -131,8 +131,9 @@ pub struct Opened {
 }
 
 impl Verifier {
-    /// Check a message. `now_ms` is this maid's clock (Unix ms).
-    pub fn open(&self, msg: Value, now_ms: i64) -> Result<Opened, Refusal> {
+    /// Check a message that arrived on the master topic `topic`. `now_ms`
+    /// is this maid's clock (Unix ms).
+    pub fn open(&self, msg: Value, topic: &str, now_ms: i64) -> Result<Opened, Refusal> {
         let Some(payload) = msg.get("payload") else {
             if self.require_signed {
                 let (temp_topic, jid) = reply_address(&msg)?;
@@ -174,17 +175,40 @@ impl Verifier {
                 reject("bad signature", "the signature does not verify".into())
             }
         })?;
+        // The signature covers the topic, so a job signed for one master
+        // topic cannot be replayed onto another that this maid also hears.
+        match job.get("topic").and_then(Value::as_str) {
+            Some(t) if t == topic => {}
+            Some(t) => {
+                return Err(reject(
+                    "wrong topic",
+                    format!("the job was signed for topic {t:?}, not {topic:?}"),
+                ));
+            }
+            None => {
+                return Err(reject(
+                    "malformed",
+                    "a signed job needs topic, the master topic it is published on".into(),
+                ));
+            }
+        }
         let issued_at = job
             .get("issued_at")
             .and_then(Value::as_i64)
             .ok_or_else(|| reject("malformed", "a signed job needs issued_at (Unix ms)".into()))?;
-        if (now_ms - issued_at).abs() > self.max_skew_ms {
+        // Checked: near i64's ends the difference overflows, and such a
+        // job is as stale as any.
+        let skew = now_ms.checked_sub(issued_at);
+        if skew
+            .and_then(i64::checked_abs)
+            .is_none_or(|d| d > self.max_skew_ms)
+        {
             return Err(reject(
                 "expired",
-                format!(
-                    "issued_at is {} ms from this maid's clock",
-                    now_ms - issued_at
-                ),
+                match skew {
+                    Some(ms) => format!("issued_at is {ms} ms from this maid's clock"),
+                    None => "issued_at is out of any clock's range".into(),
+                },
             ));
         }
         Ok(Opened {
@@ -248,9 +272,12 @@ mod tests {
         }
     }
 
+    const TOPIC: &str = "master-1";
+
     fn job(issued_at: i64) -> String {
-        json!({"jid": "1", "tempTopic": "t", "fun": "test.ping", "issued_at": issued_at})
-            .to_string()
+        json!({"jid": "1", "tempTopic": "t", "fun": "test.ping", "issued_at": issued_at,
+               "topic": TOPIC})
+        .to_string()
     }
 
     fn reason(r: Result<Opened, Refusal>) -> String {
@@ -283,34 +310,55 @@ mod tests {
         let v = verifier(&key);
         let now = 1_800_000_000_000;
         let env = serde_json::to_value(sign(job(now), &key)).unwrap();
-        let opened = v.open(env.clone(), now).unwrap();
+        let opened = v.open(env.clone(), TOPIC, now).unwrap();
         assert_eq!(opened.kid, Some(key_id(&key.verifying_key())));
         assert_eq!(opened.job["fun"], "test.ping");
 
         // Unsigned.
         assert_eq!(
-            reason(v.open(serde_json::from_str(&job(now)).unwrap(), now)),
+            reason(v.open(serde_json::from_str(&job(now)).unwrap(), TOPIC, now)),
             "unsigned"
         );
         // Tampered payload.
         let mut bad = env.clone();
         bad["payload"] = json!(job(now).replace("test.ping", "cmd.run"));
-        assert_eq!(reason(v.open(bad, now)), "bad signature");
+        assert_eq!(reason(v.open(bad, TOPIC, now)), "bad signature");
         // Signed by a key nobody trusts.
         let other = generate().unwrap();
         let env2 = serde_json::to_value(sign(job(now), &other)).unwrap();
-        assert_eq!(reason(v.open(env2.clone(), now)), "unknown key");
+        assert_eq!(reason(v.open(env2.clone(), TOPIC, now)), "unknown key");
         let mut nokid = env2;
         nokid.as_object_mut().unwrap().remove("kid");
-        assert_eq!(reason(v.open(nokid, now)), "bad signature");
+        assert_eq!(reason(v.open(nokid, TOPIC, now)), "bad signature");
         // Too old, and from the future.
         let old = serde_json::to_value(sign(job(now - 301_000), &key)).unwrap();
-        assert_eq!(reason(v.open(old, now)), "expired");
+        assert_eq!(reason(v.open(old, TOPIC, now)), "expired");
         let future = serde_json::to_value(sign(job(now + 301_000), &key)).unwrap();
-        assert_eq!(reason(v.open(future, now)), "expired");
+        assert_eq!(reason(v.open(future, TOPIC, now)), "expired");
+        // Published on another topic than it was signed for, or signed
+        // without one.
+        assert_eq!(reason(v.open(env.clone(), "master-2", now)), "wrong topic");
+        let untopical =
+            json!({"jid": "1", "tempTopic": "t", "fun": "test.ping", "issued_at": now}).to_string();
+        let env3 = serde_json::to_value(sign(untopical, &key)).unwrap();
+        assert_eq!(reason(v.open(env3, TOPIC, now)), "malformed");
+        // issued_at at i64's ends: the difference overflows, and the job
+        // is expired, never fresh.
+        for extreme in [i64::MIN, i64::MIN + 1, i64::MAX] {
+            let far = serde_json::to_value(sign(job(extreme), &key)).unwrap();
+            assert_eq!(reason(v.open(far, TOPIC, now)), "expired", "{extreme}");
+        }
+        for (issued, clock) in [(i64::MAX, i64::MIN), (i64::MIN, i64::MAX), (i64::MIN, 0)] {
+            let far = serde_json::to_value(sign(job(issued), &key)).unwrap();
+            assert_eq!(
+                reason(v.open(far, TOPIC, clock)),
+                "expired",
+                "{issued} at {clock}"
+            );
+        }
         // Garbage signature.
         let mut garbage = env;
         garbage["sig"] = json!("!!");
-        assert_eq!(reason(v.open(garbage, now)), "bad signature");
+        assert_eq!(reason(v.open(garbage, TOPIC, now)), "bad signature");
     }
 }

@@ -5,7 +5,10 @@
 //! The first byte picks the path: even, the rest is the message itself
 //! (checked with and without required signatures); odd, the rest is a job
 //! payload that is signed with the trusted key first, so the checks behind
-//! a valid signature (clock skew, job decoding) are explored too.
+//! a valid signature (topic, clock skew, job decoding) are explored too.
+//! Each message is checked at the clock's ends as well as at a plain time,
+//! and a job's `timeout` is turned into its time limit: numbers at their
+//! extremes (seeds `extremes*`) must be refused, never overflow.
 #![no_main]
 
 use ed25519_dalek::SigningKey;
@@ -15,6 +18,8 @@ use maid::trust::{self, Verifier};
 use serde_json::Value;
 
 const NOW_MS: i64 = 1_700_000_000_000;
+/// The master topic the message arrived on.
+const TOPIC: &str = "master-1";
 
 fuzz_target!(|data: &[u8]| {
     let Some((&path, rest)) = data.split_first() else {
@@ -43,9 +48,14 @@ fuzz_target!(|data: &[u8]| {
 });
 
 fn decode(verifier: &Verifier, msg: Value) {
-    if let Ok(opened) = verifier.open(msg, NOW_MS)
-        && let Ok(job) = Job::from_value(opened.job)
-    {
-        let _ = job.fun_args();
+    // The clock's ends too: the skew check must not overflow.
+    for now in [NOW_MS, i64::MIN, i64::MAX] {
+        if let Ok(opened) = verifier.open(msg.clone(), TOPIC, now)
+            && let Ok(job) = Job::from_value(opened.job)
+        {
+            let _ = job.return_json("m", &Value::Null, 0, "");
+            // Where a job's number meets a duration.
+            let _ = job.time_limit();
+        }
     }
 }

@@ -69,7 +69,15 @@ pub fn start_agent_with_plugins(
 ) -> Agent {
     let mut config = tempfile::NamedTempFile::new().unwrap();
     let redis_toml = toml::to_string(redis).unwrap();
-    let text = format!("master_topics = [\"{TOPIC}\"]\n{extra_toml}\n[redis]\n{redis_toml}\n");
+    // An agent must be told whether to require signed jobs; a test that
+    // says nothing runs the unsigned fleet, as an operator must choose to.
+    let security = if extra_toml.contains("[security]") {
+        ""
+    } else {
+        "[security]\nrequire_signed = false\n"
+    };
+    let text =
+        format!("master_topics = [\"{TOPIC}\"]\n{extra_toml}\n{security}[redis]\n{redis_toml}\n");
     std::io::Write::write_all(&mut config, text.as_bytes()).unwrap();
     let child = Command::new(env!("CARGO_BIN_EXE_maid"))
         .args(["agent", "--id", id, "-c"])
@@ -120,6 +128,7 @@ pub fn request(tgt: &str, tgt_type: &str, fun: &str, arg: Value, kwarg: Value) -
         exclude: HashSet::new(),
         linger: Duration::from_millis(300),
         key: None,
+        source_hashes: Default::default(),
     }
 }
 

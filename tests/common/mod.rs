@@ -82,6 +82,7 @@ pub async fn call(rt: &Runtime, fun: &str, args: Value, kwargs: Value) -> Outcom
         minion_id: "test-minion".into(),
         user: Some("tester".into()),
         timeout: None,
+        ..Default::default()
     })
     .await
 }

@@ -65,6 +65,7 @@ fn request(api: &Api, chunk: &Chunk, user: &str, timeout: std::time::Duration) -
         exclude: HashSet::new(),
         linger: LINGER,
         key: api.key.clone(),
+        source_hashes: Default::default(),
     }
 }
 

@@ -78,7 +78,12 @@ pub fn run(args: CallArgs) -> anyhow::Result<ExitCode> {
 /// `{"local": return}` and exit with the retcode.
 pub fn invoke(setup: &Setup, call: &Invocation) -> anyhow::Result<ExitCode> {
     let timeout = match call.timeout {
-        Some(t) if !(t.is_finite() && t > 0.0) => bail!("--timeout must be a positive number"),
+        Some(t) if !(t.is_finite() && t > 0.0 && t <= maid::protocol::MAX_TIMEOUT_SECS) => {
+            bail!(
+                "--timeout must be a positive number of seconds, at most {}",
+                maid::protocol::MAX_TIMEOUT_SECS
+            )
+        }
         Some(t) => Some(Duration::from_secs_f64(t)),
         None => None,
     };
@@ -101,6 +106,7 @@ pub fn invoke(setup: &Setup, call: &Invocation) -> anyhow::Result<ExitCode> {
                     minion_id: id.clone(),
                     user: std::env::var("USER").ok(),
                     timeout,
+                    ..Default::default()
                 })
                 .await,
         )

@@ -138,7 +138,9 @@ pub fn agent(args: AgentArgs) -> anyhow::Result<ExitCode> {
         .unwrap_or_else(maid::grains::hostname);
     let bus = Bus::new(&config.redis)?;
     let conn = Arc::new(maid::agent::ConnSlot::default());
-    let files = Arc::new(RedisFiles::new(conn.clone()));
+    let files = Arc::new(
+        RedisFiles::for_agent(conn.clone(), &config.security).context("security.trusted_keys")?,
+    );
     let grains = setup.grains(&id);
     let runtime = Arc::new(setup.runtime(&grains, &args.file_root, Some(files))?);
     super::block_on(async move {
@@ -275,6 +277,8 @@ struct Spec {
     fun: String,
     arg: Vec<Value>,
     kwarg: Map<String, Value>,
+    /// SHA-256 pinned for `salt://` sources (`maid cp`).
+    source_hashes: std::collections::BTreeMap<String, String>,
 }
 
 /// Publish, stream returns as they come, then report what is missing.
@@ -290,9 +294,12 @@ fn run_and_report(
         fun,
         arg,
         kwarg,
+        source_hashes,
     } = spec;
-    if !(report_opts.timeout.is_finite() && report_opts.timeout > 0.0) {
-        bail!("--timeout must be a positive number of seconds");
+    let max = maid::protocol::MAX_TIMEOUT_SECS;
+    if !(report_opts.timeout.is_finite() && report_opts.timeout > 0.0 && report_opts.timeout <= max)
+    {
+        bail!("--timeout must be a positive number of seconds, at most {max}");
     }
     let (bus, config) = master.bus()?;
     let req = JobRequest {
@@ -308,6 +315,7 @@ fn run_and_report(
         exclude: read_exclude(&report_opts.exclude)?,
         linger: Duration::from_millis(100),
         key: master.signing_key(&config)?,
+        source_hashes,
     };
     let (out, indent) = (report_opts.out, report_opts.out_indent);
     let tty = std::io::stderr().is_terminal();
@@ -408,13 +416,21 @@ pub fn summary(r: &Report) -> String {
 }
 
 pub fn run(args: RunArgs, verbose: bool) -> anyhow::Result<ExitCode> {
-    let (arg, kwarg) = parse_cli(&args.args);
+    let (arg, mut kwarg) = parse_cli(&args.args);
+    // A sync installs what this master pushed last, from its own record.
+    if args.fun == maid::sync::SYNC_MODULES
+        && !kwarg.contains_key(maid::sync::MODULES_KWARG)
+        && let Some(pins) = super::push::recorded_pins(&args.master)?
+    {
+        kwarg.insert(maid::sync::MODULES_KWARG.into(), pins);
+    }
     let spec = Spec {
         tgt: Value::String(args.tgt.clone()),
         tgt_type: args.target.tgt_type(),
         fun: args.fun.clone(),
         arg,
         kwarg,
+        source_hashes: Default::default(),
     };
     run_and_report(&args.master, &args.report, spec, verbose)
 }
@@ -439,36 +455,43 @@ pub struct CpArgs {
 }
 
 pub fn cp(args: CpArgs, verbose: bool) -> anyhow::Result<ExitCode> {
-    let (bus, _) = args.master.bus()?;
+    let (bus, config) = args.master.bus()?;
     let name = args
         .src
         .file_name()
         .and_then(|n| n.to_str())
         .context("SRC has no file name")?
         .to_string();
+    // Signed like the job: the file then stays vouched for after this copy,
+    // for jobs that name it without a pin.
+    let key = args.master.signing_key(&config)?;
     let pushed = super::block_on(async {
         let mut conn = bus.connect().await?;
-        anyhow::Ok(filestore::push(&mut conn, &args.src, &name).await?)
+        anyhow::Ok(filestore::push(&mut conn, &args.src, &name, key.as_ref()).await?)
     })??;
     if verbose {
         eprintln!(
-            "pushed salt://{} ({} bytes, sha256 {})",
-            pushed.name, pushed.size, pushed.sha256
+            "pushed salt://{} ({} bytes, sha256 {}{})",
+            pushed.name,
+            pushed.size,
+            pushed.sha256,
+            signed_by(&pushed)
         );
     }
     let mut kwarg = Map::new();
     if args.makedirs {
         kwarg.insert("makedirs".into(), Value::Bool(true));
     }
+    let url = format!("salt://{}", pushed.name);
     let spec = Spec {
         tgt: Value::String(args.tgt.clone()),
         tgt_type: args.target.tgt_type(),
         fun: "cp.get_file".into(),
-        arg: vec![
-            Value::String(format!("salt://{}", pushed.name)),
-            Value::String(args.dest.clone()),
-        ],
+        arg: vec![Value::String(url.clone()), Value::String(args.dest.clone())],
         kwarg,
+        // The agents write exactly the bytes pushed here, whatever the
+        // Redis file store holds by the time they read it.
+        source_hashes: [(url, pushed.sha256.clone())].into(),
     };
     run_and_report(&args.master, &args.report, spec, verbose)
 }
@@ -557,8 +580,21 @@ pub struct PushArgs {
     pub master: MasterOpts,
 }
 
+/// `, signed by KID` when a key signed the push.
+fn signed_by(pushed: &filestore::Pushed) -> String {
+    match &pushed.kid {
+        Some(kid) => format!(", signed by {kid}"),
+        None => String::new(),
+    }
+}
+
+/// Store a file as `salt://NAME`; with the master key (`--key`, the
+/// config's `master.key`), sign its name, size and SHA-256, so agents that
+/// require signed jobs serve it. Without one it is stored unsigned, and
+/// such agents serve it only to jobs that pin its hash.
 pub fn push(args: PushArgs) -> anyhow::Result<ExitCode> {
-    let (bus, _) = args.master.bus()?;
+    let (bus, config) = args.master.bus()?;
+    let key = args.master.signing_key(&config)?;
     let name = match &args.name {
         Some(n) => n.clone(),
         None => args
@@ -570,9 +606,16 @@ pub fn push(args: PushArgs) -> anyhow::Result<ExitCode> {
     };
     let pushed = super::block_on(async {
         let mut conn = bus.connect().await?;
-        anyhow::Ok(filestore::push(&mut conn, &args.path, &name).await?)
+        anyhow::Ok(filestore::push(&mut conn, &args.path, &name, key.as_ref()).await?)
     })??;
     println!("salt://{} {} {}", pushed.name, pushed.sha256, pushed.size);
+    if pushed.kid.is_none() {
+        eprintln!(
+            "maid: salt://{} is not signed (no --key or master.key): agents that require \
+             signed jobs serve it only to jobs that pin its hash (`maid cp`)",
+            pushed.name
+        );
+    }
     Ok(ExitCode::SUCCESS)
 }
 

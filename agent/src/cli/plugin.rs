@@ -25,7 +25,7 @@ pub enum PluginCommand {
     /// Run a function of a built plugin here, with only the grants given.
     Test(super::author::TestArgs),
     /// Sign a plugin with the master key and store it for the agents that
-    /// sync it (`saltutil.sync_modules`).
+    /// sync it (`saltutil.sync_modules`, which pins this master's pushes).
     Push(super::push::PushArgs),
 }
 
@@ -116,6 +116,13 @@ fn text(r: &Report) -> String {
         list_or_none(&g.fetch),
         list_or_none(&dirs),
     );
+    // Grants that do less than they seem to: a reviewer reads these first.
+    let warnings: String = g
+        .warnings
+        .iter()
+        .map(|w| format!("warning:   {w}\n"))
+        .collect();
+    out.insert_str(0, &warnings);
     for f in &r.functions {
         out.push_str(&format!(
             "  {}.{}({})\n      {}\n",
@@ -226,7 +233,7 @@ pub fn policy(args: PolicyArgs) -> anyhow::Result<ExitCode> {
         .map(|k| maid::trust::read_verifying_key(k).map(|k| maid::trust::key_id(&k)))
         .collect::<Result<Vec<_>, _>>()?;
     let trust = Trust {
-        require_signed: sec.require_signed,
+        require_signed: sec.signed(),
         trusted_key_ids,
         max_skew_secs: sec.max_skew_secs,
         audit_log: setup

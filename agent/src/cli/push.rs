@@ -1,13 +1,20 @@
 //! `maid plugin push`: sign a plugin with the master key and store it in
 //! Redis for the agents that sync it (`saltutil.sync_modules`), or remove
 //! one with a signed removal. The layout is in `plugin_store.rs`.
+//!
+//! Each push is also noted in the master's own record beside its key
+//! (`<key>.pushed.json`): Redis says what is stored, only this record says
+//! what this master pushed last, and a sync job pins exactly that
+//! ([`recorded_pins`]).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{Context, bail};
 use clap::{ArgGroup, Args};
-use maid::plugin_store;
+use maid::plugin_store::{self, PluginManifest, Pushed};
+use maid::sync::{MODULES_KWARG, SYNC_MODULES};
+use serde_json::Value;
 
 use super::fleet::MasterOpts;
 
@@ -27,9 +34,51 @@ pub struct PushArgs {
     pub master: MasterOpts,
 }
 
+/// The master's signing key file: the record of its pushes lives beside it.
+fn key_path(master: &MasterOpts, config: &maid::config::Config) -> Option<PathBuf> {
+    master.key.clone().or_else(|| config.master.key.clone())
+}
+
+/// The `modules` kwarg of a `saltutil.sync_modules` job that installs what
+/// this master pushed last, read from its record beside its key; `None`
+/// without a key (an unsigned job: agents that take one sync unpinned).
+pub(super) fn recorded_pins(master: &MasterOpts) -> anyhow::Result<Option<Value>> {
+    let config = master.config()?;
+    let Some(key) = key_path(master, &config) else {
+        return Ok(None);
+    };
+    let pushed = Pushed::load(&Pushed::beside(&key))?;
+    Ok(Some(Value::Object(pushed.pins())))
+}
+
+/// Note `manifest` in the master's record and say how to install it.
+fn note(key: &std::path::Path, manifest: &PluginManifest) -> anyhow::Result<()> {
+    let path = Pushed::beside(key);
+    let mut pushed = Pushed::load(&path)?;
+    pushed.note(manifest);
+    pushed
+        .save(&path)
+        .context("stored in Redis, but not noted in this master's record of its pushes")?;
+    // `{"module": pin}`, spaced as YAML flow (what `maid run` parses) reads it.
+    let pin = format!(
+        "{{{}: {}}}",
+        Value::from(manifest.module.as_str()),
+        manifest.pin()
+    );
+    eprintln!(
+        "maid: sync with `maid run '*' {SYNC_MODULES}` (pins every push in {}), or only this one: \
+         maid run '*' {SYNC_MODULES} '{MODULES_KWARG}={pin}'",
+        path.display()
+    );
+    Ok(())
+}
+
 pub fn push(args: PushArgs) -> anyhow::Result<ExitCode> {
     let (bus, config) = args.master.bus()?;
-    let Some(key) = args.master.signing_key(&config)? else {
+    let (Some(key), Some(key_file)) = (
+        args.master.signing_key(&config)?,
+        key_path(&args.master, &config),
+    ) else {
         bail!("a pushed plugin must be signed: pass --key or set [master] key");
     };
     if let Some(module) = &args.remove {
@@ -41,6 +90,7 @@ pub fn push(args: PushArgs) -> anyhow::Result<ExitCode> {
             "{} removed, signed by {}",
             signed.manifest.module, signed.kid
         );
+        note(&key_file, &signed.manifest)?;
         return Ok(ExitCode::SUCCESS);
     }
     let file = args.file.context("FILE or --remove MODULE")?;
@@ -64,5 +114,6 @@ pub fn push(args: PushArgs) -> anyhow::Result<ExitCode> {
         m.size.unwrap_or_default(),
         signed.kid
     );
+    note(&key_file, m)?;
     Ok(ExitCode::SUCCESS)
 }

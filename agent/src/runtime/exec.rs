@@ -1,10 +1,13 @@
 //! The `exec` capability: start a program on behalf of a plugin, under the
 //! plugin's grants.
 //!
-//! The program is resolved to an absolute path and checked against the
-//! allow-list (and the shell rule) before anything runs; its environment is
-//! scrubbed to the variables the grants pass through; its working directory
-//! must lie inside a granted directory. It runs in its own process group so
+//! The program is looked up on the grant's `PATH`, resolved to its real
+//! path (links and `..` followed) and checked there against the allow-list
+//! and the rule for programs that run their arguments; the real path is
+//! what runs. Its environment is the variables the grants pass through and
+//! those the job sets that the `env` grant names, never one that changes
+//! what a program loads (`policy::HIJACK_ENV`). Its working directory must
+//! lie inside a granted directory. It runs in its own process group so
 //! a timeout kills everything it started, and its output is captured up to
 //! a bound.
 
@@ -116,13 +119,17 @@ pub(crate) async fn run(
             "exec is not granted to this plugin".into(),
         ));
     }
+    grants.check_job_env(&req.env).map_err(HostError::Denied)?;
     let passed = &grants.passed_env;
+    // The grant's PATH, never the job's: a job may not set it at all.
     let path_var = passed.get("PATH").unwrap_or(OsStr::new(DEFAULT_PATH));
     let resolved = resolve(program, path_var)?;
+    // Links and `..` resolved: what is checked is what runs.
+    let real = resolved
+        .canonicalize()
+        .map_err(|e| failed(format!("{program}: {e}")))?;
     grants
-        .check_program(&resolved, || {
-            resolved.canonicalize().unwrap_or_else(|_| resolved.clone())
-        })
+        .check_program(&resolved, &real)
         .map_err(HostError::Denied)?;
     let cwd = match &req.cwd {
         Some(dir) => grants
@@ -139,9 +146,11 @@ pub(crate) async fn run(
         Some(name) => Some(runas_user(grants, name)?),
         None => None,
     };
-    let mut cmd = tokio::process::Command::new(&resolved);
+    let mut cmd = tokio::process::Command::new(&real);
 
-    cmd.args(&req.argv[1..])
+    // The program sees the name it was asked by, as from a shell.
+    cmd.arg0(program)
+        .args(&req.argv[1..])
         .env_clear()
         .envs(passed.vars())
         .envs(req.env.iter().cloned())
@@ -178,7 +187,7 @@ pub(crate) async fn run(
     };
     let mut child = cmd
         .spawn()
-        .map_err(|e| failed(format!("{}: {e}", resolved.display())))?;
+        .map_err(|e| failed(format!("{}: {e}", real.display())))?;
     // The parent's copies of the pipe's write ends live in `cmd`; close
     // them or the merged reader never sees end-of-file.
     drop(cmd);

@@ -5,6 +5,8 @@
 //! does outside its memory passes through here, is checked against its
 //! grants, and is recorded in `used` for the audit trail.
 
+use std::collections::BTreeMap;
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -18,7 +20,7 @@ use super::bindings::maid::plugin::host::{self as wit, HostError, Level};
 use super::exec;
 use super::policy::{Grants, salt_path};
 use crate::config::Limits;
-use crate::fileserver::SourceReader;
+use crate::fileserver::{OpenError, SourceReader};
 
 /// Something a plugin did outside its sandbox, for the audit trail.
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -68,6 +70,10 @@ pub(crate) struct JobState {
     pub log_dropped: u64,
     /// Capabilities exercised, in order.
     pub used: Vec<CapabilityUse>,
+    /// SHA-256 the job pins for `salt://` sources, by URL
+    /// ([`super::CallRequest::source_hashes`]): such a source is served
+    /// with exactly that content or not at all.
+    pub source_hashes: Arc<BTreeMap<String, String>>,
 }
 
 impl WasiView for HostState {
@@ -192,25 +198,26 @@ impl wit::Host for HostState {
 
     async fn fetch(&mut self, url: String) -> Result<Option<Resource<SourceHandle>>, HostError> {
         let job = &mut self.job;
-        let checked = job.grants.check_fetch(&url).and_then(|()| salt_path(&url));
+        let opened = match job.grants.check_fetch(&url).and_then(|()| salt_path(&url)) {
+            Err(why) => Err(denied(why)),
+            Ok(path) => {
+                let pin = pinned(&job.source_hashes, &path);
+                open_source(&job.services, &url, &path, pin.as_deref()).await
+            }
+        };
         job.used.push(CapabilityUse::Fetch {
             url: url.clone(),
-            allowed: checked.is_ok(),
+            allowed: !matches!(opened, Err(HostError::Denied(_))),
         });
-        let path = checked.map_err(|why| {
-            tracing::warn!(
-                plugin = &*job.plugin,
-                jid = &*job.jid,
-                "fetch denied: {why}"
-            );
-            denied(why)
+        let opened = opened.inspect_err(|e| {
+            if let HostError::Denied(why) = e {
+                tracing::warn!(
+                    plugin = &*job.plugin,
+                    jid = &*job.jid,
+                    "fetch denied: {why}"
+                );
+            }
         })?;
-        let opened = job
-            .services
-            .files
-            .open(&path)
-            .await
-            .map_err(HostError::Failed)?;
         match opened {
             None => Ok(None),
             Some(reader) => {
@@ -221,6 +228,36 @@ impl wit::Host for HostState {
                 Ok(Some(handle))
             }
         }
+    }
+}
+
+/// The SHA-256 the job pins for `path`: pins are keyed by URL, and any
+/// spelling of a URL that names the same path is held to the pin.
+fn pinned(pins: &BTreeMap<String, String>, path: &Path) -> Option<String> {
+    pins.iter()
+        .find(|(url, _)| salt_path(url).is_ok_and(|p| p == path))
+        .map(|(_, sha)| sha.to_ascii_lowercase())
+}
+
+/// Open `path` from the file servers. A pinned source is served only with
+/// the pinned hash, whatever server answered: the servers check, and so
+/// does this, so a server that forgot to cannot serve other content.
+async fn open_source(
+    services: &Services,
+    url: &str,
+    path: &Path,
+    pin: Option<&str>,
+) -> Result<Option<Box<dyn SourceReader>>, HostError> {
+    let opened = services.files.open(path, pin).await.map_err(|e| match e {
+        OpenError::Denied(why) => HostError::Denied(why),
+        OpenError::Failed(why) => HostError::Failed(why),
+    })?;
+    match (opened, pin) {
+        (Some(reader), Some(pin)) if reader.sha256() != pin => Err(denied(format!(
+            "{url}: the job pins content {pin}, the file server offers {}",
+            reader.sha256()
+        ))),
+        (opened, _) => Ok(opened),
     }
 }
 

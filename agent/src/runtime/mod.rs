@@ -115,7 +115,7 @@ impl std::fmt::Debug for LoadedPlugin {
 }
 
 /// One function call.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct CallRequest {
     /// `module.function`.
     pub fun: String,
@@ -131,6 +131,9 @@ pub struct CallRequest {
     pub user: Option<String>,
     /// The job's own timeout; it can only lower the plugin's limit.
     pub timeout: Option<Duration>,
+    /// SHA-256 the signed job pins for `salt://` sources, by URL: `fetch`
+    /// serves such a source only with that content.
+    pub source_hashes: std::collections::BTreeMap<String, String>,
 }
 
 /// How a call failed, when it did.
@@ -829,6 +832,7 @@ impl Runtime {
             log_budget: limits.max_log_bytes,
             log_dropped: 0,
             used: Vec::new(),
+            source_hashes: Arc::default(),
         }
     }
 
@@ -1088,13 +1092,14 @@ impl Runtime {
         let Ok(Ok((slots, spare))) = tokio::time::timeout(limit, slots).await else {
             return (timed_out(limit), Teardown::default());
         };
-        let job = self.job_state(
+        let mut job = self.job_state(
             module,
             &req.jid,
             plugin.grants.clone(),
             &plugin.limits,
             deadline,
         );
+        job.source_hashes = Arc::new(req.source_hashes.clone());
         let (mut store, made) = match spare {
             Some((mut store, instance)) => {
                 self.arm(&mut store, wasi.build(), job);

@@ -15,10 +15,284 @@ use serde::Serialize;
 use crate::config::{DirGrant, PluginGrants};
 use crate::runtime::manifest::Capability;
 
-/// Programs that run arbitrary command lines; starting one needs `shell`.
-const SHELLS: &[&str] = &[
-    "sh", "bash", "dash", "zsh", "ksh", "mksh", "csh", "tcsh", "fish", "ash", "busybox",
+/// Programs that run code named by their arguments (or by files their
+/// arguments name): shells, interpreters, and the tools that start another
+/// program from their command line. An allow-list that names one would let
+/// a job run anything, so they start only for plugins granted `shell`.
+/// Matched on the program's file name, requested and resolved, with a
+/// version suffix taken off (`python3.11` is `python`).
+pub const RUNS_ITS_ARGUMENTS: &[&str] = &[
+    // Shells.
+    "sh",
+    "bash",
+    "dash",
+    "zsh",
+    "ksh",
+    "ksh93",
+    "mksh",
+    "pdksh",
+    "csh",
+    "tcsh",
+    "fish",
+    "ash",
+    "rbash",
+    "yash",
+    "elvish",
+    "nu",
+    "xonsh",
+    "pwsh",
+    "busybox",
+    "toybox",
+    // Interpreters.
+    "python",
+    "pypy",
+    "perl",
+    "ruby",
+    "irb",
+    "node",
+    "nodejs",
+    "deno",
+    "bun",
+    "php",
+    "lua",
+    "luajit",
+    "tclsh",
+    "wish",
+    "expect",
+    "R",
+    "Rscript",
+    "julia",
+    "guile",
+    "gawk",
+    "awk",
+    "mawk",
+    "nawk",
+    "sed",
+    "jshell",
+    "groovy",
+    "scala",
+    "ghci",
+    "runghc",
+    "ocaml",
+    "erl",
+    "escript",
+    "bc",
+    "dc",
+    "m4",
+    "gdb",
+    "lldb",
+    "vim",
+    "vi",
+    "nvim",
+    "ex",
+    "view",
+    "emacs",
+    "ed",
+    // Tools that start a program from their arguments.
+    "env",
+    "xargs",
+    "find",
+    "nohup",
+    "timeout",
+    "sudo",
+    "su",
+    "doas",
+    "runuser",
+    "setpriv",
+    "setsid",
+    "nice",
+    "ionice",
+    "chrt",
+    "taskset",
+    "stdbuf",
+    "unshare",
+    "nsenter",
+    "chroot",
+    "flock",
+    "watch",
+    "time",
+    "script",
+    "strace",
+    "ltrace",
+    "valgrind",
+    "systemd-run",
+    "start-stop-daemon",
+    "parallel",
+    "at",
+    "batch",
+    "ssh",
+    "git",
+    "tar",
+    "zip",
+    "rsync",
+    "make",
+    "less",
+    "more",
+    "man",
+    "capsh",
+    "prlimit",
+    "cgexec",
+    "firejail",
+    "bwrap",
+    "sg",
+    "newgrp",
+    "pkexec",
+    "dbus-launch",
+    "dbus-run-session",
+    "xdg-open",
+    "run-parts",
+    "install-info",
 ];
+
+/// Environment variables that change what a program loads or runs before
+/// it runs a line of its own: the dynamic loader's (glibc's list of
+/// variables it ignores for set-uid programs, and `GLIBC_TUNABLES`), the
+/// shells' start-up and function import, interpreters' module paths and
+/// options, and tools' hooks. They never reach a program, whatever a grant
+/// says: from a job they are refused, from the agent's environment they
+/// are not passed. Names ending in `*` are prefixes.
+pub const HIJACK_ENV: &[&str] = &[
+    // The dynamic loader and libc.
+    "LD_*",
+    "DYLD_*",
+    "GLIBC_TUNABLES",
+    "GCONV_PATH",
+    "GETCONF_DIR",
+    "HOSTALIASES",
+    "LOCALDOMAIN",
+    "LOCPATH",
+    "MALLOC_*",
+    "NIS_PATH",
+    "NLSPATH",
+    "RESOLV_HOST_CONF",
+    "RES_OPTIONS",
+    "TMPDIR",
+    "TZDIR",
+    // Shells.
+    "BASH_ENV",
+    "ENV",
+    "BASH_FUNC_*",
+    "SHELLOPTS",
+    "BASHOPTS",
+    "PS4",
+    "PROMPT_COMMAND",
+    "IFS",
+    "CDPATH",
+    "ZDOTDIR",
+    "GLOBIGNORE",
+    // Interpreters.
+    "PYTHON*",
+    "PERL*",
+    "RUBY*",
+    "GEM_*",
+    "BUNDLE_*",
+    "NODE_*",
+    "NPM_CONFIG_*",
+    "LUA_*",
+    "JAVA_TOOL_OPTIONS",
+    "_JAVA_OPTIONS",
+    "JDK_JAVA_OPTIONS",
+    "CLASSPATH",
+    "PHPRC",
+    "PHP_INI_SCAN_DIR",
+    "TCLLIBPATH",
+    "R_PROFILE*",
+    "R_ENVIRON*",
+    "JULIA_*",
+    // Tools that run hooks, pagers and editors, or read config that does.
+    "GIT_*",
+    "EDITOR",
+    "VISUAL",
+    "PAGER",
+    "MANPAGER",
+    "SYSTEMD_*",
+    "LESSOPEN",
+    "LESSCLOSE",
+    "BROWSER",
+    "SSH_ASKPASS",
+    "SUDO_ASKPASS",
+    "OPENSSL_CONF",
+    "OPENSSL_ENGINES",
+    "APT_CONFIG",
+    "XDG_CONFIG_HOME",
+    "XDG_CONFIG_DIRS",
+    "XDG_DATA_DIRS",
+    "INPUTRC",
+    "TERMINFO",
+    "TERMINFO_DIRS",
+];
+
+/// Variables a job may never set, though a grant may pass the agent's own:
+/// `PATH` (programs are looked up on the grant's, and a program's own
+/// lookups must not find a job's files) and `HOME` (where programs read
+/// their dotfiles, which may run code).
+pub const JOB_MAY_NOT_SET: &[&str] = &["PATH", "HOME"];
+
+/// Whether `name` is one of `list` (entries ending in `*` are prefixes).
+fn listed(list: &[&str], name: &str) -> bool {
+    list.iter().any(|entry| match entry.strip_suffix('*') {
+        Some(prefix) => name.starts_with(prefix),
+        None => name == *entry,
+    })
+}
+
+/// Whether a variable named `name` must never reach a program.
+pub fn is_hijack_env(name: &str) -> bool {
+    listed(HIJACK_ENV, name)
+}
+
+/// Whether a program whose file name is `name` runs code from its
+/// arguments ([`RUNS_ITS_ARGUMENTS`]).
+pub fn runs_its_arguments(name: &str) -> bool {
+    // `python3.11`, `perl5.36.0`, `lua5.4`: the name without its version.
+    let base = name.trim_end_matches(|c: char| c.is_ascii_digit() || c == '.');
+    let base = if base.is_empty() { name } else { base };
+    [name, base].iter().any(|n| RUNS_ITS_ARGUMENTS.contains(n))
+}
+
+/// Whether `pattern` has glob syntax.
+fn has_glob(pattern: &str) -> bool {
+    pattern.contains(['*', '?', '[', ']', '{', '}', '\\'])
+}
+
+/// The exec allow-list as it is matched: each pattern, and the same pattern
+/// under the real path of its literal leading directories, since programs
+/// are matched on their real path (`/bin/*` also admits what it means on a
+/// host where `/bin` is a link to `/usr/bin`). A pattern with a `..` is
+/// refused: it would never mean what it seems to.
+fn resolved_exec_patterns(patterns: &[String]) -> Result<Vec<String>, String> {
+    let mut out = Vec::with_capacity(patterns.len());
+    for p in patterns {
+        if Path::new(p).components().any(|c| c == Component::ParentDir) {
+            return Err(format!(
+                "exec pattern {p:?} has a '..': name programs by their real path"
+            ));
+        }
+        out.push(p.clone());
+        if !p.starts_with('/') {
+            continue;
+        }
+        let parts: Vec<&str> = p.split('/').collect();
+        let literal = parts.iter().take_while(|c| !has_glob(c)).count();
+        let (head, tail) = parts.split_at(literal);
+        let head = head.join("/");
+        if head.is_empty() {
+            continue;
+        }
+        let Ok(real) = std::fs::canonicalize(&head) else {
+            continue;
+        };
+        let mut resolved = real.to_string_lossy().into_owned();
+        for part in tail {
+            resolved.push('/');
+            resolved.push_str(part);
+        }
+        if resolved != *p {
+            out.push(resolved);
+        }
+    }
+    Ok(out)
+}
 
 /// A compiled set of globs plus the patterns it came from.
 #[derive(Debug, Clone)]
@@ -83,6 +357,7 @@ impl PassedEnv {
         Self(
             std::env::vars_os()
                 .filter(|(name, _)| env.is_match(name))
+                .filter(|(name, _)| !name.to_str().is_none_or(is_hijack_env))
                 .collect(),
         )
     }
@@ -137,6 +412,10 @@ pub struct GrantSummary {
     pub fetch: Vec<String>,
     pub dirs: Vec<DirGrant>,
     pub runas: Vec<String>,
+    /// What a reviewer should know about these grants: programs named that
+    /// run only with `shell`, variables named that never pass.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 impl Grants {
@@ -159,7 +438,11 @@ impl Grants {
         let has = |c: Capability| declared.contains(&c);
         let bad = |what: &str, e: globset::Error| format!("invalid {what} pattern: {e}");
         let exec = if has(Capability::Exec) {
-            Patterns::new(&granted.exec, true).map_err(|e| bad("exec", e))?
+            let patterns = resolved_exec_patterns(&granted.exec)?;
+            let mut exec = Patterns::new(&patterns, true).map_err(|e| bad("exec", e))?;
+            // Shown as the operator wrote them.
+            exec.patterns = granted.exec.clone();
+            exec
         } else {
             Patterns::empty()
         };
@@ -214,45 +497,157 @@ impl Grants {
             fetch: self.fetch.patterns().to_vec(),
             dirs: self.dirs.clone(),
             runas: self.runas.patterns().to_vec(),
+            warnings: self.warnings(),
         }
     }
 
-    /// Whether `program` (resolved, absolute) may be started; `Err` says why not.
+    /// Grants that do less than they seem to, in words.
+    fn warnings(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for p in self.exec.patterns() {
+            let name = p.rsplit('/').next().unwrap_or(p);
+            let runners: Vec<String> = if has_glob(name) {
+                self.runners_under(p)
+            } else if runs_its_arguments(name) {
+                vec![name.to_string()]
+            } else {
+                Vec::new()
+            };
+            if runners.is_empty() {
+                continue;
+            }
+            let shown = if runners.len() > 8 {
+                format!("{}, … ({} in all)", runners[..8].join(", "), runners.len())
+            } else {
+                runners.join(", ")
+            };
+            out.push(if self.shell {
+                format!(
+                    "exec {p:?} admits programs that run code from their arguments ({shown}): \
+                     with shell granted, this plugin can run anything"
+                )
+            } else {
+                format!(
+                    "exec {p:?} names programs that run code from their arguments ({shown}): \
+                     they are refused unless shell = true"
+                )
+            });
+        }
+        for p in self.env.patterns() {
+            if has_glob(p) {
+                let blocked: Vec<&str> = HIJACK_ENV
+                    .iter()
+                    .chain(JOB_MAY_NOT_SET)
+                    .map(|v| v.trim_end_matches('*'))
+                    .filter(|v| self.env.is_match(v))
+                    .collect();
+                if !blocked.is_empty() {
+                    out.push(format!(
+                        "env {p:?} also matches variables a job may never set ({}{})",
+                        blocked[..blocked.len().min(6)].join(", "),
+                        if blocked.len() > 6 { ", …" } else { "" }
+                    ));
+                }
+            } else if is_hijack_env(p) {
+                out.push(format!(
+                    "env {p:?} changes what programs load or run: it is never passed, \
+                     from a job or from the agent"
+                ));
+            } else if listed(JOB_MAY_NOT_SET, p) {
+                out.push(format!(
+                    "env {p:?} passes the agent's own value; a job may never set it"
+                ));
+            }
+        }
+        out
+    }
+
+    /// The programs in the directory of `pattern` that it admits and that
+    /// run code from their arguments (empty when the directory cannot be
+    /// read or the pattern spans directories).
+    fn runners_under(&self, pattern: &str) -> Vec<String> {
+        let Some((dir, _)) = pattern.rsplit_once('/') else {
+            return Vec::new();
+        };
+        if has_glob(dir) {
+            return vec!["any program in matching directories".into()];
+        }
+        let mut out: Vec<String> = std::fs::read_dir(if dir.is_empty() { "/" } else { dir })
+            .into_iter()
+            .flatten()
+            .filter_map(Result::ok)
+            .filter_map(|e| e.file_name().into_string().ok())
+            .filter(|n| runs_its_arguments(n) && self.exec.is_match(format!("{dir}/{n}")))
+            .collect();
+        out.sort();
+        out
+    }
+
+    /// Whether `program` may be started; `Err` says why not.
     ///
-    /// `canonical` gives the program's path with every link resolved. It is
-    /// asked for only when it can change the answer: when the resolved path
-    /// is not allowed itself, or when shells are refused and a link may hide
-    /// one (`/bin/sh` is `dash`). Resolving costs a `readlink` per component
-    /// of the path, on every command.
-    pub fn check_program(
-        &self,
-        resolved: &Path,
-        canonical: impl FnOnce() -> PathBuf,
-    ) -> Result<(), String> {
+    /// `resolved` is the path it was found at and `real` that path with
+    /// every link and `..` resolved. The allow-list is matched on `real`
+    /// alone, so neither a `..` nor a link inside an allowed directory can
+    /// lead anywhere else; the program that runs is `real`. A program that
+    /// runs code from its arguments ([`RUNS_ITS_ARGUMENTS`]), under either
+    /// name, needs `shell`.
+    pub fn check_program(&self, resolved: &Path, real: &Path) -> Result<(), String> {
         if self.exec.is_empty() {
             return Err("exec is not granted to this plugin".into());
         }
-        let allowed = self.exec.is_match(resolved);
-        if allowed && self.shell {
-            return Ok(());
+        if !self.exec.is_match(real) {
+            // The real path is named when it is what made the difference.
+            return Err(if real == resolved || !self.exec.is_match(resolved) {
+                format!("{} is not in the exec allow-list", resolved.display())
+            } else {
+                format!(
+                    "{} (really {}) is not in the exec allow-list",
+                    resolved.display(),
+                    real.display()
+                )
+            });
         }
-        let canonical = canonical();
-        if !(allowed || self.exec.is_match(&canonical)) {
-            return Err(format!(
-                "{} is not in the exec allow-list",
-                resolved.display()
-            ));
-        }
-        let is_shell = [resolved, &canonical].iter().any(|p| {
+        let runner = [resolved, real].iter().find_map(|p| {
             p.file_name()
                 .and_then(|n| n.to_str())
-                .is_some_and(|n| SHELLS.contains(&n))
+                .filter(|n| runs_its_arguments(n))
         });
-        if is_shell && !self.shell {
+        if let Some(name) = runner
+            && !self.shell
+        {
             return Err(format!(
-                "{} is a shell and the shell capability is not granted (use python_shell=False)",
+                "{} is a shell or another program that runs code from its arguments \
+                 ({name}), and the shell capability is not granted (use python_shell=False \
+                 with a program that does not)",
                 resolved.display()
             ));
+        }
+        Ok(())
+    }
+
+    /// The variables a job asks to set for a program, checked: each must be
+    /// named by the `env` grant, and none may be one that changes what a
+    /// program loads or finds ([`HIJACK_ENV`], [`JOB_MAY_NOT_SET`]), whatever
+    /// the grant says.
+    pub fn check_job_env<'a>(
+        &self,
+        vars: impl IntoIterator<Item = &'a (String, String)>,
+    ) -> Result<(), String> {
+        for (name, _) in vars {
+            if is_hijack_env(name) {
+                return Err(format!(
+                    "env {name} changes what programs load or run; a job may never set it"
+                ));
+            }
+            if listed(JOB_MAY_NOT_SET, name) {
+                return Err(format!("env {name} is the grant's to set, never a job's"));
+            }
+            if name.is_empty() || name.contains(['=', '\0']) {
+                return Err(format!("env {name:?} is not a variable name"));
+            }
+            if !self.env.is_match(name) {
+                return Err(format!("env {name} is not granted to this plugin"));
+            }
         }
         Ok(())
     }
@@ -356,10 +751,10 @@ mod tests {
         assert!(eff.fetch.is_empty());
     }
 
-    /// Whether `g` lets `resolved` run when its links lead to `canonical`.
-    fn runs(g: &Grants, resolved: &str, canonical: &str) -> bool {
-        let canonical = PathBuf::from(canonical);
-        g.check_program(Path::new(resolved), || canonical).is_ok()
+    /// Whether `g` lets `resolved` run when its links lead to `real`.
+    fn runs(g: &Grants, resolved: &str, real: &str) -> bool {
+        g.check_program(Path::new(resolved), Path::new(real))
+            .is_ok()
     }
 
     #[test]
@@ -373,31 +768,155 @@ mod tests {
     }
 
     #[test]
-    fn shells_need_the_shell_grant() {
-        assert!(!runs(&grants(&["*"], false), "/bin/sh", "/usr/bin/dash"));
-        assert!(runs(&grants(&["*"], true), "/bin/sh", "/usr/bin/dash"));
-        // A shell behind a name that is not a shell's.
-        let refused = grants(&["*"], false);
-        assert!(!runs(&refused, "/usr/local/bin/tool", "/usr/bin/bash"));
+    fn the_allow_list_is_matched_on_the_real_path_only() {
+        let g = grants(&["/usr/local/**"], false);
+        // `..` in the requested path: the real path decides.
+        assert!(!runs(&g, "/usr/local/../../tmp/evil", "/tmp/evil"));
+        // A link inside an allowed directory to a program outside it.
+        assert!(!runs(&g, "/usr/local/bin/tool", "/tmp/evil"));
+        assert!(runs(&g, "/usr/local/bin/tool", "/usr/local/lib/tool"));
+        // A pattern with `..` is refused outright.
+        let bad = PluginGrants {
+            exec: vec!["/usr/local/../../tmp/*".into()],
+            ..Default::default()
+        };
+        assert!(Grants::effective(&[Capability::Exec], &bad).is_err());
     }
 
     #[test]
-    fn links_are_resolved_only_when_they_can_change_the_answer() {
-        let sh = Path::new("/bin/sh");
-        let never = || -> PathBuf { panic!("resolved the links of an allowed program") };
-        assert!(grants(&["/bin/*"], true).check_program(sh, never).is_ok());
-        // Shells refused: the links are followed, and lead to one.
-        let mut asked = false;
-        let follow = || {
-            asked = true;
-            PathBuf::from("/usr/bin/dash")
-        };
+    fn a_pattern_also_admits_its_directories_real_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let real = dir.path().join("real");
+        std::fs::create_dir(&real).unwrap();
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&real, &link).unwrap();
+        let real = real.canonicalize().unwrap();
+        let g = grants(&[&format!("{}/*", link.display())], false);
+        let prog = real.join("tool");
+        assert!(runs(
+            &g,
+            &link.join("tool").to_string_lossy(),
+            &prog.to_string_lossy()
+        ));
+        assert_eq!(g.summary().exec, vec![format!("{}/*", link.display())]);
+    }
+
+    #[test]
+    fn programs_that_run_their_arguments_need_the_shell_grant() {
+        let refused = grants(&["*"], false);
+        let granted = grants(&["*"], true);
+        for (resolved, real) in [
+            ("/bin/sh", "/usr/bin/dash"),
+            ("/usr/bin/env", "/usr/bin/env"),
+            ("/usr/bin/python3", "/usr/bin/python3.11"),
+            ("/usr/bin/perl", "/usr/bin/perl5.36.0"),
+            ("/usr/bin/xargs", "/usr/bin/xargs"),
+            ("/usr/bin/find", "/usr/bin/find"),
+            ("/usr/bin/timeout", "/usr/bin/timeout"),
+            ("/usr/bin/nohup", "/usr/bin/nohup"),
+            ("/usr/bin/sudo", "/usr/bin/sudo"),
+            ("/bin/busybox", "/bin/busybox"),
+            // Behind a name that is not a runner's.
+            ("/usr/local/bin/tool", "/usr/bin/bash"),
+            ("/usr/local/bin/true", "/usr/bin/python3.12"),
+        ] {
+            assert!(!runs(&refused, resolved, real), "{resolved} -> {real}");
+            assert!(runs(&granted, resolved, real), "{resolved} -> {real}");
+        }
+        for plain in [
+            "/usr/bin/true",
+            "/usr/bin/ls",
+            "/usr/bin/systemctl",
+            "/usr/bin/dpkg-query",
+        ] {
+            assert!(runs(&refused, plain, plain), "{plain}");
+        }
+    }
+
+    #[test]
+    fn a_job_sets_only_granted_variables_and_never_a_hijacking_one() {
+        let g = Grants::effective(
+            &[Capability::Exec],
+            &PluginGrants {
+                exec: vec!["/usr/bin/*".into()],
+                env: vec!["*".into()],
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        let set = |name: &str| g.check_job_env(&[(name.to_string(), "x".to_string())]);
+        assert!(set("LC_ALL").is_ok());
+        for hijack in [
+            "LD_PRELOAD",
+            "LD_LIBRARY_PATH",
+            "LD_AUDIT",
+            "GLIBC_TUNABLES",
+            "GCONV_PATH",
+            "BASH_ENV",
+            "ENV",
+            "BASH_FUNC_x%%",
+            "PYTHONPATH",
+            "PYTHONSTARTUP",
+            "PERL5OPT",
+            "PERL5LIB",
+            "RUBYOPT",
+            "NODE_OPTIONS",
+            "GIT_SSH_COMMAND",
+            "PATH",
+            "HOME",
+            "IFS",
+        ] {
+            assert!(set(hijack).is_err(), "{hijack}");
+        }
+        assert!(set("BAD=NAME").is_err());
+        let narrow = grants(&["/usr/bin/*"], false);
         assert!(
-            grants(&["/bin/*"], false)
-                .check_program(sh, follow)
-                .is_err()
+            narrow
+                .check_job_env(&[("LC_ALL".to_string(), "C".to_string())])
+                .is_err(),
+            "not granted"
         );
-        assert!(asked);
+    }
+
+    #[test]
+    fn hijacking_variables_are_not_passed_from_the_agent_either() {
+        let all = Patterns::new(&["*".to_string()], false).unwrap();
+        let passed = PassedEnv::of(&all);
+        assert!(
+            passed
+                .vars()
+                .all(|(k, _)| !is_hijack_env(&k.to_string_lossy()))
+        );
+    }
+
+    #[test]
+    fn policy_warns_of_grants_that_name_runners_or_hijacking_variables() {
+        let g = Grants::effective(
+            &[Capability::Exec],
+            &PluginGrants {
+                exec: vec!["/usr/bin/python3".into(), "/usr/bin/true".into()],
+                env: vec!["LD_PRELOAD".into(), "PATH".into(), "*".into()],
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        let w = g.summary().warnings;
+        assert!(
+            w.iter()
+                .any(|l| l.contains("/usr/bin/python3") && l.contains("refused unless shell")),
+            "{w:?}"
+        );
+        assert!(!w.iter().any(|l| l.contains("/usr/bin/true")), "{w:?}");
+        assert!(
+            w.iter()
+                .any(|l| l.contains("\"LD_PRELOAD\"") && l.contains("never passed")),
+            "{w:?}"
+        );
+        assert!(w.iter().any(|l| l.contains("\"PATH\"")), "{w:?}");
+        assert!(
+            w.iter().any(|l| l.contains("\"*\"") && l.contains("LD_")),
+            "{w:?}"
+        );
     }
 
     #[test]

@@ -1075,7 +1075,8 @@ impl AgentSetup {
 }
 
 /// The agents' config: every default, except the grants `cmd.run 'true'`
-/// needs and room for all the jobs in flight.
+/// needs, room for all the jobs in flight, and unsigned jobs (the bench's
+/// master sends them, as the raw and seed baselines do).
 fn agent_config(url: &str, in_flight: usize, http: Option<u16>) -> String {
     let http = http
         .map(|port| format!("http = \"127.0.0.1:{port}\"\n"))
@@ -1084,6 +1085,7 @@ fn agent_config(url: &str, in_flight: usize, http: Option<u16>) -> String {
         "master_topics = [\"{TOPIC_MAID}\"]\n\n\
          [redis]\nurl = \"{url}\"\n\n\
          [agent]\nconcurrency = {in_flight}\n{http}\n\
+         [security]\nrequire_signed = false\n\n\
          [plugins.cmd]\nexec = [\"*\"]\nshell = true\nenv = [\"PATH\"]\n"
     )
 }
@@ -1412,6 +1414,7 @@ async fn in_process_calls(
                 minion_id: "bench".into(),
                 user: None,
                 timeout: None,
+                ..Default::default()
             })
             .await;
         if out.retcode != 0 {
@@ -2500,6 +2503,9 @@ pub fn fleet(args: FleetArgs) -> anyhow::Result<ExitCode> {
             ..Default::default()
         };
         config.agent.shutdown_grace_secs = 0.0;
+        // The bench's fleet runs what its own master sends, unsigned,
+        // unless its configuration says otherwise.
+        config.security.require_signed.get_or_insert(false);
         let files: Arc<dyn FileServer> = if config.file_roots.is_empty() {
             Arc::new(NoFiles)
         } else {
