@@ -1023,8 +1023,10 @@ pub async fn run(parts: AgentParts, shutdown: impl Future<Output = ()>) -> Resul
     };
     let cap = config.agent.remembered_jids;
     // A job accepted now was within the skew of this clock, so it is fresh
-    // for at most two skews from now: its jid is kept that long.
-    let retention_ms = max_skew_ms.saturating_mul(2);
+    // for at most two skews from now: its jid is kept that long, and a
+    // second more, so no millisecond at the edge finds it fresh and
+    // forgotten.
+    let retention_ms = max_skew_ms.saturating_mul(2).saturating_add(1_000);
     let jids = match &sec.state_dir {
         Some(dir) => {
             let path = dir.join("accepted-jids");

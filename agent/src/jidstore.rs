@@ -6,7 +6,7 @@
 //! memory.
 //!
 //! Each id is kept for a *retention* from the moment it was accepted: twice
-//! the signature skew window. A signed job is fresh only while its
+//! the signature skew window, and a second. A signed job is fresh only while its
 //! `issued_at` is within the skew of the maid's clock, and it was within
 //! the skew when it was accepted, so by the time its id is forgotten the
 //! job itself is refused as `expired`: no replay can fall in between. Ids
@@ -160,12 +160,12 @@ impl JidStore {
         // Whether a line must be written differently from how it is.
         let mut rewrite = text.last().is_some_and(|b| *b != b'\n');
         for line in text.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
+            // An expiry later than a retention from now is kept as it is:
+            // the clock may have been stepped back since it was written,
+            // and the job it guards is fresh by that clock's measure for
+            // as long. Only this agent writes the file.
             let (jid, expiry) = parse_line(line, fallback);
             rewrite |= expiry == fallback;
-            // Never longer than one retention from now: a line from a
-            // clock that ran ahead cannot pin an id for ever.
-            rewrite |= expiry > fallback;
-            let expiry = expiry.min(fallback);
             if jid.is_empty() || expiry <= now_ms {
                 continue;
             }
@@ -419,6 +419,20 @@ mod tests {
                 .unwrap()
                 .ends_with("e\t3601000\n")
         );
+    }
+
+    #[test]
+    fn a_clock_stepped_back_across_a_restart_keeps_ids_as_long_as_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("jids");
+        let mut s = JidStore::open(&path, 10, HOUR, 10 * HOUR).unwrap();
+        assert_eq!(s.insert("a", 10 * HOUR), Insert::New);
+        drop(s);
+        // Restarted with the clock nine hours back: "a" stays until the
+        // expiry it was written with, though that is past one retention.
+        let mut s = JidStore::open(&path, 10, HOUR, HOUR).unwrap();
+        assert!(s.contains("a", 11 * HOUR - 1));
+        assert!(!s.contains("a", 11 * HOUR));
     }
 
     #[test]
