@@ -20,15 +20,14 @@ pub mod fileserver;
 pub mod filestore;
 pub mod fsutil;
 pub mod grains;
-pub mod jid;
 pub mod jidstore;
 pub mod master;
 pub mod metrics;
 pub mod outbox;
 pub mod plugin_store;
-pub mod protocol;
 pub mod runtime;
-pub mod salt;
 pub mod sync;
-pub mod target;
-pub mod trust;
+
+// The wire contract lives in its own pure crate; its modules keep their
+// paths here, so `maid::protocol` and `crate::protocol` name the same code.
+pub use maid_protocol::{jid, protocol, salt, target, trust};

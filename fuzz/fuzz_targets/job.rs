@@ -13,8 +13,8 @@
 
 use ed25519_dalek::SigningKey;
 use libfuzzer_sys::fuzz_target;
-use maid::protocol::Job;
-use maid::trust::{self, Verifier};
+use maid_protocol::protocol::Job;
+use maid_protocol::trust::{self, Verifier};
 use serde_json::Value;
 
 const NOW_MS: i64 = 1_700_000_000_000;

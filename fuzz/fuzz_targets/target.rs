@@ -4,7 +4,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use maid::target::{TargetType, matches};
+use maid_protocol::target::{TargetType, matches};
 use serde_json::{Value, json};
 
 const TYPES: [&str; 5] = ["glob", "list", "pcre", "grain", "compound"];

@@ -1,5 +1,6 @@
-//! The wire protocol (`shared/PROTOCOL.md`, version 1): jobs a master
-//! publishes and the replies a maid sends, as Rust types.
+//! The wire protocol (`docs/protocol.md`, a copy of the shared
+//! `PROTOCOL.md`, version 1.1): jobs a master publishes and the replies a
+//! maid sends, as Rust types.
 //!
 //! Decoding is split in two so a maid can always answer: a message that is
 //! not a JSON object, or has no readable `tempTopic` and `jid`, is dropped
@@ -452,6 +453,25 @@ mod tests {
                 assert_eq!(job.return_json("m1", &ret, retcode, stamp), owned.to_json());
             }
         }
+    }
+
+    /// `docs/protocol.md` is the wire contract this code keeps, and must be
+    /// the project's shared one word for word.
+    #[test]
+    fn the_wire_contract_in_the_repository_is_the_shared_one() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let ours = std::fs::read_to_string(root.join("docs/protocol.md")).unwrap();
+        let shared_path = root.join("../shared/PROTOCOL.md");
+        let shared = std::fs::read_to_string(&shared_path).unwrap_or_else(|e| {
+            panic!(
+                "{}: {e} (the shared contract sits beside the checkout, in ../shared)",
+                shared_path.display()
+            )
+        });
+        assert!(
+            ours == shared,
+            "docs/protocol.md differs from ../shared/PROTOCOL.md: copy the shared one over it"
+        );
     }
 
     #[test]

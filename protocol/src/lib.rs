@@ -1,0 +1,17 @@
+//! maid's wire contract and the rules every side of it shares.
+//!
+//! Pure code — no Redis, no WebAssembly runtime, no HTTP — so the agent,
+//! the master side and the fuzz targets build on the same types:
+//!
+//! * [`protocol`]: jobs and replies as `docs/protocol.md` (the shared
+//!   `PROTOCOL.md`, v1.1) defines them.
+//! * [`trust`]: Ed25519 keys and the signed envelope of jobs and pushes.
+//! * [`jid`]: Salt-style job ids and timestamps.
+//! * [`target`]: Salt's matchers, deciding whether a job targets a minion.
+//! * [`salt`]: Salt's argument parsing and outputters.
+
+pub mod jid;
+pub mod protocol;
+pub mod salt;
+pub mod target;
+pub mod trust;
