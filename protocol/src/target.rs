@@ -24,6 +24,7 @@
 
 use std::collections::HashMap;
 
+use crate::salt::python;
 use regex::Regex;
 use serde_json::{Map, Value};
 
@@ -568,7 +569,7 @@ impl GrainMatcher {
     /// `_match`: `str(value).lower()` against `pattern.lower()`, by
     /// `fnmatch` or by `re.match`.
     fn scalar_match(&mut self, value: &Value, pattern: &str) -> Result<bool, TargetError> {
-        let target = py_str(value).to_lowercase();
+        let target = python::str(value).to_lowercase();
         let pattern = pattern.to_lowercase();
         if !self.compiled.contains_key(&pattern) {
             let compiled = if self.regex {
@@ -639,133 +640,6 @@ fn py_int(s: &str) -> Option<i128> {
         })
         .unwrap_or(i128::MAX);
     Some(if neg { -value } else { value })
-}
-
-/// Python's `str()` of a JSON value as Python would hold it.
-fn py_str(v: &Value) -> String {
-    match v {
-        Value::String(s) => s.clone(),
-        other => py_repr(other),
-    }
-}
-
-/// Python's `repr()` of a JSON value (`None`, `True`, `1.0`, `'s'`, lists
-/// and dicts).
-fn py_repr(v: &Value) -> String {
-    match v {
-        Value::Null => "None".to_string(),
-        Value::Bool(true) => "True".to_string(),
-        Value::Bool(false) => "False".to_string(),
-        Value::Number(n) => {
-            if let Some(i) = n.as_i64() {
-                i.to_string()
-            } else if let Some(u) = n.as_u64() {
-                u.to_string()
-            } else {
-                py_float(n.as_f64().unwrap_or(f64::NAN))
-            }
-        }
-        Value::String(s) => py_str_repr(s),
-        Value::Array(items) => {
-            let items: Vec<String> = items.iter().map(py_repr).collect();
-            format!("[{}]", items.join(", "))
-        }
-        Value::Object(map) => {
-            let items: Vec<String> = map
-                .iter()
-                .map(|(k, v)| format!("{}: {}", py_str_repr(k), py_repr(v)))
-                .collect();
-            format!("{{{}}}", items.join(", "))
-        }
-    }
-}
-
-/// Python's `repr()` of a string (non-printable characters approximated as
-/// the control and non-space whitespace characters).
-fn py_str_repr(s: &str) -> String {
-    let quote = if s.contains('\'') && !s.contains('"') {
-        '"'
-    } else {
-        '\''
-    };
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push(quote);
-    for c in s.chars() {
-        match c {
-            '\\' => out.push_str("\\\\"),
-            '\t' => out.push_str("\\t"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            c if c == quote => {
-                out.push('\\');
-                out.push(c);
-            }
-            c if c.is_control() || (c.is_whitespace() && c != ' ') => {
-                let code = c as u32;
-                if code <= 0xff {
-                    out.push_str(&format!("\\x{code:02x}"));
-                } else if code <= 0xffff {
-                    out.push_str(&format!("\\u{code:04x}"));
-                } else {
-                    out.push_str(&format!("\\U{code:08x}"));
-                }
-            }
-            c => out.push(c),
-        }
-    }
-    out.push(quote);
-    out
-}
-
-/// Python's `repr()` of a float: shortest round-trip digits, positional
-/// notation for exponents -4..16, else `1e+16` style.
-fn py_float(f: f64) -> String {
-    if f.is_nan() {
-        return "nan".to_string();
-    }
-    if f.is_infinite() {
-        return if f > 0.0 { "inf" } else { "-inf" }.to_string();
-    }
-    // Shortest round-trip length first, then the correctly rounded digits
-    // of that length: where two shortest strings tie, Python takes the
-    // nearer one (half to even), which Rust's exact formatting also does.
-    let shortest = format!("{f:e}");
-    let len = shortest
-        .split('e')
-        .next()
-        .map_or(1, |m| m.chars().filter(char::is_ascii_digit).count());
-    let sci = format!("{f:.*e}", len.saturating_sub(1));
-    let Some((mantissa, exp)) = sci.split_once('e') else {
-        return sci;
-    };
-    let exp: i32 = exp.parse().unwrap_or(0);
-    let (neg, mantissa) = match mantissa.strip_prefix('-') {
-        Some(m) => (true, m),
-        None => (false, mantissa),
-    };
-    let digits: String = mantissa.chars().filter(|c| *c != '.').collect();
-    let decpt = exp + 1;
-    let body = if !(-3..=16).contains(&decpt) {
-        let (first, rest) = digits.split_at(1);
-        let frac = if rest.is_empty() {
-            String::new()
-        } else {
-            format!(".{rest}")
-        };
-        let sign = if exp < 0 { '-' } else { '+' };
-        format!("{first}{frac}e{sign}{:02}", exp.unsigned_abs())
-    } else if decpt <= 0 {
-        format!("0.{}{digits}", "0".repeat(decpt.unsigned_abs() as usize))
-    } else {
-        let decpt = decpt.unsigned_abs() as usize;
-        if decpt >= digits.len() {
-            format!("{digits}{}.0", "0".repeat(decpt - digits.len()))
-        } else {
-            let (int, frac) = digits.split_at(decpt);
-            format!("{int}.{frac}")
-        }
-    };
-    if neg { format!("-{body}") } else { body }
 }
 
 // ---------------------------------------------------------------------------
@@ -1679,34 +1553,37 @@ mod tests {
 
     #[test]
     fn python_reprs() {
-        assert_eq!(py_float(1.0), "1.0");
-        assert_eq!(py_float(0.5), "0.5");
-        assert_eq!(py_float(-2.25), "-2.25");
-        assert_eq!(py_float(0.0), "0.0");
-        assert_eq!(py_float(-0.0), "-0.0");
-        assert_eq!(py_float(1e15), "1000000000000000.0");
-        assert_eq!(py_float(1e16), "1e+16");
-        assert_eq!(py_float(1.5e16), "1.5e+16");
-        assert_eq!(py_float(0.0001), "0.0001");
-        assert_eq!(py_float(0.00001), "1e-05");
-        assert_eq!(py_float(1.5e-7), "1.5e-07");
-        assert_eq!(py_float(1e100), "1e+100");
-        assert_eq!(py_float(123.456), "123.456");
+        assert_eq!(python::float(1.0), "1.0");
+        assert_eq!(python::float(0.5), "0.5");
+        assert_eq!(python::float(-2.25), "-2.25");
+        assert_eq!(python::float(0.0), "0.0");
+        assert_eq!(python::float(-0.0), "-0.0");
+        assert_eq!(python::float(1e15), "1000000000000000.0");
+        assert_eq!(python::float(1e16), "1e+16");
+        assert_eq!(python::float(1.5e16), "1.5e+16");
+        assert_eq!(python::float(0.0001), "0.0001");
+        assert_eq!(python::float(0.00001), "1e-05");
+        assert_eq!(python::float(1.5e-7), "1.5e-07");
+        assert_eq!(python::float(1e100), "1e+100");
+        assert_eq!(python::float(123.456), "123.456");
         // Two shortest strings round-trip; Python takes the nearer, even one.
-        assert_eq!(py_float(87_700_567_198_155.0 + 0.125), "87700567198155.12");
         assert_eq!(
-            py_float(1_670_247_125_337_306.0 + 0.25),
+            python::float(87_700_567_198_155.0 + 0.125),
+            "87700567198155.12"
+        );
+        assert_eq!(
+            python::float(1_670_247_125_337_306.0 + 0.25),
             "1670247125337306.2"
         );
-        assert_eq!(py_str(&json!(true)), "True");
-        assert_eq!(py_str(&json!(null)), "None");
-        assert_eq!(py_str(&json!(-3)), "-3");
-        assert_eq!(py_str(&json!(u64::MAX)), "18446744073709551615");
+        assert_eq!(python::str(&json!(true)), "True");
+        assert_eq!(python::str(&json!(null)), "None");
+        assert_eq!(python::str(&json!(-3)), "-3");
+        assert_eq!(python::str(&json!(u64::MAX)), "18446744073709551615");
         assert_eq!(
-            py_str(&json!({"a": [1, "x", null], "b'": "it's"})),
+            python::str(&json!({"a": [1, "x", null], "b'": "it's"})),
             r#"{'a': [1, 'x', None], "b'": "it's"}"#
         );
-        assert_eq!(py_str_repr("a'\"\\\n"), r#"'a\'"\\\n'"#);
+        assert_eq!(python::str_repr("a'\"\\\n"), r#"'a\'"\\\n'"#);
         assert_eq!(py_int(" -2 "), Some(-2));
         assert_eq!(py_int("1_0"), Some(10));
         assert_eq!(py_int("1__0"), None);

@@ -7,6 +7,8 @@ use clap::ValueEnum;
 use serde::Serialize;
 use serde_json::{Map, Value};
 
+use crate::salt::python;
+
 /// Which outputter (`--out`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, Default)]
 #[serde(rename_all = "lowercase")]
@@ -43,25 +45,7 @@ impl Outputter {
 
 /// Python's `str()` of a scalar inside the nested outputter.
 fn scalar(v: &Value) -> String {
-    match v {
-        Value::Null => "None".into(),
-        Value::Bool(true) => "True".into(),
-        Value::Bool(false) => "False".into(),
-        Value::Number(n) => python_number(n),
-        Value::String(s) => s.clone(),
-        other => other.to_string(),
-    }
-}
-
-fn python_number(n: &serde_json::Number) -> String {
-    if n.is_f64() {
-        let f = n.as_f64().unwrap_or_default();
-        if f.fract() == 0.0 && f.abs() < 1e16 {
-            return format!("{f:.1}");
-        }
-        return format!("{f}");
-    }
-    n.to_string()
+    python::str(v)
 }
 
 /// Python's `splitlines()`: no trailing empty line, none at all for "".
@@ -170,43 +154,6 @@ pub fn yaml(data: &Map<String, Value>) -> String {
     serde_yaml_ng::to_string(data).unwrap_or_default()
 }
 
-/// Python's `str()` of any value: the `txt` outputter prints it.
-fn python_str(v: &Value) -> String {
-    match v {
-        Value::String(s) => s.clone(),
-        other => python_repr(other),
-    }
-}
-
-fn python_repr(v: &Value) -> String {
-    match v {
-        Value::String(s) => {
-            let escaped = s.replace('\\', "\\\\").replace('\n', "\\n");
-            if escaped.contains('\'') && !escaped.contains('"') {
-                format!("\"{escaped}\"")
-            } else {
-                format!("'{}'", escaped.replace('\'', "\\'"))
-            }
-        }
-        Value::Array(items) => format!(
-            "[{}]",
-            items.iter().map(python_repr).collect::<Vec<_>>().join(", ")
-        ),
-        Value::Object(map) => format!(
-            "{{{}}}",
-            map.iter()
-                .map(|(k, v)| format!(
-                    "{}: {}",
-                    python_repr(&Value::String(k.clone())),
-                    python_repr(v)
-                ))
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
-        other => scalar(other),
-    }
-}
-
 /// Salt's `txt` outputter: `minion: line` for every line of a string
 /// return, `minion: str(return)` otherwise.
 pub fn txt(data: &Map<String, Value>) -> String {
@@ -218,7 +165,7 @@ pub fn txt(data: &Map<String, Value>) -> String {
                     out.push_str(&format!("{minion}: {line}\n"));
                 }
             }
-            other => out.push_str(&format!("{minion}: {}\n", python_str(other))),
+            other => out.push_str(&format!("{minion}: {}\n", python::str(other))),
         }
     }
     out
@@ -233,6 +180,16 @@ mod tests {
         let mut m = Map::new();
         m.insert("local".into(), v);
         m
+    }
+
+    #[test]
+    fn floats_print_as_python_and_grain_targeting_read_them() {
+        // The outputters and the grain matcher share one Python `str()`.
+        for (f, shown) in [(1e16, "1e+16"), (1e-7, "1e-07"), (2.0, "2.0"), (0.1, "0.1")] {
+            assert_eq!(nested(&local(json!(f))), format!("local:\n    {shown}\n"));
+            assert_eq!(txt(&local(json!([f]))), format!("local: [{shown}]\n"));
+        }
+        assert_eq!(txt(&local(json!(["a\tb"]))), "local: ['a\\tb']\n");
     }
 
     #[test]
