@@ -6,15 +6,13 @@
 //! sharing the Redis connections, HTTPS, and a schemathesis run of the
 //! OpenAPI document that must find no server error.
 
-mod common;
-
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::fleet::{Agent, TOPIC, start_agent, wait_registered};
-use common::redis::RedisServer;
+use crate::common::fleet::{Agent, TOPIC, start_agent, wait_registered};
+use crate::common::redis::RedisServer;
 use maid::bus::{Bus, RedisConfig};
 use reqwest::StatusCode;
 use serde_json::{Value, json};

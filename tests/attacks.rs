@@ -4,14 +4,14 @@
 //! fails if its hole reopens: the hostile step is shown to work outside
 //! the agent where that can be shown, then shown not to work through it.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::fleet::{Agent, TOPIC, collect_replies, request, run, start_agent, wait_registered};
-use common::redis::RedisServer;
+use crate::common::fleet::{
+    Agent, TOPIC, collect_replies, request, run, start_agent, wait_registered,
+};
+use crate::common::redis::RedisServer;
 use ed25519_dalek::SigningKey;
 use maid::bus::{Bus, RedisConfig};
 use maid::protocol::{Reply, Return};
@@ -264,7 +264,7 @@ impl Signed {
         let sub = self.bus.subscribe(&[reply.to_string()]).await.unwrap();
         let mut conn = self.bus.connect().await.unwrap();
         maid::bus::publish(&mut conn, topic, payload).await.unwrap();
-        collect_replies(sub.into_on_message(), expect, common::fleet::LINGER).await
+        collect_replies(sub.into_on_message(), expect, crate::common::fleet::LINGER).await
     }
 
     fn audit(&self) -> Vec<Value> {
@@ -277,7 +277,7 @@ impl Signed {
     }
 
     async fn audit_when(&self, done: impl Fn(&[Value]) -> bool) -> Vec<Value> {
-        let deadline = Instant::now() + common::fleet::REPLY_DEADLINE;
+        let deadline = Instant::now() + crate::common::fleet::REPLY_DEADLINE;
         loop {
             let audit = self.audit();
             if done(&audit) || Instant::now() > deadline {
@@ -338,7 +338,7 @@ async fn jids_are_remembered_until_their_job_expires_never_evicted_for_room() {
         "replay",
         &s.toml("[agent]\nremembered_jids = 3\n"),
     );
-    common::fleet::wait_subscribers(&s.bus, 1).await;
+    crate::common::fleet::wait_subscribers(&s.bus, 1).await;
     let r = s.send(TOPIC, "r", &first, 1).await;
     assert_eq!(rejected(&r), ["replayed"], "{r:?}");
 }
@@ -358,8 +358,8 @@ async fn a_job_signed_for_one_master_topic_is_refused_on_another() {
         Command::new(env!("CARGO_BIN_EXE_maid"))
             .args(["agent", "--id", "two", "-c"])
             .arg(config.path())
-            .env("MAID_PLUGIN_DIR", common::guests::PLUGINS_DIR)
-            .env("MAID_CACHE_DIR", common::shared_cache())
+            .env("MAID_PLUGIN_DIR", crate::common::guests::PLUGINS_DIR)
+            .env("MAID_CACHE_DIR", crate::common::shared_cache())
             .stdout(Stdio::null())
             .spawn()
             .unwrap(),
@@ -398,8 +398,8 @@ fn agent_exit(config: &str) -> (std::process::ExitStatus, String) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_maid"))
         .args(["agent", "--id", "nostart", "-c"])
         .arg(file.path())
-        .env("MAID_PLUGIN_DIR", common::guests::PLUGINS_DIR)
-        .env("MAID_CACHE_DIR", common::shared_cache())
+        .env("MAID_PLUGIN_DIR", crate::common::guests::PLUGINS_DIR)
+        .env("MAID_CACHE_DIR", crate::common::shared_cache())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()

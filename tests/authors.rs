@@ -13,15 +13,13 @@
 //! `maid plugin build` itself on first use (into the user's toolchain
 //! cache); if PyPI or npm cannot be reached these tests fail and say so.
 
-mod common;
-
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use common::guests;
+use crate::common::guests;
 
 /// The repository root.
 fn repo() -> PathBuf {
@@ -39,7 +37,7 @@ fn maid(args: &[&str], cwd: &Path) -> Output {
     Command::new(env!("CARGO_BIN_EXE_maid"))
         .args(args)
         .current_dir(cwd)
-        .env("MAID_CACHE_DIR", common::shared_cache())
+        .env("MAID_CACHE_DIR", crate::common::shared_cache())
         // Scaffolded Rust plugins share one target dir across runs; it is
         // for wasm32-wasip2 only and never touches the host build's.
         .env("CARGO_TARGET_DIR", work().join("cargo"))
@@ -256,7 +254,7 @@ fn template_behaves(dir: &Path) {
             "hello.greet",
             "bob",
         ])
-        .env("MAID_CACHE_DIR", common::shared_cache())
+        .env("MAID_CACHE_DIR", crate::common::shared_cache())
         .env("NO_COLOR", "1")
         .output()
         .unwrap();
@@ -548,8 +546,8 @@ fn wasi_sockets_link_but_every_use_is_refused() {
 /// are the same module, `hello`, so each push replaces the one before.
 #[test]
 fn each_language_runs_across_two_agents_after_push() {
-    use common::fleet::{TOPIC, maid_cli, start_agent, wait_registered};
-    use common::redis::RedisServer;
+    use crate::common::fleet::{TOPIC, maid_cli, start_agent, wait_registered};
+    use crate::common::redis::RedisServer;
     use maid::bus::Bus;
     use serde_json::{Value, json};
 

@@ -3,19 +3,17 @@
 //! shows what each plugin is and may touch; `maid init` writes a config
 //! that the other commands accept.
 
-mod common;
-
 use std::path::Path;
 use std::process::{Command, Output};
 
-use common::guests;
+use crate::common::guests;
 
 fn maid(args: &[&str], cwd: &Path) -> Output {
     Command::new(env!("CARGO_BIN_EXE_maid"))
         .args(args)
         .current_dir(cwd)
         .env("MAID_PLUGIN_DIR", guests::PLUGINS_DIR)
-        .env("MAID_CACHE_DIR", common::shared_cache())
+        .env("MAID_CACHE_DIR", crate::common::shared_cache())
         .env_remove("MAID_CONFIG")
         .output()
         .expect("run maid")

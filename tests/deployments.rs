@@ -2,12 +2,10 @@
 //! by the tests: Sentinel (1 master, 1 replica, 3 sentinels) with a
 //! failover in the middle of a stream of jobs, and a 3-master Cluster.
 
-mod common;
-
 use std::time::{Duration, Instant};
 
-use common::fleet::{request, run, start_agent, wait_registered};
-use common::redis::{Cluster, Sentinel};
+use crate::common::fleet::{request, run, start_agent, wait_registered};
+use crate::common::redis::{Cluster, Sentinel};
 use maid::bus::{Bus, RedisConfig};
 use serde_json::json;
 
@@ -95,6 +93,6 @@ async fn cluster_round_trip() {
     assert_eq!(report.exit_code(), 0);
 
     // Returns are in the job cache, whichever node holds the key.
-    let cached = common::fleet::cached_returns(&bus, &report.jid, 3).await;
+    let cached = crate::common::fleet::cached_returns(&bus, &report.jid, 3).await;
     assert_eq!(cached.len(), 3);
 }

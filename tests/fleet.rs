@@ -3,15 +3,13 @@
 //! and minions, empty, repeated, duplicate jids, bad input, Salt's
 //! aliases, the job cache, the registry, `maid cp`, and shutdown.
 
-mod common;
-
 use std::time::Duration;
 
-use common::fleet::{
+use crate::common::fleet::{
     LINGER, REPLY_DEADLINE, TOPIC, collect_replies, maid_cli, raw_round_trip, request, run,
     run_watching, run_with_replies, start_agent, wait_registered,
 };
-use common::redis::RedisServer;
+use crate::common::redis::RedisServer;
 use maid::bus::{Bus, publish};
 use maid::protocol::Reply;
 use serde_json::{Value, json};
@@ -59,7 +57,7 @@ async fn round_trip_has_every_protocol_field() {
     );
 
     // The same return is in the job cache, and the maid in the registry.
-    let cached = common::fleet::cached_returns(&bus, "20261121000000000001", 1).await;
+    let cached = crate::common::fleet::cached_returns(&bus, "20261121000000000001", 1).await;
     assert_eq!(cached, vec![ret.clone()]);
     let mut conn = bus.connect().await.unwrap();
     let ttl: i64 = redis::cmd("TTL")
@@ -136,7 +134,7 @@ async fn missed_maids_missed_minions_and_repeats() {
     let _ok = start_agent(&redis, "ok", "");
     wait_registered(&bus, &["gone", "dying", "twin", "ok"]).await;
     // Both twins listen (one registration covers both).
-    common::fleet::wait_subscribers(&bus, 5).await;
+    crate::common::fleet::wait_subscribers(&bus, 5).await;
 
     // A stopped agent is a missed maid (its alive key outlives it).
     gone.kill();
@@ -543,7 +541,7 @@ async fn the_bench_protocol_floor_sends_what_a_maid_sends() {
         .args(["--id", "floor-", "--count", "2", "--protocol"])
         .spawn()
         .expect("start maid bench-raw");
-    common::fleet::wait_subscribers(&bus, 2).await;
+    crate::common::fleet::wait_subscribers(&bus, 2).await;
 
     let jid = "20261123000000000001";
     let replies = raw_round_trip(
@@ -571,7 +569,7 @@ async fn the_bench_protocol_floor_sends_what_a_maid_sends() {
             "{id}: {replies:?}"
         );
     }
-    let mut cached: Vec<(String, Value)> = common::fleet::cached_returns(&bus, jid, 2)
+    let mut cached: Vec<(String, Value)> = crate::common::fleet::cached_returns(&bus, jid, 2)
         .await
         .into_iter()
         .map(|r| (r.id, r.ret))

@@ -1,11 +1,9 @@
 //! The Redis test harness itself: real servers, a sentinel setup and a
 //! cluster start, answer, and survive the failures the fleet tests inject.
 
-mod common;
-
 use std::time::{Duration, Instant};
 
-use common::redis::{Cluster, RedisServer, Sentinel};
+use crate::common::redis::{Cluster, RedisServer, Sentinel};
 use futures_util::StreamExt;
 use redis::{AsyncCommands, Commands};
 

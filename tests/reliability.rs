@@ -2,16 +2,14 @@
 //! restarted mid-stream, a Cluster node restarted, overload answered busy,
 //! plugins hot-reloaded during a stream of calls, health and metrics.
 
-mod common;
-
 use std::io::{Read, Write};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::fleet::{
+use crate::common::fleet::{
     request, run, start_agent, start_agent_with_plugins, wait_registered, wait_subscribers,
 };
-use common::redis::{Cluster, RedisServer};
+use crate::common::redis::{Cluster, RedisServer};
 use maid::bus::{Bus, RedisConfig};
 use serde_json::json;
 
@@ -52,11 +50,11 @@ async fn redis_restarted_mid_stream_loses_no_return() {
     let replies = bus.subscribe(&["gone".to_string()]).await.unwrap();
     let mut replies = replies.into_on_message();
     let mut conn = bus.connect().await.unwrap();
-    maid::bus::publish(&mut conn, common::fleet::TOPIC, &job)
+    maid::bus::publish(&mut conn, crate::common::fleet::TOPIC, &job)
         .await
         .unwrap();
     let ping = tokio::time::timeout(
-        common::fleet::REPLY_DEADLINE,
+        crate::common::fleet::REPLY_DEADLINE,
         futures_util::StreamExt::next(&mut replies),
     )
     .await
@@ -97,7 +95,7 @@ async fn redis_restarted_mid_stream_loses_no_return() {
     // The registry came back too (the alive key lives 3 heartbeats, so
     // look until it is there rather than once).
     let mut conn = bus.connect().await.unwrap();
-    let deadline = Instant::now() + common::fleet::REPLY_DEADLINE;
+    let deadline = Instant::now() + crate::common::fleet::REPLY_DEADLINE;
     while !maid::master::alive_maids(&mut conn).await.unwrap()["steady"].0 {
         assert!(Instant::now() < deadline, "the registry never came back");
         tokio::time::sleep(Duration::from_millis(200)).await;
@@ -238,9 +236,9 @@ async fn plugins_hot_reload_during_a_stream_of_calls() {
     let redis = server.config();
     let bus = Bus::new(&redis).unwrap();
     let plugins = tempfile::tempdir().unwrap();
-    let from = Path::new(common::guests::PLUGINS_DIR);
+    let from = Path::new(crate::common::guests::PLUGINS_DIR);
     std::fs::copy(from.join("test.wasm"), plugins.path().join("test.wasm")).unwrap();
-    let port = common::redis::free_port();
+    let port = crate::common::redis::free_port();
     let mut agent = start_agent_with_plugins(
         &redis,
         "hot",
@@ -355,7 +353,7 @@ fn soak_loses_nothing_across_redis_restarts() {
         .args(["soak", "--agents", "4", "--jobs", "600", "--restarts", "2"])
         .args(["--outage-secs", "0.5", "--in-flight", "32", "--no-cache"])
         .arg("--redis-server")
-        .arg(common::redis::redis_server_bin())
+        .arg(crate::common::redis::redis_server_bin())
         .env("MAID_PLUGIN_DIR", maid_test_guests::PLUGINS_DIR)
         .env_remove("MAID_CONFIG")
         .env("MAID_LOG", "maid=error")

@@ -2,13 +2,11 @@
 //! `cmd` and `cp` returns what SaltStack returns, failures come back in
 //! Salt's shapes and retcodes, and compiled plugins are cached safely.
 
-mod common;
-
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{call, config_with, dir, guests, runtime_with};
+use crate::common::{call, config_with, dir, guests, runtime_with};
 use maid::config::{Config, PluginGrants};
 use maid::fileserver::NoFiles;
 use maid::runtime::{CacheStatus, CallRequest, Failure, Runtime, RuntimeSettings, Services};
@@ -575,7 +573,7 @@ fn runtime_of(cache: &Path, instances: u32) -> Runtime {
 /// calls.
 #[tokio::test]
 async fn more_calls_than_pool_slots_each_wait_for_a_clean_slot() {
-    let rt = Arc::new(runtime_of(&common::shared_cache(), 2));
+    let rt = Arc::new(runtime_of(&crate::common::shared_cache(), 2));
     let failed = rt.load_dir(Path::new(guests::PLUGINS_DIR)).await.unwrap();
     assert!(failed.is_empty(), "{failed:?}");
     // test.sleep waits in a host call, so the calls overlap.
@@ -616,7 +614,7 @@ fn ping_request() -> CallRequest {
 /// down at once, so calls queued behind it do not each take a slot more.
 #[tokio::test]
 async fn a_deferred_teardown_holds_its_slot_until_dropped() {
-    let rt = Arc::new(runtime_of(&common::shared_cache(), 2));
+    let rt = Arc::new(runtime_of(&crate::common::shared_cache(), 2));
     let failed = rt.load_dir(Path::new(guests::PLUGINS_DIR)).await.unwrap();
     assert!(failed.is_empty(), "{failed:?}");
 
@@ -694,7 +692,7 @@ async fn an_instance_made_ahead_runs_with_the_calls_grants() {
 /// takes its slot, and reloading a plugin drops it.
 #[tokio::test]
 async fn an_instance_made_ahead_gives_way() {
-    let rt = Arc::new(runtime_of(&common::shared_cache(), 1));
+    let rt = Arc::new(runtime_of(&crate::common::shared_cache(), 1));
     let failed = rt.load_dir(Path::new(guests::PLUGINS_DIR)).await.unwrap();
     assert!(failed.is_empty(), "{failed:?}");
 
@@ -817,7 +815,7 @@ async fn plugins_that_are_not_components_are_refused_and_others_load() {
     std::fs::write(dir.path().join("junk.wasm"), b"\0asm garbage").unwrap();
     // The hostile plugin under another name: its manifest says `hostile`.
     std::fs::copy(guests::FIXTURE_HOSTILE, dir.path().join("liar.wasm")).unwrap();
-    let rt = bare_runtime(&common::shared_cache());
+    let rt = bare_runtime(&crate::common::shared_cache());
     let failed = rt.load_dir(dir.path()).await.unwrap();
     let messages: Vec<String> = failed.iter().map(|e| e.to_string()).collect();
     assert_eq!(messages.len(), 2, "{messages:?}");
@@ -859,7 +857,7 @@ async fn plugins_that_are_not_components_are_refused_and_others_load() {
     assert_eq!(out.ret, json!("'junk.ping' is not available."));
     // A module whose only file is broken, then mended.
     let other = tempfile::tempdir().unwrap();
-    let rt = bare_runtime(&common::shared_cache());
+    let rt = bare_runtime(&crate::common::shared_cache());
     std::fs::write(other.path().join("test.wasm"), b"not wasm").unwrap();
     assert_eq!(rt.load_dir(other.path()).await.unwrap().len(), 1);
     let out = call(&rt, "test.ping", json!([]), json!({})).await;

@@ -2,12 +2,10 @@
 //! fixture, which asks for every capability). Each attack ends in its exact
 //! error return, and the next call on the same runtime still works.
 
-mod common;
-
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::{call, config_with, dir, runtime_with};
+use crate::common::{call, config_with, dir, runtime_with};
 use maid::config::{Config, LimitsOverride, PluginGrants};
 use maid::runtime::{CallRequest, Failure, Runtime};
 use serde_json::json;

@@ -14,15 +14,13 @@
 //! an update held back in silence; and a maid that requires signed jobs
 //! installs nothing on its own.
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-use common::fleet::{Agent, TOPIC, maid_cli, request, start_agent, wait_registered};
-use common::guests;
-use common::redis::RedisServer;
+use crate::common::fleet::{Agent, TOPIC, maid_cli, request, start_agent, wait_registered};
+use crate::common::guests;
+use crate::common::redis::RedisServer;
 use maid::bus::{Bus, RedisConfig};
 use serde_json::{Value, json};
 

@@ -3,13 +3,11 @@
 //! `reject` reply and runs nothing, a replay is refused even after the
 //! agent restarts, and every job received leaves one audit line.
 
-mod common;
-
 use std::path::Path;
 use std::time::Duration;
 
-use common::fleet::{Agent, raw_round_trip, request, run, start_agent, wait_registered};
-use common::redis::RedisServer;
+use crate::common::fleet::{Agent, raw_round_trip, request, run, start_agent, wait_registered};
+use crate::common::redis::RedisServer;
 use ed25519_dalek::SigningKey;
 use maid::bus::{Bus, RedisConfig};
 use maid::protocol::Reply;
@@ -69,7 +67,7 @@ impl Setup {
     /// The audit log once `done` holds of it (it is written beside the
     /// replies, in no set order with them).
     async fn audit_when(&self, done: impl Fn(&[Value]) -> bool) -> Vec<Value> {
-        let deadline = std::time::Instant::now() + common::fleet::REPLY_DEADLINE;
+        let deadline = std::time::Instant::now() + crate::common::fleet::REPLY_DEADLINE;
         loop {
             let audit = self.audit();
             if done(&audit) || std::time::Instant::now() > deadline {
@@ -85,7 +83,7 @@ impl Setup {
 fn job(jid: &str, topic: &str, issued_at: i64) -> String {
     json!({"jid": jid, "tempTopic": topic, "fun": "test.arg", "arg": ["signed"],
            "kwarg": {"password": "hunter2"}, "tgt": "*", "issued_at": issued_at,
-           "topic": common::fleet::TOPIC})
+           "topic": crate::common::fleet::TOPIC})
     .to_string()
 }
 
@@ -119,7 +117,7 @@ async fn signed_jobs_run_and_every_attack_is_rejected() {
     let keyfile = s.state.path().join("master.key");
     std::fs::write(&keyfile, maid::trust::encode_signing(&s.key)).unwrap();
     let tmp = tempfile::tempdir().unwrap();
-    let o = common::fleet::maid_cli(
+    let o = crate::common::fleet::maid_cli(
         &s.server.url(),
         &[
             "run",
@@ -127,7 +125,7 @@ async fn signed_jobs_run_and_every_attack_is_rejected() {
             "test.echo",
             "hi",
             "--master-topic",
-            common::fleet::TOPIC,
+            crate::common::fleet::TOPIC,
             "--key",
             keyfile.to_str().unwrap(),
         ],
@@ -136,14 +134,14 @@ async fn signed_jobs_run_and_every_attack_is_rejected() {
     assert_eq!(String::from_utf8_lossy(&o.stdout), "secure:\n    hi\n");
 
     // Unsigned: the CLI without a key.
-    let o = common::fleet::maid_cli(
+    let o = crate::common::fleet::maid_cli(
         &s.server.url(),
         &[
             "run",
             "*",
             "test.ping",
             "--master-topic",
-            common::fleet::TOPIC,
+            crate::common::fleet::TOPIC,
         ],
         tmp.path(),
     );
@@ -249,7 +247,7 @@ async fn a_replay_is_rejected_also_after_a_restart() {
         .await
         .unwrap();
     let _b = s.agent("replay").await;
-    common::fleet::wait_subscribers(&s.bus, 1).await;
+    crate::common::fleet::wait_subscribers(&s.bus, 1).await;
     assert_eq!(reject_reason(&s, "t-replay", signed).await, "replayed");
 }
 
@@ -341,7 +339,7 @@ fn file_push(s: &Setup, path: &Path, name: &str, signed: bool) -> String {
     if signed {
         args.extend(["--key", keyfile.to_str().unwrap()]);
     }
-    let o = common::fleet::maid_cli(&s.server.url(), &args, s.state.path());
+    let o = crate::common::fleet::maid_cli(&s.server.url(), &args, s.state.path());
     let out = String::from_utf8_lossy(&o.stdout);
     assert_eq!(
         o.status.code(),
@@ -592,7 +590,7 @@ async fn maid_cp_with_the_master_key_copies_end_to_end() {
     std::fs::write(&src, &data).unwrap();
     let dest = out.path().join("payload.bin");
     let keyfile = master_keyfile(&s);
-    let o = common::fleet::maid_cli(
+    let o = crate::common::fleet::maid_cli(
         &s.server.url(),
         &[
             "cp",
@@ -600,7 +598,7 @@ async fn maid_cp_with_the_master_key_copies_end_to_end() {
             src.to_str().unwrap(),
             dest.to_str().unwrap(),
             "--master-topic",
-            common::fleet::TOPIC,
+            crate::common::fleet::TOPIC,
             "--key",
             keyfile.to_str().unwrap(),
             "-t",

@@ -1,0 +1,19 @@
+//! The integration tests, one binary: each module is one area (its file
+//! says what it proves), and all share `common`, the test kit. One binary
+//! links wasmtime once where twelve linked it twelve times. The bench's
+//! own test stays apart (`tests/bench.rs`): it builds release artefacts.
+
+mod common;
+
+mod api;
+mod attacks;
+mod authors;
+mod cli;
+mod deployments;
+mod fleet;
+mod harness;
+mod reliability;
+mod runtime;
+mod sandbox;
+mod sync;
+mod trust;
