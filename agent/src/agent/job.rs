@@ -1,0 +1,154 @@
+//! Running a job this maid took: a slot, the call (or the agent's own
+//! `saltutil.sync_modules`), its audit record and metrics, and the return
+//! to deliver — or, when the queue is full, the busy return at once.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use serde_json::Value;
+
+use super::{BUSY_RETCODE, Shared};
+use crate::audit::{self, Decision, Record};
+use crate::outbox::Pending;
+use crate::protocol::Job;
+use crate::runtime::{CallRequest, Failure, Outcome, Teardown};
+use crate::sync::{SYNC_MODULES, Syncer};
+
+/// Run one job that targets this maid; the return to deliver (`None` when
+/// the agent is shutting down before the job got a slot).
+pub(super) async fn run_job(
+    shared: &Shared,
+    job: &Job,
+    kid: &Option<String>,
+) -> Option<(Pending, Teardown)> {
+    let _accepted = Accepted(&shared.pending);
+    let Ok(_slot) = shared.slots.acquire().await else {
+        return None;
+    };
+    let (outcome, teardown) = match &shared.sync {
+        Some(sync) if job.fun == SYNC_MODULES => {
+            (sync_modules(shared, sync, job).await, Teardown::default())
+        }
+        _ => {
+            shared
+                .runtime
+                .call_deferred(CallRequest {
+                    fun: job.fun.clone(),
+                    args: job.arg.clone(),
+                    kwargs: job.kwarg.clone(),
+                    jid: job.jid.clone(),
+                    minion_id: shared.id.clone(),
+                    user: job.user.clone(),
+                    timeout: job.time_limit(),
+                    // Where signatures are required, only signed jobs get
+                    // here: a pin is then the master's word.
+                    source_hashes: job.source_hashes.clone(),
+                })
+                .await
+        }
+    };
+    tracing::info!(
+        jid = %job.jid,
+        fun = %job.fun,
+        retcode = outcome.retcode,
+        ms = outcome.duration.as_millis() as u64,
+        "job done"
+    );
+    let decision = if outcome.failure == Some(Failure::Denied) {
+        Decision::Denied
+    } else {
+        Decision::Ran
+    };
+    shared.audit.record_with(|| {
+        let mut rec = record(shared, job, kid, Some(true), decision);
+        rec.plugin_sha256 = outcome.plugin_sha256.clone();
+        rec.capabilities = outcome.used.clone();
+        rec.writable_dirs = shared.runtime.writable_dirs(&job.fun);
+        rec.duration_ms = Some(outcome.duration.as_millis() as u64);
+        rec.retcode = Some(outcome.retcode);
+        rec
+    });
+    let label = shared.fun_label(&job.fun);
+    shared.metrics.jobs_run.get_or_create(&label).inc();
+    shared
+        .metrics
+        .job_duration
+        .get_or_create(&label)
+        .observe(outcome.duration.as_secs_f64());
+    let ret = return_of(shared, job, outcome.ret, outcome.retcode);
+    Some((ret, teardown))
+}
+
+/// `saltutil.sync_modules`, which the agent answers itself: Salt's list of
+/// the modules that changed, or what was refused (retcode 1).
+async fn sync_modules(shared: &Shared, sync: &Syncer, job: &Job) -> Outcome {
+    let started = std::time::Instant::now();
+    let (ret, retcode) = match shared.sync_job(sync, job).await {
+        Ok(report) => report.salt_return(),
+        Err(e) => (Value::String(e), 1),
+    };
+    Outcome {
+        ret,
+        retcode,
+        failure: (retcode != 0).then_some(Failure::Function),
+        duration: started.elapsed(),
+        used: Vec::new(),
+        plugin_sha256: None,
+    }
+}
+
+/// Counts a job as pending until dropped.
+struct Accepted<'a>(&'a AtomicUsize);
+
+impl Drop for Accepted<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// The answer to a job that found the queue full: a return with the busy
+/// retcode, at once, never silence.
+pub(super) fn busy_return(shared: &Shared, job: &Job, kid: &Option<String>) -> Pending {
+    let label = shared.fun_label(&job.fun);
+    shared.metrics.jobs_busy.get_or_create(&label).inc();
+    tracing::warn!(jid = %job.jid, "busy: answered without running");
+    let mut rec = record(shared, job, kid, Some(true), Decision::Rejected);
+    rec.reason = Some("busy".into());
+    rec.retcode = Some(BUSY_RETCODE);
+    shared.audit.record(rec);
+    let msg = format!(
+        "Busy: this maid is running or queueing {} jobs; try again later",
+        shared.pending.load(Ordering::Relaxed)
+    );
+    return_of(shared, job, Value::String(msg), BUSY_RETCODE)
+}
+
+/// `job`'s return message, ready to publish and cache.
+fn return_of(shared: &Shared, job: &Job, value: Value, retcode: i32) -> Pending {
+    Pending {
+        topic: job.temp_topic.clone(),
+        payload: job.return_json(&shared.id, &value, retcode, &crate::jid::stamp()),
+        jid: job.jid.clone(),
+        id: shared.id.clone(),
+        published: false,
+    }
+}
+
+/// An audit record describing `job`.
+pub(super) fn record(
+    shared: &Shared,
+    job: &Job,
+    kid: &Option<String>,
+    matched: Option<bool>,
+    decision: Decision,
+) -> Record {
+    let mut rec = Record::new(&shared.id, &job.jid, decision);
+    rec.fun = Some(job.fun.clone());
+    rec.args = job.arg.clone();
+    rec.kwargs = audit::redact(&job.kwarg);
+    rec.user = job.user.clone();
+    rec.signer = kid.clone();
+    rec.tgt = Some(job.tgt.clone());
+    rec.tgt_type = Some(job.tgt_type.clone());
+    rec.matched = matched;
+    rec
+}

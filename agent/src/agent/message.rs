@@ -1,0 +1,215 @@
+//! The act step of the per-message path: one place turns each
+//! [`Verdict`] into what the maid does — audit records, metrics, log lines,
+//! replies — and starts the jobs it takes. Refusals and other noise go
+//! through the audit log's rate, so a flood is counted, not echoed.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use tokio::sync::mpsc;
+
+use super::Shared;
+use super::admission::{Verdict, admit};
+use super::job::{busy_return, record, run_job};
+use crate::audit::{Decision, Record};
+use crate::filestore::ConnSource;
+use crate::protocol::{Job, Ping, Reject, Reply};
+use crate::runtime::Teardown;
+
+/// Handle one message from the master topic `topic`. Never fails: what
+/// cannot be used is logged (and audited) or rejected on its reply topic.
+pub(super) fn handle_message(
+    shared: &Arc<Shared>,
+    topic: &str,
+    payload: &[u8],
+    done: &mpsc::Sender<()>,
+) {
+    let received = std::time::Instant::now();
+    match admit(shared, topic, payload) {
+        Verdict::Drop { kind, why } => {
+            if shared.audit.admit_noise(Decision::Rejected, Some(kind)) {
+                tracing::warn!("dropped message: {why}");
+            }
+        }
+        Verdict::Refuse {
+            rec,
+            reply,
+            reason,
+            detail,
+            decoded,
+        } => {
+            if decoded && let Some(fun) = &rec.fun {
+                count_received(shared, fun);
+            }
+            refuse(shared, done, *rec, reply, &reason, &detail);
+        }
+        Verdict::NotTargeted { job, kid } => {
+            count_received(shared, &job.fun);
+            if shared.audit.admit_noise(Decision::NotTargeted, None) {
+                shared
+                    .audit
+                    .record_with(|| record(shared, &job, &kid, Some(false), Decision::NotTargeted));
+            }
+            start(shared, job, kid, false, received, done);
+        }
+        Verdict::Run { job, kid } => {
+            count_received(shared, &job.fun);
+            start(shared, job, kid, true, received, done);
+        }
+    }
+}
+
+fn count_received(shared: &Shared, fun: &str) {
+    let label = shared.fun_label(fun);
+    shared.metrics.jobs_received.get_or_create(&label).inc();
+}
+
+/// Refuse a job, within the noise rate: log it, audit it (`rec`, whose
+/// reason is `reason: detail`) and reply `reason` on its topic. Past the
+/// rate it is only counted, and nobody is answered: a flood of junk must
+/// neither fill the logs nor make every maid an amplifier.
+fn refuse(
+    shared: &Arc<Shared>,
+    done: &mpsc::Sender<()>,
+    mut rec: Record,
+    reply: Option<(String, String)>,
+    reason: &str,
+    detail: &str,
+) {
+    if rec.decision == Decision::Rejected {
+        let label = crate::metrics::Reason {
+            reason: reason.to_string(),
+        };
+        shared.metrics.jobs_rejected.get_or_create(&label).inc();
+    }
+    if !shared.audit.admit_noise(rec.decision, Some(reason)) {
+        return;
+    }
+    tracing::warn!(jid = %rec.jid, %reason, "refused job: {detail}");
+    rec.reason = Some(format!("{reason}: {detail}"));
+    shared.audit.record(rec);
+    if let Some((temp_topic, jid)) = reply {
+        spawn_reject(shared, done, temp_topic, jid, reason.to_string());
+    }
+}
+
+/// Reply `reason` on `temp_topic` without waiting.
+fn spawn_reject(
+    shared: &Arc<Shared>,
+    done: &mpsc::Sender<()>,
+    temp_topic: String,
+    jid: String,
+    reason: String,
+) {
+    let reply = Reply::Reject(Reject {
+        sub_ip: shared.id.clone(),
+        jid,
+        reason,
+    });
+    let shared = shared.clone();
+    let done = done.clone();
+    tokio::spawn(async move {
+        shared.send(None, &temp_topic, &reply).await;
+        drop(done);
+    });
+}
+
+/// PING `job` at once and, when it targets this maid, run it and deliver
+/// its return.
+fn start(
+    shared: &Arc<Shared>,
+    job: Job,
+    kid: Option<String>,
+    matched: bool,
+    received: std::time::Instant,
+    done: &mpsc::Sender<()>,
+) {
+    let ping = Reply::Ping(Ping {
+        sub_ip: shared.id.clone(),
+        jid: job.jid.clone(),
+        matched,
+    });
+    // Admission: running + waiting is bounded; past it the job is answered
+    // busy at once.
+    let limit = shared.config.agent.concurrency + shared.config.agent.queue;
+    let busy = matched && shared.pending.fetch_add(1, Ordering::Relaxed) >= limit;
+    let shared = shared.clone();
+    let done = done.clone();
+    tokio::spawn(async move {
+        // The PING goes out before any work: it is queued on the connection
+        // first, and the work yields once so the connection's task writes it
+        // before the call starts. The return is then published on that same
+        // connection without waiting for the PING's acknowledgement: Redis
+        // runs one connection's commands in order, so a return it
+        // acknowledged came after the PING. If that attempt fails, the
+        // return waits for the PING's retries to end before it is kept for
+        // later, so a master still never sees a return before its PING.
+        let conn = shared.conn.conn();
+        let (pinged_tx, pinged) = tokio::sync::oneshot::channel::<()>();
+        let ping = async {
+            shared.send(conn.clone(), &job.temp_topic, &ping).await;
+            shared
+                .metrics
+                .ping_latency
+                .observe(received.elapsed().as_secs_f64());
+            let _ = pinged_tx.send(());
+        };
+        let work = async {
+            Requeue::default().await;
+            let ret = if busy {
+                shared.pending.fetch_sub(1, Ordering::Relaxed);
+                Some((busy_return(&shared, &job, &kid), Teardown::default()))
+            } else if matched {
+                run_job(&shared, &job, &kid).await
+            } else {
+                None
+            };
+            let Some((mut ret, teardown)) = ret else {
+                return;
+            };
+            // The instance is torn down (its slot reset) once the return is
+            // on its way: queued on the connection first, then this task
+            // goes behind the connection's, which writes it. A job that ran
+            // alone then has the next instance of its plugin made, while
+            // the agent waits for its next job.
+            let teardown = async {
+                Requeue::default().await;
+                shared.runtime.retire(teardown).await;
+            };
+            let (delivered, ()) =
+                tokio::join!(shared.try_deliver(conn.clone(), &mut ret), teardown);
+            if !delivered {
+                let _ = pinged.await;
+                shared.deliver(ret).await;
+            }
+        };
+        tokio::join!(ping, work);
+        drop(done);
+    });
+}
+
+/// Resumes once every task already queued has run once: what the job queued
+/// on the connection (its PING before the call, its return before the
+/// instance's teardown) is written by the connection's task first.
+/// `tokio::task::yield_now` would do that too, but it resumes only after the
+/// runtime's next poll for I/O, one `epoll_wait` more on every job's path.
+#[derive(Default)]
+pub struct Requeue(bool);
+
+impl Future for Requeue {
+    type Output = ();
+
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<()> {
+        if self.0 {
+            return std::task::Poll::Ready(());
+        }
+        self.0 = true;
+        // Woken while running: the task goes to the back of the run queue.
+        cx.waker().wake_by_ref();
+        std::task::Poll::Pending
+    }
+}

@@ -1,0 +1,426 @@
+//! `maid agent`: subscribe to the masters' topics and answer every job.
+//!
+//! For each message: decode just enough to reply, PING at once (with
+//! `match`), and — when targeted and not seen before — run the function in
+//! the plugin runtime on its own task, bounded by a semaphore, then publish
+//! the return and store it in the job cache. A bad message is logged (or
+//! rejected on its reply topic) and the loop goes on; a dropped Redis
+//! connection is reopened (following a Sentinel failover) and the topics
+//! resubscribed. Shutdown stops taking jobs and gives running ones a grace
+//! period to finish and publish.
+//!
+//! The per-message path reads as decide, then act: [`admission`] decides
+//! what a message is (a [`admission::Verdict`]); [`message`] turns the
+//! verdict into audit records, metrics and replies in one place, and
+//! starts the job, which [`job`] runs. [`tasks`] holds the long-running
+//! loops; this file, the shared state and [`run`], which builds an agent.
+
+mod admission;
+mod job;
+mod message;
+mod tasks;
+
+use std::future::Future;
+use std::sync::atomic::AtomicUsize;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use redis::AsyncCommands;
+use serde_json::{Map, Value};
+use tokio::sync::{Notify, Semaphore, mpsc};
+
+use crate::audit::Audit;
+use crate::bus::{Bus, BusError, Conn, publish};
+use crate::config::Config;
+use crate::filestore::ConnSource;
+use crate::jidstore::JidStore;
+use crate::metrics::Metrics;
+use crate::outbox::{self, Outbox, Pending};
+use crate::protocol::{self, Job, Registration, Reply};
+use crate::runtime::Runtime;
+use crate::sync::{SYNC_MODULES, Syncer};
+use crate::trust::{KeyError, Verifier, key_id, read_verifying_key};
+
+pub use message::Requeue;
+use tasks::{
+    audit_loads, flush_outbox, heartbeat, metrics_plugins, reload_plugins, serve, sync_task,
+};
+
+/// Why the agent could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    #[error("{0}")]
+    Bus(#[from] BusError),
+    #[error("no master topics configured (master_topics or --master-topic)")]
+    NoTopics,
+    #[error("trusted key: {0}")]
+    Key(#[from] KeyError),
+    #[error("{what}: {error}")]
+    State { what: String, error: std::io::Error },
+    #[error("{0}")]
+    Sync(#[from] crate::sync::SyncError),
+    #[error("{0}")]
+    Config(#[from] crate::config::ConfigError),
+}
+
+/// The command connection of the current Redis session, shared by every
+/// task; replaced on reconnect.
+#[derive(Default)]
+pub struct ConnSlot(RwLock<Option<Conn>>);
+
+impl ConnSlot {
+    fn set(&self, conn: Option<Conn>) {
+        *self.0.write().unwrap_or_else(|e| e.into_inner()) = conn;
+    }
+}
+
+impl ConnSource for ConnSlot {
+    fn conn(&self) -> Option<Conn> {
+        self.0.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+}
+
+/// Everything the message loop and the job tasks share.
+struct Shared {
+    id: String,
+    config: Config,
+    runtime: Arc<Runtime>,
+    grains: Map<String, Value>,
+    conn: Arc<ConnSlot>,
+    slots: Semaphore,
+    /// Job ids accepted (persisted when a state_dir is configured).
+    jids: Mutex<JidStore>,
+    /// Signature and clock checks.
+    verifier: Verifier,
+    audit: Audit,
+    metrics: Arc<Metrics>,
+    /// Returns waiting for Redis.
+    outbox: Outbox,
+    /// Wakes the outbox flusher.
+    flush: Notify,
+    /// Jobs accepted and not finished (running or waiting for a slot).
+    pending: AtomicUsize,
+    started_at: String,
+    /// Plugins pushed to the fleet, when `[sync]` is on.
+    sync: Option<Syncer>,
+    /// Wakes the sync task (a new Redis session).
+    sync_now: Notify,
+}
+
+/// How long to keep retrying a PING or reject before giving it up (a
+/// return is never given up: it goes to the outbox).
+const REPLY_RETRY_FOR: Duration = Duration::from_secs(5);
+
+/// Retcode of the busy return: EX_TEMPFAIL, "try again later".
+pub const BUSY_RETCODE: i32 = 75;
+
+impl Shared {
+    /// Publish `reply` on `topic`, first on `first` when given, then on the
+    /// current connection, retrying across reconnects for a while.
+    async fn send(&self, first: Option<Conn>, topic: &str, reply: &Reply) {
+        let payload = reply.to_json();
+        let deadline = tokio::time::Instant::now() + REPLY_RETRY_FOR;
+        let mut wait = Duration::from_millis(50);
+        let mut first = first;
+        loop {
+            if let Some(mut conn) = first.take().or_else(|| self.conn.conn()) {
+                match publish(&mut conn, topic, &payload).await {
+                    Ok(()) => return,
+                    Err(e) => {
+                        tracing::warn!(jid = reply.jid(), cause = %e, "publish failed; retrying")
+                    }
+                }
+            }
+            if tokio::time::Instant::now() >= deadline {
+                tracing::error!(jid = reply.jid(), "reply not published: redis unreachable");
+                return;
+            }
+            tokio::time::sleep(wait).await;
+            wait = (wait * 2).min(Duration::from_secs(2));
+        }
+    }
+
+    /// Publish a return and cache it, or keep it until Redis is back.
+    async fn deliver(&self, mut pending: Pending) {
+        if !self.try_deliver(self.conn.conn(), &mut pending).await {
+            self.keep(pending);
+        }
+    }
+
+    /// One attempt to publish and cache a return on `conn`; `false` when it
+    /// must be kept (no connection, an error, or older returns waiting).
+    async fn try_deliver(&self, conn: Option<Conn>, pending: &mut Pending) -> bool {
+        let ttl = self.config.agent.job_cache_ttl_secs;
+        if self.outbox.is_empty()
+            && let Some(mut conn) = conn
+        {
+            match outbox::deliver(&mut conn, pending, ttl).await {
+                Ok(()) => return true,
+                Err(e) => tracing::warn!(jid = %pending.jid, cause = %e, "return kept for later"),
+            }
+        }
+        false
+    }
+
+    /// Keep a return until Redis is back.
+    fn keep(&self, pending: Pending) {
+        self.outbox.push(pending, &self.metrics);
+        self.flush.notify_one();
+    }
+
+    /// The metrics label of `fun`: itself when a plugin provides it, else
+    /// `unknown` (so made-up names cannot grow the registry).
+    fn fun_label(&self, fun: &str) -> crate::metrics::Fun {
+        let known = (self.sync.is_some() && fun == SYNC_MODULES)
+            || fun
+                .split_once('.')
+                .and_then(|(m, f)| {
+                    self.runtime
+                        .plugin(m)
+                        .map(|p| p.manifest.function(f).is_some())
+                })
+                .unwrap_or(false);
+        Metrics::fun(if known { fun } else { "unknown" })
+    }
+
+    fn registration(&self) -> Registration {
+        Registration {
+            id: self.id.clone(),
+            version: env!("CARGO_PKG_VERSION").into(),
+            master_topics: self.config.master_topics.clone(),
+            functions: self.functions(),
+            grains: self.grains.clone(),
+            started_at: self.started_at.clone(),
+            last_seen: crate::jid::stamp(),
+        }
+    }
+
+    /// What this maid answers: the plugins' functions and its own.
+    fn functions(&self) -> Vec<String> {
+        let mut funs = self.runtime.functions();
+        if self.sync.is_some() {
+            funs.push(SYNC_MODULES.into());
+            funs.sort();
+        }
+        funs
+    }
+
+    /// Re-register, so the registry's function list follows the plugins.
+    async fn plugins_changed(&self) {
+        metrics_plugins(self);
+        if let Some(mut conn) = self.conn.conn()
+            && let Err(e) = self.register(&mut conn).await
+        {
+            tracing::warn!(cause = %e, "re-register after a plugin change failed");
+        }
+    }
+
+    /// Fetch pushed plugins now; `jid` is the job that asked, or empty.
+    async fn sync_plugins(
+        &self,
+        sync: &Syncer,
+        jid: &str,
+    ) -> Result<crate::sync::SyncReport, String> {
+        let mut conn = self.conn.conn().ok_or("redis is not connected")?;
+        let report = sync
+            .sync(&mut conn, &self.runtime, jid)
+            .await
+            .map_err(|e| e.to_string())?;
+        if !report.changed.is_empty() {
+            self.plugins_changed().await;
+        }
+        Ok(report)
+    }
+
+    /// Answer a `saltutil.sync_modules` job: install what it pins (or,
+    /// where unsigned jobs run, the newest pushes when it pins nothing).
+    async fn sync_job(&self, sync: &Syncer, job: &Job) -> Result<crate::sync::SyncReport, String> {
+        let mut conn = self
+            .conn
+            .conn()
+            .ok_or("Sync failed: redis is not connected")?;
+        let report = sync
+            .sync_job(&mut conn, &self.runtime, &job.jid, &job.kwarg)
+            .await
+            .map_err(|e| e.to_string())?;
+        if !report.changed.is_empty() {
+            self.plugins_changed().await;
+        }
+        Ok(report)
+    }
+
+    /// Write the registry entry and the alive key.
+    async fn register(&self, conn: &mut Conn) -> redis::RedisResult<()> {
+        let json = serde_json::to_string(&self.registration()).expect("registration serialises");
+        let _: i64 = conn.hset(protocol::REGISTRY_KEY, &self.id, json).await?;
+        let ttl = self.config.agent.heartbeat_secs * 3;
+        let _: () = conn.set_ex(protocol::alive_key(&self.id), 1, ttl).await?;
+        Ok(())
+    }
+}
+
+/// What an agent runs with.
+pub struct AgentParts {
+    /// Minion id.
+    pub id: String,
+    pub config: Config,
+    pub runtime: Arc<Runtime>,
+    pub grains: Map<String, Value>,
+    /// The command connection slot, shared with the runtime's `salt://`
+    /// file server.
+    pub conn: Arc<ConnSlot>,
+    pub bus: Bus,
+    pub audit: Audit,
+    pub metrics: Arc<Metrics>,
+    /// Where plugins come from, for hot reload (None: no reload).
+    pub plugin_dir: Option<std::path::PathBuf>,
+    /// Notified to reload plugins now (SIGHUP).
+    pub reload: Arc<Notify>,
+}
+
+/// Serve jobs until `shutdown` completes; then let running jobs finish
+/// for `agent.shutdown_grace_secs` and return.
+pub async fn run(parts: AgentParts, shutdown: impl Future<Output = ()>) -> Result<(), AgentError> {
+    let AgentParts {
+        id,
+        config,
+        runtime,
+        grains,
+        conn,
+        bus,
+        audit,
+        metrics,
+        plugin_dir,
+        reload,
+    } = parts;
+    if config.master_topics.is_empty() {
+        return Err(AgentError::NoTopics);
+    }
+    let sec = &config.security;
+    sec.for_agent()?;
+    let keys = sec
+        .trusted_keys
+        .iter()
+        .map(|spec| read_verifying_key(spec).map(|k| (key_id(&k), k)))
+        .collect::<Result<Vec<_>, _>>()?;
+    if !sec.signed() {
+        tracing::warn!(
+            "security.require_signed = false: anyone who can publish to this Redis can run any \
+             granted function on this maid, and salt:// content is not authenticated"
+        );
+    }
+    let syncer = Syncer::new(
+        &config,
+        plugin_dir.as_deref(),
+        keys.clone(),
+        audit.clone(),
+        &id,
+    )?;
+    let max_skew_ms = i64::try_from(sec.max_skew_secs)
+        .unwrap_or(i64::MAX)
+        .saturating_mul(1000);
+    let verifier = Verifier {
+        keys,
+        require_signed: sec.signed(),
+        max_skew_ms,
+    };
+    let cap = config.agent.remembered_jids;
+    // A job accepted now was within the skew of this clock, so it is fresh
+    // for at most two skews from now: its jid is kept that long, and a
+    // second more, so no millisecond at the edge finds it fresh and
+    // forgotten.
+    let retention_ms = max_skew_ms.saturating_mul(2).saturating_add(1_000);
+    let jids = match &sec.state_dir {
+        Some(dir) => {
+            let path = dir.join("accepted-jids");
+            let now_ms = chrono::Utc::now().timestamp_millis();
+            JidStore::open(&path, cap, retention_ms, now_ms).map_err(|error| AgentError::State {
+                what: path.display().to_string(),
+                error,
+            })?
+        }
+        None => JidStore::memory(cap, retention_ms),
+    };
+    let grace = Duration::from_secs_f64(config.agent.shutdown_grace_secs);
+    let config_agent = config.agent.clone();
+    let shared = Arc::new(Shared {
+        id,
+        slots: Semaphore::new(config.agent.concurrency),
+        jids: Mutex::new(jids),
+        verifier,
+        audit,
+        config,
+        runtime,
+        grains,
+        conn,
+        outbox: Outbox::new(
+            config_agent.return_buffer,
+            config_agent.return_buffer_bytes,
+            config_agent.spill_file.clone(),
+        ),
+        metrics,
+        flush: Notify::new(),
+        pending: AtomicUsize::new(0),
+        started_at: crate::jid::stamp(),
+        sync: syncer,
+        sync_now: Notify::new(),
+    });
+    audit_loads(&shared, &Default::default(), "startup");
+    if let Some(sync) = &shared.sync {
+        sync.load_installed(&shared.runtime, "startup").await;
+    }
+    metrics_plugins(&shared);
+    if let Some(addr) = shared.config.agent.http {
+        let m = shared.metrics.clone();
+        tokio::spawn(async move {
+            if let Err(e) = crate::metrics::serve(addr, m).await {
+                tracing::error!(%addr, cause = %e, "cannot serve /healthz and /metrics");
+            }
+        });
+    }
+    let flusher = tokio::spawn(flush_outbox(shared.clone()));
+    let syncing = tokio::spawn(sync_task(shared.clone()));
+    let reloader = plugin_dir.map(|dir| tokio::spawn(reload_plugins(shared.clone(), dir, reload)));
+    let (done_tx, mut done_rx) = mpsc::channel::<()>(1);
+    let beat = tokio::spawn(heartbeat(shared.clone()));
+    // A task of its own, not part of this function's future: a message that
+    // wakes a task is handled at once, while waking the runtime's main
+    // future costs the runtime a poll for I/O (one `epoll_wait`) first.
+    let mut serving = tokio::spawn(serve(bus, shared.clone(), done_tx.clone()));
+    tokio::select! {
+        () = shutdown => {}
+        ended = &mut serving => {
+            if let Err(e) = ended
+                && e.is_panic()
+            {
+                std::panic::resume_unwind(e.into_panic());
+            }
+        }
+    }
+    serving.abort();
+    tracing::info!("shutting down: no new jobs; waiting for running ones");
+    drop(done_tx);
+    if tokio::time::timeout(grace, done_rx.recv()).await.is_err() {
+        tracing::warn!("shutdown grace period over with jobs still running");
+    }
+    // Returns of the jobs that just finished are flushed before exit.
+    if !shared.outbox.is_empty()
+        && let Some(mut conn) = shared.conn.conn()
+    {
+        let _ = shared
+            .outbox
+            .flush(
+                &mut conn,
+                shared.config.agent.job_cache_ttl_secs,
+                &shared.metrics,
+            )
+            .await;
+    }
+    beat.abort();
+    flusher.abort();
+    syncing.abort();
+    if let Some(r) = reloader {
+        r.abort();
+    }
+    Ok(())
+}

@@ -1,0 +1,284 @@
+//! The agent's long-running tasks: Redis sessions one after another (each
+//! subscribing and handing every message to [`super::message`]), the
+//! outbox flusher, the registry heartbeat, hot reload of the plugin
+//! directory and the background plugin sync.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use tokio::sync::{Notify, mpsc};
+
+use super::Shared;
+use super::message::handle_message;
+use crate::audit::{Decision, Record};
+use crate::bus::{Bus, BusError};
+use crate::filestore::ConnSource;
+use crate::runtime::Runtime;
+
+/// One Redis session: connect, register, subscribe, serve until the
+/// subscription ends. Says whether it got as far as subscribing.
+pub(super) async fn session(
+    bus: &Bus,
+    shared: &Arc<Shared>,
+    done: &mpsc::Sender<()>,
+) -> (bool, BusError) {
+    // Subscribe before registering: a master that sees this maid in the
+    // registry must not publish into a gap.
+    let pubsub = async {
+        let mut conn = bus.connect().await?;
+        let pubsub = bus.subscribe(&shared.config.master_topics).await?;
+        shared.register(&mut conn).await?;
+        shared.conn.set(Some(conn));
+        // Pushes made while this maid was away arrive now.
+        shared.sync_now.notify_one();
+        Ok(pubsub)
+    };
+    let pubsub = match pubsub.await {
+        Ok(p) => p,
+        Err(e) => return (false, e),
+    };
+    tracing::info!(
+        id = %shared.id,
+        redis = %bus.describe(),
+        topics = ?shared.config.master_topics,
+        "subscribed"
+    );
+    shared
+        .metrics
+        .redis_connected
+        .store(true, Ordering::Relaxed);
+    shared.flush.notify_one();
+    let mut messages = pubsub.into_on_message();
+    while let Some(msg) = messages.next().await {
+        handle_message(
+            shared,
+            msg.get_channel_name(),
+            msg.get_payload_bytes(),
+            done,
+        );
+    }
+    (true, BusError::Config("subscription closed".into()))
+}
+
+/// Redis sessions one after another, for as long as the agent runs:
+/// reconnecting with backoff when one is lost.
+pub(super) async fn serve(bus: Bus, shared: Arc<Shared>, done_tx: mpsc::Sender<()>) {
+    let mut wait = Duration::from_millis(100);
+    let mut reported = false;
+    loop {
+        let (subscribed, cause) = session(&bus, &shared, &done_tx).await;
+        shared.conn.set(None);
+        shared
+            .metrics
+            .redis_connected
+            .store(false, Ordering::Relaxed);
+        if subscribed {
+            wait = Duration::from_millis(100);
+            reported = false;
+            shared.metrics.redis_reconnects.inc();
+        }
+        // Say so once per outage, not once per retry.
+        if !reported {
+            tracing::warn!(%cause, "redis session lost; reconnecting");
+            reported = true;
+        }
+        tokio::time::sleep(jitter(wait)).await;
+        wait = (wait * 2).min(Duration::from_secs(5));
+    }
+}
+
+/// `d` ± 25 %, so a fleet that lost Redis together does not reconnect in
+/// lockstep.
+fn jitter(d: Duration) -> Duration {
+    let mut b = [0u8; 2];
+    let r = getrandom::fill(&mut b)
+        .map(|()| u16::from_le_bytes(b))
+        .unwrap_or(0);
+    let factor = 0.75 + 0.5 * (f64::from(r) / f64::from(u16::MAX));
+    d.mul_f64(factor)
+}
+
+/// Deliver buffered returns whenever a session is up.
+pub(super) async fn flush_outbox(shared: Arc<Shared>) {
+    loop {
+        tokio::select! {
+            () = shared.flush.notified() => {}
+            () = tokio::time::sleep(Duration::from_secs(1)) => {}
+        }
+        if shared.outbox.is_empty() && shared.config.agent.spill_file.is_none() {
+            continue;
+        }
+        let Some(mut conn) = shared.conn.conn() else {
+            continue;
+        };
+        let ttl = shared.config.agent.job_cache_ttl_secs;
+        match shared.outbox.flush(&mut conn, ttl, &shared.metrics).await {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(returns = n, "delivered buffered returns"),
+            Err(e) => tracing::warn!(cause = %e, "buffered returns wait for redis"),
+        }
+    }
+}
+
+pub(super) fn metrics_plugins(shared: &Shared) {
+    let plugins = shared.runtime.plugins();
+    shared.metrics.plugins_loaded.set(plugins.len() as i64);
+    for p in plugins {
+        let outcome = format!("{:?}", p.cache).to_lowercase();
+        shared
+            .metrics
+            .plugin_cache
+            .get_or_create(&crate::metrics::CacheOutcome { outcome })
+            .inc();
+    }
+}
+
+/// What the plugin directory holds: names, sizes and modification times.
+fn fingerprint(
+    dir: &std::path::Path,
+) -> Vec<(std::path::PathBuf, u64, Option<std::time::SystemTime>)> {
+    let mut out: Vec<_> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.path().extension().is_some_and(|x| x == "wasm"))
+        .filter_map(|e| {
+            let m = e.metadata().ok()?;
+            Some((e.path(), m.len(), m.modified().ok()))
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// Reload plugins on SIGHUP (`reload`) and when the directory changes;
+/// re-register so the registry's function list follows.
+pub(super) async fn reload_plugins(
+    shared: Arc<Shared>,
+    dir: std::path::PathBuf,
+    reload: Arc<Notify>,
+) {
+    let poll = shared.config.agent.plugin_poll_secs;
+    let mut seen = fingerprint(&dir);
+    loop {
+        let forced = tokio::select! {
+            () = reload.notified() => true,
+            () = async {
+                if poll == 0 {
+                    std::future::pending::<()>().await
+                }
+                tokio::time::sleep(Duration::from_secs(poll)).await
+            } => false,
+        };
+        let now = fingerprint(&dir);
+        if !forced && now == seen {
+            continue;
+        }
+        seen = now;
+        let before = loaded(&shared.runtime);
+        match shared.runtime.reload_dir(&dir).await {
+            Ok(errors) => {
+                tracing::info!(
+                    plugins = shared.runtime.plugins().len(),
+                    failed = errors.len(),
+                    "plugins reloaded"
+                );
+                audit_loads(&shared, &before, "reload");
+                for e in errors {
+                    let path = match &e {
+                        crate::runtime::LoadError::Invalid { path, .. }
+                        | crate::runtime::LoadError::Io { path, .. } => path,
+                    };
+                    let module = path.file_stem().unwrap_or_default().to_string_lossy();
+                    let mut rec =
+                        Record::plugin(&shared.id, "", Decision::PluginRefused, &module, "reload");
+                    rec.reason = Some(e.to_string());
+                    shared.audit.record(rec);
+                }
+            }
+            Err(e) => tracing::error!(cause = %e, "plugin reload failed"),
+        }
+        // Synced plugins are checked again, and take their place back from
+        // a local plugin of the same name only where `replace_local` says.
+        if let Some(sync) = &shared.sync {
+            sync.load_installed(&shared.runtime, "reload").await;
+        }
+        shared.plugins_changed().await;
+    }
+}
+
+/// Which plugin files are loaded, and which versions.
+fn loaded(runtime: &Runtime) -> std::collections::HashSet<(std::path::PathBuf, String)> {
+    runtime
+        .plugins()
+        .iter()
+        .map(|p| (p.path.clone(), p.sha256.clone()))
+        .collect()
+}
+
+/// Audit every locally installed plugin loaded since `before` (synced ones
+/// are audited by the syncer, with their signer).
+pub(super) fn audit_loads(
+    shared: &Shared,
+    before: &std::collections::HashSet<(std::path::PathBuf, String)>,
+    source: &str,
+) {
+    let synced = shared.sync.as_ref().map(|s| s.dir());
+    for p in shared.runtime.plugins() {
+        if before.contains(&(p.path.clone(), p.sha256.clone()))
+            || synced.is_some_and(|d| p.path.starts_with(d))
+        {
+            continue;
+        }
+        let mut rec = Record::plugin(
+            &shared.id,
+            "",
+            Decision::PluginLoaded,
+            &p.manifest.module,
+            source,
+        );
+        rec.plugin_sha256 = Some(p.sha256.clone());
+        shared.audit.record(rec);
+    }
+}
+
+/// Fetch pushed plugins whenever a Redis session starts and every
+/// `sync.poll_secs`; `saltutil.sync_modules` does it on demand.
+pub(super) async fn sync_task(shared: Arc<Shared>) {
+    // Where signed jobs are required, only a sync job's pins install: a
+    // fresh agent must not take whatever older push Redis holds.
+    let Some(sync) = shared.sync.as_ref().filter(|s| s.syncs_unpinned()) else {
+        return;
+    };
+    let poll = shared.config.sync.poll_secs;
+    loop {
+        tokio::select! {
+            () = shared.sync_now.notified() => {}
+            () = async {
+                if poll == 0 {
+                    std::future::pending::<()>().await
+                }
+                tokio::time::sleep(Duration::from_secs(poll)).await
+            } => {}
+        }
+        match shared.sync_plugins(sync, "").await {
+            Ok(r) if r.changed.is_empty() && r.refused.is_empty() => {}
+            Ok(r) => tracing::info!(changed = ?r.changed, refused = ?r.refused, "plugins synced"),
+            Err(e) => tracing::warn!(cause = %e, "plugin sync failed"),
+        }
+    }
+}
+
+pub(super) async fn heartbeat(shared: Arc<Shared>) {
+    let period = Duration::from_secs(shared.config.agent.heartbeat_secs);
+    loop {
+        tokio::time::sleep(period).await;
+        if let Some(mut conn) = shared.conn.conn()
+            && let Err(e) = shared.register(&mut conn).await
+        {
+            tracing::warn!(cause = %e, "heartbeat failed");
+        }
+    }
+}
