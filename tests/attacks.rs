@@ -140,6 +140,11 @@ async fn programs_are_checked_by_their_real_path_and_runners_need_shell() {
     let good_marker = root.join("good-ran");
     script(&allowed.join("good"), &good_marker);
     std::os::unix::fs::symlink(outside.join("evil"), allowed.join("link")).unwrap();
+    // A directory another plugin may write into, inside the allow-list: a
+    // job writes a program with `cp` and runs it with `cmd`.
+    let dropbox = root.join("dropbox");
+    std::fs::create_dir_all(&dropbox).unwrap();
+    script(&dropbox.join("dropped"), &marker);
 
     let server = RedisServer::start();
     let bus = Bus::new(&server.config()).unwrap();
@@ -147,8 +152,11 @@ async fn programs_are_checked_by_their_real_path_and_runners_need_shell() {
         &server.config(),
         "progs",
         &format!(
-            "[plugins.cmd]\nexec = [{}, \"/usr/bin/*\", \"/bin/*\"]\nenv = [\"PATH\"]\n",
-            toml_str(&allowed.join("**"))
+            "[plugins.cmd]\nexec = [{}, {}, \"/usr/bin/*\", \"/bin/*\"]\nenv = [\"PATH\"]\n\
+             [plugins.cp]\ndirs = [{{ path = {}, writable = true }}]\n",
+            toml_str(&allowed.join("**")),
+            toml_str(&dropbox.join("*")),
+            toml_str(&dropbox),
         ),
     );
     wait_registered(&bus, &["progs"]).await;
@@ -163,10 +171,12 @@ async fn programs_are_checked_by_their_real_path_and_runners_need_shell() {
     .await;
     assert_eq!(r.retcode, 0, "{r:?}");
     assert!(good_marker.exists());
-    // ...but not a `..` out of it, nor a link inside it that leads out.
+    // ...but not a `..` out of it, nor a link inside it that leads out,
+    // nor a program where a plugin may write.
     for path in [
         format!("{}/../outside/evil", allowed.display()),
         allowed.join("link").display().to_string(),
+        dropbox.join("dropped").display().to_string(),
     ] {
         let r = one_return(&bus, "cmd.run", json!([path.clone()]), no_shell.clone()).await;
         assert_denied(&r, &path);

@@ -545,6 +545,17 @@ impl Config {
         Ok(())
     }
 
+    /// Every directory some plugin is granted to write into: a program
+    /// found there may be one a job wrote.
+    pub fn writable_dirs(&self) -> Vec<PathBuf> {
+        self.plugins
+            .values()
+            .flat_map(|g| g.dirs.iter())
+            .filter(|d| d.writable)
+            .map(|d| d.path.clone())
+            .collect()
+    }
+
     /// The grants of `module` (nothing when it has no table).
     pub fn grants(&self, module: &str) -> PluginGrants {
         self.plugins.get(module).cloned().unwrap_or_default()

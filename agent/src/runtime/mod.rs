@@ -763,7 +763,8 @@ impl Runtime {
         let manifest = Manifest::from(described);
         manifest.validate(&stem).map_err(invalid)?;
         let grants = Grants::effective(&manifest.capabilities, &config.grants(&stem))
-            .map_err(|e| invalid(format!("config for plugins.{stem}: {e}")))?;
+            .map_err(|e| invalid(format!("config for plugins.{stem}: {e}")))?
+            .with_writable_dirs(&config.writable_dirs());
         Ok(LoadedPlugin {
             path: path.to_path_buf(),
             sha256,

@@ -401,6 +401,9 @@ pub struct Grants {
     pub fs: bool,
     /// Users programs may run as.
     pub runas: Patterns,
+    /// Directories any plugin may write into (their real paths): a
+    /// program there may be one a job wrote, so it is as good as a shell.
+    pub writable_anywhere: Vec<PathBuf>,
 }
 
 /// A human-readable account of grants, for `maid plugin inspect`.
@@ -430,7 +433,18 @@ impl Grants {
             dirs: Vec::new(),
             fs: false,
             runas: Patterns::empty(),
+            writable_anywhere: Vec::new(),
         }
+    }
+
+    /// These grants, knowing that `dirs` are writable by some plugin (any
+    /// plugin: a job can write with one and run with another).
+    pub fn with_writable_dirs(mut self, dirs: &[PathBuf]) -> Self {
+        self.writable_anywhere = dirs
+            .iter()
+            .map(|d| d.canonicalize().unwrap_or_else(|_| d.clone()))
+            .collect();
+        self
     }
 
     /// Intersect what the plugin declares with what the config grants.
@@ -480,6 +494,7 @@ impl Grants {
             dirs,
             fs: read,
             runas,
+            writable_anywhere: Vec::new(),
         })
     }
 
@@ -532,6 +547,15 @@ impl Grants {
                      they are refused unless shell = true"
                 )
             });
+        }
+        for dir in &self.writable_anywhere {
+            if !self.exec.is_empty() && self.exec.is_match(dir.join("program")) {
+                out.push(format!(
+                    "exec admits programs in {}, which plugins may write: they run only with \
+                     shell = true",
+                    dir.display()
+                ));
+            }
         }
         for p in self.env.patterns() {
             if has_glob(p) {
@@ -612,6 +636,16 @@ impl Grants {
                 .and_then(|n| n.to_str())
                 .filter(|n| runs_its_arguments(n))
         });
+        if !self.shell
+            && let Some(dir) = self.writable_anywhere.iter().find(|d| real.starts_with(d))
+        {
+            return Err(format!(
+                "{} lies in {}, which plugins are granted to write: a job could have written \
+                 it, so it runs only for plugins granted shell",
+                resolved.display(),
+                dir.display()
+            ));
+        }
         if let Some(name) = runner
             && !self.shell
         {
@@ -831,6 +865,34 @@ mod tests {
         ] {
             assert!(runs(&refused, plain, plain), "{plain}");
         }
+    }
+
+    #[test]
+    fn a_program_in_a_writable_directory_is_as_good_as_a_shell() {
+        let dir = tempfile::tempdir().unwrap();
+        let real = dir.path().canonicalize().unwrap();
+        let pattern = format!("{}/*", real.display());
+        let prog = real.join("tool");
+        let prog = prog.to_string_lossy();
+        let writable = [dir.path().to_path_buf()];
+        let refused = grants(&[&pattern], false).with_writable_dirs(&writable);
+        assert!(!runs(&refused, &prog, &prog));
+        assert!(
+            refused
+                .summary()
+                .warnings
+                .iter()
+                .any(|w| w.contains("which plugins may write")),
+            "{:?}",
+            refused.summary().warnings
+        );
+        assert!(runs(
+            &grants(&[&pattern], true).with_writable_dirs(&writable),
+            &prog,
+            &prog
+        ));
+        // Not writable: an ordinary program.
+        assert!(runs(&grants(&[&pattern], false), &prog, &prog));
     }
 
     #[test]
