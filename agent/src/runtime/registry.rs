@@ -1,0 +1,251 @@
+//! The plugins a runtime holds: loading a directory or a file (compiled
+//! through the artifact cache, described, validated, granted), reloading,
+//! and what a loaded set answers (functions, writable directories, why a
+//! module did not load).
+
+use super::*;
+
+/// Module names of the `*.wasm` files in `dir`, sorted (none when it
+/// cannot be read).
+pub fn modules_in(dir: &Path) -> Vec<String> {
+    let mut out: Vec<String> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "wasm"))
+        .filter_map(|p| p.file_stem()?.to_str().map(str::to_string))
+        .collect();
+    out.sort();
+    out
+}
+
+impl Runtime {
+    /// Load every `*.wasm` in `dir`. A plugin that fails to load is
+    /// reported and skipped; the others still load.
+    pub async fn load_dir(&self, dir: &Path) -> Result<Vec<LoadError>, LoadError> {
+        let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
+            .map_err(|error| LoadError::Io {
+                path: dir.to_path_buf(),
+                error,
+            })?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "wasm"))
+            .collect();
+        entries.sort();
+        let mut errors = Vec::new();
+        for path in entries {
+            match self.load_file(&path).await {
+                Ok(p) => tracing::debug!(
+                    module = %p.manifest.module,
+                    sha256 = %p.sha256,
+                    cache = ?p.cache,
+                    "loaded plugin"
+                ),
+                Err(e) => {
+                    tracing::error!(cause = %e, "plugin not loaded");
+                    errors.push(e);
+                }
+            }
+        }
+        release_free_heap();
+        Ok(errors)
+    }
+
+    /// Bring the loaded plugins in line with `dir`: load new and changed
+    /// files, forget plugins whose file is gone. Calls already running keep
+    /// the version they started with.
+    pub async fn reload_dir(&self, dir: &Path) -> Result<Vec<LoadError>, LoadError> {
+        let errors = self.load_dir(dir).await?;
+        self.forget_missing(dir);
+        Ok(errors)
+    }
+
+    /// Forget the plugins loaded from `dir` whose file is gone (a removed
+    /// synced plugin). Calls already running keep theirs.
+    pub fn forget_missing(&self, dir: &Path) {
+        self.plugins
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|_, p| !p.path.starts_with(dir) || p.path.exists());
+        self.failed
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|_, (path, _)| !path.starts_with(dir) || path.exists());
+        self.drop_spare();
+    }
+
+    /// Load (or replace) one plugin from `path`, named after its file stem.
+    pub async fn load_file(&self, path: &Path) -> Result<Arc<LoadedPlugin>, LoadError> {
+        let stem = path.file_stem().and_then(|s| s.to_str()).map(str::to_owned);
+        let inspected = self.inspect_file(path).await;
+        if let Some(stem) = stem {
+            let mut failed = self.failed.write().unwrap_or_else(|e| e.into_inner());
+            match &inspected {
+                Ok(_) => failed.remove(&stem),
+                Err(e) => failed.insert(stem, (path.to_path_buf(), e.to_string())),
+            };
+        }
+        let plugin = Arc::new(inspected?);
+        self.plugins
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(plugin.manifest.module.clone(), plugin.clone());
+        // A spare of the plugin replaced would only hold its slot.
+        self.drop_spare();
+        Ok(plugin)
+    }
+
+    /// Compile, describe and validate the plugin at `path` without making it
+    /// callable (for `maid plugin inspect`).
+    pub async fn inspect_file(&self, path: &Path) -> Result<LoadedPlugin, LoadError> {
+        let invalid = |message: String| LoadError::Invalid {
+            path: path.to_path_buf(),
+            message,
+        };
+        let stem = path
+            .file_stem()
+            .and_then(|s| s.to_str())
+            .ok_or_else(|| invalid("file name is not valid UTF-8".into()))?
+            .to_string();
+        let wasm = std::fs::read(path).map_err(|error| LoadError::Io {
+            path: path.to_path_buf(),
+            error,
+        })?;
+        let sha256 = cache::sha256_hex(&wasm);
+        let engine = self.engine.clone();
+        let cache = self.cache.clone();
+        let sha = sha256.clone();
+        let (component, cache_status) =
+            tokio::task::spawn_blocking(move || cache.load(&engine, &wasm, &sha))
+                .await
+                .map_err(|e| invalid(format!("compile task failed: {e}")))?
+                .map_err(|e| invalid(format!("not a valid component: {e:#}")))?;
+        let instance_pre = self
+            .linker
+            .instantiate_pre(&component)
+            .map_err(|e| invalid(format!("cannot link: {e:#}")))?;
+        let pre = PluginPre::new(instance_pre)
+            .map_err(|e| invalid(format!("does not implement maid:plugin/plugin: {e:#}")))?;
+
+        let config = &self.settings.config;
+        let limits = config.limits_for(&stem);
+        let store = self.store(
+            WasiCtxBuilder::new().build(),
+            self.job_state(
+                &stem,
+                "describe",
+                Arc::new(Grants::none()),
+                &limits,
+                Instant::now() + DESCRIBE_TIMEOUT,
+            ),
+        );
+        let described = tokio::time::timeout(DESCRIBE_TIMEOUT, async {
+            let _slot = self.pool_slot().await?;
+            // Moved in after the permit, so dropped before it: the permit
+            // goes back only with the pool's slot.
+            let mut store = store;
+            let instance = pre.instantiate_async(&mut store).await?;
+            instance.call_describe(&mut store).await
+        })
+        .await
+        .map_err(|_| invalid("describe timed out".into()))?
+        .map_err(|e| invalid(format!("describe failed: {e:#}")))?;
+        let manifest = Manifest::from(described);
+        manifest.validate(&stem).map_err(invalid)?;
+        let grants = Grants::effective(&manifest.capabilities, &config.grants(&stem))
+            .map_err(|e| invalid(format!("config for plugins.{stem}: {e}")))?
+            .with_writable_dirs(&config.writable_dirs());
+        Ok(LoadedPlugin {
+            path: path.to_path_buf(),
+            sha256,
+            manifest,
+            grants: Arc::new(grants),
+            slots: Arc::new(tokio::sync::Semaphore::new(limits.max_concurrent)),
+            limits,
+            cache: cache_status,
+            pre,
+        })
+    }
+
+    /// The loaded plugins, by module name.
+    pub fn plugins(&self) -> Vec<Arc<LoadedPlugin>> {
+        self.plugins
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .cloned()
+            .collect()
+    }
+
+    /// The loaded plugin providing `module`.
+    pub fn plugin(&self, module: &str) -> Option<Arc<LoadedPlugin>> {
+        self.plugins
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(module)
+            .cloned()
+    }
+
+    /// Why `module`'s plugin file failed its last load, when it did: the
+    /// error, which names the file. (An older version may still be loaded.)
+    pub(super) fn load_failure(&self, module: &str) -> Option<String> {
+        self.failed
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(module)
+            .map(|(_, why)| why.clone())
+    }
+
+    /// The directories `fun`'s plugin may write into (for the audit log).
+    pub fn writable_dirs(&self, fun: &str) -> Vec<String> {
+        let module = fun.split('.').next().unwrap_or_default();
+        self.plugin(module)
+            .map(|p| {
+                p.grants
+                    .preopens()
+                    .filter(|d| d.writable)
+                    .map(|d| d.path.display().to_string())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// Every `module.function` the loaded plugins provide, sorted.
+    pub fn functions(&self) -> Vec<String> {
+        let mut out: Vec<String> = self
+            .plugins()
+            .iter()
+            .flat_map(|p| {
+                p.manifest
+                    .functions
+                    .iter()
+                    .map(|f| format!("{}.{}", p.manifest.module, f.name))
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        out.sort();
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn modules_are_the_wasm_files_stems_sorted() {
+        let dir = tempfile::tempdir().unwrap();
+        for f in [
+            "b.wasm",
+            "a.wasm",
+            "notes.txt",
+            "c.wasm.bak",
+            ".hidden.wasm",
+        ] {
+            std::fs::write(dir.path().join(f), b"").unwrap();
+        }
+        let found = modules_in(dir.path());
+        assert_eq!(found, [".hidden", "a", "b"]);
+        assert!(modules_in(&dir.path().join("missing")).is_empty());
+    }
+}
