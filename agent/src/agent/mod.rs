@@ -16,6 +16,7 @@
 //! loops; this file, the shared state and [`run`], which builds an agent.
 
 mod admission;
+mod backoff;
 mod job;
 mod message;
 mod tasks;
@@ -41,6 +42,7 @@ use crate::runtime::Runtime;
 use crate::sync::{SYNC_MODULES, Syncer};
 use crate::trust::{KeyError, Verifier, key_id, read_verifying_key};
 
+use backoff::Backoff;
 pub use message::Requeue;
 use tasks::{
     audit_loads, flush_outbox, heartbeat, metrics_plugins, reload_plugins, serve, sync_task,
@@ -120,7 +122,7 @@ impl Shared {
     async fn send(&self, first: Option<Conn>, topic: &str, reply: &Reply) {
         let payload = reply.to_json();
         let deadline = tokio::time::Instant::now() + REPLY_RETRY_FOR;
-        let mut wait = Duration::from_millis(50);
+        let mut backoff = Backoff::new(Duration::from_millis(50), Duration::from_secs(2));
         let mut first = first;
         loop {
             if let Some(mut conn) = first.take().or_else(|| self.conn.conn()) {
@@ -135,8 +137,7 @@ impl Shared {
                 tracing::error!(jid = reply.jid(), "reply not published: redis unreachable");
                 return;
             }
-            tokio::time::sleep(wait).await;
-            wait = (wait * 2).min(Duration::from_secs(2));
+            backoff.wait().await;
         }
     }
 

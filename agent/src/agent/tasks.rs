@@ -11,6 +11,7 @@ use futures_util::StreamExt;
 use tokio::sync::{Notify, mpsc};
 
 use super::Shared;
+use super::backoff::Backoff;
 use super::message::handle_message;
 use crate::audit::{Decision, Record};
 use crate::bus::{Bus, BusError};
@@ -65,7 +66,7 @@ pub(super) async fn session(
 /// Redis sessions one after another, for as long as the agent runs:
 /// reconnecting with backoff when one is lost.
 pub(super) async fn serve(bus: Bus, shared: Arc<Shared>, done_tx: mpsc::Sender<()>) {
-    let mut wait = Duration::from_millis(100);
+    let mut backoff = Backoff::new(Duration::from_millis(100), Duration::from_secs(5)).jittered();
     let mut reported = false;
     loop {
         let (subscribed, cause) = session(&bus, &shared, &done_tx).await;
@@ -75,7 +76,7 @@ pub(super) async fn serve(bus: Bus, shared: Arc<Shared>, done_tx: mpsc::Sender<(
             .redis_connected
             .store(false, Ordering::Relaxed);
         if subscribed {
-            wait = Duration::from_millis(100);
+            backoff.reset();
             reported = false;
             shared.metrics.redis_reconnects.inc();
         }
@@ -84,20 +85,8 @@ pub(super) async fn serve(bus: Bus, shared: Arc<Shared>, done_tx: mpsc::Sender<(
             tracing::warn!(%cause, "redis session lost; reconnecting");
             reported = true;
         }
-        tokio::time::sleep(jitter(wait)).await;
-        wait = (wait * 2).min(Duration::from_secs(5));
+        backoff.wait().await;
     }
-}
-
-/// `d` ± 25 %, so a fleet that lost Redis together does not reconnect in
-/// lockstep.
-fn jitter(d: Duration) -> Duration {
-    let mut b = [0u8; 2];
-    let r = getrandom::fill(&mut b)
-        .map(|()| u16::from_le_bytes(b))
-        .unwrap_or(0);
-    let factor = 0.75 + 0.5 * (f64::from(r) / f64::from(u16::MAX));
-    d.mul_f64(factor)
 }
 
 /// Deliver buffered returns whenever a session is up.
