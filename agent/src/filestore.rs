@@ -137,8 +137,9 @@ impl FileRecord {
     }
 }
 
-/// Whether `text` is a lower-case hex SHA-256.
-fn is_sha256(text: &str) -> bool {
+/// Whether `text` is a SHA-256 as manifests, records and pins write it:
+/// 64 lower-case hex digits.
+pub fn is_sha256(text: &str) -> bool {
     text.len() == 64 && text.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
 }
 
@@ -288,11 +289,7 @@ impl RedisFiles {
         conns: Arc<dyn ConnSource>,
         security: &SecuritySettings,
     ) -> Result<Self, KeyError> {
-        let keys = security
-            .trusted_keys
-            .iter()
-            .map(|spec| trust::read_verifying_key(spec).map(|k| (trust::key_id(&k), k)))
-            .collect::<Result<Vec<_>, _>>()?;
+        let keys = trust::read_trusted_keys(&security.trusted_keys)?;
         Ok(Self::new(conns, keys, security.signed()))
     }
 

@@ -37,7 +37,7 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use crate::bus::Conn;
-use crate::filestore::{self, PushError};
+use crate::filestore::{self, PushError, is_sha256};
 use crate::runtime::manifest::is_identifier;
 use crate::trust::{self, Envelope, SignatureError, Verifier};
 
@@ -51,14 +51,6 @@ pub const REMOVED_FIELD: &str = "removed";
 /// [`REMOVED_FIELD`]) → the signed manifest of its latest push.
 pub fn versions_key(module: &str) -> String {
     format!("{PLUGINS_KEY}:{module}")
-}
-
-/// Whether `s` is a SHA-256 as manifests and pins write it: 64 lowercase
-/// hex digits.
-pub fn is_sha256(s: &str) -> bool {
-    s.len() == 64
-        && s.bytes()
-            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
 
 /// The first bytes of a WebAssembly component (magic, version 0x0d, layer 1);

@@ -88,6 +88,15 @@ pub fn read_verifying_key(spec: &str) -> Result<VerifyingKey, KeyError> {
     VerifyingKey::from_bytes(&raw).map_err(|_| KeyError::Format(spec.into()))
 }
 
+/// The trusted keys `specs` names (files or base64 keys, as
+/// [`read_verifying_key`] takes them), each with its `kid`.
+pub fn read_trusted_keys(specs: &[String]) -> Result<Vec<(String, VerifyingKey)>, KeyError> {
+    specs
+        .iter()
+        .map(|spec| read_verifying_key(spec).map(|k| (key_id(&k), k)))
+        .collect()
+}
+
 /// A signed job on the wire.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Envelope {

@@ -40,7 +40,7 @@ use crate::outbox::{self, Outbox, Pending};
 use crate::protocol::{self, Job, Registration, Reply};
 use crate::runtime::Runtime;
 use crate::sync::{SYNC_MODULES, Syncer};
-use crate::trust::{KeyError, Verifier, key_id, read_verifying_key};
+use crate::trust::{KeyError, Verifier, read_trusted_keys};
 
 use backoff::Backoff;
 pub use message::Requeue;
@@ -299,11 +299,7 @@ pub async fn run(parts: AgentParts, shutdown: impl Future<Output = ()>) -> Resul
     }
     let sec = &config.security;
     sec.for_agent()?;
-    let keys = sec
-        .trusted_keys
-        .iter()
-        .map(|spec| read_verifying_key(spec).map(|k| (key_id(&k), k)))
-        .collect::<Result<Vec<_>, _>>()?;
+    let keys = read_trusted_keys(&sec.trusted_keys)?;
     if !sec.signed() {
         tracing::warn!(
             "security.require_signed = false: anyone who can publish to this Redis can run any \

@@ -60,12 +60,18 @@ impl MasterOpts {
         Ok((Bus::new(&config.redis)?, config))
     }
 
+    /// The master's private key file: `--key`, else the config's
+    /// `master.key`.
+    pub(super) fn key_path(&self, config: &Config) -> Option<PathBuf> {
+        self.key.clone().or_else(|| config.master.key.clone())
+    }
+
     pub(super) fn signing_key(
         &self,
         config: &Config,
     ) -> anyhow::Result<Option<ed25519_dalek::SigningKey>> {
-        match self.key.as_ref().or(config.master.key.as_ref()) {
-            Some(path) => Ok(Some(maid::trust::read_signing_key(path)?)),
+        match self.key_path(config) {
+            Some(path) => Ok(Some(maid::trust::read_signing_key(&path)?)),
             None => Ok(None),
         }
     }

@@ -227,11 +227,10 @@ struct Trust {
 pub fn policy(args: PolicyArgs) -> anyhow::Result<ExitCode> {
     let setup = Setup::resolve(&args.runtime, false)?;
     let sec = &setup.config.security;
-    let trusted_key_ids = sec
-        .trusted_keys
-        .iter()
-        .map(|k| maid::trust::read_verifying_key(k).map(|k| maid::trust::key_id(&k)))
-        .collect::<Result<Vec<_>, _>>()?;
+    let trusted_key_ids = maid::trust::read_trusted_keys(&sec.trusted_keys)?
+        .into_iter()
+        .map(|(kid, _)| kid)
+        .collect();
     let trust = Trust {
         require_signed: sec.signed(),
         trusted_key_ids,

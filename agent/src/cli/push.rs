@@ -34,17 +34,12 @@ pub struct PushArgs {
     pub master: MasterOpts,
 }
 
-/// The master's signing key file: the record of its pushes lives beside it.
-fn key_path(master: &MasterOpts, config: &maid::config::Config) -> Option<PathBuf> {
-    master.key.clone().or_else(|| config.master.key.clone())
-}
-
 /// The `modules` kwarg of a `saltutil.sync_modules` job that installs what
 /// this master pushed last, read from its record beside its key; `None`
 /// without a key (an unsigned job: agents that take one sync unpinned).
 pub(super) fn recorded_pins(master: &MasterOpts) -> anyhow::Result<Option<Value>> {
     let config = master.config()?;
-    let Some(key) = key_path(master, &config) else {
+    let Some(key) = master.key_path(&config) else {
         return Ok(None);
     };
     let pushed = Pushed::load(&Pushed::beside(&key))?;
@@ -77,7 +72,7 @@ pub fn push(args: PushArgs) -> anyhow::Result<ExitCode> {
     let (bus, config) = args.master.bus()?;
     let (Some(key), Some(key_file)) = (
         args.master.signing_key(&config)?,
-        key_path(&args.master, &config),
+        args.master.key_path(&config),
     ) else {
         bail!("a pushed plugin must be signed: pass --key or set [master] key");
     };
