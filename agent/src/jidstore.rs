@@ -156,10 +156,13 @@ impl JidStore {
         }
         let text = read_if_any(path)?;
         let fallback = now_ms.saturating_add(store.retention_ms);
-        let mut live: Vec<(&[u8], i64)> = Vec::new();
+        // Each live id once, with its expiry and digest.
+        let mut live: Vec<(&[u8], i64, u128)> = Vec::new();
+        let mut lines = 0;
         // Whether a line must be written differently from how it is.
         let mut rewrite = text.last().is_some_and(|b| *b != b'\n');
         for line in text.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
+            lines += 1;
             // An expiry later than a retention from now is kept as it is:
             // the clock may have been stepped back since it was written,
             // and the job it guards is fresh by that clock's measure for
@@ -171,24 +174,19 @@ impl JidStore {
             }
             let d = digest(&store.key, jid);
             if store.set.insert(d) {
-                live.push((jid, expiry));
-            } else if let Some(kept) = live.iter_mut().find(|(j, _)| *j == jid) {
+                live.push((jid, expiry, d));
+            } else if let Some(kept) = live.iter_mut().find(|(_, _, k)| *k == d) {
+                // A repeat (only an older agent's file has them): the
+                // later expiry holds.
                 kept.1 = kept.1.max(expiry);
             }
         }
-        live.sort_by_key(|(_, expiry)| *expiry);
-        store.order = live
-            .iter()
-            .map(|(jid, expiry)| (digest(&store.key, jid), *expiry))
-            .collect();
-        let lines = text
-            .split(|b| *b == b'\n')
-            .filter(|l| !l.is_empty())
-            .count();
+        live.sort_by_key(|(_, expiry, _)| *expiry);
+        store.order = live.iter().map(|(_, expiry, d)| (*d, *expiry)).collect();
         // Rewritten when it holds anything but the live ids as this agent
         // writes them, so it never holds more than it must.
         if rewrite || lines != live.len() {
-            crate::fsutil::replace_private(path, live.iter().map(|(jid, e)| line_of(jid, *e)))?;
+            crate::fsutil::replace_private(path, live.iter().map(|(jid, e, _)| line_of(jid, *e)))?;
         }
         store.file = Some(Journal {
             path: path.to_path_buf(),
