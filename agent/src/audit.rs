@@ -296,6 +296,14 @@ impl Audit {
         }
     }
 
+    /// Queue the noise record `make` builds when the log is on and the
+    /// rate lets it through (else it is counted, see [`Audit::admit_noise`]).
+    pub fn noise_with(&self, decision: Decision, make: impl FnOnce() -> Record) {
+        if self.tx.is_some() && self.admit_noise(decision, None) {
+            self.record(make());
+        }
+    }
+
     /// Whether a noise record about `decision` for `reason` is within the
     /// rate: the caller logs it then, and records it. Past the rate it is
     /// counted into the next `suppressed` record instead, and the caller

@@ -46,11 +46,9 @@ pub(super) fn handle_message(
         }
         Verdict::NotTargeted { job, kid } => {
             count_received(shared, &job.fun);
-            if shared.audit.admit_noise(Decision::NotTargeted, None) {
-                shared
-                    .audit
-                    .record_with(|| record(shared, &job, &kid, Some(false), Decision::NotTargeted));
-            }
+            shared.audit.noise_with(Decision::NotTargeted, || {
+                record(shared, &job, &kid, Some(false), Decision::NotTargeted)
+            });
             start(shared, job, kid, false, received, done);
         }
         Verdict::Run { job, kid } => {

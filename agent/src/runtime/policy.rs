@@ -631,14 +631,11 @@ impl Grants {
                 )
             });
         }
-        let runner = [resolved, real].iter().find_map(|p| {
-            p.file_name()
-                .and_then(|n| n.to_str())
-                .filter(|n| runs_its_arguments(n))
-        });
-        if !self.shell
-            && let Some(dir) = self.writable_anywhere.iter().find(|d| real.starts_with(d))
-        {
+        // With shell granted, any allowed program may run.
+        if self.shell {
+            return Ok(());
+        }
+        if let Some(dir) = self.writable_anywhere.iter().find(|d| real.starts_with(d)) {
             return Err(format!(
                 "{} lies in {}, which plugins are granted to write: a job could have written \
                  it, so it runs only for plugins granted shell",
@@ -646,9 +643,12 @@ impl Grants {
                 dir.display()
             ));
         }
-        if let Some(name) = runner
-            && !self.shell
-        {
+        let runner = [resolved, real].iter().find_map(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .filter(|n| runs_its_arguments(n))
+        });
+        if let Some(name) = runner {
             return Err(format!(
                 "{} is a shell or another program that runs code from its arguments \
                  ({name}), and the shell capability is not granted (use python_shell=False \
