@@ -313,7 +313,8 @@ fn the_systemd_unit_and_init_agree() {
         "/../packaging/maid.service"
     ))
     .unwrap();
-    let config: maid::config::Config = toml::from_str(maid::config::TEMPLATE).unwrap();
+    let config: maid_master::config::Config =
+        toml::from_str(maid_master::config::TEMPLATE).unwrap();
     assert!(unit.contains("ExecStart=/usr/bin/maid agent --config /etc/maid/maid.toml"));
     let dirs = [
         ("ConfigurationDirectory=maid", "/etc/maid"),
@@ -341,4 +342,79 @@ fn the_systemd_unit_and_init_agree() {
         assert!(key.starts_with("/etc/maid/"), "{key}");
     }
     assert_eq!(config.security.require_signed, Some(true));
+}
+
+/// The binary every host runs carries no benchmark: `maid --help` lists no
+/// bench or soak command, and asking for one is an unknown command. The
+/// benchmark is `maid-bench`, a crate of its own.
+#[test]
+fn maid_has_no_bench_commands() {
+    let dir = tempfile::tempdir().unwrap();
+    let help = stdout(&maid(&["--help"], dir.path()));
+    for line in help.lines() {
+        let command = line.split_whitespace().next().unwrap_or_default();
+        assert!(
+            !["bench", "soak", "bench-raw", "bench-fleet"].contains(&command),
+            "{help}"
+        );
+    }
+    assert!(help.contains("agent"), "{help}");
+    for gone in ["bench", "soak", "bench-fleet", "bench-raw"] {
+        let out = maid(&[gone, "--help"], dir.path());
+        assert_eq!(out.status.code(), Some(2), "maid {gone} still exists");
+    }
+}
+
+/// What each crate may link, read from the lock file by `cargo tree`: the
+/// protocol crate (what the fuzz targets build) has no Redis, no wasmtime
+/// and no HTTP; the master crate has no wasmtime.
+#[test]
+fn the_protocol_and_master_crates_link_no_wasm_runtime() {
+    let tree = |package: &str| -> String {
+        let out = Command::new(env!("CARGO"))
+            .args([
+                "tree",
+                "--offline",
+                "--locked",
+                "-e",
+                "normal",
+                "--prefix",
+                "none",
+            ])
+            .args(["-p", package])
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .output()
+            .expect("run cargo tree");
+        assert!(
+            out.status.success(),
+            "cargo tree -p {package}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let crates = |tree: &str| -> Vec<String> {
+        tree.lines()
+            .filter_map(|l| l.split_whitespace().next())
+            .map(str::to_string)
+            .collect()
+    };
+    let protocol = crates(&tree("maid-protocol"));
+    assert!(
+        protocol.iter().any(|c| c == "ed25519-dalek"),
+        "{protocol:?}"
+    );
+    for banned in ["wasmtime", "redis", "axum", "hyper", "tokio"] {
+        assert!(
+            !protocol.iter().any(|c| c == banned),
+            "maid-protocol links {banned}"
+        );
+    }
+    let master = crates(&tree("maid-master"));
+    assert!(master.iter().any(|c| c == "redis"), "{master:?}");
+    for banned in ["wasmtime", "wasmtime-wasi", "cranelift-codegen"] {
+        assert!(
+            !master.iter().any(|c| c == banned),
+            "maid-master links {banned}"
+        );
+    }
 }

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use crate::common::fleet::{request, run, start_agent, wait_registered};
 use crate::common::redis::{Cluster, Sentinel};
-use maid::bus::{Bus, RedisConfig};
+use maid_master::bus::{Bus, RedisConfig};
 use serde_json::json;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -69,7 +69,7 @@ async fn sentinel_failover_during_a_run_of_jobs() {
     }
     // The registry moved with them.
     let mut conn = bus.connect().await.unwrap();
-    let maids = maid::master::alive_maids(&mut conn).await.unwrap();
+    let maids = maid_master::jobs::alive_maids(&mut conn).await.unwrap();
     assert!(maids["s-1"].0 && maids["s-2"].0);
 }
 

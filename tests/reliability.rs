@@ -10,7 +10,7 @@ use crate::common::fleet::{
     request, run, start_agent, start_agent_with_plugins, wait_registered, wait_subscribers,
 };
 use crate::common::redis::{Cluster, RedisServer};
-use maid::bus::{Bus, RedisConfig};
+use maid_master::bus::{Bus, RedisConfig};
 use serde_json::json;
 
 /// Run jobs until `n` in a row get every return.
@@ -50,7 +50,7 @@ async fn redis_restarted_mid_stream_loses_no_return() {
     let replies = bus.subscribe(&["gone".to_string()]).await.unwrap();
     let mut replies = replies.into_on_message();
     let mut conn = bus.connect().await.unwrap();
-    maid::bus::publish(&mut conn, crate::common::fleet::TOPIC, &job)
+    maid_master::bus::publish(&mut conn, crate::common::fleet::TOPIC, &job)
         .await
         .unwrap();
     let ping = tokio::time::timeout(
@@ -79,7 +79,7 @@ async fn redis_restarted_mid_stream_loses_no_return() {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         let mut conn = bus.connect().await.unwrap();
-        let cached = maid::master::cached_returns(&mut conn, "outage-1")
+        let cached = maid_master::jobs::cached_returns(&mut conn, "outage-1")
             .await
             .unwrap();
         if let Some(r) = cached.first() {
@@ -96,7 +96,7 @@ async fn redis_restarted_mid_stream_loses_no_return() {
     // look until it is there rather than once).
     let mut conn = bus.connect().await.unwrap();
     let deadline = Instant::now() + crate::common::fleet::REPLY_DEADLINE;
-    while !maid::master::alive_maids(&mut conn).await.unwrap()["steady"].0 {
+    while !maid_master::jobs::alive_maids(&mut conn).await.unwrap()["steady"].0 {
         assert!(Instant::now() < deadline, "the registry never came back");
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
@@ -284,7 +284,7 @@ async fn plugins_hot_reload_during_a_stream_of_calls() {
     // the first call.
     let mut conn = bus.connect().await.unwrap();
     loop {
-        let reg = maid::master::alive_maids(&mut conn).await.unwrap()["hot"]
+        let reg = maid_master::jobs::alive_maids(&mut conn).await.unwrap()["hot"]
             .1
             .clone()
             .unwrap();
@@ -341,47 +341,6 @@ async fn plugins_hot_reload_during_a_stream_of_calls() {
         "{body}"
     );
     assert_eq!(agent.terminate().code(), Some(0));
-}
-
-/// `maid soak` on a small setting: every job published while Redis was up
-/// gets its return (on the reply topic or in the job cache) across two
-/// Redis restarts, with the right value, and the command says so. The full
-/// run and its numbers are in docs/reliability.md.
-#[test]
-fn soak_loses_nothing_across_redis_restarts() {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_maid"))
-        .args(["soak", "--agents", "4", "--jobs", "600", "--restarts", "2"])
-        .args(["--outage-secs", "0.5", "--in-flight", "32", "--no-cache"])
-        .arg("--redis-server")
-        .arg(crate::common::redis::redis_server_bin())
-        .env("MAID_PLUGIN_DIR", maid_test_guests::PLUGINS_DIR)
-        .env_remove("MAID_CONFIG")
-        .env("MAID_LOG", "maid=error")
-        .output()
-        .expect("run maid soak");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success(),
-        "maid soak failed ({}):\n{stderr}\n{stdout}",
-        out.status
-    );
-    let figure = |name: &str| -> u64 {
-        let line = stdout
-            .lines()
-            .find(|l| l.starts_with(name))
-            .unwrap_or_else(|| panic!("no {name:?} in:\n{stdout}"));
-        line[name.len()..].trim().parse().unwrap()
-    };
-    assert_eq!(figure("jobs published"), 600, "{stdout}");
-    assert_eq!(
-        figure("returns on the reply topics") + figure("returns found only in the job cache"),
-        600,
-        "{stdout}"
-    );
-    assert_eq!(figure("lost"), 0, "{stdout}");
-    assert_eq!(figure("wrong returns"), 0, "{stdout}");
-    assert_eq!(figure("reply subscription re-made"), 2, "{stdout}");
 }
 
 /// Returns past the memory buffer go to the spill file, each once, and all

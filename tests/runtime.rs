@@ -7,9 +7,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::common::{call, config_with, dir, guests, runtime_with};
-use maid::config::{Config, PluginGrants};
 use maid::fileserver::NoFiles;
 use maid::runtime::{CacheStatus, CallRequest, Failure, Runtime, RuntimeSettings, Services};
+use maid_master::config::{Config, PluginGrants};
 use serde_json::{Map, json};
 
 fn cmd_grants(cwd: &Path) -> PluginGrants {

@@ -21,7 +21,7 @@ use std::process::Output;
 use crate::common::fleet::{Agent, TOPIC, maid_cli, request, start_agent, wait_registered};
 use crate::common::guests;
 use crate::common::redis::RedisServer;
-use maid::bus::{Bus, RedisConfig};
+use maid_master::bus::{Bus, RedisConfig};
 use serde_json::{Value, json};
 
 struct Fleet {
@@ -156,7 +156,7 @@ impl Fleet {
             .collect()
     }
 
-    async fn redis(&self) -> maid::bus::Conn {
+    async fn redis(&self) -> maid_master::bus::Conn {
         self.bus.connect().await.unwrap()
     }
 
@@ -267,7 +267,7 @@ async fn pushed_plugins_sync_to_every_maid_and_every_bad_push_is_refused() {
 
     // The registry lists the new function and the built-in one.
     let mut conn = f.redis().await;
-    let maids = maid::master::alive_maids(&mut conn).await.unwrap();
+    let maids = maid_master::jobs::alive_maids(&mut conn).await.unwrap();
     for id in IDS {
         let functions = &maids[id].1.as_ref().unwrap().functions;
         assert!(
@@ -312,7 +312,7 @@ async fn pushed_plugins_sync_to_every_maid_and_every_bad_push_is_refused() {
     let _: () = redis::AsyncCommands::set(
         &mut conn,
         format!("maid:file:chunk:{v3_sha}:1"),
-        vec![b'a'; maid::filestore::CHUNK_BYTES],
+        vec![b'a'; maid_master::filestore::CHUNK_BYTES],
     )
     .await
     .unwrap();
@@ -603,7 +603,7 @@ async fn a_maid_requiring_signed_jobs_installs_nothing_on_its_own() {
     // pin; the other maid syncs as before (nothing new).
     let mut req = request("*", "glob", "saltutil.sync_modules", json!([]), json!({}));
     req.key = Some(maid::trust::read_signing_key(&f.key).unwrap());
-    let report = maid::master::run(&f.bus, &req, |_| {}, |_| {})
+    let report = maid_master::jobs::run(&f.bus, &req, |_| {}, |_| {})
         .await
         .unwrap();
     let ret = |id: &str| {

@@ -1,7 +1,7 @@
 //! The integration tests, one binary: each module is one area (its file
 //! says what it proves), and all share `common`, the test kit. One binary
 //! links wasmtime once where twelve linked it twelve times. The bench's
-//! own test stays apart (`tests/bench.rs`): it builds release artefacts.
+//! own tests live with it (`bench/tests/bench.rs`).
 
 mod common;
 

@@ -51,14 +51,9 @@ use crate::audit::{Audit, Decision, Record};
 use crate::bus::Conn;
 use crate::config::Config;
 use crate::plugin_store::{self, Signed};
+pub use crate::plugin_store::{MODULES_KWARG, SYNC_MODULES};
 use crate::runtime::Runtime;
 use crate::trust::Verifier;
-
-/// The function the agent answers itself, not a plugin.
-pub const SYNC_MODULES: &str = "saltutil.sync_modules";
-
-/// The kwarg of [`SYNC_MODULES`] that pins what to install.
-pub const MODULES_KWARG: &str = "modules";
 
 /// What a sync job pins: module → the SHA-256 of the push to install, or
 /// `None` to apply its removal.
@@ -77,12 +72,12 @@ pub fn pins(kwarg: &Map<String, Value>) -> Result<Option<Pins>, String> {
     };
     let mut pins = Pins::new();
     for (module, pin) in modules {
-        if !crate::runtime::manifest::is_identifier(module) {
+        if !crate::protocol::is_identifier(module) {
             return Err(format!("{MODULES_KWARG}: {module:?} is not a module name"));
         }
         let pin = match pin {
             Value::Null => None,
-            Value::String(sha) if crate::filestore::is_sha256(sha) => Some(sha.clone()),
+            Value::String(sha) if maid_master::filestore::is_sha256(sha) => Some(sha.clone()),
             _ => {
                 return Err(format!(
                     "{MODULES_KWARG}.{module} must be a sha256 (64 lowercase hex digits) or null"

@@ -396,6 +396,13 @@ pub struct Registration {
     pub last_seen: String,
 }
 
+/// Whether `s` can name a module or function (`[A-Za-z_][A-Za-z0-9_]*`).
+pub fn is_identifier(s: &str) -> bool {
+    let mut chars = s.chars();
+    matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -6,14 +6,15 @@ use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use maid::bus::{Bus, RedisConfig};
-use maid::master::{JobRequest, Report};
+use maid_master::bus::{Bus, RedisConfig};
+use maid_master::jobs::{JobRequest, Report};
 use serde_json::{Map, Value};
 
 use super::guests;
-
-/// The master topic the test fleets use.
-pub const TOPIC: &str = "master-test";
+pub use maid_testkit::wire::{
+    LINGER, REPLY_DEADLINE, TOPIC, cached_returns, collect_replies, raw_round_trip,
+    wait_subscribers,
+};
 
 /// A `maid agent` process; killed (SIGKILL) on drop.
 pub struct Agent {
@@ -101,7 +102,7 @@ pub async fn wait_registered(bus: &Bus, ids: &[&str]) {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         if let Ok(mut conn) = bus.connect().await
-            && let Ok(maids) = maid::master::alive_maids(&mut conn).await
+            && let Ok(maids) = maid_master::jobs::alive_maids(&mut conn).await
             && ids
                 .iter()
                 .all(|id| maids.get(*id).is_some_and(|(alive, _)| *alive))
@@ -132,24 +133,11 @@ pub fn request(tgt: &str, tgt_type: &str, fun: &str, arg: Value, kwarg: Value) -
     }
 }
 
-/// The job cache's returns for `jid` once there are `n` of them (the
-/// cache write and the return's PUBLISH go out together, in no set order),
-/// or what is there at [`REPLY_DEADLINE`].
-pub async fn cached_returns(bus: &Bus, jid: &str, n: usize) -> Vec<maid::protocol::Return> {
-    let deadline = Instant::now() + REPLY_DEADLINE;
-    let mut conn = bus.connect().await.unwrap();
-    loop {
-        let cached = maid::master::cached_returns(&mut conn, jid).await.unwrap();
-        if cached.len() >= n || Instant::now() > deadline {
-            return cached;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
 /// Publish and collect.
 pub async fn run(bus: &Bus, req: &JobRequest) -> Report {
-    maid::master::run(bus, req, |_| {}, |_| {}).await.unwrap()
+    maid_master::jobs::run(bus, req, |_| {}, |_| {})
+        .await
+        .unwrap()
 }
 
 /// Start a job in the background as [`run`] does, with the master reading
@@ -164,11 +152,11 @@ where
     S: futures_util::Stream<Item = redis::Msg> + Unpin + Send + 'static,
 {
     let jid = maid::jid::new_jid();
-    let topic = maid::master::temp_topic(&jid);
+    let topic = maid_master::jobs::temp_topic(&jid);
     let replies = replies(bus.subscribe(std::slice::from_ref(&topic)).await.unwrap());
     let mut conn = bus.connect().await.unwrap();
     tokio::spawn(async move {
-        maid::master::run_on(&mut conn, replies, jid, &topic, &req, |_| {}, |_| {})
+        maid_master::jobs::run_on(&mut conn, replies, jid, &topic, &req, |_| {}, |_| {})
             .await
             .unwrap()
     })
@@ -215,71 +203,4 @@ pub fn maid_cli(redis_url: &str, args: &[&str], cwd: &Path) -> Output {
         .env_remove("MAID_CONFIG")
         .output()
         .expect("run maid")
-}
-
-/// How long a test waits for a reply it expects. Generous: a loaded CI
-/// machine may be slow, and a test waits this long only when it fails.
-pub const REPLY_DEADLINE: Duration = Duration::from_secs(30);
-
-/// How long a test keeps listening after what it expected arrived, to see
-/// anything extra (a second return, a reply that should not be there).
-pub const LINGER: Duration = Duration::from_millis(500);
-
-/// Subscribe to `topic`, publish `payload` on the master topic, and collect
-/// the replies: until `expected` arrived (or [`REPLY_DEADLINE`] passed),
-/// then for [`LINGER`] more, so extra replies are seen too.
-pub async fn raw_round_trip(
-    bus: &Bus,
-    topic: &str,
-    payload: &str,
-    expected: usize,
-) -> Vec<maid::protocol::Reply> {
-    let pubsub = bus.subscribe(&[topic.to_string()]).await.unwrap();
-    let stream = pubsub.into_on_message();
-    let mut conn = bus.connect().await.unwrap();
-    maid::bus::publish(&mut conn, TOPIC, payload).await.unwrap();
-    collect_replies(stream, expected, LINGER).await
-}
-
-/// The replies on `stream`: until `expected` arrived (or [`REPLY_DEADLINE`]
-/// passed), then for `linger` more, so extra replies are seen too.
-pub async fn collect_replies(
-    mut stream: impl futures_util::Stream<Item = redis::Msg> + Unpin,
-    expected: usize,
-    linger: Duration,
-) -> Vec<maid::protocol::Reply> {
-    use futures_util::StreamExt;
-    let mut out = Vec::new();
-    let mut until = tokio::time::Instant::now() + REPLY_DEADLINE;
-    let mut lingering = false;
-    loop {
-        if !lingering && out.len() >= expected {
-            lingering = true;
-            until = tokio::time::Instant::now() + linger;
-        }
-        match tokio::time::timeout_at(until, stream.next()).await {
-            Ok(Some(msg)) => out.push(serde_json::from_slice(msg.get_payload_bytes()).unwrap()),
-            _ => return out,
-        }
-    }
-}
-
-/// Wait until `n` connections subscribe to the master topic.
-pub async fn wait_subscribers(bus: &Bus, n: i64) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        if let Ok(mut conn) = bus.connect().await {
-            let counts: Vec<(String, i64)> = redis::cmd("PUBSUB")
-                .arg("NUMSUB")
-                .arg(TOPIC)
-                .query_async(&mut conn)
-                .await
-                .unwrap_or_default();
-            if counts.first().is_some_and(|(_, c)| *c >= n) {
-                return;
-            }
-        }
-        assert!(Instant::now() < deadline, "{n} subscribers never came");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
 }

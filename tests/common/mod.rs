@@ -4,14 +4,15 @@
 #![allow(dead_code)]
 
 pub mod fleet;
-pub mod redis;
+
+pub use maid_testkit::redis;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use maid::config::{Config, DirGrant, PluginGrants};
 use maid::fileserver::{FileServer, LocalRoots, NoFiles};
 use maid::runtime::{CallRequest, Outcome, Runtime, RuntimeSettings, Services};
+use maid_master::config::{Config, DirGrant, PluginGrants};
 use serde_json::{Map, Value};
 
 pub use maid_test_guests as guests;

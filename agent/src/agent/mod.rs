@@ -33,14 +33,15 @@ use tokio::sync::{Notify, Semaphore, mpsc};
 use crate::audit::Audit;
 use crate::bus::{Bus, BusError, Conn, publish};
 use crate::config::Config;
-use crate::filestore::ConnSource;
+use crate::filestore::{ConnSource, RedisFiles};
 use crate::jidstore::JidStore;
 use crate::metrics::Metrics;
 use crate::outbox::{self, Outbox, Pending};
 use crate::protocol::{self, Job, Registration, Reply};
-use crate::runtime::Runtime;
+use crate::runtime::{Runtime, RuntimeSettings};
 use crate::sync::{SYNC_MODULES, Syncer};
 use crate::trust::{KeyError, Verifier, read_trusted_keys};
+use ed25519_dalek::VerifyingKey;
 
 use backoff::Backoff;
 pub use message::Requeue;
@@ -63,12 +64,23 @@ pub enum AgentError {
     Sync(#[from] crate::sync::SyncError),
     #[error("{0}")]
     Config(#[from] crate::config::ConfigError),
+    #[error("plugin runtime: {0:#}")]
+    Runtime(anyhow::Error),
+    #[error("plugin dir {dir}: {error}")]
+    Plugins {
+        dir: String,
+        error: crate::runtime::LoadError,
+    },
+    #[error("a fleet needs at least one agent id")]
+    NoAgents,
+    #[error("an agent of the fleet stopped")]
+    Stopped,
 }
 
 /// The command connection of the current Redis session, shared by every
 /// task; replaced on reconnect.
 #[derive(Default)]
-pub struct ConnSlot(RwLock<Option<Conn>>);
+pub(crate) struct ConnSlot(RwLock<Option<Conn>>);
 
 impl ConnSlot {
     fn set(&self, conn: Option<Conn>) {
@@ -260,30 +272,182 @@ impl Shared {
     }
 }
 
+/// Run the agent `config` describes until `shutdown` completes; then let
+/// running jobs finish for `agent.shutdown_grace_secs` and return.
+///
+/// The one place an agent is built. `config` is as
+/// [`crate::setup::Setup::into_config`] resolves it: plugins come from its
+/// `plugin_dir` (reloaded when files change and on SIGHUP), compiled
+/// plugins are cached in its `cache_dir` (none: compiled in memory), the id
+/// is its `id` or else the host name, and `salt://` is served from its
+/// `file_roots`, then from Redis as far as a trusted key vouches for it.
+pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(), AgentError> {
+    let id = config.id.clone().unwrap_or_else(crate::grains::hostname);
+    let keys = trusted_keys(&config)?;
+    let conn = Arc::new(ConnSlot::default());
+    let files = RedisFiles::new(conn.clone(), keys.clone(), config.security.signed());
+    let files = Arc::new(files);
+    let grains = crate::grains::collect(&id, &config.grains);
+    let instances = RuntimeSettings::instances_for(config.agent.concurrency);
+    let runtime = crate::setup::runtime(&config, &grains, Some(files), instances)
+        .map_err(AgentError::Runtime)?;
+    let runtime = Arc::new(runtime);
+    let plugin_dir = config.plugin_dir.clone();
+    if let Some(dir) = &plugin_dir {
+        load_plugins(&runtime, dir).await?;
+    }
+    let audit = open_audit(&config).await?;
+    let reload = Arc::new(Notify::new());
+    tokio::spawn(on_sighup(audit.clone(), reload.clone()));
+    let parts = Parts {
+        id,
+        bus: Bus::new(&config.redis)?,
+        keys,
+        config,
+        runtime,
+        grains,
+        conn,
+        audit,
+        metrics: Arc::new(Metrics::new()),
+        plugin_dir,
+        reload,
+    };
+    serve_agent(parts, shutdown).await
+}
+
+/// Run one agent per id of `ids` in this process, all sharing one plugin
+/// runtime, one metrics registry and one audit log, until `shutdown`
+/// completes or one of them stops; agent `i` runs on `place(i)`. This is
+/// how the benchmark and the soak test stand up a large fleet on one
+/// machine. Plugins are not reloaded and `salt://` is served only from the
+/// config's `file_roots`.
+pub async fn run_fleet(
+    config: Config,
+    ids: &[String],
+    place: impl Fn(usize) -> tokio::runtime::Handle,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), AgentError> {
+    let first = ids.first().ok_or(AgentError::NoAgents)?;
+    let keys = trusted_keys(&config)?;
+    let grains = crate::grains::collect(first, &config.grains);
+    // Every agent may have a call running at once: a fan-out.
+    let instances = RuntimeSettings::instances_for(ids.len());
+    let runtime =
+        crate::setup::runtime(&config, &grains, None, instances).map_err(AgentError::Runtime)?;
+    let runtime = Arc::new(runtime);
+    if let Some(dir) = &config.plugin_dir {
+        load_plugins(&runtime, dir).await?;
+    }
+    let audit = open_audit(&config).await?;
+    let bus = Bus::new(&config.redis)?;
+    let metrics = Arc::new(Metrics::new());
+    let mut agents = tokio::task::JoinSet::new();
+    for (i, id) in ids.iter().enumerate() {
+        let mut grains = grains.clone();
+        grains.insert("id".into(), Value::String(id.clone()));
+        let parts = Parts {
+            id: id.clone(),
+            keys: keys.clone(),
+            config: config.clone(),
+            runtime: runtime.clone(),
+            grains,
+            conn: Arc::new(ConnSlot::default()),
+            bus: bus.clone(),
+            audit: audit.clone(),
+            metrics: metrics.clone(),
+            plugin_dir: None,
+            reload: Arc::new(Notify::new()),
+        };
+        agents.spawn_on(serve_agent(parts, std::future::pending()), &place(i));
+    }
+    tokio::select! {
+        () = shutdown => Ok(()),
+        Some(ended) = agents.join_next() => match ended {
+            Ok(result) => result.and(Err(AgentError::Stopped)),
+            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+            Err(_) => Err(AgentError::Stopped),
+        },
+    }
+}
+
+/// The master keys `config` trusts, once its security settings are whole
+/// (read once: jobs, pushed plugins and `salt://` content are all checked
+/// against them).
+fn trusted_keys(config: &Config) -> Result<Vec<(String, VerifyingKey)>, AgentError> {
+    config.security.for_agent()?;
+    Ok(read_trusted_keys(&config.security.trusted_keys)?)
+}
+
+/// Load every plugin in `dir`; one that fails is logged and left out.
+async fn load_plugins(runtime: &Runtime, dir: &std::path::Path) -> Result<(), AgentError> {
+    let failed = runtime
+        .load_dir(dir)
+        .await
+        .map_err(|error| AgentError::Plugins {
+            dir: dir.display().to_string(),
+            error,
+        })?;
+    tracing::info!(
+        plugins = runtime.plugins().len(),
+        failed = failed.len(),
+        dir = %dir.display(),
+        "plugins loaded"
+    );
+    Ok(())
+}
+
+async fn open_audit(config: &Config) -> Result<Audit, AgentError> {
+    match &config.audit.path {
+        Some(path) => Audit::open(path.clone(), config.audit.queue)
+            .await
+            .map_err(|error| AgentError::State {
+                what: format!("audit log {}", path.display()),
+                error,
+            }),
+        None => Ok(Audit::disabled()),
+    }
+}
+
+/// SIGHUP: reopen the audit log (after rotation) and reload plugins.
+async fn on_sighup(audit: Audit, reload: Arc<Notify>) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let Ok(mut hup) = signal(SignalKind::hangup()) else {
+        return;
+    };
+    while hup.recv().await.is_some() {
+        tracing::info!("SIGHUP: reopening the audit log and reloading plugins");
+        audit.reopen();
+        reload.notify_one();
+    }
+}
+
 /// What an agent runs with.
-pub struct AgentParts {
+struct Parts {
     /// Minion id.
-    pub id: String,
-    pub config: Config,
-    pub runtime: Arc<Runtime>,
-    pub grains: Map<String, Value>,
+    id: String,
+    /// The master keys it trusts (`security.trusted_keys`, read).
+    keys: Vec<(String, VerifyingKey)>,
+    config: Config,
+    runtime: Arc<Runtime>,
+    grains: Map<String, Value>,
     /// The command connection slot, shared with the runtime's `salt://`
     /// file server.
-    pub conn: Arc<ConnSlot>,
-    pub bus: Bus,
-    pub audit: Audit,
-    pub metrics: Arc<Metrics>,
+    conn: Arc<ConnSlot>,
+    bus: Bus,
+    audit: Audit,
+    metrics: Arc<Metrics>,
     /// Where plugins come from, for hot reload (None: no reload).
-    pub plugin_dir: Option<std::path::PathBuf>,
+    plugin_dir: Option<std::path::PathBuf>,
     /// Notified to reload plugins now (SIGHUP).
-    pub reload: Arc<Notify>,
+    reload: Arc<Notify>,
 }
 
 /// Serve jobs until `shutdown` completes; then let running jobs finish
 /// for `agent.shutdown_grace_secs` and return.
-pub async fn run(parts: AgentParts, shutdown: impl Future<Output = ()>) -> Result<(), AgentError> {
-    let AgentParts {
+async fn serve_agent(parts: Parts, shutdown: impl Future<Output = ()>) -> Result<(), AgentError> {
+    let Parts {
         id,
+        keys,
         config,
         runtime,
         grains,
@@ -298,8 +462,6 @@ pub async fn run(parts: AgentParts, shutdown: impl Future<Output = ()>) -> Resul
         return Err(AgentError::NoTopics);
     }
     let sec = &config.security;
-    sec.for_agent()?;
-    let keys = read_trusted_keys(&sec.trusted_keys)?;
     if !sec.signed() {
         tracing::warn!(
             "security.require_signed = false: anyone who can publish to this Redis can run any \

@@ -14,14 +14,14 @@ use std::process::{Command, ExitCode};
 
 use anyhow::{Context, bail};
 use clap::{Args, ValueEnum};
-use maid::config::{DirGrant, PluginGrants};
 use maid::runtime::Capability;
+use maid_master::config::{DirGrant, PluginGrants};
 use serde::Deserialize;
 
-use super::RuntimeOpts;
 use super::author_tools;
 use super::call::{self, Invocation};
-use super::setup::Setup;
+use maid::setup::RuntimeOpts;
+use maid::setup::Setup;
 
 /// The one WIT package, `maid:plugin`: what every plugin is built against.
 const WIT: &str = include_str!("../../../wit/plugin.wit");
@@ -415,7 +415,7 @@ pub fn build(args: BuildArgs) -> anyhow::Result<ExitCode> {
     // Load it as the agent would: a plugin that does not describe itself
     // or link fails here, not on the fleet.
     let setup = Setup::resolve(&args.runtime, false)?;
-    let runtime = setup.runtime(&setup.grains("local"), &[], None)?;
+    let runtime = setup.runtime(&setup.grains("local"), &[])?;
     let plugin = super::block_on(runtime.inspect_file(&out))??;
     let names: Vec<&str> = plugin
         .manifest

@@ -12,8 +12,8 @@ use maid::salt::args::parse_cli;
 use maid::salt::output::Outputter;
 use serde_json::Map;
 
-use super::RuntimeOpts;
-use super::setup::Setup;
+use maid::setup::RuntimeOpts;
+use maid::setup::Setup;
 
 #[derive(Debug, Args)]
 pub struct CallArgs {
@@ -92,7 +92,7 @@ pub fn invoke(setup: &Setup, call: &Invocation) -> anyhow::Result<ExitCode> {
         .clone()
         .or_else(|| setup.config.id.clone())
         .unwrap_or_else(maid::grains::hostname);
-    let runtime = setup.runtime(&setup.grains(&id), &call.file_root, None)?;
+    let runtime = setup.runtime(&setup.grains(&id), &call.file_root)?;
     let (positional, kwargs) = parse_cli(&call.args);
     let outcome = super::block_on(async {
         runtime.load_dir(&setup.plugin_dir).await?;

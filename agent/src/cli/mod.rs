@@ -1,21 +1,18 @@
 //! Command-line interface: argument definitions and dispatch. Each
 //! subcommand lives in its own file.
 
-mod api;
+mod agent;
 mod author;
 mod author_tools;
-mod bench;
 mod call;
-mod fleet;
 mod init;
 mod plugin;
-mod push;
-mod setup;
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Parser, Subcommand, ValueEnum};
+use maid_master::cli::block_on;
+use maid_master::cli::{api, fleet};
 
 /// maid: run Salt execution modules as sandboxed WebAssembly plugins.
 #[derive(Debug, Parser)]
@@ -51,7 +48,7 @@ pub enum Command {
     /// What this agent trusts and what every plugin may touch, for review.
     Policy(plugin::PolicyArgs),
     /// Run the agent: take jobs from the masters' topics.
-    Agent(fleet::AgentArgs),
+    Agent(agent::AgentArgs),
     /// Run a function on the minions TGT selects, as `salt` does.
     Run(fleet::RunArgs),
     /// Copy a file to the minions TGT selects, as `salt-cp` does.
@@ -67,44 +64,12 @@ pub enum Command {
     /// Manage the salt:// files stored in Redis.
     #[command(subcommand)]
     File(FileCommand),
-    /// Benchmark raw Redis, maid and the Python seed side by side.
-    Bench(bench::BenchArgs),
-    /// The benchmark's raw Redis responder (used by `maid bench`).
-    #[command(hide = true)]
-    BenchRaw(bench::RawArgs),
-    /// Many agents in one process (used by `maid bench`).
-    #[command(hide = true)]
-    BenchFleet(bench::FleetArgs),
-    /// Soak test: many agents, many jobs, Redis restarted under them.
-    Soak(bench::SoakArgs),
 }
 
 #[derive(Debug, Subcommand)]
 pub enum FileCommand {
     /// Store a file so `salt://NAME` resolves on every agent.
     Push(fleet::PushArgs),
-}
-
-/// Where configuration and plugins come from (shared by subcommands).
-#[derive(Debug, Clone, Args)]
-pub struct RuntimeOpts {
-    /// Configuration file: grants and limits per plugin.
-    #[arg(long, short = 'c', env = "MAID_CONFIG")]
-    pub config: Option<PathBuf>,
-
-    /// Directory of `<module>.wasm` plugins [default: config's plugin_dir,
-    /// else `../plugins` beside the maid binary, else /usr/lib/maid/plugins].
-    #[arg(long, env = "MAID_PLUGIN_DIR")]
-    pub plugin_dir: Option<PathBuf>,
-
-    /// Directory for compiled plugins [default: config's cache_dir, else
-    /// $XDG_CACHE_HOME/maid or ~/.cache/maid].
-    #[arg(long, env = "MAID_CACHE_DIR")]
-    pub cache_dir: Option<PathBuf>,
-
-    /// Compile plugins in memory only; never read or write the cache.
-    #[arg(long)]
-    pub no_cache: bool,
 }
 
 /// Send `tracing` output to stderr.
@@ -133,7 +98,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Plugin(cmd) => plugin::run(cmd),
         Command::Init(args) => init::run(args),
         Command::Policy(args) => plugin::policy(args),
-        Command::Agent(args) => fleet::agent(args),
+        Command::Agent(args) => agent::agent(args),
         Command::Run(args) => fleet::run(args, cli.verbose > 0),
         Command::Cp(args) => fleet::cp(args, cli.verbose > 0),
         Command::Job(args) => fleet::job(args),
@@ -141,18 +106,5 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Keygen(args) => fleet::keygen(args),
         Command::Api(args) => api::run(args),
         Command::File(FileCommand::Push(args)) => fleet::push(args),
-        Command::Bench(args) => bench::bench(args),
-        Command::BenchRaw(args) => bench::raw(args),
-        Command::BenchFleet(args) => bench::fleet(args),
-        Command::Soak(args) => bench::soak(args),
     }
-}
-
-/// A single-threaded tokio runtime: one call at a time needs no more, and
-/// it starts fastest.
-fn block_on<F: std::future::Future>(f: F) -> anyhow::Result<F::Output> {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    Ok(rt.block_on(f))
 }

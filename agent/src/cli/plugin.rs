@@ -9,8 +9,8 @@ use clap::{Args, Subcommand, ValueEnum};
 use maid::runtime::{GrantSummary, LoadError, LoadedPlugin};
 use serde::Serialize;
 
-use super::RuntimeOpts;
-use super::setup::Setup;
+use maid::setup::RuntimeOpts;
+use maid::setup::Setup;
 
 #[derive(Debug, Subcommand)]
 pub enum PluginCommand {
@@ -26,7 +26,7 @@ pub enum PluginCommand {
     Test(super::author::TestArgs),
     /// Sign a plugin with the master key and store it for the agents that
     /// sync it (`saltutil.sync_modules`, which pins this master's pushes).
-    Push(super::push::PushArgs),
+    Push(maid_master::cli::plugin_push::PushArgs),
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum, Default)]
@@ -137,7 +137,7 @@ fn text(r: &Report) -> String {
 
 /// Load the plugin directory: a report per plugin, and what failed.
 fn load_reports(setup: &Setup) -> anyhow::Result<(Vec<Report>, Vec<LoadError>)> {
-    let runtime = setup.runtime(&setup.grains("local"), &[], None)?;
+    let runtime = setup.runtime(&setup.grains("local"), &[])?;
     let failed = super::block_on(runtime.load_dir(&setup.plugin_dir))??;
     let reports = runtime.plugins().iter().map(|p| report(p)).collect();
     Ok((reports, failed))
@@ -160,7 +160,7 @@ pub fn run(cmd: PluginCommand) -> anyhow::Result<ExitCode> {
         PluginCommand::New(args) => super::author::new(args),
         PluginCommand::Build(args) => super::author::build(args),
         PluginCommand::Test(args) => super::author::test(args),
-        PluginCommand::Push(args) => super::push::push(args),
+        PluginCommand::Push(args) => maid_master::cli::plugin_push::push(args),
         PluginCommand::List(args) => {
             let setup = Setup::resolve(&args.runtime, false)?;
             let (reports, failed) = load_reports(&setup)?;
@@ -193,7 +193,7 @@ pub fn run(cmd: PluginCommand) -> anyhow::Result<ExitCode> {
         }
         PluginCommand::Inspect(args) => {
             let setup = Setup::resolve(&args.runtime, false)?;
-            let runtime = setup.runtime(&setup.grains("local"), &[], None)?;
+            let runtime = setup.runtime(&setup.grains("local"), &[])?;
             let plugin = super::block_on(runtime.inspect_file(&args.file))??;
             let r = report(&plugin);
             match args.format {

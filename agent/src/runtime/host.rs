@@ -18,9 +18,10 @@ use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use super::Services;
 use super::bindings::maid::plugin::host::{self as wit, HostError, Level};
 use super::exec;
-use super::policy::{Grants, salt_path};
+use super::policy::Grants;
 use crate::config::Limits;
 use crate::fileserver::{OpenError, SourceReader};
+use crate::salt::files::salt_path;
 
 /// Something a plugin did outside its sandbox, for the audit trail.
 #[derive(Debug, Clone, Serialize, PartialEq)]

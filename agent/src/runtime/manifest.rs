@@ -2,6 +2,7 @@
 //! once at load time and validated, so the rest of the agent never sees a
 //! manifest that lies about its module or repeats a function.
 
+use crate::protocol::is_identifier;
 use serde::{Deserialize, Serialize};
 
 use super::bindings::maid::plugin::types as wit;
@@ -79,13 +80,6 @@ impl From<wit::Manifest> for Manifest {
             capabilities,
         }
     }
-}
-
-/// Whether `s` can name a module or function (`[A-Za-z_][A-Za-z0-9_]*`).
-pub fn is_identifier(s: &str) -> bool {
-    let mut chars = s.chars();
-    matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
-        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
 impl Manifest {

@@ -2,5 +2,6 @@
 //! and how returns are printed.
 
 pub mod args;
+pub mod files;
 pub mod output;
 pub mod python;

@@ -1,8 +1,14 @@
-//! `maid bench` runs to completion on a tiny setting and prints every row
+//! `maid-bench run` runs to completion on a tiny setting and prints every row
 //! of its tables. Timing is never asserted here: numbers belong in
 //! BENCHMARKS.md, not in the test suite.
 
 use std::process::Command;
+
+use maid_master::bus::Bus;
+use maid_protocol::protocol::Reply;
+use maid_testkit::redis::RedisServer;
+use maid_testkit::wire::{self, TOPIC, raw_round_trip};
+use serde_json::{Value, json};
 
 /// The seed needs redis-py; the test never installs anything, so it runs
 /// the seed only when `import redis` already works.
@@ -16,8 +22,19 @@ fn redis_py_available() -> bool {
 #[test]
 fn bench_runs_every_scenario_on_a_tiny_setting() {
     let seed = redis_py_available();
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_maid"));
-    cmd.args(["bench", "--tiny", "--agents", "20"])
+    // The maid measured is the one `cargo test` built beside this binary
+    // (the workspace's tests build every binary before running any).
+    let bench = std::path::Path::new(env!("CARGO_BIN_EXE_maid-bench"));
+    let maid = bench.with_file_name("maid");
+    assert!(
+        maid.is_file(),
+        "{} is missing: run the whole suite (`./dev test`), or build it first \
+         (`cargo build --profile test-release -p maid`)",
+        maid.display()
+    );
+    let mut cmd = Command::new(bench);
+    cmd.args(["run", "--tiny", "--agents", "20", "--maid"])
+        .arg(&maid)
         .env("MAID_PLUGIN_DIR", maid_test_guests::PLUGINS_DIR)
         .env_remove("MAID_CONFIG")
         .env("MAID_LOG", "maid=warn");
@@ -29,7 +46,7 @@ fn bench_runs_every_scenario_on_a_tiny_setting() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
         out.status.success(),
-        "maid bench --tiny failed ({}):\n{stderr}\n{stdout}",
+        "maid-bench run --tiny failed ({}):\n{stderr}\n{stdout}",
         out.status
     );
     for row in [
@@ -126,4 +143,100 @@ fn bench_runs_every_scenario_on_a_tiny_setting() {
     } else {
         assert_eq!(cells[4], "n/a", "{round_trips}");
     }
+}
+
+/// The bench's protocol floor (`maid-bench raw --protocol`) sends what a
+/// maid sends for a job: a PING, then the return, stored in the job cache
+/// too. Otherwise the fan-out it stands beside would compare maid with a
+/// responder that does less than the protocol asks.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_bench_protocol_floor_sends_what_a_maid_sends() {
+    let server = RedisServer::start();
+    let redis = server.config();
+    let bus = Bus::new(&redis).unwrap();
+    let mut floor = std::process::Command::new(env!("CARGO_BIN_EXE_maid-bench"))
+        .args(["raw", "--redis", &server.url(), "--topic", TOPIC])
+        .args(["--id", "floor-", "--count", "2", "--protocol"])
+        .spawn()
+        .expect("start maid-bench raw");
+    wire::wait_subscribers(&bus, 2).await;
+
+    let jid = "20261123000000000001";
+    let replies = raw_round_trip(
+        &bus,
+        "reply-floor",
+        &json!({"jid": jid, "tempTopic": "reply-floor", "fun": "test.ping",
+                "arg": [], "kwarg": {}, "tgt": "*"})
+        .to_string(),
+        4,
+    )
+    .await;
+    let _ = floor.kill();
+    let _ = floor.wait();
+    for id in ["floor-0", "floor-1"] {
+        let theirs: Vec<&Reply> = replies
+            .iter()
+            .filter(|r| match r {
+                Reply::Ping(p) => p.sub_ip == id,
+                Reply::Return(r) => r.sub_ip == id,
+                _ => false,
+            })
+            .collect();
+        assert!(
+            matches!(theirs.as_slice(), [Reply::Ping(_), Reply::Return(_)]),
+            "{id}: {replies:?}"
+        );
+    }
+    let mut cached: Vec<(String, Value)> = wire::cached_returns(&bus, jid, 2)
+        .await
+        .into_iter()
+        .map(|r| (r.id, r.ret))
+        .collect();
+    cached.sort_by(|a, b| a.0.cmp(&b.0));
+    assert_eq!(
+        cached,
+        [
+            ("floor-0".into(), json!(true)),
+            ("floor-1".into(), json!(true))
+        ]
+    );
+}
+
+/// `maid-bench soak` on a small setting: every job published while Redis was up
+/// gets its return (on the reply topic or in the job cache) across two
+/// Redis restarts, with the right value, and the command says so. The full
+/// run and its numbers are in docs/reliability.md.
+#[test]
+fn soak_loses_nothing_across_redis_restarts() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_maid-bench"))
+        .args(["soak", "--agents", "4", "--jobs", "600", "--restarts", "2"])
+        .args(["--outage-secs", "0.5", "--in-flight", "32", "--no-cache"])
+        .env("MAID_PLUGIN_DIR", maid_test_guests::PLUGINS_DIR)
+        .env_remove("MAID_CONFIG")
+        .env("MAID_LOG", "maid=error")
+        .output()
+        .expect("run maid-bench soak");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "maid-bench soak failed ({}):\n{stderr}\n{stdout}",
+        out.status
+    );
+    let figure = |name: &str| -> u64 {
+        let line = stdout
+            .lines()
+            .find(|l| l.starts_with(name))
+            .unwrap_or_else(|| panic!("no {name:?} in:\n{stdout}"));
+        line[name.len()..].trim().parse().unwrap()
+    };
+    assert_eq!(figure("jobs published"), 600, "{stdout}");
+    assert_eq!(
+        figure("returns on the reply topics") + figure("returns found only in the job cache"),
+        600,
+        "{stdout}"
+    );
+    assert_eq!(figure("lost"), 0, "{stdout}");
+    assert_eq!(figure("wrong returns"), 0, "{stdout}");
+    assert_eq!(figure("reply subscription re-made"), 2, "{stdout}");
 }

@@ -1,7 +1,7 @@
 //! The API's Redis: one multiplexed command connection and one pattern
 //! subscription, shared by every request.
 //!
-//! Every master reply topic matches [`master::REPLY_PATTERN`], so a single
+//! Every master reply topic matches [`jobs::REPLY_PATTERN`], so a single
 //! `PSUBSCRIBE` hears the replies of every job. A reader task hands each
 //! message to the job that registered its topic (a [`Route`], made before
 //! the job is published so no PING is missed) and to the `/events`
@@ -22,7 +22,7 @@ use serde_json::Value;
 use tokio::sync::{broadcast, mpsc};
 
 use crate::bus::{Bus, BusError, Conn};
-use crate::master;
+use crate::jobs;
 use crate::protocol::Reply;
 
 /// Events an `/events` listener may fall behind by before it misses some.
@@ -144,7 +144,7 @@ impl Hub {
 
 async fn subscribe(bus: &Bus) -> Result<redis::aio::PubSub, BusError> {
     let mut pubsub = bus.subscribe(&[]).await?;
-    pubsub.psubscribe(master::REPLY_PATTERN).await?;
+    pubsub.psubscribe(jobs::REPLY_PATTERN).await?;
     Ok(pubsub)
 }
 

@@ -1,16 +1,40 @@
 //! Turning command-line options and the config file into a ready
-//! [`Runtime`]: which config, which plugin directory, which cache, which
-//! grants.
+//! configuration and [`Runtime`]: which config, which plugin directory,
+//! which cache, which grants. The `maid` commands and the benchmark resolve
+//! their options here.
 
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::Context;
-use maid::config::{Config, DirGrant, PluginGrants};
-use maid::fileserver::{Chain, FileServer, LocalRoots, NoFiles};
-use maid::runtime::{Runtime, RuntimeSettings, Services};
+use clap::Args;
+use serde_json::{Map, Value};
 
-use super::RuntimeOpts;
+use crate::config::{Config, DirGrant, PluginGrants};
+use crate::fileserver::{Chain, FileServer, LocalRoots, NoFiles};
+use crate::runtime::{Runtime, RuntimeSettings, Services};
+
+/// Where configuration and plugins come from (shared by subcommands).
+#[derive(Debug, Clone, Default, Args)]
+pub struct RuntimeOpts {
+    /// Configuration file: grants and limits per plugin.
+    #[arg(long, short = 'c', env = "MAID_CONFIG")]
+    pub config: Option<PathBuf>,
+
+    /// Directory of `<module>.wasm` plugins [default: config's plugin_dir,
+    /// else `../plugins` beside the maid binary, else /usr/lib/maid/plugins].
+    #[arg(long, env = "MAID_PLUGIN_DIR")]
+    pub plugin_dir: Option<PathBuf>,
+
+    /// Directory for compiled plugins [default: config's cache_dir, else
+    /// $XDG_CACHE_HOME/maid or ~/.cache/maid].
+    #[arg(long, env = "MAID_CACHE_DIR")]
+    pub cache_dir: Option<PathBuf>,
+
+    /// Compile plugins in memory only; never read or write the cache.
+    #[arg(long)]
+    pub no_cache: bool,
+}
 
 /// The plugin directory of a system install.
 const SYSTEM_PLUGIN_DIR: &str = "/usr/lib/maid/plugins";
@@ -39,7 +63,7 @@ fn user_cache_dir() -> Option<PathBuf> {
         .map(|h| PathBuf::from(h).join(".cache/maid"))
 }
 
-pub use maid::runtime::modules_in;
+pub use crate::runtime::modules_in;
 
 /// The grants of `maid call --local` without `--config`: the operator is
 /// acting as themself, as with `salt-call --local`, so plugins may run any
@@ -104,41 +128,66 @@ impl Setup {
         })
     }
 
+    /// The configuration with what was resolved written into it: the
+    /// plugin directory and the cache (none with `--no-cache`), as
+    /// [`crate::agent::run`] takes it.
+    pub fn into_config(self) -> Config {
+        let mut config = self.config;
+        config.plugin_dir = Some(self.plugin_dir);
+        config.cache_dir = self.cache_dir;
+        config
+    }
+
     /// Grains of minion `id`: detected, with the config's own merged over.
-    pub fn grains(&self, id: &str) -> serde_json::Map<String, serde_json::Value> {
-        maid::grains::collect(id, &self.config.grains)
+    pub fn grains(&self, id: &str) -> Map<String, Value> {
+        crate::grains::collect(id, &self.config.grains)
     }
 
     /// A runtime over this setup offering `grains` to plugins, serving
-    /// `salt://` from `file_roots` and the config's own roots, then from
-    /// `fallback` when given.
+    /// `salt://` from `file_roots` and the config's own roots.
     pub fn runtime(
         &self,
-        grains: &serde_json::Map<String, serde_json::Value>,
+        grains: &Map<String, Value>,
         file_roots: &[PathBuf],
-        fallback: Option<Arc<dyn FileServer>>,
     ) -> anyhow::Result<Runtime> {
+        let mut config = self.config.clone();
+        config.cache_dir = self.cache_dir.clone();
         let mut roots = file_roots.to_vec();
-        roots.extend(self.config.file_roots.iter().cloned());
-        let mut servers: Vec<Arc<dyn FileServer>> = Vec::new();
-        if !roots.is_empty() {
-            servers.push(Arc::new(LocalRoots::new(roots)));
-        }
-        servers.extend(fallback);
-        let files: Arc<dyn FileServer> = match servers.len() {
-            0 => Arc::new(NoFiles),
-            1 => servers.remove(0),
-            _ => Arc::new(Chain(servers)),
-        };
-        let services = Arc::new(Services {
-            grains_json: serde_json::to_string(grains).expect("grains serialise"),
-            files,
-        });
-        Runtime::new(RuntimeSettings {
-            config: Arc::new(self.config.clone()),
-            cache_dir: self.cache_dir.clone(),
-            services,
-            instances: RuntimeSettings::instances_for(self.config.agent.concurrency),
-        })
+        roots.append(&mut config.file_roots);
+        config.file_roots = roots;
+        let instances = RuntimeSettings::instances_for(config.agent.concurrency);
+        runtime(&config, grains, None, instances)
     }
+}
+
+/// A runtime for `config` as resolved (its `cache_dir` used as it is),
+/// offering `grains` to plugins, serving `salt://` from the config's
+/// `file_roots`, then from `fallback` when given, with room for
+/// `instances` calls at once.
+pub fn runtime(
+    config: &Config,
+    grains: &Map<String, Value>,
+    fallback: Option<Arc<dyn FileServer>>,
+    instances: u32,
+) -> anyhow::Result<Runtime> {
+    let mut servers: Vec<Arc<dyn FileServer>> = Vec::new();
+    if !config.file_roots.is_empty() {
+        servers.push(Arc::new(LocalRoots::new(config.file_roots.clone())));
+    }
+    servers.extend(fallback);
+    let files: Arc<dyn FileServer> = match servers.len() {
+        0 => Arc::new(NoFiles),
+        1 => servers.remove(0),
+        _ => Arc::new(Chain(servers)),
+    };
+    let services = Arc::new(Services {
+        grains_json: serde_json::to_string(grains).expect("grains serialise"),
+        files,
+    });
+    Runtime::new(RuntimeSettings {
+        config: Arc::new(config.clone()),
+        cache_dir: config.cache_dir.clone(),
+        services,
+        instances,
+    })
 }

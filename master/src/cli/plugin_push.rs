@@ -10,13 +10,12 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use crate::plugin_store::{self, MODULES_KWARG, PluginManifest, Pushed, SYNC_MODULES};
 use anyhow::{Context, bail};
 use clap::{ArgGroup, Args};
-use maid::plugin_store::{self, PluginManifest, Pushed};
-use maid::sync::{MODULES_KWARG, SYNC_MODULES};
 use serde_json::Value;
 
-use super::fleet::MasterOpts;
+use super::{MasterOpts, block_on};
 
 #[derive(Debug, Args)]
 #[command(group(ArgGroup::new("what").required(true).args(["file", "remove"])))]
@@ -77,7 +76,7 @@ pub fn push(args: PushArgs) -> anyhow::Result<ExitCode> {
         bail!("a pushed plugin must be signed: pass --key or set [master] key");
     };
     if let Some(module) = &args.remove {
-        let signed = super::block_on(async {
+        let signed = block_on(async {
             let mut conn = bus.connect().await?;
             anyhow::Ok(plugin_store::remove(&mut conn, module, &key).await?)
         })??;
@@ -97,7 +96,7 @@ pub fn push(args: PushArgs) -> anyhow::Result<ExitCode> {
             .context("FILE has no name; pass --name MODULE")?
             .to_string(),
     };
-    let signed = super::block_on(async {
+    let signed = block_on(async {
         let mut conn = bus.connect().await?;
         anyhow::Ok(plugin_store::push(&mut conn, &file, &module, &key).await?)
     })??;

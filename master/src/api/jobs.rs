@@ -1,8 +1,8 @@
 //! `POST /` (salt-api's lowstate run) and `GET /jobs/{jid}` (the job
 //! cache).
 //!
-//! Jobs go out exactly as `maid run` sends them — [`master::run_on`] and
-//! [`master::job_payload`], signed with the master key when one is
+//! Jobs go out exactly as `maid run` sends them — [`jobs::run_on`] and
+//! [`jobs::job_payload`], signed with the master key when one is
 //! configured — but over the [`Hub`](super::hub::Hub)'s shared
 //! connections. The client never supplies a raw job: only the lowstate
 //! fields are read, and the jid, reply topic, user and signature are the
@@ -20,7 +20,7 @@ use super::error::ApiError;
 use super::hub::Event;
 use super::login::User;
 use super::lowstate::{self, Chunk, Client};
-use crate::master::{self, JobRequest, Report};
+use crate::jobs::{self, JobRequest, Report};
 use crate::{bus, jid, target};
 
 /// How long a `local` call keeps listening for repeated returns once
@@ -84,11 +84,11 @@ fn announce(api: &Api, jid: &str, req: &JobRequest, minions: Option<&[String]>) 
 async fn local(api: &Api, chunk: &Chunk, user: &str) -> Result<(Value, Value), ApiError> {
     let req = request(api, chunk, user, chunk.wait());
     let jid = jid::new_jid();
-    let topic = master::temp_topic(&jid);
+    let topic = jobs::temp_topic(&jid);
     let route = api.hub.route(&topic);
     let mut conn = api.hub.conn().await?;
     announce(api, &jid, &req, None);
-    let report = master::run_on(&mut conn, route, jid, &topic, &req, |_| {}, |_| {}).await?;
+    let report = jobs::run_on(&mut conn, route, jid, &topic, &req, |_| {}, |_| {}).await?;
     let returns: Map<String, Value> = report
         .returns
         .iter()
@@ -122,7 +122,7 @@ async fn local_async(api: &Api, chunk: &Chunk, user: &str) -> Result<(Value, Val
         .unwrap_or(std::time::Duration::from_secs_f64(api.max_timeout_secs));
     let req = request(api, chunk, user, timeout);
     let mut conn = api.hub.conn().await?;
-    let minions: Vec<String> = master::alive_maids(&mut conn)
+    let minions: Vec<String> = jobs::alive_maids(&mut conn)
         .await?
         .into_iter()
         .filter(|(id, (alive, reg))| {
@@ -135,12 +135,12 @@ async fn local_async(api: &Api, chunk: &Chunk, user: &str) -> Result<(Value, Val
         .collect();
     let jid = jid::new_jid();
     // The replies still go to a reply topic, where `/events` hears them.
-    let topic = master::temp_topic(&jid);
+    let topic = jobs::temp_topic(&jid);
     announce(api, &jid, &req, Some(&minions));
     bus::publish(
         &mut conn,
         &req.master_topic,
-        &master::job_payload(&req, &jid, &topic),
+        &jobs::job_payload(&req, &jid, &topic),
     )
     .await?;
     Ok((json!({"jid": jid, "minions": minions}), json!({"jid": jid})))
@@ -150,7 +150,7 @@ async fn local_async(api: &Api, chunk: &Chunk, user: &str) -> Result<(Value, Val
 /// describes the job with every return's retcode and success.
 pub async fn job(State(api): State<Api>, Path(jid): Path<String>) -> Result<Json<Value>, ApiError> {
     let mut conn = api.hub.conn().await?;
-    let returns = master::cached_returns(&mut conn, &jid)
+    let returns = jobs::cached_returns(&mut conn, &jid)
         .await
         .inspect_err(|_| api.hub.reset())?;
     let mut ret = Map::new();

@@ -9,7 +9,7 @@ use std::process::ExitCode;
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
 
-use super::fleet::MasterOpts;
+use super::MasterOpts;
 
 #[derive(Debug, Args)]
 #[command(args_conflicts_with_subcommands = true)]
@@ -54,7 +54,7 @@ fn hash_password() -> anyhow::Result<ExitCode> {
     if password.is_empty() {
         bail!("no password on standard input");
     }
-    println!("{}", maid::api::auth::hash_password(password)?);
+    println!("{}", crate::api::auth::hash_password(password)?);
     Ok(ExitCode::SUCCESS)
 }
 
@@ -78,7 +78,7 @@ fn serve(args: ApiArgs) -> anyhow::Result<ExitCode> {
         );
     }
     let tls = match (&settings.tls_cert, &settings.tls_key) {
-        (Some(cert), Some(key)) => Some(maid::api::tls::acceptor(cert, key)?),
+        (Some(cert), Some(key)) => Some(crate::api::tls::acceptor(cert, key)?),
         _ => None,
     };
     let master_topic = args.master.topic(&config);
@@ -96,13 +96,13 @@ fn serve(args: ApiArgs) -> anyhow::Result<ExitCode> {
             "maid api listening on {scheme}://{}",
             listener.local_addr()?
         );
-        let settings = maid::api::Settings {
+        let settings = crate::api::Settings {
             bus,
             master_topic,
             key,
             api: settings,
         };
-        maid::api::serve(listener, tls, settings, super::fleet::shutdown_signal()).await?;
+        crate::api::serve(listener, tls, settings, super::shutdown_signal()).await?;
         anyhow::Ok(ExitCode::SUCCESS)
     })
 }

@@ -9,11 +9,11 @@ use serde_json::{Map, Value, json};
 
 use super::Api;
 use super::error::ApiError;
-use crate::master;
+use crate::jobs;
 
 async fn listing(api: &Api, only: Option<&str>) -> Result<Json<Value>, ApiError> {
     let mut conn = api.hub.conn().await?;
-    let maids = master::alive_maids(&mut conn)
+    let maids = jobs::alive_maids(&mut conn)
         .await
         .inspect_err(|_| api.hub.reset())?;
     let mut grains = Map::new();

@@ -1,10 +1,10 @@
-//! `maid bench`: the benchmark of the whole path, master publish to last
+//! `maid-bench run`: the benchmark of the whole path, master publish to last
 //! reply, on a private `redis-server`.
 //!
 //! Three responders run side by side in one run, each in its own process
 //! so its CPU time and memory can be read from `/proc/<pid>`:
 //!
-//! * `raw`: the Redis floor, `maid bench-raw` — a minimal Rust responder
+//! * `raw`: the Redis floor, `maid-bench raw` — a minimal Rust responder
 //!   that answers each message with two publishes (no maid code);
 //! * `maid`: the real agent binary (`maid agent`) running `test.ping`;
 //! * `seed`: `bench/seed.py`, the original design in Python (redis-py
@@ -17,8 +17,8 @@
 //! machine hits them alike. Then: `cmd.run 'true'` against spawning `true`
 //! directly, agent start-up to ready with a cold and a warm compiled-plugin
 //! cache, and a fan-out of `test.ping` to many agents in one process
-//! (`maid bench-fleet`), its rounds alternating with the same fan-out to
-//! as many raw responders in another (`maid bench-raw --count`, the
+//! (`maid-bench fleet`), its rounds alternating with the same fan-out to
+//! as many raw responders in another (`maid-bench raw --count`, the
 //! floor: what the machine and Redis allow before any maid code) and to as
 //! many that send what the protocol asks of a maid in a third (`--protocol`:
 //! the PING in a write of its own, the return with its job-cache write),
@@ -38,12 +38,11 @@
 //! Timing is reported, never asserted; the test suite only runs `--tiny`.
 
 use std::collections::{HashMap, HashSet};
-use std::fs::File;
-use std::net::{Ipv4Addr, TcpListener};
-use std::os::unix::process::CommandExt;
+
+use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
-use std::process::{Child, Command, ExitCode, Stdio};
+use std::process::{Command, ExitCode, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -55,14 +54,15 @@ use redis::aio::MultiplexedConnection;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::RuntimeOpts;
-use super::setup::{Setup, modules_in};
+use maid::setup::{RuntimeOpts, Setup, modules_in};
+use maid_testkit::Proc;
+use maid_testkit::redis::{RedisServer, free_port, redis_server_bin};
 
 mod soak;
 pub use soak::{SoakArgs, soak};
 
 /// The seed baseline, compiled in so the binary always runs the repo's copy.
-const SEED_PY: &str = include_str!("../../../../bench/seed.py");
+const SEED_PY: &str = include_str!("../seed.py");
 
 /// How long one reply may take before a scenario is declared stuck.
 const REPLY_TIMEOUT: Duration = Duration::from_secs(30);
@@ -146,15 +146,16 @@ pub struct BenchArgs {
     /// maid binary, else /usr/lib/maid/plugins].
     #[arg(long, env = "MAID_PLUGIN_DIR")]
     pub plugin_dir: Option<PathBuf>,
-    /// The `redis-server` to start (on a free loopback port).
-    #[arg(long, default_value = "redis-server")]
-    pub redis_server: PathBuf,
     /// The Python that runs the seed.
     #[arg(long, default_value = "python3")]
     pub python: PathBuf,
     /// Also write the Markdown tables to FILE.
     #[arg(long)]
     pub markdown: Option<PathBuf>,
+    /// The `maid` binary whose agents are measured [default: `maid`
+    /// beside this binary].
+    #[arg(long, env = "MAID_BIN")]
+    pub maid: Option<PathBuf>,
 }
 
 /// Run sizes after `--tiny` and the flags.
@@ -209,72 +210,6 @@ impl Sizes {
 // Processes and scratch space
 // ---------------------------------------------------------------------------
 
-/// A child process in its own process group; the group gets SIGKILL when
-/// this is dropped, and the child gets it if this process dies first.
-struct Proc {
-    name: String,
-    child: Child,
-    log: PathBuf,
-}
-
-impl Proc {
-    fn spawn(name: &str, cmd: &mut Command, log: PathBuf) -> anyhow::Result<Proc> {
-        let out = File::create(&log).with_context(|| format!("create {}", log.display()))?;
-        cmd.stdin(Stdio::null())
-            .stdout(out.try_clone()?)
-            .stderr(out)
-            .process_group(0);
-        // SAFETY: the closure only makes the prctl(2) system call, which is
-        // async-signal-safe, and allocates nothing.
-        unsafe {
-            cmd.pre_exec(|| {
-                nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL)
-                    .map_err(std::io::Error::from)
-            });
-        }
-        let child = cmd
-            .spawn()
-            .with_context(|| format!("start {name} ({:?})", cmd.get_program()))?;
-        Ok(Proc {
-            name: name.into(),
-            child,
-            log,
-        })
-    }
-
-    fn pid(&self) -> i32 {
-        self.child.id() as i32
-    }
-
-    /// An error if the process has exited, with the end of its log.
-    fn check_alive(&mut self) -> anyhow::Result<()> {
-        if let Ok(Some(status)) = self.child.try_wait() {
-            bail!(
-                "{} exited ({status}); the end of its log ({}):\n{}",
-                self.name,
-                self.log.display(),
-                self.log_tail()
-            );
-        }
-        Ok(())
-    }
-
-    fn log_tail(&self) -> String {
-        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
-        let lines: Vec<&str> = text.lines().collect();
-        lines[lines.len().saturating_sub(20)..].join("\n")
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        use nix::sys::signal::{Signal, killpg};
-        let _ = killpg(nix::unistd::Pid::from_raw(self.pid()), Signal::SIGKILL);
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 /// A temporary directory, removed on drop.
 struct Scratch(PathBuf);
 
@@ -299,72 +234,6 @@ impl Drop for Scratch {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
     }
-}
-
-/// A free TCP port on 127.0.0.1 that is not the system Redis's.
-fn free_port() -> anyhow::Result<u16> {
-    for _ in 0..100 {
-        let port = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?
-            .local_addr()?
-            .port();
-        if port != 6379 {
-            return Ok(port);
-        }
-    }
-    bail!("no free port on 127.0.0.1")
-}
-
-/// A private `redis-server`, persistence off, keyspace events for `SET`
-/// on (start-up readiness is the agent's `SET maid:alive:<id>`).
-async fn start_redis(bin: &Path, scratch: &Scratch) -> anyhow::Result<(Proc, String)> {
-    let mut last = None;
-    for attempt in 0..5 {
-        let port = free_port()?;
-        let dir = scratch.join(&format!("redis-{attempt}"));
-        std::fs::create_dir_all(&dir)?;
-        let mut cmd = Command::new(bin);
-        cmd.arg("--port")
-            .arg(port.to_string())
-            .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
-            .args([
-                "--daemonize",
-                "no",
-                "--logfile",
-                "",
-                "--maxclients",
-                "10000",
-            ])
-            .args(["--notify-keyspace-events", "K$", "--dir"])
-            .arg(&dir);
-        let mut proc = Proc::spawn("redis-server", &mut cmd, dir.join("redis.log"))
-            .with_context(|| format!("is redis-server installed? ({})", bin.display()))?;
-        let url = format!("redis://127.0.0.1:{port}/");
-        let client = redis::Client::open(url.as_str())?;
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            if let Err(e) = proc.check_alive() {
-                last = Some(e);
-                break;
-            }
-            if let Ok(mut c) = client.get_multiplexed_async_connection().await
-                && redis::cmd("PING")
-                    .query_async::<String>(&mut c)
-                    .await
-                    .is_ok()
-            {
-                return Ok((proc, url));
-            }
-            if Instant::now() > deadline {
-                last = Some(anyhow::anyhow!(
-                    "redis-server did not answer on port {port}:\n{}",
-                    proc.log_tail()
-                ));
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    }
-    Err(last.unwrap_or_else(|| anyhow::anyhow!("redis-server did not start")))
 }
 
 // ---------------------------------------------------------------------------
@@ -753,7 +622,7 @@ impl Master {
         let topic = topic.to_string();
         tokio::spawn(async move {
             if let Err(e) = publish(&mut conn, &topic, &payload).await {
-                eprintln!("maid bench: publish failed: {e:#}");
+                eprintln!("maid-bench: publish failed: {e:#}");
             }
         });
     }
@@ -1309,7 +1178,7 @@ struct Results {
     /// The same fan-out to as many raw responders (the floor).
     raw_fanout: Vec<Duration>,
     /// And to as many raw responders that send what the protocol asks
-    /// (`maid bench-raw --protocol`).
+    /// (`maid-bench raw --protocol`).
     protocol_fanout: Vec<Duration>,
     fleet_ready: Duration,
     /// Each fleet's rounds (raw, maid, protocol), their CPU counted to
@@ -1371,7 +1240,7 @@ pub fn bench(args: BenchArgs) -> anyhow::Result<ExitCode> {
             _ = tokio::signal::ctrl_c() => bail!("interrupted"),
         }
     })?;
-    let (text, markdown) = render(&results, &args, &sizes);
+    let (text, markdown) = render(&results, &sizes);
     println!("{text}");
     println!("Markdown (for BENCHMARKS.md):\n\n{markdown}");
     if let Some(path) = &args.markdown {
@@ -1386,7 +1255,8 @@ async fn in_process_runtime(
     setup: &Setup,
     plugin_dir: &Path,
 ) -> anyhow::Result<maid::runtime::Runtime> {
-    let agent: maid::config::Config = toml::from_str(&agent_config("redis://unused", 1, None))?;
+    let agent: maid_master::config::Config =
+        toml::from_str(&agent_config("redis://unused", 1, None))?;
     let mut config = setup.config.clone();
     config.plugins = agent.plugins;
     let setup = Setup {
@@ -1394,7 +1264,7 @@ async fn in_process_runtime(
         plugin_dir: setup.plugin_dir.clone(),
         cache_dir: setup.cache_dir.clone(),
     };
-    let runtime = setup.runtime(&setup.grains("bench"), &[], None)?;
+    let runtime = setup.runtime(&setup.grains("bench"), &[])?;
     runtime.load_dir(plugin_dir).await?;
     Ok(runtime)
 }
@@ -1445,9 +1315,14 @@ async fn run_all(
     // Declared first, dropped last: every process is gone before the
     // directory is removed.
     let scratch = Scratch::new()?;
-    let exe = std::env::current_exe().context("path of the maid binary")?;
+    let exe = std::env::current_exe().context("path of the maid-bench binary")?;
+    let maid = crate::maid_binary(args.maid.as_deref())?;
     stage("starting a private redis-server");
-    let (redis_server, url) = start_redis(&args.redis_server, &scratch).await?;
+    // Keyspace events for `SET` on: start-up readiness is the agent's
+    // `SET maid:alive:<id>`.
+    let redis_server =
+        RedisServer::start_with(&["--maxclients", "10000", "--notify-keyspace-events", "K$"]);
+    let url = redis_server.url();
     eprintln!("    {url}");
     let client = redis::Client::open(url.as_str())?;
     let mut admin = client.get_multiplexed_async_connection().await?;
@@ -1456,7 +1331,7 @@ async fn run_all(
     // The measured agent's config; with --agent-metrics it also serves
     // /metrics, read around the maid runs.
     let metrics_port = if args.agent_metrics {
-        Some(free_port()?)
+        Some(free_port())
     } else {
         None
     };
@@ -1466,7 +1341,7 @@ async fn run_all(
         agent_config(&url, sizes.in_flight, metrics_port),
     )?;
     let agents = AgentSetup {
-        exe: exe.clone(),
+        exe: maid,
         config,
         plugin_dir: plugin_dir.to_path_buf(),
     };
@@ -1537,15 +1412,7 @@ async fn run_all(
     stage("starting the responders: raw, maid, seed");
     let mut responders = Vec::new();
     let mut raw = Command::new(&exe);
-    raw.args([
-        "bench-raw",
-        "--redis",
-        &url,
-        "--topic",
-        TOPIC_RAW,
-        "--id",
-        "raw",
-    ]);
+    raw.args(["raw", "--redis", &url, "--topic", TOPIC_RAW, "--id", "raw"]);
     let target = |id: &str| Target::new(args.tgt_type, &[id.to_string()]);
     responders.push(Responder {
         name: "raw",
@@ -1590,7 +1457,7 @@ async fn run_all(
                 });
             }
             Err(why) => {
-                eprintln!("maid bench: seed skipped: {why}");
+                eprintln!("maid-bench: seed skipped: {why}");
                 results.seed_skipped = Some(why);
             }
         }
@@ -1737,7 +1604,7 @@ async fn run_all(
     // Fan-out: many agents in one process, and as many raw responders in
     // another (the floor), their rounds alternating.
     stage(&format!(
-        "fan-out: {} agents in one process (maid bench-fleet), and {} raw responders in each of two others (maid bench-raw --count, with and without --protocol), {} rounds each, alternating",
+        "fan-out: {} agents in one process (maid-bench fleet), and {} raw responders in each of two others (maid-bench raw --count, with and without --protocol), {} rounds each, alternating",
         sizes.agents, sizes.agents, sizes.fanout_rounds
     ));
     let threads = sizes.fanout_threads.to_string();
@@ -1745,7 +1612,7 @@ async fn run_all(
     let timeout = READY_TIMEOUT + Duration::from_millis(100 * sizes.agents as u64);
     let mut fleet_cmd = Command::new(&exe);
     fleet_cmd
-        .args(["bench-fleet", "--redis", &url, "--topic", TOPIC_FLEET])
+        .args(["fleet", "--redis", &url, "--topic", TOPIC_FLEET])
         .args([
             "--prefix",
             "fleet-",
@@ -1759,7 +1626,7 @@ async fn run_all(
         .arg("--cache-dir")
         .arg(&warm_cache);
     let mut fleet = Proc::spawn(
-        "maid bench-fleet",
+        "maid-bench fleet",
         &mut fleet_cmd,
         scratch.join("fleet.log"),
     )?;
@@ -1769,13 +1636,13 @@ async fn run_all(
     // raw responders keeping the protocol.
     let mut spawn_floor = async |topic: &str, prefix: &str, protocol: bool, log: &str| {
         let mut cmd = Command::new(&exe);
-        cmd.args(["bench-raw", "--redis", &url, "--topic", topic])
+        cmd.args(["raw", "--redis", &url, "--topic", topic])
             .args(["--id", prefix, "--count", &count, "--threads", &threads])
             .args(protocol.then_some("--protocol"));
         let name = if protocol {
-            "maid bench-raw --count --protocol"
+            "maid-bench raw --count --protocol"
         } else {
-            "maid bench-raw --count"
+            "maid-bench raw --count"
         };
         let mut proc = Proc::spawn(name, &mut cmd, scratch.join(log))?;
         wait_subscribed(&mut admin, topic, sizes.agents, &mut proc, timeout).await?;
@@ -2027,7 +1894,7 @@ fn goals(r: &Results) -> Vec<Goal> {
     ]
 }
 
-fn render(r: &Results, args: &BenchArgs, sizes: &Sizes) -> (String, String) {
+fn render(r: &Results, sizes: &Sizes) -> (String, String) {
     let cell = |name: &str, f: &dyn Fn(&Measured) -> String| {
         r.measured(name).map(f).unwrap_or_else(|| "n/a".into())
     };
@@ -2277,7 +2144,7 @@ fn render(r: &Results, args: &BenchArgs, sizes: &Sizes) -> (String, String) {
         mean(&r.cmd_in_runtime),
     ]);
 
-    let mut notes = vec![format!("machine: {}", machine(&args.redis_server))];
+    let mut notes = vec![format!("machine: {}", machine(&redis_server_bin()))];
     // The command exactly as given.
     let command = std::env::args()
         .map(|a| {
@@ -2341,7 +2208,7 @@ fn render(r: &Results, args: &BenchArgs, sizes: &Sizes) -> (String, String) {
 }
 
 // ---------------------------------------------------------------------------
-// maid bench-raw: the Redis floor
+// maid-bench raw: the Redis floor
 // ---------------------------------------------------------------------------
 
 #[derive(Debug, Args)]
@@ -2356,11 +2223,11 @@ pub struct RawArgs {
     #[arg(long, default_value = "raw")]
     pub id: String,
     /// How many responders, each with its own connections, in this one
-    /// process: the floor for `maid bench-fleet`'s fan-out.
+    /// process: the floor for `maid-bench fleet`'s fan-out.
     #[arg(long, default_value_t = 1)]
     pub count: usize,
     /// Threads, each with a current-thread runtime and its share of the
-    /// responders (0: one on the main thread), as bench-fleet's.
+    /// responders (0: one on the main thread), as the fleet's.
     #[arg(long, default_value_t = 0)]
     pub threads: usize,
     /// Answer as the protocol asks of a maid, not just with two publishes:
@@ -2387,7 +2254,7 @@ struct RawJob {
 /// Answer every job on the topic with a PING and a `true` return, in one
 /// pipelined write, without waiting in the receive loop. No maid code:
 /// only redis, serde_json and tokio, on a current-thread runtime (or, for
-/// a fleet of them, on `--threads` of them as bench-fleet's agents).
+/// a fleet of them, on `--threads` of them as the fleet's agents).
 pub fn raw(args: RawArgs) -> anyhow::Result<ExitCode> {
     let fleet = Fleet::new(args.threads)?;
     fleet.main.block_on(async {
@@ -2472,7 +2339,9 @@ async fn raw_responder(
     id: String,
     protocol: bool,
 ) -> anyhow::Result<()> {
-    let ttl = maid::config::Config::default().agent.job_cache_ttl_secs;
+    let ttl = maid_master::config::Config::default()
+        .agent
+        .job_cache_ttl_secs;
     // redis-rs's default 1 s to connect is too short for a thousand
     // responders connecting at once.
     let config = redis::AsyncConnectionConfig::new()
@@ -2506,7 +2375,7 @@ async fn raw_responder(
                 // through the agent's own functions (`bus::publish`, and
                 // `outbox::deliver`: PUBLISH, HSET and EXPIRE in one
                 // pipeline).
-                let mut conn = maid::bus::Conn::Single(conn);
+                let mut conn = maid_master::bus::Conn::Single(conn);
                 let mut ping_conn = conn.clone();
                 let ping = ping.to_string();
                 let ret = async {
@@ -2521,7 +2390,7 @@ async fn raw_responder(
                     maid::outbox::deliver(&mut conn, &mut pending, ttl).await
                 };
                 let (pinged, returned) = tokio::join!(
-                    maid::bus::publish(&mut ping_conn, &job.temp_topic, &ping),
+                    maid_master::bus::publish(&mut ping_conn, &job.temp_topic, &ping),
                     ret
                 );
                 pinged.and(returned)
@@ -2539,7 +2408,7 @@ async fn raw_responder(
                     .await
             };
             if let Err(e) = sent {
-                eprintln!("bench-raw: publish failed: {e}");
+                eprintln!("maid-bench raw: publish failed: {e}");
             }
         });
     }
@@ -2547,7 +2416,7 @@ async fn raw_responder(
 }
 
 // ---------------------------------------------------------------------------
-// maid bench-fleet: many agents in one process
+// maid-bench fleet: many agents in one process
 // ---------------------------------------------------------------------------
 
 #[derive(Debug, Args)]
@@ -2581,91 +2450,38 @@ pub struct FleetArgs {
 }
 
 /// `count` agents, each with its own Redis connections, job slots and jid
-/// memory, sharing one plugin runtime; until SIGTERM or SIGINT.
+/// memory, sharing one plugin runtime ([`maid::agent::run_fleet`]); until
+/// SIGTERM or SIGINT.
 pub fn fleet(args: FleetArgs) -> anyhow::Result<ExitCode> {
-    use maid::agent::{AgentParts, ConnSlot};
-    use maid::audit::Audit;
-    use maid::bus::{Bus, RedisConfig};
-    use maid::config::Config;
-    use maid::fileserver::{FileServer, LocalRoots, NoFiles};
-    use maid::runtime::{Runtime, RuntimeSettings, Services};
-
     let fleet = Fleet::new(args.threads)?;
+    let mut config = match &args.config {
+        Some(path) => maid_master::config::Config::load(path)?,
+        None => Default::default(),
+    };
+    config.master_topics = vec![args.topic.clone()];
+    config.redis = maid_master::bus::RedisConfig {
+        url: Some(args.redis.clone()),
+        ..Default::default()
+    };
+    config.plugin_dir = Some(args.plugin_dir.clone());
+    config.cache_dir = args.cache_dir.clone();
+    config.agent.shutdown_grace_secs = 0.0;
+    // The bench's fleet runs what its own master sends, unsigned, unless
+    // its configuration says otherwise.
+    config.security.require_signed.get_or_insert(false);
+    let ids: Vec<String> = (0..args.count)
+        .map(|i| format!("{}{i}", args.prefix))
+        .collect();
     fleet.main.block_on(async {
-        let mut config = match &args.config {
-            Some(path) => Config::load(path)?,
-            None => Config::default(),
-        };
-        config.master_topics = vec![args.topic.clone()];
-        config.redis = RedisConfig {
-            url: Some(args.redis.clone()),
-            ..Default::default()
-        };
-        config.agent.shutdown_grace_secs = 0.0;
-        // The bench's fleet runs what its own master sends, unsigned,
-        // unless its configuration says otherwise.
-        config.security.require_signed.get_or_insert(false);
-        let files: Arc<dyn FileServer> = if config.file_roots.is_empty() {
-            Arc::new(NoFiles)
-        } else {
-            Arc::new(LocalRoots::new(config.file_roots.clone()))
-        };
-        let grains = maid::grains::collect(&format!("{}0", args.prefix), &config.grains);
-        let runtime = Arc::new(Runtime::new(RuntimeSettings {
-            config: Arc::new(config.clone()),
-            cache_dir: args.cache_dir.clone(),
-            services: Arc::new(Services {
-                grains_json: Value::Object(grains.clone()).to_string(),
-                files,
-            }),
-            // Every agent may have a call running at once: a fan-out.
-            instances: RuntimeSettings::instances_for(args.count),
-        })?);
-        let failed = runtime
-            .load_dir(&args.plugin_dir)
-            .await
-            .with_context(|| format!("plugin dir {}", args.plugin_dir.display()))?;
-        if let Some(e) = failed.first() {
-            bail!("plugin not loaded: {e}");
-        }
-        let bus = Bus::new(&config.redis)?;
-        // One metrics registry for the process, as one exporter would serve.
-        let metrics = Arc::new(maid::metrics::Metrics::new());
-        let mut agents = tokio::task::JoinSet::new();
-        for i in 0..args.count {
-            let id = format!("{}{i}", args.prefix);
-            let mut grains = grains.clone();
-            grains.insert("id".into(), Value::String(id.clone()));
-            let parts = AgentParts {
-                id,
-                config: config.clone(),
-                runtime: runtime.clone(),
-                grains,
-                conn: Arc::new(ConnSlot::default()),
-                bus: bus.clone(),
-                audit: Audit::disabled(),
-                metrics: metrics.clone(),
-                plugin_dir: None,
-                reload: Arc::new(tokio::sync::Notify::new()),
-            };
-            agents.spawn_on(
-                maid::agent::run(parts, std::future::pending()),
-                fleet.handle(i),
-            );
-        }
         use tokio::signal::unix::{SignalKind, signal};
         let mut term = signal(SignalKind::terminate())?;
-        tokio::select! {
-            Some(ended) = agents.join_next() => {
-                match ended {
-                    Ok(Err(e)) => bail!("an agent stopped: {e}"),
-                    Err(e) => bail!("an agent task failed: {e}"),
-                    Ok(Ok(())) => bail!("an agent stopped"),
-                }
+        let stop = async {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = tokio::signal::ctrl_c() => {}
             }
-            _ = term.recv() => {}
-            _ = tokio::signal::ctrl_c() => {}
-        }
+        };
+        maid::agent::run_fleet(config, &ids, |i| fleet.handle(i).clone(), stop).await?;
         anyhow::Ok(())
     })?;
     Ok(ExitCode::SUCCESS)

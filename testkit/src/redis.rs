@@ -486,14 +486,23 @@ impl RedisServer {
         self.port
     }
 
+    /// Its process id (0 when it is not running), for reading its CPU time
+    /// and memory in `/proc`.
+    pub fn pid(&self) -> i32 {
+        self.child
+            .as_ref()
+            .and_then(|c| i32::try_from(c.id()).ok())
+            .unwrap_or(0)
+    }
+
     /// `redis://127.0.0.1:<port>/`.
     pub fn url(&self) -> String {
         url_for(self.port)
     }
 
     /// maid's configuration for this one server.
-    pub fn config(&self) -> maid::bus::RedisConfig {
-        maid::bus::RedisConfig {
+    pub fn config(&self) -> maid_master::bus::RedisConfig {
+        maid_master::bus::RedisConfig {
             url: Some(self.url()),
             ..Default::default()
         }
@@ -914,8 +923,8 @@ impl Cluster {
     }
 
     /// A `[redis]` section pointing at this cluster.
-    pub fn config(&self) -> maid::bus::RedisConfig {
-        maid::bus::RedisConfig {
+    pub fn config(&self) -> maid_master::bus::RedisConfig {
+        maid_master::bus::RedisConfig {
             cluster: self.urls(),
             ..Default::default()
         }

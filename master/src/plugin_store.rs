@@ -38,8 +38,15 @@ use sha2::{Digest, Sha256};
 
 use crate::bus::Conn;
 use crate::filestore::{self, PushError, is_sha256};
-use crate::runtime::manifest::is_identifier;
-use crate::trust::{self, Envelope, SignatureError, Verifier};
+use maid_protocol::protocol::is_identifier;
+use maid_protocol::trust::{self, Envelope, SignatureError, Verifier};
+
+/// The function that installs pushed plugins, which the agent answers
+/// itself, not a plugin.
+pub const SYNC_MODULES: &str = "saltutil.sync_modules";
+
+/// The kwarg of [`SYNC_MODULES`] that pins what to install.
+pub const MODULES_KWARG: &str = "modules";
 
 /// Module name → signed manifest of every pushed plugin.
 pub const PLUGINS_KEY: &str = "maid:plugins";

@@ -1,7 +1,7 @@
-//! `maid soak`: many agents, many jobs, Redis restarted under them; does
+//! `maid-bench soak`: many agents, many jobs, Redis restarted under them; does
 //! every job published while Redis was up get its return?
 //!
-//! One `maid bench-fleet` process runs the agents against a private
+//! One `maid-bench fleet` process runs the agents against a private
 //! `redis-server` with an append-only file, so the job cache outlives a
 //! restart as it would in production. This process is the master: it
 //! publishes a mix of `test.ping`, `cmd.run` and `cp.get_file`, each job
@@ -20,20 +20,22 @@
 //! one jid), wrong returns and the agents' RSS before and after.
 
 use std::collections::{HashMap, VecDeque};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, ExitCode};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, bail};
+use anyhow::bail;
 use clap::Args;
 use futures_util::StreamExt;
 use serde_json::{Value, json};
 
-use super::{Proc, Scratch, Table, free_port, machine, rss_kib};
-use crate::cli::RuntimeOpts;
-use crate::cli::setup::Setup;
+use maid_testkit::Proc;
+use maid_testkit::redis::{RedisServer, redis_server_bin};
+
+use super::{Scratch, Table, machine, rss_kib};
+use maid::setup::{RuntimeOpts, Setup};
 
 /// The master topic of the soak.
 const TOPIC: &str = "soak";
@@ -50,7 +52,7 @@ const DRAIN: Duration = Duration::from_secs(20);
 
 #[derive(Debug, Args)]
 pub struct SoakArgs {
-    /// Agents, all in one `maid bench-fleet` process.
+    /// Agents, all in one `maid-bench fleet` process.
     #[arg(long, default_value_t = 100)]
     pub agents: usize,
     /// Jobs to publish: 80% test.ping, 10% cmd.run, 10% cp.get_file.
@@ -65,9 +67,6 @@ pub struct SoakArgs {
     /// Jobs in flight at most.
     #[arg(long, default_value_t = 128)]
     pub in_flight: usize,
-    /// The `redis-server` to start (on a free loopback port).
-    #[arg(long, default_value = "redis-server")]
-    pub redis_server: PathBuf,
     /// Print the report as Markdown too (for docs/reliability.md).
     #[arg(long)]
     pub markdown: bool,
@@ -127,43 +126,6 @@ fn job(n: usize, agents: usize, dest: &Path) -> (Value, Value) {
     (msg, expect)
 }
 
-/// A `redis-server` keeping an append-only file in `dir`, on `port`.
-fn spawn_redis(bin: &Path, port: u16, dir: &Path, run: usize) -> anyhow::Result<Proc> {
-    let mut cmd = Command::new(bin);
-    cmd.arg("--port")
-        .arg(port.to_string())
-        .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "yes"])
-        .args(["--appendfsync", "everysec", "--daemonize", "no"])
-        .args(["--logfile", "", "--maxclients", "10000", "--dir"])
-        .arg(dir);
-    Proc::spawn(
-        "redis-server",
-        &mut cmd,
-        dir.join(format!("redis-{run}.log")),
-    )
-    .with_context(|| format!("is redis-server installed? ({})", bin.display()))
-}
-
-/// Wait until Redis at `client` answers.
-async fn wait_redis(client: &redis::Client, proc: &mut Proc) -> anyhow::Result<()> {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        proc.check_alive()?;
-        if let Ok(mut c) = client.get_multiplexed_async_connection().await
-            && redis::cmd("PING")
-                .query_async::<String>(&mut c)
-                .await
-                .is_ok()
-        {
-            return Ok(());
-        }
-        if Instant::now() > deadline {
-            bail!("redis-server did not answer:\n{}", proc.log_tail());
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
 /// Collect replies until the process ends, resubscribing whenever Redis
 /// goes away.
 async fn collect(
@@ -212,12 +174,12 @@ async fn collect(
 }
 
 /// Shut Redis down (it writes its append-only file) and wait for it to go.
-async fn shutdown_redis(client: &redis::Client, proc: &mut Proc) {
-    if let Ok(mut c) = client.get_multiplexed_async_connection().await {
+async fn shutdown_redis(server: &mut RedisServer) {
+    if let Ok(mut c) = server.client().get_multiplexed_async_connection().await {
         let _ = redis::cmd("SHUTDOWN").query_async::<()>(&mut c).await;
     }
     let deadline = Instant::now() + Duration::from_secs(10);
-    while proc.check_alive().is_ok() && Instant::now() < deadline {
+    while server.is_running() && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }
@@ -235,12 +197,8 @@ pub fn soak(args: SoakArgs) -> anyhow::Result<ExitCode> {
 
 async fn run(args: SoakArgs, setup: Setup) -> anyhow::Result<ExitCode> {
     let scratch = Scratch::new()?;
-    let (redis_dir, files, dest) = (
-        scratch.join("redis"),
-        scratch.join("files"),
-        scratch.join("dest"),
-    );
-    for d in [&redis_dir, &files, &dest] {
+    let (files, dest) = (scratch.join("files"), scratch.join("dest"));
+    for d in [&files, &dest] {
         std::fs::create_dir_all(d)?;
     }
     std::fs::write(files.join("soak.txt"), "a file for the soak\n")?;
@@ -258,16 +216,25 @@ async fn run(args: SoakArgs, setup: Setup) -> anyhow::Result<ExitCode> {
         ),
     )?;
 
-    let port = free_port()?;
-    let url = format!("redis://127.0.0.1:{port}/");
-    let client = redis::Client::open(url.as_str())?;
-    let mut redis_proc = spawn_redis(&args.redis_server, port, &redis_dir, 0)?;
-    wait_redis(&client, &mut redis_proc).await?;
+    // An append-only file, so a graceful restart keeps what was stored.
+    let mut redis_server = tokio::task::spawn_blocking(|| {
+        RedisServer::start_with(&[
+            "--appendonly",
+            "yes",
+            "--appendfsync",
+            "everysec",
+            "--maxclients",
+            "10000",
+        ])
+    })
+    .await?;
+    let url = redis_server.url();
+    let client = redis_server.client();
 
-    eprintln!("==> starting {} agents (maid bench-fleet)", args.agents);
+    eprintln!("==> starting {} agents (maid-bench fleet)", args.agents);
     let exe = std::env::current_exe()?;
     let mut cmd = Command::new(&exe);
-    cmd.args(["bench-fleet", "--redis", &url, "--topic", TOPIC])
+    cmd.args(["fleet", "--redis", &url, "--topic", TOPIC])
         .args(["--prefix", "soak-", "--count"])
         .arg(args.agents.to_string())
         .arg("--plugin-dir")
@@ -277,7 +244,7 @@ async fn run(args: SoakArgs, setup: Setup) -> anyhow::Result<ExitCode> {
     if let Some(cache) = &setup.cache_dir {
         cmd.arg("--cache-dir").arg(cache);
     }
-    let mut fleet = Proc::spawn("maid bench-fleet", &mut cmd, scratch.join("fleet.log"))?;
+    let mut fleet = Proc::spawn("maid-bench fleet", &mut cmd, scratch.join("fleet.log"))?;
     let mut conn = client.get_multiplexed_async_connection().await?;
     super::wait_subscribed(
         &mut conn,
@@ -312,8 +279,7 @@ async fn run(args: SoakArgs, setup: Setup) -> anyhow::Result<ExitCode> {
     // Restarts happen beside the publisher, with jobs in flight.
     let published = Arc::new(AtomicUsize::new(0));
     let restarter = {
-        let (client, published) = (client.clone(), published.clone());
-        let (bin, dir) = (args.redis_server.clone(), redis_dir.clone());
+        let published = published.clone();
         let (jobs, restarts) = (args.jobs, args.restarts);
         let outage = Duration::from_secs_f64(args.outage_secs);
         tokio::spawn(async move {
@@ -322,12 +288,15 @@ async fn run(args: SoakArgs, setup: Setup) -> anyhow::Result<ExitCode> {
                     tokio::time::sleep(Duration::from_millis(5)).await;
                 }
                 eprintln!("==> restarting Redis ({k}/{restarts})");
-                shutdown_redis(&client, &mut redis_proc).await;
+                shutdown_redis(&mut redis_server).await;
                 tokio::time::sleep(outage).await;
-                redis_proc = spawn_redis(&bin, port, &dir, k)?;
-                wait_redis(&client, &mut redis_proc).await?;
+                redis_server = tokio::task::spawn_blocking(move || {
+                    redis_server.restart();
+                    redis_server
+                })
+                .await?;
             }
-            anyhow::Ok((redis_proc, restarts))
+            anyhow::Ok((redis_server, restarts))
         })
     };
     let started = Instant::now();
@@ -483,8 +452,8 @@ async fn run(args: SoakArgs, setup: Setup) -> anyhow::Result<ExitCode> {
         println!();
         print!("{}", t.markdown());
         println!(
-            "\nmachine: {}\n\ncommand: `maid soak --agents {} --jobs {} --restarts {} --outage-secs {} --in-flight {}`",
-            machine(&args.redis_server),
+            "\nmachine: {}\n\ncommand: `maid-bench soak --agents {} --jobs {} --restarts {} --outage-secs {} --in-flight {}`",
+            machine(&redis_server_bin()),
             args.agents,
             args.jobs,
             args.restarts,

@@ -1,190 +1,23 @@
-//! The fleet commands: `maid agent` (a maid), and the master side —
-//! `maid run`, `maid cp`, `maid job`, `maid maids`, `maid file push`.
+//! The master side of a fleet: `maid run`, `maid cp`, `maid job`,
+//! `maid maids`, `maid file push` and `maid keygen`.
 
 use std::collections::HashSet;
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
 use clap::{ArgGroup, Args};
-use maid::audit::Audit;
-use maid::bus::Bus;
-use maid::config::Config;
-use maid::filestore::{self, RedisFiles};
-use maid::master::{self, JobRequest, Report};
-use maid::protocol::Return;
-use maid::salt::args::parse_cli;
-use maid::salt::output::Outputter;
+use maid_protocol::protocol::Return;
+use maid_protocol::salt::args::parse_cli;
+use maid_protocol::salt::output::Outputter;
 use serde_json::{Map, Value};
 
-use super::RuntimeOpts;
-use super::setup::Setup;
-
-/// Where Redis and the master topic are (master-side commands).
-#[derive(Debug, Clone, Args)]
-pub struct MasterOpts {
-    /// Configuration file (its [redis] table and master_topics).
-    #[arg(long, short = 'c', env = "MAID_CONFIG")]
-    pub config: Option<PathBuf>,
-    /// Redis URL (`redis://`, `rediss://`), overriding the config.
-    #[arg(long, env = "MAID_REDIS")]
-    pub redis: Option<String>,
-    /// Master topic to publish on [default: the config's first, else `master`].
-    #[arg(long)]
-    pub master_topic: Option<String>,
-    /// Private key that signs the job [default: the config's master.key].
-    #[arg(long, env = "MAID_KEY")]
-    pub key: Option<PathBuf>,
-}
-
-impl MasterOpts {
-    pub(super) fn config(&self) -> anyhow::Result<Config> {
-        let mut config = match &self.config {
-            Some(p) => Config::load(p)?,
-            None => Config::default(),
-        };
-        if let Some(url) = &self.redis {
-            config.redis = maid::bus::RedisConfig {
-                url: Some(url.clone()),
-                ..Default::default()
-            };
-        }
-        Ok(config)
-    }
-
-    pub(super) fn bus(&self) -> anyhow::Result<(Bus, Config)> {
-        let config = self.config()?;
-        Ok((Bus::new(&config.redis)?, config))
-    }
-
-    /// The master's private key file: `--key`, else the config's
-    /// `master.key`.
-    pub(super) fn key_path(&self, config: &Config) -> Option<PathBuf> {
-        self.key.clone().or_else(|| config.master.key.clone())
-    }
-
-    pub(super) fn signing_key(
-        &self,
-        config: &Config,
-    ) -> anyhow::Result<Option<ed25519_dalek::SigningKey>> {
-        match self.key_path(config) {
-            Some(path) => Ok(Some(maid::trust::read_signing_key(&path)?)),
-            None => Ok(None),
-        }
-    }
-
-    pub(super) fn topic(&self, config: &Config) -> String {
-        self.master_topic
-            .clone()
-            .or_else(|| config.master_topics.first().cloned())
-            .unwrap_or_else(|| "master".into())
-    }
-}
-
-#[derive(Debug, Args)]
-pub struct AgentArgs {
-    /// Minion id [default: config's id, else the host name].
-    #[arg(long)]
-    pub id: Option<String>,
-    /// Redis URL, overriding the config's [redis].
-    #[arg(long, env = "MAID_REDIS")]
-    pub redis: Option<String>,
-    /// Master topic to subscribe to (repeatable, or comma-separated).
-    #[arg(long, value_delimiter = ',')]
-    pub master_topic: Vec<String>,
-    /// Also serve `salt://` from DIR before Redis (repeatable).
-    #[arg(long)]
-    pub file_root: Vec<PathBuf>,
-    #[command(flatten)]
-    pub runtime: RuntimeOpts,
-}
-
-pub(super) async fn shutdown_signal() {
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
-    let mut int = signal(SignalKind::interrupt()).expect("SIGINT handler");
-    tokio::select! {
-        _ = term.recv() => tracing::info!("SIGTERM"),
-        _ = int.recv() => tracing::info!("SIGINT"),
-    }
-}
-
-/// SIGHUP: reopen the audit log (after rotation) and reload plugins.
-async fn on_sighup(audit: Audit, reload: Arc<tokio::sync::Notify>) {
-    use tokio::signal::unix::{SignalKind, signal};
-    let Ok(mut hup) = signal(SignalKind::hangup()) else {
-        return;
-    };
-    while hup.recv().await.is_some() {
-        tracing::info!("SIGHUP: reopening the audit log and reloading plugins");
-        audit.reopen();
-        reload.notify_one();
-    }
-}
-
-pub fn agent(args: AgentArgs) -> anyhow::Result<ExitCode> {
-    let mut setup = Setup::resolve(&args.runtime, false)?;
-    let config = &mut setup.config;
-    if let Some(url) = &args.redis {
-        config.redis = maid::bus::RedisConfig {
-            url: Some(url.clone()),
-            ..Default::default()
-        };
-    }
-    if !args.master_topic.is_empty() {
-        config.master_topics = args.master_topic.clone();
-    }
-    let id = args
-        .id
-        .clone()
-        .or_else(|| config.id.clone())
-        .unwrap_or_else(maid::grains::hostname);
-    let bus = Bus::new(&config.redis)?;
-    let conn = Arc::new(maid::agent::ConnSlot::default());
-    let files = Arc::new(
-        RedisFiles::for_agent(conn.clone(), &config.security).context("security.trusted_keys")?,
-    );
-    let grains = setup.grains(&id);
-    let runtime = Arc::new(setup.runtime(&grains, &args.file_root, Some(files))?);
-    super::block_on(async move {
-        let failed = runtime
-            .load_dir(&setup.plugin_dir)
-            .await
-            .with_context(|| format!("plugin dir {}", setup.plugin_dir.display()))?;
-        tracing::info!(
-            plugins = runtime.plugins().len(),
-            failed = failed.len(),
-            dir = %setup.plugin_dir.display(),
-            "plugins loaded"
-        );
-        let audit = match &setup.config.audit.path {
-            Some(path) => Audit::open(path.clone(), setup.config.audit.queue)
-                .await
-                .with_context(|| format!("audit log {}", path.display()))?,
-            None => Audit::disabled(),
-        };
-        let reload = Arc::new(tokio::sync::Notify::new());
-        tokio::spawn(on_sighup(audit.clone(), reload.clone()));
-        let parts = maid::agent::AgentParts {
-            id,
-            config: setup.config,
-            runtime,
-            grains,
-            conn,
-            bus,
-            audit,
-            metrics: Arc::new(maid::metrics::Metrics::new()),
-            plugin_dir: Some(setup.plugin_dir.clone()),
-            reload,
-        };
-        maid::agent::run(parts, shutdown_signal()).await?;
-        anyhow::Ok(())
-    })??;
-    Ok(ExitCode::SUCCESS)
-}
+use super::{MasterOpts, block_on};
+use crate::filestore;
+use crate::jobs::{self, JobRequest, Report};
+use crate::plugin_store::{MODULES_KWARG, SYNC_MODULES};
 
 /// How a target is read (`-L`, `-E`, `-G`, `-C`; glob by default).
 #[derive(Debug, Clone, Args)]
@@ -302,7 +135,7 @@ fn run_and_report(
         kwarg,
         source_hashes,
     } = spec;
-    let max = maid::protocol::MAX_TIMEOUT_SECS;
+    let max = maid_protocol::protocol::MAX_TIMEOUT_SECS;
     if !(report_opts.timeout.is_finite() && report_opts.timeout > 0.0 && report_opts.timeout <= max)
     {
         bail!("--timeout must be a positive number of seconds, at most {max}");
@@ -325,7 +158,7 @@ fn run_and_report(
     };
     let (out, indent) = (report_opts.out, report_opts.out_indent);
     let tty = std::io::stderr().is_terminal();
-    let report: Report = super::block_on(master::run(
+    let report: Report = block_on(jobs::run(
         &bus,
         &req,
         |r: &Return| {
@@ -424,11 +257,11 @@ pub fn summary(r: &Report) -> String {
 pub fn run(args: RunArgs, verbose: bool) -> anyhow::Result<ExitCode> {
     let (arg, mut kwarg) = parse_cli(&args.args);
     // A sync installs what this master pushed last, from its own record.
-    if args.fun == maid::sync::SYNC_MODULES
-        && !kwarg.contains_key(maid::sync::MODULES_KWARG)
-        && let Some(pins) = super::push::recorded_pins(&args.master)?
+    if args.fun == SYNC_MODULES
+        && !kwarg.contains_key(MODULES_KWARG)
+        && let Some(pins) = super::plugin_push::recorded_pins(&args.master)?
     {
-        kwarg.insert(maid::sync::MODULES_KWARG.into(), pins);
+        kwarg.insert(MODULES_KWARG.into(), pins);
     }
     let spec = Spec {
         tgt: Value::String(args.tgt.clone()),
@@ -471,7 +304,7 @@ pub fn cp(args: CpArgs, verbose: bool) -> anyhow::Result<ExitCode> {
     // Signed like the job: the file then stays vouched for after this copy,
     // for jobs that name it without a pin.
     let key = args.master.signing_key(&config)?;
-    let pushed = super::block_on(async {
+    let pushed = block_on(async {
         let mut conn = bus.connect().await?;
         anyhow::Ok(filestore::push(&mut conn, &args.src, &name, key.as_ref()).await?)
     })??;
@@ -516,9 +349,9 @@ pub struct JobArgs {
 
 pub fn job(args: JobArgs) -> anyhow::Result<ExitCode> {
     let (bus, _) = args.master.bus()?;
-    let returns = super::block_on(async {
+    let returns = block_on(async {
         let mut conn = bus.connect().await?;
-        anyhow::Ok(master::cached_returns(&mut conn, &args.jid).await?)
+        anyhow::Ok(jobs::cached_returns(&mut conn, &args.jid).await?)
     })??;
     for r in &returns {
         print_one(args.out, args.out_indent, &r.id, r.ret.clone());
@@ -542,9 +375,9 @@ pub struct MaidsArgs {
 
 pub fn maids(args: MaidsArgs) -> anyhow::Result<ExitCode> {
     let (bus, _) = args.master.bus()?;
-    let maids = super::block_on(async {
+    let maids = block_on(async {
         let mut conn = bus.connect().await?;
-        anyhow::Ok(master::alive_maids(&mut conn).await?)
+        anyhow::Ok(jobs::alive_maids(&mut conn).await?)
     })??;
     if args.json {
         let v: Vec<Value> = maids
@@ -610,7 +443,7 @@ pub fn push(args: PushArgs) -> anyhow::Result<ExitCode> {
             .context("PATH has no file name; pass --as NAME")?
             .to_string(),
     };
-    let pushed = super::block_on(async {
+    let pushed = block_on(async {
         let mut conn = bus.connect().await?;
         anyhow::Ok(filestore::push(&mut conn, &args.path, &name, key.as_ref()).await?)
     })??;
@@ -638,14 +471,14 @@ pub struct KeygenArgs {
 pub fn keygen(args: KeygenArgs) -> anyhow::Result<ExitCode> {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
-    let key = maid::trust::generate()?;
+    let key = crate::trust::generate()?;
     let private = args.prefix.with_extension("key");
     let public = args.prefix.with_extension("pub");
     for (path, text, mode) in [
-        (&private, maid::trust::encode_signing(&key), 0o600),
+        (&private, crate::trust::encode_signing(&key), 0o600),
         (
             &public,
-            maid::trust::encode_verifying(&key.verifying_key()),
+            crate::trust::encode_verifying(&key.verifying_key()),
             0o644,
         ),
     ] {
@@ -665,7 +498,7 @@ pub fn keygen(args: KeygenArgs) -> anyhow::Result<ExitCode> {
         "{} {} (kid {})",
         private.display(),
         public.display(),
-        maid::trust::key_id(&key.verifying_key())
+        crate::trust::key_id(&key.verifying_key())
     );
     Ok(ExitCode::SUCCESS)
 }

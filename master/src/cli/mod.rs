@@ -1,0 +1,95 @@
+//! The master commands of the `maid` binary: `maid run`, `maid cp`,
+//! `maid job`, `maid maids`, `maid file push`, `maid keygen`,
+//! `maid plugin push` and `maid api`.
+
+pub mod api;
+pub mod fleet;
+pub mod plugin_push;
+
+use std::path::PathBuf;
+
+use clap::Args;
+
+use crate::bus::Bus;
+use crate::config::Config;
+
+/// Where Redis and the master topic are (master-side commands).
+#[derive(Debug, Clone, Args)]
+pub struct MasterOpts {
+    /// Configuration file (its [redis] table and master_topics).
+    #[arg(long, short = 'c', env = "MAID_CONFIG")]
+    pub config: Option<PathBuf>,
+    /// Redis URL (`redis://`, `rediss://`), overriding the config.
+    #[arg(long, env = "MAID_REDIS")]
+    pub redis: Option<String>,
+    /// Master topic to publish on [default: the config's first, else `master`].
+    #[arg(long)]
+    pub master_topic: Option<String>,
+    /// Private key that signs the job [default: the config's master.key].
+    #[arg(long, env = "MAID_KEY")]
+    pub key: Option<PathBuf>,
+}
+
+impl MasterOpts {
+    pub(super) fn config(&self) -> anyhow::Result<Config> {
+        let mut config = match &self.config {
+            Some(p) => Config::load(p)?,
+            None => Config::default(),
+        };
+        if let Some(url) = &self.redis {
+            config.redis = crate::bus::RedisConfig {
+                url: Some(url.clone()),
+                ..Default::default()
+            };
+        }
+        Ok(config)
+    }
+
+    pub(super) fn bus(&self) -> anyhow::Result<(Bus, Config)> {
+        let config = self.config()?;
+        Ok((Bus::new(&config.redis)?, config))
+    }
+
+    /// The master's private key file: `--key`, else the config's
+    /// `master.key`.
+    pub(super) fn key_path(&self, config: &Config) -> Option<PathBuf> {
+        self.key.clone().or_else(|| config.master.key.clone())
+    }
+
+    pub(super) fn signing_key(
+        &self,
+        config: &Config,
+    ) -> anyhow::Result<Option<ed25519_dalek::SigningKey>> {
+        match self.key_path(config) {
+            Some(path) => Ok(Some(crate::trust::read_signing_key(&path)?)),
+            None => Ok(None),
+        }
+    }
+
+    pub(super) fn topic(&self, config: &Config) -> String {
+        self.master_topic
+            .clone()
+            .or_else(|| config.master_topics.first().cloned())
+            .unwrap_or_else(|| "master".into())
+    }
+}
+
+/// Until SIGTERM or SIGINT.
+pub async fn shutdown_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
+    let mut int = signal(SignalKind::interrupt()).expect("SIGINT handler");
+    tokio::select! {
+        _ = term.recv() => tracing::info!("SIGTERM"),
+        _ = int.recv() => tracing::info!("SIGINT"),
+    }
+}
+
+/// A single-threaded tokio runtime: one command at a time needs no more,
+/// and it starts fastest.
+pub fn block_on<F: std::future::Future>(f: F) -> anyhow::Result<F::Output> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    Ok(rt.block_on(f))
+}

@@ -1,0 +1,22 @@
+//! maid's master side, and the Redis and configuration layer the agent
+//! builds on. No WebAssembly runtime: nothing here runs a plugin.
+//!
+//! * [`bus`]: connections to Redis (standalone, Sentinel, Cluster; TLS).
+//! * [`config`]: the operator's TOML file, which agent and master share.
+//! * [`jobs`]: publish a job and collect what comes back (`maid run`).
+//! * [`api`]: `maid api`, salt-api's REST interface.
+//! * [`filestore`] and [`plugin_store`]: the layout in Redis of pushed
+//!   `salt://` files and plugins, pushing, and verifying what was pushed.
+//! * [`cli`]: the master commands of the `maid` binary.
+
+pub mod api;
+pub mod bus;
+pub mod cli;
+pub mod config;
+pub mod filestore;
+pub mod fsutil;
+pub mod jobs;
+pub mod plugin_store;
+
+// The wire contract, under the names the modules here use for it.
+use maid_protocol::{jid, protocol, target, trust};
