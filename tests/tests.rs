@@ -12,6 +12,7 @@ mod cli;
 mod deployments;
 mod fleet;
 mod harness;
+mod identity;
 mod reliability;
 mod runtime;
 mod sandbox;

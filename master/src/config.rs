@@ -232,6 +232,11 @@ impl Default for AuditSettings {
 pub struct MasterSettings {
     /// Private key that signs every job (`maid keygen`).
     pub key: Option<PathBuf>,
+    /// The maid keys this master accepted, rejected or denied (`maid key`),
+    /// laid out as Salt's `pki_dir`. When set, replies count only when the
+    /// key accepted for their maid signed them, and the maids expected are
+    /// the accepted ones that are alive.
+    pub pki_dir: Option<PathBuf>,
 }
 
 /// `[api]`: `maid api`, the master's HTTP API (salt-api compatible).

@@ -17,7 +17,9 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 use crate::bus::{Bus, BusError, Conn, publish};
+use crate::pki::Pki;
 use crate::protocol::{self, Job, Registration, Reply, Return};
+use crate::replies::{AcceptedKeys, receive};
 
 /// A job to publish.
 #[derive(Debug, Clone)]
@@ -41,6 +43,10 @@ pub struct JobRequest {
     /// SHA-256 pinned for each `salt://` source the job reads
     /// ([`Job::source_hashes`]).
     pub source_hashes: BTreeMap<String, String>,
+    /// The master's key store: with one, a reply counts only when the key
+    /// accepted for its maid signed it (PROTOCOL §3.4), and the maids
+    /// expected are the accepted ones that are alive.
+    pub pki: Option<Pki>,
 }
 
 /// What came back for one job.
@@ -63,6 +69,10 @@ pub struct Report {
     pub missed_maids: BTreeSet<String>,
     /// Targeted minions that did not return before the timeout.
     pub missed_minions: BTreeSet<String>,
+    /// Replies that claimed to come from a maid but were not signed by the
+    /// key accepted for it, by the maid they named, with why; counted
+    /// nowhere else.
+    pub forged: BTreeMap<String, String>,
     /// How long collection took.
     #[serde(skip)]
     pub elapsed: Duration,
@@ -115,16 +125,65 @@ pub async fn alive_maids(
     Ok(out)
 }
 
-/// Returns stored in the job cache for `jid`.
+/// Returns stored in the job cache for `jid`, as they are (signed or not).
 pub async fn cached_returns(conn: &mut Conn, jid: &str) -> redis::RedisResult<Vec<Return>> {
+    Ok(cached(conn, jid, None).await?.returns)
+}
+
+/// What the job cache holds for a job.
+#[derive(Debug, Clone, Default)]
+pub struct Cached {
+    pub returns: Vec<Return>,
+    /// Entries not signed by the key accepted for their maid, by the maid
+    /// they named, with why (only when verifying).
+    pub forged: BTreeMap<String, String>,
+}
+
+/// The job cache's returns for `jid`; with `accepted`, only those the key
+/// accepted for their maid signed, the others as forged.
+pub async fn cached(
+    conn: &mut Conn,
+    jid: &str,
+    accepted: Option<&AcceptedKeys>,
+) -> redis::RedisResult<Cached> {
     let all: BTreeMap<String, String> = conn.hgetall(protocol::job_key(jid)).await?;
-    Ok(all
-        .values()
-        .filter_map(|json| match serde_json::from_str::<Reply>(json) {
-            Ok(Reply::Return(r)) => Some(r),
-            _ => None,
-        })
-        .collect())
+    let mut out = Cached::default();
+    for (field, text) in all {
+        let Ok(received) = receive(text.as_bytes()) else {
+            continue;
+        };
+        if let Some(accepted) = accepted
+            && let Err(why) = received.verify(accepted)
+        {
+            out.forged.insert(received.maid().to_string(), why);
+            continue;
+        }
+        match received.reply {
+            Reply::Return(r) if r.id == field && r.jid == jid => out.returns.push(r),
+            _ => {}
+        }
+    }
+    Ok(out)
+}
+
+/// The accepted keys of `pki`, after filing what the registry carries;
+/// none (so nothing counts) when the store cannot be read.
+pub fn accepted_keys(
+    pki: &Pki,
+    maids: &BTreeMap<String, (bool, Option<Registration>)>,
+) -> AcceptedKeys {
+    let filed = pki.submit_registry(
+        maids
+            .iter()
+            .filter_map(|(id, (_, reg))| reg.as_ref().map(|r| (id, r))),
+    );
+    match filed.and_then(|()| pki.accepted()) {
+        Ok(keys) => keys,
+        Err(e) => {
+            tracing::error!(cause = %e, "cannot read the accepted maid keys: no reply counts");
+            AcceptedKeys::new()
+        }
+    }
 }
 
 /// What every reply topic [`temp_topic`] makes matches, for a master that
@@ -206,10 +265,12 @@ pub async fn run_on(
         jid,
         ..Default::default()
     };
-    report.expected = alive_maids(conn)
-        .await?
+    let maids = alive_maids(conn).await?;
+    let accepted = req.pki.as_ref().map(|pki| accepted_keys(pki, &maids));
+    report.expected = maids
         .into_iter()
         .filter(|(id, (alive, _))| *alive && !req.exclude.contains(id))
+        .filter(|(id, _)| accepted.as_ref().is_none_or(|keys| keys.contains_key(id)))
         .map(|(id, _)| id)
         .collect();
     let payload = job_payload(req, &report.jid, topic);
@@ -241,14 +302,22 @@ pub async fn run_on(
             Ok(None) => break,
             Ok(Some(msg)) => msg,
         };
-        let Ok(reply) = serde_json::from_slice::<Reply>(msg.get_payload_bytes()) else {
+        let Ok(received) = receive(msg.get_payload_bytes()) else {
             tracing::warn!(topic, "ignored a reply that is not a PROTOCOL reply");
             continue;
         };
-        if reply.jid() != report.jid {
+        if received.reply.jid() != report.jid {
             continue;
         }
-        match reply {
+        if let Some(keys) = &accepted
+            && let Err(why) = received.verify(keys)
+        {
+            let maid = received.maid().to_string();
+            tracing::warn!(jid = %report.jid, %maid, %why, "forged reply: not counted");
+            report.forged.insert(maid, why);
+            continue;
+        }
+        match received.reply {
             Reply::Ping(p) => {
                 pinged.insert(p.sub_ip.clone());
                 if p.matched {
@@ -281,7 +350,16 @@ pub async fn run_on(
     // Late repeats of a finished job still count.
     let linger_until = tokio::time::Instant::now() + req.linger;
     while let Ok(Some(msg)) = tokio::time::timeout_at(linger_until, replies.next()).await {
-        if let Ok(Reply::Return(r)) = serde_json::from_slice::<Reply>(msg.get_payload_bytes())
+        let Ok(received) = receive(msg.get_payload_bytes()) else {
+            continue;
+        };
+        if let Some(keys) = &accepted
+            && let Err(why) = received.verify(keys)
+        {
+            report.forged.insert(received.maid().to_string(), why);
+            continue;
+        }
+        if let Reply::Return(r) = received.reply
             && r.jid == report.jid
         {
             let n = counts.entry(r.id.clone()).or_default();

@@ -7,6 +7,8 @@
 //! * [`api`]: `maid api`, salt-api's REST interface.
 //! * [`filestore`] and [`plugin_store`]: the layout in Redis of pushed
 //!   `salt://` files and plugins, pushing, and verifying what was pushed.
+//! * [`pki`]: the maid keys the master accepted, rejected or denied, kept
+//!   as Salt's master keeps minion keys (`maid key`).
 //! * [`cli`]: the master commands of the `maid` binary.
 
 pub mod api;
@@ -16,7 +18,8 @@ pub mod config;
 pub mod filestore;
 pub mod fsutil;
 pub mod jobs;
+pub mod pki;
 pub mod plugin_store;
 
 // The wire contract, under the names the modules here use for it.
-use maid_protocol::{jid, protocol, target, trust};
+use maid_protocol::{jid, protocol, replies, target, trust};

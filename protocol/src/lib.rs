@@ -6,12 +6,15 @@
 //! * [`protocol`]: jobs and replies as `docs/protocol.md` (the shared
 //!   `PROTOCOL.md`, v1.1) defines them.
 //! * [`trust`]: Ed25519 keys and the signed envelope of jobs and pushes.
+//! * [`replies`]: replies as a master receives them, signed by the maid's
+//!   own key or not, and checked against the keys it accepted.
 //! * [`jid`]: Salt-style job ids and timestamps.
 //! * [`target`]: Salt's matchers, deciding whether a job targets a minion.
 //! * [`salt`]: Salt's argument parsing and outputters.
 
 pub mod jid;
 pub mod protocol;
+pub mod replies;
 pub mod salt;
 pub mod target;
 pub mod trust;

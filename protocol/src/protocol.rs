@@ -394,6 +394,10 @@ pub struct Registration {
     pub grains: Map<String, Value>,
     pub started_at: String,
     pub last_seen: String,
+    /// Base64 of the maid's raw 32-byte Ed25519 public key, when it has a
+    /// key of its own (§4); a master accepts it as `salt-key` does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pubkey: Option<String>,
 }
 
 /// Whether `s` can name a module or function (`[A-Za-z_][A-Za-z0-9_]*`).

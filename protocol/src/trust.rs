@@ -73,6 +73,13 @@ pub fn read_signing_key(path: &Path) -> Result<SigningKey, KeyError> {
     Ok(SigningKey::from_bytes(&seed))
 }
 
+/// A public key from its base64 text alone (never a path): what a
+/// registry entry or a key file holds.
+pub fn decode_verifying_key(text: &str) -> Result<VerifyingKey, KeyError> {
+    let raw = decode32(text, "public key")?;
+    VerifyingKey::from_bytes(&raw).map_err(|_| KeyError::Format("public key".into()))
+}
+
 /// A trusted public key: a file path, or the base64 key itself.
 pub fn read_verifying_key(spec: &str) -> Result<VerifyingKey, KeyError> {
     let path = Path::new(spec);

@@ -5,6 +5,7 @@
 use std::time::{Duration, Instant};
 
 use maid_master::bus::Bus;
+use maid_protocol::replies::receive;
 
 /// The master topic the test fleets use.
 pub const TOPIC: &str = "master-test";
@@ -73,7 +74,7 @@ pub async fn collect_replies(
             until = tokio::time::Instant::now() + linger;
         }
         match tokio::time::timeout_at(until, stream.next()).await {
-            Ok(Some(msg)) => out.push(serde_json::from_slice(msg.get_payload_bytes()).unwrap()),
+            Ok(Some(msg)) => out.push(receive(msg.get_payload_bytes()).unwrap().reply),
             _ => return out,
         }
     }

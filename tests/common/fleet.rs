@@ -130,6 +130,7 @@ pub fn request(tgt: &str, tgt_type: &str, fun: &str, arg: Value, kwarg: Value) -
         linger: Duration::from_millis(300),
         key: None,
         source_hashes: Default::default(),
+        pki: None,
     }
 }
 
@@ -181,7 +182,8 @@ pub async fn run_watching(
         Box::pin(futures_util::StreamExt::inspect(
             sub.into_on_message(),
             move |msg| {
-                if let Ok(Reply::Ping(p)) = serde_json::from_slice(msg.get_payload_bytes())
+                if let Ok(Reply::Ping(p)) =
+                    maid::replies::receive(msg.get_payload_bytes()).map(|r| r.reply)
                     && p.sub_ip == id
                     && let Some(tx) = tx.take()
                 {

@@ -126,7 +126,7 @@ pub(super) fn busy_return(shared: &Shared, job: &Job, kid: &Option<String>) -> P
 fn return_of(shared: &Shared, job: &Job, value: Value, retcode: i32) -> Pending {
     Pending {
         topic: job.temp_topic.clone(),
-        payload: job.return_json(&shared.id, &value, retcode, &crate::jid::stamp()),
+        payload: shared.seal(job.return_json(&shared.id, &value, retcode, &crate::jid::stamp())),
         jid: job.jid.clone(),
         id: shared.id.clone(),
         published: false,

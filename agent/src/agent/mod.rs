@@ -41,7 +41,7 @@ use crate::protocol::{self, Job, Registration, Reply};
 use crate::runtime::{Runtime, RuntimeSettings};
 use crate::sync::{SYNC_MODULES, Syncer};
 use crate::trust::{KeyError, Verifier, read_trusted_keys};
-use ed25519_dalek::VerifyingKey;
+use ed25519_dalek::{SigningKey, VerifyingKey};
 
 use backoff::Backoff;
 pub use message::Requeue;
@@ -97,6 +97,9 @@ impl ConnSource for ConnSlot {
 /// Everything the message loop and the job tasks share.
 struct Shared {
     id: String,
+    /// This maid's own key, which signs its replies (none without a
+    /// `state_dir`: replies go unsigned, as in v1).
+    identity: Option<SigningKey>,
     config: Config,
     runtime: Arc<Runtime>,
     grains: Map<String, Value>,
@@ -129,10 +132,19 @@ const REPLY_RETRY_FOR: Duration = Duration::from_secs(5);
 pub const BUSY_RETCODE: i32 = 75;
 
 impl Shared {
+    /// A serialised reply as this maid sends it: signed with its own key
+    /// when it has one (§3.4), as it is otherwise.
+    fn seal(&self, payload: String) -> String {
+        match &self.identity {
+            Some(key) => crate::replies::seal(payload, key),
+            None => payload,
+        }
+    }
+
     /// Publish `reply` on `topic`, first on `first` when given, then on the
     /// current connection, retrying across reconnects for a while.
     async fn send(&self, first: Option<Conn>, topic: &str, reply: &Reply) {
-        let payload = reply.to_json();
+        let payload = self.seal(reply.to_json());
         let deadline = tokio::time::Instant::now() + REPLY_RETRY_FOR;
         let mut backoff = Backoff::new(Duration::from_millis(50), Duration::from_secs(2));
         let mut first = first;
@@ -205,6 +217,10 @@ impl Shared {
             grains: self.grains.clone(),
             started_at: self.started_at.clone(),
             last_seen: crate::jid::stamp(),
+            pubkey: self
+                .identity
+                .as_ref()
+                .map(|k| crate::trust::encode_verifying(&k.verifying_key())),
         }
     }
 
@@ -284,6 +300,10 @@ impl Shared {
 pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(), AgentError> {
     let id = config.id.clone().unwrap_or_else(crate::grains::hostname);
     let keys = trusted_keys(&config)?;
+    let identity = match &config.security.state_dir {
+        Some(dir) => Some(crate::identity::load_or_create(dir)?),
+        None => None,
+    };
     let conn = Arc::new(ConnSlot::default());
     let files = RedisFiles::new(conn.clone(), keys.clone(), config.security.signed());
     let files = Arc::new(files);
@@ -303,6 +323,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(
         id,
         bus: Bus::new(&config.redis)?,
         keys,
+        identity,
         config,
         runtime,
         grains,
@@ -348,6 +369,9 @@ pub async fn run_fleet(
         let parts = Parts {
             id: id.clone(),
             keys: keys.clone(),
+            // Many agents stand in for many hosts: they keep no state of
+            // their own, so none has a key.
+            identity: None,
             config: config.clone(),
             runtime: runtime.clone(),
             grains,
@@ -427,6 +451,8 @@ struct Parts {
     id: String,
     /// The master keys it trusts (`security.trusted_keys`, read).
     keys: Vec<(String, VerifyingKey)>,
+    /// Its own key, when it keeps state.
+    identity: Option<SigningKey>,
     config: Config,
     runtime: Arc<Runtime>,
     grains: Map<String, Value>,
@@ -448,6 +474,7 @@ async fn serve_agent(parts: Parts, shutdown: impl Future<Output = ()>) -> Result
     let Parts {
         id,
         keys,
+        identity,
         config,
         runtime,
         grains,
@@ -504,6 +531,7 @@ async fn serve_agent(parts: Parts, shutdown: impl Future<Output = ()>) -> Result
     let config_agent = config.agent.clone();
     let shared = Arc::new(Shared {
         id,
+        identity,
         slots: Semaphore::new(config.agent.concurrency),
         jids: Mutex::new(jids),
         verifier,

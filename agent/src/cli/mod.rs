@@ -12,7 +12,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use maid_master::cli::block_on;
-use maid_master::cli::{api, fleet};
+use maid_master::cli::{api, fleet, key};
 
 /// maid: run Salt execution modules as sandboxed WebAssembly plugins.
 #[derive(Debug, Parser)]
@@ -59,6 +59,8 @@ pub enum Command {
     Maids(fleet::MaidsArgs),
     /// Write an Ed25519 key pair for signing jobs.
     Keygen(fleet::KeygenArgs),
+    /// The maids' keys: list, accept, reject, delete, as `salt-key` does.
+    Key(key::KeyArgs),
     /// Serve the master's HTTP API (salt-api compatible).
     Api(api::ApiArgs),
     /// Manage the salt:// files stored in Redis.
@@ -104,6 +106,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Job(args) => fleet::job(args),
         Command::Maids(args) => fleet::maids(args),
         Command::Keygen(args) => fleet::keygen(args),
+        Command::Key(args) => key::run(args),
         Command::Api(args) => api::run(args),
         Command::File(FileCommand::Push(args)) => fleet::push(args),
     }

@@ -23,7 +23,9 @@ use tokio::sync::{broadcast, mpsc};
 
 use crate::bus::{Bus, BusError, Conn};
 use crate::jobs;
+use crate::pki::Pki;
 use crate::protocol::Reply;
+use crate::replies::{AcceptedKeys, receive};
 
 /// Events an `/events` listener may fall behind by before it misses some.
 const EVENT_BACKLOG: usize = 4096;
@@ -86,12 +88,21 @@ impl Drop for Hub {
 
 impl Hub {
     /// Connect and subscribe; replies are heard from when this returns.
-    pub async fn start(bus: Bus) -> Result<Hub, BusError> {
+    /// With `pki`, the event stream carries only replies signed by the key
+    /// accepted for their maid, as `maid run` counts them.
+    pub async fn start(bus: Bus, pki: Option<Pki>) -> Result<Hub, BusError> {
         let conn = bus.connect().await?;
         let first = subscribe(&bus).await?;
         let routes = Routes::default();
         let (events, _) = broadcast::channel(EVENT_BACKLOG);
-        let reader = tokio::spawn(read(bus.clone(), first, routes.clone(), events.clone()));
+        let keys = pki.map(Keys::new);
+        let reader = tokio::spawn(read(
+            bus.clone(),
+            first,
+            routes.clone(),
+            events.clone(),
+            keys,
+        ));
         Ok(Hub {
             bus,
             conn: Mutex::new(Some(conn)),
@@ -155,6 +166,7 @@ async fn read(
     first: redis::aio::PubSub,
     routes: Routes,
     events: broadcast::Sender<Arc<Event>>,
+    mut keys: Option<Keys>,
 ) {
     let mut pubsub = Some(first);
     loop {
@@ -177,13 +189,51 @@ async fn read(
                 let _ = tx.send(msg.clone());
             }
             if events.receiver_count() > 0
-                && let Ok(reply) = serde_json::from_slice::<Reply>(msg.get_payload_bytes())
+                && let Ok(received) = receive(msg.get_payload_bytes())
             {
-                let _ = events.send(Arc::new(Event::from_reply(reply)));
+                if let Some(keys) = &mut keys
+                    && let Err(why) = received.verify(keys.current())
+                {
+                    tracing::warn!(maid = received.maid(), %why, "forged reply: no event");
+                    continue;
+                }
+                let _ = events.send(Arc::new(Event::from_reply(received.reply)));
             }
         }
         tracing::warn!("lost the reply subscription; subscribing again");
         tokio::time::sleep(RESUBSCRIBE_AFTER).await;
+    }
+}
+
+/// The accepted maid keys, read again from the key store at most once a
+/// second, so keys accepted while the API runs count without a restart.
+struct Keys {
+    pki: Pki,
+    accepted: AcceptedKeys,
+    read_at: Option<std::time::Instant>,
+}
+
+impl Keys {
+    fn new(pki: Pki) -> Self {
+        Self {
+            pki,
+            accepted: AcceptedKeys::new(),
+            read_at: None,
+        }
+    }
+
+    fn current(&mut self) -> &AcceptedKeys {
+        if self
+            .read_at
+            .is_none_or(|at| at.elapsed() >= std::time::Duration::from_secs(1))
+        {
+            self.accepted = self.pki.accepted().unwrap_or_else(|e| {
+                tracing::error!(cause = %e, "cannot read the accepted maid keys: no event counts");
+                AcceptedKeys::new()
+            });
+            self.read_at = Some(std::time::Instant::now());
+        }
+        &self.accepted
     }
 }
 

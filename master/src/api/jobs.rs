@@ -66,6 +66,7 @@ fn request(api: &Api, chunk: &Chunk, user: &str, timeout: std::time::Duration) -
         linger: LINGER,
         key: api.key.clone(),
         source_hashes: Default::default(),
+        pki: api.pki.clone(),
     }
 }
 
@@ -107,6 +108,7 @@ fn report_json(r: &Report) -> Value {
         "empty": r.empty,
         "repeated": r.repeated,
         "rejected": r.rejected,
+        "forged": r.forged,
         "retcodes": r.returns.iter().map(|x| (x.id.clone(), json!(x.retcode))).collect::<Map<_, _>>(),
     })
 }
@@ -150,9 +152,19 @@ async fn local_async(api: &Api, chunk: &Chunk, user: &str) -> Result<(Value, Val
 /// describes the job with every return's retcode and success.
 pub async fn job(State(api): State<Api>, Path(jid): Path<String>) -> Result<Json<Value>, ApiError> {
     let mut conn = api.hub.conn().await?;
-    let returns = jobs::cached_returns(&mut conn, &jid)
+    let accepted = match &api.pki {
+        Some(pki) => {
+            let maids = jobs::alive_maids(&mut conn)
+                .await
+                .inspect_err(|_| api.hub.reset())?;
+            Some(jobs::accepted_keys(pki, &maids))
+        }
+        None => None,
+    };
+    let cached = jobs::cached(&mut conn, &jid, accepted.as_ref())
         .await
         .inspect_err(|_| api.hub.reset())?;
+    let returns = cached.returns;
     let mut ret = Map::new();
     let mut result = Map::new();
     for r in &returns {

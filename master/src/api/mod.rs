@@ -53,6 +53,9 @@ pub struct Settings {
     pub key: Option<ed25519_dalek::SigningKey>,
     /// `[api]`: users, token lifetime, timeout bound.
     pub api: ApiSettings,
+    /// The accepted maid keys: with them, only signed replies count, as
+    /// for `maid run`.
+    pub pki: Option<crate::pki::Pki>,
 }
 
 /// Why the API could not start or stopped.
@@ -75,6 +78,7 @@ struct Inner {
     auth: auth::Auth,
     master_topic: String,
     key: Option<ed25519_dalek::SigningKey>,
+    pki: Option<crate::pki::Pki>,
     max_timeout_secs: f64,
     /// Turns true when the server begins to shut down, so that endless
     /// responses (`/events`) end.
@@ -120,7 +124,7 @@ pub async fn serve(
     settings: Settings,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServeError> {
-    let hub = hub::Hub::start(settings.bus)
+    let hub = hub::Hub::start(settings.bus, settings.pki.clone())
         .await
         .map_err(|error| ServeError::Redis { error })?;
     let auth = auth::Auth::new(
@@ -134,6 +138,7 @@ pub async fn serve(
         auth,
         master_topic: settings.master_topic,
         key: settings.key,
+        pki: settings.pki,
         max_timeout_secs: settings.api.max_timeout_secs,
         stopping,
     }));

@@ -82,6 +82,7 @@ fn serve(args: ApiArgs) -> anyhow::Result<ExitCode> {
         _ => None,
     };
     let master_topic = args.master.topic(&config);
+    let pki = args.master.pki(&config);
     // Many requests at once: a worker per core, unlike the one-shot
     // commands.
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -101,6 +102,7 @@ fn serve(args: ApiArgs) -> anyhow::Result<ExitCode> {
             master_topic,
             key,
             api: settings,
+            pki,
         };
         crate::api::serve(listener, tls, settings, super::shutdown_signal()).await?;
         anyhow::Ok(ExitCode::SUCCESS)

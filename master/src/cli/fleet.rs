@@ -1,7 +1,7 @@
 //! The master side of a fleet: `maid run`, `maid cp`, `maid job`,
 //! `maid maids`, `maid file push` and `maid keygen`.
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -155,6 +155,7 @@ fn run_and_report(
         linger: Duration::from_millis(100),
         key: master.signing_key(&config)?,
         source_hashes,
+        pki: master.pki(&config),
     };
     let (out, indent) = (report_opts.out, report_opts.out_indent);
     let tty = std::io::stderr().is_terminal();
@@ -208,10 +209,18 @@ fn run_and_report(
             Value::String(format!("Job rejected: {reason}")),
         );
     }
+    report_forged(&report.forged);
     if report_opts.summary {
         print!("{}", summary(&report));
     }
     Ok(ExitCode::from(report.exit_code()))
+}
+
+/// Forged replies go to stderr, never among the returns.
+fn report_forged(forged: &std::collections::BTreeMap<String, String>) {
+    for (id, why) in forged {
+        eprintln!("maid: a forged reply claimed to come from {id}: {why}; not counted");
+    }
 }
 
 /// Salt's `--summary` block, plus the original design's counts.
@@ -235,6 +244,7 @@ pub fn summary(r: &Report) -> String {
          {line}\n\
          normal: {}\nmissed: {}\nempty: {}\n\
          missed maids: {}\nmissed minions: {}\nrepeated minions: {}\n\
+         forged: {}\n\
          jid: {}\n{line}\n",
         r.targeted.len(),
         r.returns.len(),
@@ -250,6 +260,7 @@ pub fn summary(r: &Report) -> String {
                 .iter()
                 .map(|(id, n)| format!("{id} ({n} returns)"))
         ),
+        list(&mut r.forged.keys().cloned()),
         r.jid,
     )
 }
@@ -348,11 +359,21 @@ pub struct JobArgs {
 }
 
 pub fn job(args: JobArgs) -> anyhow::Result<ExitCode> {
-    let (bus, _) = args.master.bus()?;
-    let returns = block_on(async {
+    let (bus, config) = args.master.bus()?;
+    let pki = args.master.pki(&config);
+    let cached = block_on(async {
         let mut conn = bus.connect().await?;
-        anyhow::Ok(jobs::cached_returns(&mut conn, &args.jid).await?)
+        let accepted = match &pki {
+            Some(pki) => Some(jobs::accepted_keys(
+                pki,
+                &jobs::alive_maids(&mut conn).await?,
+            )),
+            None => None,
+        };
+        anyhow::Ok(jobs::cached(&mut conn, &args.jid, accepted.as_ref()).await?)
     })??;
+    report_forged(&cached.forged);
+    let returns = cached.returns;
     for r in &returns {
         print_one(args.out, args.out_indent, &r.id, r.ret.clone());
     }
@@ -374,22 +395,50 @@ pub struct MaidsArgs {
 }
 
 pub fn maids(args: MaidsArgs) -> anyhow::Result<ExitCode> {
-    let (bus, _) = args.master.bus()?;
+    let (bus, config) = args.master.bus()?;
+    let pki = args.master.pki(&config);
     let maids = block_on(async {
         let mut conn = bus.connect().await?;
         anyhow::Ok(jobs::alive_maids(&mut conn).await?)
     })??;
+    // Each maid's key state, where the master keeps keys: only accepted
+    // maids are expected to answer.
+    let states: BTreeMap<String, &'static str> = match &pki {
+        Some(pki) => {
+            let _ = jobs::accepted_keys(pki, &maids);
+            let mut states = BTreeMap::new();
+            for (state, ids) in pki.list()? {
+                for id in ids {
+                    states.entry(id).or_insert(state.name());
+                }
+            }
+            states
+        }
+        None => BTreeMap::new(),
+    };
+    let key_of = |id: &str| -> &str {
+        match &pki {
+            Some(_) => states.get(id).copied().unwrap_or("none"),
+            None => "-",
+        }
+    };
     if args.json {
         let v: Vec<Value> = maids
             .iter()
-            .map(|(id, (alive, reg))| serde_json::json!({"id": id, "alive": alive, "registration": reg}))
+            .map(|(id, (alive, reg))| {
+                let mut entry = serde_json::json!({"id": id, "alive": alive, "registration": reg});
+                if pki.is_some() {
+                    entry["key"] = Value::from(key_of(id));
+                }
+                entry
+            })
             .collect();
         println!("{}", serde_json::to_string_pretty(&v)?);
         return Ok(ExitCode::SUCCESS);
     }
     println!(
-        "{:<24} {:<6} {:<8} {:<27} FUNCTIONS",
-        "ID", "ALIVE", "VERSION", "LAST SEEN"
+        "{:<24} {:<6} {:<9} {:<8} {:<27} FUNCTIONS",
+        "ID", "ALIVE", "KEY", "VERSION", "LAST SEEN"
     );
     for (id, (alive, reg)) in &maids {
         let (version, seen, funs) = match reg {
@@ -401,8 +450,9 @@ pub fn maids(args: MaidsArgs) -> anyhow::Result<ExitCode> {
             None => ("?".into(), "?".into(), "?".into()),
         };
         println!(
-            "{id:<24} {:<6} {version:<8} {seen:<27} {funs}",
-            if *alive { "yes" } else { "no" }
+            "{id:<24} {:<6} {:<9} {version:<8} {seen:<27} {funs}",
+            if *alive { "yes" } else { "no" },
+            key_of(id)
         );
     }
     Ok(ExitCode::SUCCESS)

@@ -4,6 +4,7 @@
 
 pub mod api;
 pub mod fleet;
+pub mod key;
 pub mod plugin_push;
 
 use std::path::PathBuf;
@@ -28,6 +29,10 @@ pub struct MasterOpts {
     /// Private key that signs the job [default: the config's master.key].
     #[arg(long, env = "MAID_KEY")]
     pub key: Option<PathBuf>,
+    /// The accepted maid keys (`maid key`) [default: the config's
+    /// master.pki_dir]; with one, only replies their maid's key signed count.
+    #[arg(long, env = "MAID_PKI_DIR")]
+    pub pki_dir: Option<PathBuf>,
 }
 
 impl MasterOpts {
@@ -64,6 +69,15 @@ impl MasterOpts {
             Some(path) => Ok(Some(crate::trust::read_signing_key(&path)?)),
             None => Ok(None),
         }
+    }
+
+    /// The master's key store: `--pki-dir`, else the config's
+    /// `master.pki_dir`; none means replies are not verified.
+    pub fn pki(&self, config: &Config) -> Option<crate::pki::Pki> {
+        self.pki_dir
+            .clone()
+            .or_else(|| config.master.pki_dir.clone())
+            .map(crate::pki::Pki::new)
     }
 
     pub(super) fn topic(&self, config: &Config) -> String {

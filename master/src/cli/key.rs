@@ -1,0 +1,427 @@
+//! `maid key`: the maids' keys, managed as `salt-key` manages minion keys —
+//! the same flags, prompts, output and exit status. Maids present their
+//! keys through the registry; each run files what the registry carries
+//! ([`Pki::submit_registry`]) before it lists or acts, as Salt's master
+//! files each authentication attempt.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, Write};
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::{ArgGroup, Args, ValueEnum};
+use serde_json::{Map, Value};
+
+use super::{MasterOpts, block_on};
+use crate::pki::{KeyState, Pki, fingerprint};
+
+/// How `maid key` prints (`salt-key --out`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum KeyOut {
+    /// salt-key's own listing.
+    Key,
+    Json,
+    Yaml,
+}
+
+#[derive(Debug, Args)]
+#[command(group(ArgGroup::new("action").args([
+    "list_all", "accept", "accept_all", "reject", "reject_all", "delete", "delete_all",
+    "finger", "finger_all", "print", "print_all",
+])))]
+pub struct KeyArgs {
+    /// List every key (the default action).
+    #[arg(short = 'L', long = "list-all")]
+    pub list_all: bool,
+    /// Accept the pending keys that ID (a glob, or globs joined by `,`)
+    /// matches.
+    #[arg(short = 'a', long, value_name = "ID")]
+    pub accept: Option<String>,
+    /// Accept every pending key.
+    #[arg(short = 'A', long)]
+    pub accept_all: bool,
+    /// Reject the pending keys that ID matches.
+    #[arg(short = 'r', long, value_name = "ID")]
+    pub reject: Option<String>,
+    /// Reject every pending key.
+    #[arg(short = 'R', long)]
+    pub reject_all: bool,
+    /// Delete the keys that ID matches, in any state.
+    #[arg(short = 'd', long, value_name = "ID")]
+    pub delete: Option<String>,
+    /// Delete every key.
+    #[arg(short = 'D', long)]
+    pub delete_all: bool,
+    /// Print the fingerprints of the keys that ID matches.
+    #[arg(short = 'f', long, value_name = "ID")]
+    pub finger: Option<String>,
+    /// Print every key's fingerprint.
+    #[arg(short = 'F', long)]
+    pub finger_all: bool,
+    /// Print the keys that ID matches.
+    #[arg(short = 'p', long, value_name = "ID")]
+    pub print: Option<String>,
+    /// Print every key.
+    #[arg(short = 'P', long)]
+    pub print_all: bool,
+    /// Answer yes to every question.
+    #[arg(short = 'y', long)]
+    pub yes: bool,
+    /// Accept and delete also act on rejected keys.
+    #[arg(long)]
+    pub include_rejected: bool,
+    /// Accept, reject and delete also act on denied keys.
+    #[arg(long)]
+    pub include_denied: bool,
+    /// Reject also acts on accepted keys.
+    #[arg(long)]
+    pub include_accepted: bool,
+    /// Act on keys in every state.
+    #[arg(long)]
+    pub include_all: bool,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = KeyOut::Key)]
+    pub out: KeyOut,
+    #[command(flatten)]
+    pub master: MasterOpts,
+}
+
+/// What a state-changing action does.
+#[derive(Debug, Clone, Copy)]
+enum Change {
+    Accept,
+    Reject,
+    Delete,
+}
+
+impl Change {
+    fn verb(self) -> &'static str {
+        match self {
+            Change::Accept => "accepted",
+            Change::Reject => "rejected",
+            Change::Delete => "deleted",
+        }
+    }
+
+    /// The states it takes keys from, as `salt-key`'s `_filter_ret`.
+    fn sources(self, args: &KeyArgs) -> Vec<KeyState> {
+        let all = args.include_all;
+        let mut from = match self {
+            Change::Delete => return KeyState::ALL.to_vec(),
+            _ => vec![KeyState::Pending],
+        };
+        if matches!(self, Change::Accept) && (all || args.include_rejected) {
+            from.push(KeyState::Rejected);
+        }
+        if matches!(self, Change::Reject) && (all || args.include_accepted) {
+            from.push(KeyState::Accepted);
+        }
+        if all || args.include_denied {
+            from.push(KeyState::Denied);
+        }
+        from
+    }
+
+    /// The states named in the no-match message.
+    fn described(self, args: &KeyArgs) -> &'static str {
+        let all = args.include_all;
+        match self {
+            Change::Accept if all || (args.include_rejected && args.include_denied) => {
+                "unaccepted, rejected or denied"
+            }
+            Change::Accept if args.include_rejected => "unaccepted or rejected",
+            Change::Reject if all || args.include_accepted => "unaccepted or accepted",
+            _ => "unaccepted",
+        }
+    }
+}
+
+/// Whether `id` matches one of the comma-separated globs of `pattern`.
+fn matches(pattern: &str, id: &str) -> bool {
+    pattern.split(',').any(|glob| {
+        globset::GlobBuilder::new(glob)
+            .literal_separator(false)
+            .build()
+            .map(|g| g.compile_matcher().is_match(id))
+            .unwrap_or(false)
+    })
+}
+
+/// Ids by state, for the listing.
+type Listing = BTreeMap<KeyState, Vec<String>>;
+
+/// `salt-key`'s key outputter: every state's heading in its order, then
+/// its ids (or `id:  value` lines), one per line.
+fn render(listing: &BTreeMap<KeyState, Vec<(String, Option<String>)>>, every: bool) -> String {
+    let mut out = String::new();
+    for state in KeyState::ALL {
+        let entries = listing.get(&state);
+        if !every && entries.is_none_or(Vec::is_empty) {
+            continue;
+        }
+        out.push_str(state.heading());
+        out.push('\n');
+        for (id, value) in entries.into_iter().flatten() {
+            match value {
+                Some(v) => out.push_str(&format!("{id}:  {v}\n")),
+                None => out.push_str(&format!("{id}\n")),
+            }
+        }
+    }
+    out
+}
+
+/// The listing in Salt's JSON shape: `{"minions": [...], ...}`.
+fn as_json(listing: &BTreeMap<KeyState, Vec<(String, Option<String>)>>) -> Value {
+    let mut map = Map::new();
+    for (state, entries) in listing {
+        let value = if entries.iter().all(|(_, v)| v.is_none()) {
+            Value::from(entries.iter().map(|(id, _)| id.clone()).collect::<Vec<_>>())
+        } else {
+            Value::Object(
+                entries
+                    .iter()
+                    .map(|(id, v)| (id.clone(), Value::from(v.clone().unwrap_or_default())))
+                    .collect(),
+            )
+        };
+        map.insert(state.dir().into(), value);
+    }
+    Value::Object(map)
+}
+
+fn print_listing(
+    listing: &BTreeMap<KeyState, Vec<(String, Option<String>)>>,
+    every: bool,
+    out: KeyOut,
+) -> anyhow::Result<()> {
+    match out {
+        KeyOut::Key => print!("{}", render(listing, every)),
+        KeyOut::Json => println!("{}", serde_json::to_string_pretty(&as_json(listing))?),
+        KeyOut::Yaml => print!("{}", serde_yaml_ng::to_string(&as_json(listing))?),
+    }
+    Ok(())
+}
+
+/// Ask `question` on the terminal; `default` is the answer to an empty
+/// line.
+fn confirm(question: &str, default: bool) -> anyhow::Result<bool> {
+    print!("{question}");
+    std::io::stdout().flush()?;
+    let mut line = String::new();
+    std::io::stdin().lock().read_line(&mut line)?;
+    let answer = line.trim();
+    Ok(if answer.is_empty() {
+        default
+    } else {
+        answer.starts_with(['y', 'Y'])
+    })
+}
+
+/// File what the registry carries, when Redis answers; the keys on disk
+/// are listed and changed either way.
+fn refresh(pki: &Pki, master: &MasterOpts) -> anyhow::Result<()> {
+    let (bus, _) = master.bus()?;
+    let result = block_on(async {
+        let mut conn = bus.connect().await?;
+        let maids = crate::jobs::alive_maids(&mut conn).await?;
+        anyhow::Ok(maids)
+    })?;
+    match result {
+        Ok(maids) => {
+            let regs: Vec<(String, crate::protocol::Registration)> = maids
+                .into_iter()
+                .filter_map(|(id, (_, reg))| reg.map(|r| (id, r)))
+                .collect();
+            pki.submit_registry(regs.iter().map(|(id, r)| (id, r)))?;
+        }
+        Err(e) => eprintln!("maid: keys not refreshed from the registry: {e:#}"),
+    }
+    Ok(())
+}
+
+pub fn run(args: KeyArgs) -> anyhow::Result<ExitCode> {
+    let config = args.master.config()?;
+    let pki = args
+        .master
+        .pki(&config)
+        .context("no key store: pass --pki-dir or set [master] pki_dir")?;
+    refresh(&pki, &args.master)?;
+    let all = |x: bool, one: &Option<String>| -> Option<String> {
+        if x { Some("*".into()) } else { one.clone() }
+    };
+    let change = [
+        (Change::Accept, all(args.accept_all, &args.accept)),
+        (Change::Reject, all(args.reject_all, &args.reject)),
+        (Change::Delete, all(args.delete_all, &args.delete)),
+    ]
+    .into_iter()
+    .find_map(|(c, p)| p.map(|p| (c, p)));
+    if let Some((change, pattern)) = change {
+        return apply(&pki, &args, change, &pattern);
+    }
+    let listing: Listing = pki.list()?;
+    if let Some(pattern) = all(args.finger_all, &args.finger) {
+        return show(&pki, &args, &listing, &pattern, fingerprint, true);
+    }
+    if let Some(pattern) = all(args.print_all, &args.print) {
+        return show(&pki, &args, &listing, &pattern, str::to_string, false);
+    }
+    let plain = listing
+        .into_iter()
+        .map(|(s, ids)| (s, ids.into_iter().map(|id| (id, None)).collect()))
+        .collect();
+    print_listing(&plain, true, args.out)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `-f`/`-F` and `-p`/`-P`: each matching key's `value`, by state; the
+/// fingerprints also show the master's own key first ("Local Keys").
+fn show(
+    pki: &Pki,
+    args: &KeyArgs,
+    listing: &Listing,
+    pattern: &str,
+    value: impl Fn(&str) -> String,
+    local: bool,
+) -> anyhow::Result<ExitCode> {
+    let mut shown: BTreeMap<KeyState, Vec<(String, Option<String>)>> = BTreeMap::new();
+    for (state, ids) in listing {
+        for id in ids.iter().filter(|id| matches(pattern, id)) {
+            if let Some(text) = pki.key(*state, id)? {
+                shown
+                    .entry(*state)
+                    .or_default()
+                    .push((id.clone(), Some(value(&text))));
+            }
+        }
+    }
+    let config = args.master.config()?;
+    let local_keys: Vec<(String, String)> = match args.master.key_path(&config) {
+        Some(path) if local => {
+            let public = path.with_extension("pub");
+            std::fs::read_to_string(&public)
+                .ok()
+                .map(|text| {
+                    let name = public
+                        .file_name()
+                        .map(|n| n.to_string_lossy().into_owned())
+                        .unwrap_or_default();
+                    vec![(name, fingerprint(&text))]
+                })
+                .unwrap_or_default()
+        }
+        _ => Vec::new(),
+    };
+    if args.out == KeyOut::Key {
+        if !local_keys.is_empty() {
+            println!("Local Keys:");
+            for (name, fp) in &local_keys {
+                println!("{name}:  {fp}");
+            }
+        }
+        print!("{}", render(&shown, false));
+    } else {
+        let mut json = as_json(&shown);
+        if !local_keys.is_empty() {
+            json["local"] = Value::Object(
+                local_keys
+                    .into_iter()
+                    .map(|(n, f)| (n, Value::String(f)))
+                    .collect(),
+            );
+        }
+        match args.out {
+            KeyOut::Yaml => print!("{}", serde_yaml_ng::to_string(&json)?),
+            _ => println!("{}", serde_json::to_string_pretty(&json)?),
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `-a`, `-r`, `-d` and their every-key forms: show what matches, ask
+/// (unless `-y`), act, and say what was done — as `salt-key` does.
+fn apply(pki: &Pki, args: &KeyArgs, change: Change, pattern: &str) -> anyhow::Result<ExitCode> {
+    let mut matched: BTreeMap<KeyState, Vec<(String, Option<String>)>> = BTreeMap::new();
+    for state in change.sources(args) {
+        for id in pki
+            .ids(state)?
+            .into_iter()
+            .filter(|id| matches(pattern, id))
+        {
+            matched.entry(state).or_default().push((id, None));
+        }
+    }
+    if matched.is_empty() {
+        println!(
+            "The key glob '{pattern}' does not match any {} keys.",
+            change.described(args)
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    if !args.yes {
+        println!("The following keys are going to be {}:", change.verb());
+        print!("{}", render(&matched, false));
+        let proceed = match change {
+            Change::Delete => confirm("Proceed? [N/y] ", false)?,
+            _ => confirm("Proceed? [n/Y] ", true)?,
+        };
+        if !proceed {
+            return Ok(ExitCode::SUCCESS);
+        }
+    }
+    for (state, entries) in &matched {
+        for (id, _) in entries {
+            let done = match change {
+                Change::Accept => pki.transfer(id, *state, KeyState::Accepted)?,
+                Change::Reject => pki.transfer(id, *state, KeyState::Rejected)?,
+                Change::Delete => pki.delete(*state, id)?,
+            };
+            if done {
+                println!("Key for minion {id} {}.", change.verb());
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_listing_is_salt_keys() {
+        let listing: BTreeMap<KeyState, Vec<(String, Option<String>)>> = BTreeMap::from([
+            (KeyState::Accepted, vec![("a1".into(), None)]),
+            (
+                KeyState::Pending,
+                vec![("p1".into(), None), ("p2".into(), None)],
+            ),
+        ]);
+        assert_eq!(
+            render(&listing, true),
+            "Accepted Keys:\na1\nDenied Keys:\nUnaccepted Keys:\np1\np2\nRejected Keys:\n"
+        );
+        assert_eq!(
+            render(&listing, false),
+            "Accepted Keys:\na1\nUnaccepted Keys:\np1\np2\n"
+        );
+        let shown = BTreeMap::from([(
+            KeyState::Accepted,
+            vec![("a1".into(), Some("ab:cd".into()))],
+        )]);
+        assert_eq!(render(&shown, false), "Accepted Keys:\na1:  ab:cd\n");
+        assert_eq!(
+            as_json(&listing),
+            serde_json::json!({"minions": ["a1"], "minions_pre": ["p1", "p2"]})
+        );
+    }
+
+    #[test]
+    fn ids_match_comma_separated_globs() {
+        assert!(matches("web*", "web1"));
+        assert!(matches("db1,web*", "db1"));
+        assert!(!matches("web*", "db1"));
+        assert!(matches("*", "anything.example.com"));
+    }
+}

@@ -1,0 +1,300 @@
+//! Who answered: each maid's own key, accepted on the master as `salt-key`
+//! accepts minion keys (`maid key`), and replies that count only when the
+//! key accepted for their maid signed them (PROTOCOL §3.4, §4). Real
+//! agents, a real `redis-server`, the real `maid` binary.
+
+use std::collections::BTreeSet;
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+use redis::AsyncCommands;
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+use crate::common::fleet::{Agent, TOPIC, request, run, start_agent, wait_registered};
+use crate::common::redis::RedisServer;
+use maid_master::bus::Bus;
+use maid_master::pki::Pki;
+
+/// `maid key --pki-dir PKI ARGS`, with `input` on its stdin.
+fn maid_key(url: &str, pki: &Path, args: &[&str], input: &str) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_maid"))
+        .arg("key")
+        .arg("--pki-dir")
+        .arg(pki)
+        .args(args)
+        .env("MAID_REDIS", url)
+        .env_remove("MAID_CONFIG")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run maid key");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "maid key {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// An agent that keeps state (and so has a key of its own) in `dir`.
+fn keyed_agent(server: &RedisServer, id: &str, dir: &Path) -> Agent {
+    let state = dir.join(format!("state-{id}"));
+    let toml = format!("[security]\nrequire_signed = false\nstate_dir = {state:?}\n");
+    start_agent(&server.config(), id, &toml)
+}
+
+/// Salt's fingerprint of a maid's public key file, computed here from the
+/// raw key: SHA-256, lower-case hex pairs joined by `:`.
+fn fingerprint_of(pub_file: &Path) -> String {
+    let text = std::fs::read_to_string(pub_file).unwrap();
+    let key = maid::trust::decode_verifying_key(text.trim()).unwrap();
+    Sha256::digest(key.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect::<Vec<_>>()
+        .join(":")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn maid_key_lists_accepts_rejects_and_deletes_as_salt_key_does() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let bus = Bus::new(&server.config()).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let _agents = [
+        keyed_agent(&server, "key-a", dir.path()),
+        keyed_agent(&server, "key-b", dir.path()),
+    ];
+    wait_registered(&bus, &["key-a", "key-b"]).await;
+    let pki = dir.path().join("pki");
+    let key = |args: &[&str], input: &str| stdout(&maid_key(&url, &pki, args, input));
+
+    // The agents' keys arrived through the registry: pending.
+    assert_eq!(
+        key(&["-L"], ""),
+        "Accepted Keys:\nDenied Keys:\nUnaccepted Keys:\nkey-a\nkey-b\nRejected Keys:\n"
+    );
+    // Accepting asks first; "n" accepts nothing.
+    let asked = "The following keys are going to be accepted:\nUnaccepted Keys:\nkey-a\n\
+                 Proceed? [n/Y] ";
+    assert_eq!(key(&["-a", "key-a"], "n\n"), asked);
+    assert!(Pki::new(&pki).accepted().unwrap().is_empty());
+    assert_eq!(
+        key(&["-a", "key-a"], "y\n"),
+        format!("{asked}Key for minion key-a accepted.\n")
+    );
+    assert_eq!(
+        key(&["-a", "nobody*", "-y"], ""),
+        "The key glob 'nobody*' does not match any unaccepted keys.\n"
+    );
+    assert_eq!(
+        key(&["-r", "key-b", "-y"], ""),
+        "Key for minion key-b rejected.\n"
+    );
+    let listed: Value = serde_json::from_str(&key(&["-L", "--out", "json"], "")).unwrap();
+    assert_eq!(
+        listed,
+        json!({"minions": ["key-a"], "minions_denied": [], "minions_pre": [],
+               "minions_rejected": ["key-b"]})
+    );
+    // Fingerprints: SHA-256 of the maid's own public key.
+    let fp = fingerprint_of(&dir.path().join("state-key-a/minion.pub"));
+    assert_eq!(
+        key(&["-f", "key-a"], ""),
+        format!("Accepted Keys:\nkey-a:  {fp}\n")
+    );
+
+    // Someone registers key-a with another key: denied, and the accepted
+    // key stays the one that counts.
+    let mut conn = bus.connect().await.unwrap();
+    let reg: String = conn.hget("maid:registry", "key-a").await.unwrap();
+    let mut reg: Value = serde_json::from_str(&reg).unwrap();
+    let impostor = maid::trust::generate().unwrap().verifying_key();
+    reg["pubkey"] = Value::from(maid::trust::encode_verifying(&impostor));
+    let _: i64 = conn
+        .hset("maid:registry", "key-a", reg.to_string())
+        .await
+        .unwrap();
+    assert_eq!(
+        key(&["-L"], ""),
+        "Accepted Keys:\nkey-a\nDenied Keys:\nkey-a\nUnaccepted Keys:\nRejected Keys:\nkey-b\n"
+    );
+    let store = Pki::new(&pki);
+    let accepted = store.accepted().unwrap();
+    assert_eq!(
+        maid::trust::encode_verifying(&accepted["key-a"]),
+        std::fs::read_to_string(dir.path().join("state-key-a/minion.pub"))
+            .unwrap()
+            .trim()
+    );
+
+    // Deleting asks with "no" as the default; a maid still registering
+    // comes back as pending, as a minion re-authenticating does.
+    assert_eq!(
+        key(&["-d", "key-b"], "\n"),
+        "The following keys are going to be deleted:\nRejected Keys:\nkey-b\nProceed? [N/y] "
+    );
+    assert_eq!(
+        key(&["-d", "key-b", "-y"], ""),
+        "Key for minion key-b deleted.\n"
+    );
+    assert_eq!(
+        key(&["-L"], ""),
+        "Accepted Keys:\nkey-a\nDenied Keys:\nkey-a\nUnaccepted Keys:\nkey-b\nRejected Keys:\n"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_replies_signed_by_an_accepted_key_count() {
+    let server = RedisServer::start();
+    let bus = Bus::new(&server.config()).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    // sig-a keeps state, so it has a key; sig-b has none (a v1 maid).
+    let _a = keyed_agent(&server, "sig-a", dir.path());
+    let _b = start_agent(&server.config(), "sig-b", "");
+    wait_registered(&bus, &["sig-a", "sig-b"]).await;
+    let pki = dir.path().join("pki");
+    maid_key(&server.url(), &pki, &["-A", "-y"], "");
+    assert_eq!(
+        Pki::new(&pki)
+            .accepted()
+            .unwrap()
+            .keys()
+            .collect::<Vec<_>>(),
+        ["sig-a"]
+    );
+    // A ghost: a registry entry and an alive key, and nobody behind them.
+    let mut conn = bus.connect().await.unwrap();
+    let ghost = json!({"id": "ghost", "version": "1", "master_topics": [TOPIC],
+        "functions": ["test.ping"], "grains": {}, "started_at": "x", "last_seen": "x"});
+    let _: i64 = conn
+        .hset("maid:registry", "ghost", ghost.to_string())
+        .await
+        .unwrap();
+    let _: () = conn.set_ex("maid:alive:ghost", 1, 120).await.unwrap();
+
+    // A Redis client answers every job at once as sig-a: bare, and sealed
+    // with a key of its own.
+    let forger = {
+        let client = server.client();
+        let other = maid::trust::generate().unwrap();
+        tokio::spawn(async move {
+            let mut pubsub = client.get_async_pubsub().await.unwrap();
+            pubsub.subscribe(TOPIC).await.unwrap();
+            let mut publish = client.get_multiplexed_async_connection().await.unwrap();
+            let mut jobs = pubsub.into_on_message();
+            while let Some(msg) = futures_util::StreamExt::next(&mut jobs).await {
+                let job: Value = serde_json::from_slice(msg.get_payload_bytes()).unwrap();
+                let (jid, topic) = (job["jid"].clone(), job["tempTopic"].as_str().unwrap());
+                let ping = json!({"type": "ping", "sub_ip": "sig-a", "jid": jid, "match": true});
+                let ret = json!({"type": "return", "sub_ip": "sig-a", "id": "sig-a",
+                    "jid": jid, "fun": "test.ping", "fun_args": [], "return": "forged",
+                    "retcode": 0, "success": true, "out": "nested", "_stamp": "x",
+                    "ret_": {"sig-a": "forged"}});
+                for reply in [ping, ret] {
+                    let sealed = maid::replies::seal(reply.to_string(), &other);
+                    for payload in [reply.to_string(), sealed] {
+                        let _: i64 = publish.publish(topic, payload).await.unwrap();
+                    }
+                }
+            }
+        })
+    };
+    // The forger is listening before the job goes out.
+    crate::common::fleet::wait_subscribers(&bus, 3).await;
+
+    let mut req = request("*", "glob", "test.ping", json!([]), json!({}));
+    req.timeout = Duration::from_secs(3);
+    req.pki = Some(Pki::new(&pki));
+    let report = run(&bus, &req).await;
+    assert_eq!(report.expected, BTreeSet::from(["sig-a".to_string()]));
+    let returned: Vec<(String, Value)> = report
+        .returns
+        .iter()
+        .map(|r| (r.id.clone(), r.ret.clone()))
+        .collect();
+    assert_eq!(returned, [("sig-a".to_string(), json!(true))], "{report:?}");
+    assert!(report.repeated.is_empty(), "{report:?}");
+    assert!(report.forged.contains_key("sig-a"), "{report:?}");
+    assert!(
+        report.forged["sig-b"].contains("no accepted key"),
+        "{report:?}"
+    );
+    assert!(report.missed_maids.is_empty(), "{report:?}");
+    assert_eq!(report.exit_code(), 0);
+
+    // The control: without the key store, the ghost is expected (and
+    // missed), the forger's return is counted as sig-a's or as a repeat.
+    req.pki = None;
+    let open = run(&bus, &req).await;
+    assert!(open.missed_maids.contains("ghost"), "{open:?}");
+    assert!(
+        open.repeated.contains_key("sig-a")
+            || open.returns.iter().any(|r| r.ret == json!("forged")),
+        "{open:?}"
+    );
+    forger.abort();
+
+    // The job cache: a forged entry put in sig-a's place is not printed as
+    // sig-a's return by `maid job` with the key store.
+    let forged_entry = json!({"type": "return", "sub_ip": "sig-a", "id": "sig-a",
+        "jid": report.jid, "fun": "test.ping", "fun_args": [], "return": "forged",
+        "retcode": 0, "success": true, "out": "nested", "_stamp": "x",
+        "ret_": {"sig-a": "forged"}});
+    let key = maid::protocol::job_key(&report.jid);
+    let genuine: String = conn.hget(&key, "sig-a").await.unwrap();
+    let job_out = |pki_dir: Option<&Path>| -> Output {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_maid"));
+        cmd.args(["job", &report.jid, "--out", "json"])
+            .env("MAID_REDIS", server.url())
+            .env_remove("MAID_CONFIG");
+        if let Some(p) = pki_dir {
+            cmd.arg("--pki-dir").arg(p);
+        }
+        cmd.output().unwrap()
+    };
+    let verified = job_out(Some(&pki));
+    assert!(
+        stdout(&verified).contains("\"sig-a\": true"),
+        "{}",
+        stdout(&verified)
+    );
+    let _: i64 = conn
+        .hset(&key, "sig-a", forged_entry.to_string())
+        .await
+        .unwrap();
+    let verified = job_out(Some(&pki));
+    assert!(
+        !stdout(&verified).contains("sig-a"),
+        "{}",
+        stdout(&verified)
+    );
+    assert!(
+        String::from_utf8_lossy(&verified.stderr)
+            .contains("forged reply claimed to come from sig-a"),
+        "{}",
+        String::from_utf8_lossy(&verified.stderr)
+    );
+    // Without the key store the forgery reads as sig-a's answer.
+    assert!(stdout(&job_out(None)).contains("forged"));
+    assert!(
+        genuine.contains("\"sig\""),
+        "the cached return is an envelope: {genuine}"
+    );
+}
