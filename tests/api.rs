@@ -18,6 +18,11 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 
 const USER: &str = "tester";
+/// May run `test.*` and `grains.items` on `web*` only, and see only their
+/// own jobs.
+const INTERN: &str = "intern";
+/// Knows the password, has no permissions: cannot log in.
+const NOBODY: &str = "nobody";
 const PASSWORD: &str = "correct horse";
 
 /// A `maid api` process; killed on drop.
@@ -91,7 +96,10 @@ impl Fleet {
             &config,
             format!(
                 "master_topics = [\"{TOPIC}\"]\n[redis]\nurl = \"{}\"\n[master]\nkey = \"{}\"\n\
-                 [api]\n{api_toml}\n[api.users]\n{USER} = \"{hash}\"\n",
+                 [api]\n{api_toml}\n[api.users]\n{USER} = \"{hash}\"\n\
+                 {INTERN} = \"{hash}\"\n{NOBODY} = \"{hash}\"\n\
+                 [api.perms]\n{USER} = [\".*\", \"@jobs\"]\n\
+                 {INTERN} = [{{ \"web*\" = [\"test.*\", \"grains.items\"] }}]\n",
                 self.redis.url.as_deref().unwrap(),
                 self.dir.path().join("master.key").display(),
             ),
@@ -789,4 +797,129 @@ async fn schemathesis_finds_no_server_error() {
         error_lines(&text)
     );
     assert!(text.contains("passed"), "{text}");
+}
+
+/// Log in as `user`; the status, the body and the `Retry-After` header.
+async fn login_as(
+    c: &reqwest::Client,
+    api: &ApiServer,
+    user: &str,
+    password: &str,
+) -> (StatusCode, Value, Option<String>) {
+    let r = c
+        .post(format!("{}/login", api.url))
+        .json(&json!({"username": user, "password": password, "eauth": "pam"}))
+        .send()
+        .await
+        .unwrap();
+    let retry = r
+        .headers()
+        .get("retry-after")
+        .map(|v| v.to_str().unwrap().to_string());
+    (r.status(), r.json().await.unwrap_or(Value::Null), retry)
+}
+
+/// `[api.perms]` as Salt's `external_auth`: login returns the user's own
+/// perms; a chunk outside them is 403 naming the function and target and
+/// runs nowhere; a user without `@jobs` reads only their own jobs and
+/// hears only their own events; a user with no perms cannot log in; and
+/// repeated bad logins are refused with 429 and `Retry-After`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn api_users_are_held_to_their_perms() {
+    let mut fleet = Fleet::new();
+    fleet.agent("web-1", "role = \"web\"").await;
+    fleet.agent("db-1", "role = \"db\"").await;
+    let api = fleet.api("", &[]);
+    let c = client();
+    let admin = login(&c, &api).await;
+
+    let (status, body, _) = login_as(&c, &api, INTERN, PASSWORD).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(
+        body["return"][0]["perms"],
+        json!([{"web*": ["test.*", "grains.items"]}])
+    );
+    let intern = body["return"][0]["token"].as_str().unwrap().to_string();
+    let (status, body, _) = login_as(&c, &api, NOBODY, PASSWORD).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED, "{body}");
+
+    let chunk = |tgt: &str, fun: &str, client: &str| json!([{"client": client, "tgt": tgt, "fun": fun, "timeout": 10}]);
+    // Allowed: test.* on web-1.
+    let (status, body) = lowstate(&c, &api, &intern, &chunk("web-1", "test.ping", "local")).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["return"][0], json!({"web-1": true}));
+    // cmd.run anywhere, and test.ping beyond web*, are refused and named.
+    for (tgt, fun) in [
+        ("web-1", "cmd.run"),
+        ("*", "test.ping"),
+        ("db-1", "test.ping"),
+    ] {
+        let (status, body) = lowstate(&c, &api, &intern, &chunk(tgt, fun, "local")).await;
+        assert_eq!(status, StatusCode::FORBIDDEN, "{tgt} {fun}: {body}");
+        let error = body["error"].as_str().unwrap();
+        assert!(error.contains(fun) && error.contains(tgt), "{error}");
+    }
+    // The registry through /minions: all of it is beyond web*.
+    let (status, _) = get(&c, &api, &intern, "/minions").await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    let (status, _) = get(&c, &api, &intern, "/minions/web-1").await;
+    assert_eq!(status, StatusCode::OK);
+
+    // Jobs and events: the intern's own only.
+    let mut events = c
+        .get(format!("{}/events", api.url))
+        .header("X-Auth-Token", &intern)
+        .send()
+        .await
+        .unwrap();
+    let (status, theirs) =
+        lowstate(&c, &api, &admin, &chunk("db-1", "test.ping", "local_async")).await;
+    assert_eq!(status, StatusCode::OK, "{theirs}");
+    let theirs = theirs["return"][0]["jid"].as_str().unwrap().to_string();
+    let (status, own) = lowstate(
+        &c,
+        &api,
+        &intern,
+        &chunk("web-1", "test.ping", "local_async"),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{own}");
+    let own = own["return"][0]["jid"].as_str().unwrap().to_string();
+    let (status, body) = get(&c, &api, &intern, &format!("/jobs/{theirs}")).await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
+    assert!(body["error"].as_str().unwrap().contains(&theirs));
+    let (status, _) = get(&c, &api, &admin, &format!("/jobs/{theirs}")).await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, _) = get(&c, &api, &intern, &format!("/jobs/{own}")).await;
+    assert_eq!(status, StatusCode::OK);
+    let mut seen = String::new();
+    let until = Instant::now() + Duration::from_secs(30);
+    while !seen.contains(&format!("salt/job/{own}/ret/web-1")) {
+        assert!(
+            Instant::now() < until,
+            "the intern's own return never came: {seen}"
+        );
+        let chunk = tokio::time::timeout(Duration::from_secs(15), events.chunk())
+            .await
+            .expect("an event or a keep-alive")
+            .unwrap()
+            .expect("the stream stays open");
+        seen.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    // The job carries who asked (and so the maid's audit log names them).
+    assert!(seen.contains("\"user\":\"intern\""), "{seen}");
+    assert!(!seen.contains(&theirs), "another user's job leaked: {seen}");
+    drop(events);
+
+    // Bad passwords: five, then even the right one waits.
+    for _ in 0..5 {
+        let (status, _, _) = login_as(&c, &api, INTERN, "wrong").await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED);
+    }
+    let (status, _, retry) = login_as(&c, &api, INTERN, PASSWORD).await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
+    let retry: u64 = retry.expect("Retry-After").parse().unwrap();
+    assert!((1..=60).contains(&retry), "{retry}");
+    // Another user from the same address is not locked out by that.
+    login(&c, &api).await;
 }

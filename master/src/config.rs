@@ -257,6 +257,13 @@ pub struct ApiSettings {
     /// Who may log in: user name → argon2 PHC string, as `maid api
     /// hash-password` prints it. Passwords are never stored in clear.
     pub users: BTreeMap<String, String>,
+    /// What each user (or group, `name%`) may run, as Salt's
+    /// `external_auth`: function regexes for every minion, `{target =
+    /// [regexes]}` tables, `@jobs` (every job's returns and events, not
+    /// only their own). A user with no entry cannot log in.
+    pub perms: BTreeMap<String, Vec<crate::api::perms::PermEntry>>,
+    /// Groups for `perms`: group name → its users.
+    pub groups: BTreeMap<String, Vec<String>>,
 }
 
 impl Default for ApiSettings {
@@ -268,6 +275,8 @@ impl Default for ApiSettings {
             token_ttl_secs: 43_200,
             max_timeout_secs: 3_600.0,
             users: BTreeMap::new(),
+            perms: BTreeMap::new(),
+            groups: BTreeMap::new(),
         }
     }
 }
@@ -290,6 +299,8 @@ impl ApiSettings {
                 crate::protocol::MAX_TIMEOUT_SECS
             )));
         }
+        crate::api::perms::validate(&self.perms)
+            .map_err(|e| ConfigError::Invalid(e.to_string()))?;
         for (user, hash) in &self.users {
             argon2::password_hash::PasswordHash::new(hash).map_err(|error| {
                 ConfigError::Invalid(format!(

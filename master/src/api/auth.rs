@@ -55,6 +55,67 @@ pub struct Session {
     deadline: Instant,
 }
 
+/// Failed logins allowed per user name within [`WINDOW`] before its
+/// logins are refused (429) until the window ends.
+pub const USER_FAILURES: u32 = 5;
+/// Failed logins allowed per client address within [`WINDOW`].
+pub const ADDRESS_FAILURES: u32 = 20;
+/// How long failures are remembered.
+pub const WINDOW: Duration = Duration::from_secs(60);
+/// Logins that may wait for a password check beyond those being checked;
+/// past it a login is refused at once (429) instead of queueing.
+const WAITING: usize = 64;
+/// Failure counters kept at most; past it the expired ones go, and if
+/// none has, a login from a new name or address is refused (429).
+const COUNTERS: usize = 10_000;
+
+/// Why a login was refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refused {
+    /// Wrong user name or password.
+    Wrong,
+    /// Too many failures, or too many logins at once: retry after this many
+    /// seconds.
+    Throttled(u64),
+}
+
+/// Failures per key (user name or address) within a window.
+#[derive(Default)]
+struct Failures(HashMap<String, (u32, Instant)>);
+
+impl Failures {
+    /// Seconds until `key` may try again, when it has used up `limit`.
+    fn blocked(&mut self, key: &str, limit: u32, now: Instant) -> Option<u64> {
+        match self.0.get(key) {
+            Some((n, since)) if now.duration_since(*since) < WINDOW => {
+                (*n >= limit).then(|| (WINDOW - now.duration_since(*since)).as_secs().max(1))
+            }
+            Some(_) => {
+                self.0.remove(key);
+                None
+            }
+            None => None,
+        }
+    }
+
+    /// Count a failure of `key`; `false` when there is no room to.
+    fn fail(&mut self, key: &str, now: Instant) -> bool {
+        if !self.0.contains_key(key) && self.0.len() >= COUNTERS {
+            self.0
+                .retain(|_, (_, since)| now.duration_since(*since) < WINDOW);
+            if self.0.len() >= COUNTERS {
+                return false;
+            }
+        }
+        let entry = self.0.entry(key.to_string()).or_insert((0, now));
+        if now.duration_since(entry.1) >= WINDOW {
+            *entry = (0, now);
+        }
+        entry.0 += 1;
+        true
+    }
+}
+
 /// The users who may log in and the tokens they hold.
 pub struct Auth {
     /// User name → PHC string.
@@ -65,6 +126,14 @@ pub struct Auth {
     decoy: String,
     ttl: Duration,
     tokens: Mutex<HashMap<String, Session>>,
+    /// Password checks at once: Argon2 takes ~19 MiB and a core's time
+    /// each, so a flood of logins is bounded in memory and CPU.
+    checks: tokio::sync::Semaphore,
+    /// Logins waiting for a check.
+    waiting: std::sync::atomic::AtomicUsize,
+    /// Recent failures by user name and by client address.
+    by_user: Mutex<Failures>,
+    by_address: Mutex<Failures>,
 }
 
 impl Auth {
@@ -74,7 +143,73 @@ impl Auth {
             decoy: hash_password("decoy")?,
             ttl,
             tokens: Mutex::new(HashMap::new()),
+            checks: tokio::sync::Semaphore::new(
+                std::thread::available_parallelism().map_or(2, |n| n.get().max(2)),
+            ),
+            waiting: std::sync::atomic::AtomicUsize::new(0),
+            by_user: Mutex::new(Failures::default()),
+            by_address: Mutex::new(Failures::default()),
         })
+    }
+
+    /// [`Auth::login`] from `address`, throttled: a user name or address
+    /// with too many recent failures, or a login beyond those the checks
+    /// can queue, is refused without checking the password.
+    pub async fn login_from(
+        &self,
+        user: &str,
+        password: &str,
+        address: &str,
+    ) -> Result<Session, Refused> {
+        use std::sync::atomic::Ordering;
+        let now = Instant::now();
+        let user_key = format!("user:{user}");
+        let address_key = format!("address:{address}");
+        {
+            let mut by_user = self.by_user.lock().unwrap_or_else(|e| e.into_inner());
+            let mut by_address = self.by_address.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(secs) = by_user
+                .blocked(&user_key, USER_FAILURES, now)
+                .or_else(|| by_address.blocked(&address_key, ADDRESS_FAILURES, now))
+            {
+                return Err(Refused::Throttled(secs));
+            }
+        }
+        if self.waiting.fetch_add(1, Ordering::AcqRel) >= WAITING + self.checks.available_permits()
+        {
+            self.waiting.fetch_sub(1, Ordering::AcqRel);
+            return Err(Refused::Throttled(1));
+        }
+        let permit = self.checks.acquire().await;
+        self.waiting.fetch_sub(1, Ordering::AcqRel);
+        let Ok(_permit) = permit else {
+            return Err(Refused::Throttled(1));
+        };
+        match self.login(user, password).await {
+            Some(session) => {
+                let mut by_user = self.by_user.lock().unwrap_or_else(|e| e.into_inner());
+                by_user.0.remove(&user_key);
+                Ok(session)
+            }
+            None => {
+                let now = Instant::now();
+                let counted = self
+                    .by_user
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .fail(&user_key, now)
+                    & self
+                        .by_address
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .fail(&address_key, now);
+                if counted {
+                    Err(Refused::Wrong)
+                } else {
+                    Err(Refused::Throttled(WINDOW.as_secs()))
+                }
+            }
+        }
     }
 
     /// Check `password` and hand out a token. Argon2 is deliberately slow,
@@ -150,5 +285,36 @@ mod tests {
         let s = auth.login("ann", "s3cret").await.unwrap();
         tokio::time::sleep(Duration::from_millis(250)).await;
         assert!(auth.check(&s.token).is_none());
+    }
+
+    #[tokio::test]
+    async fn failed_logins_are_throttled_per_user_and_per_address() {
+        let users = BTreeMap::from([("ann".to_string(), hash_password("s3cret").unwrap())]);
+        let auth = Auth::new(users, Duration::from_secs(60)).unwrap();
+        for _ in 0..USER_FAILURES {
+            assert_eq!(
+                auth.login_from("ann", "wrong", "10.0.0.1")
+                    .await
+                    .unwrap_err(),
+                Refused::Wrong
+            );
+        }
+        // The right password no longer helps ann within the window.
+        assert!(matches!(
+            auth.login_from("ann", "s3cret", "10.0.0.2").await,
+            Err(Refused::Throttled(s)) if (1..=60).contains(&s)
+        ));
+        // Another address guessing many names is stopped too.
+        for i in 0..ADDRESS_FAILURES {
+            let name = format!("u{i}");
+            assert_eq!(
+                auth.login_from(&name, "x", "10.0.0.3").await.unwrap_err(),
+                Refused::Wrong
+            );
+        }
+        assert!(matches!(
+            auth.login_from("zed", "x", "10.0.0.3").await,
+            Err(Refused::Throttled(_))
+        ));
     }
 }

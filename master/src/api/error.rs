@@ -18,6 +18,12 @@ pub enum ApiError {
     /// No token, an unknown or expired one, or wrong credentials.
     #[error("{0}")]
     Unauthorized(&'static str),
+    /// The user's permissions (`[api.perms]`) do not allow it.
+    #[error("{0}")]
+    Forbidden(String),
+    /// Too many attempts; try again after this many seconds.
+    #[error("too many attempts; try again in {retry_after} s")]
+    TooManyRequests { retry_after: u64 },
     /// No route here.
     #[error("not found")]
     NotFound,
@@ -38,6 +44,8 @@ impl ApiError {
         match self {
             ApiError::BadRequest { .. } => StatusCode::BAD_REQUEST,
             ApiError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
+            ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
+            ApiError::TooManyRequests { .. } => StatusCode::TOO_MANY_REQUESTS,
             ApiError::NotFound => StatusCode::NOT_FOUND,
             ApiError::Redis { .. } => StatusCode::SERVICE_UNAVAILABLE,
         }
@@ -68,6 +76,14 @@ impl IntoResponse for ApiError {
         if let ApiError::Redis { error } = &self {
             tracing::warn!(cause = %error, "request failed on redis");
         }
-        (status, Json(body)).into_response()
+        let mut response = (status, Json(body)).into_response();
+        if let ApiError::TooManyRequests { retry_after } = &self
+            && let Ok(v) = axum::http::HeaderValue::from_str(&retry_after.to_string())
+        {
+            response
+                .headers_mut()
+                .insert(axum::http::header::RETRY_AFTER, v);
+        }
+        response
     }
 }

@@ -12,6 +12,7 @@ use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 
+use axum::Extension;
 use axum::extract::State;
 use axum::response::sse::{self, KeepAlive, Sse};
 use futures_util::Stream;
@@ -19,6 +20,7 @@ use tokio::sync::broadcast::error::RecvError;
 
 use super::Api;
 use super::hub::Event;
+use super::login::User;
 
 /// How soon a client reconnects after the stream ends (the SSE `retry`).
 const RETRY: Duration = Duration::from_millis(400);
@@ -29,27 +31,37 @@ fn to_sse(event: &Event) -> sse::Event {
         .data(serde_json::to_string(event).expect("events serialise"))
 }
 
+/// The event stream of the jobs `user` may see: their own, or every job
+/// with `@jobs`.
 pub async fn stream(
     State(api): State<Api>,
+    Extension(User(user)): Extension<User>,
 ) -> Sse<impl Stream<Item = Result<sse::Event, Infallible>>> {
     let rx = api.hub.events();
     let stop = api.stopping.clone();
     let hello = futures_util::stream::once(async { Ok(sse::Event::default().retry(RETRY)) });
-    let events = futures_util::stream::unfold((rx, stop), |(mut rx, mut stop)| async move {
-        let received: Result<Arc<Event>, RecvError> = tokio::select! {
-            // The server is shutting down: end the stream so the graceful
-            // shutdown does not wait on it for ever.
-            _ = stop.wait_for(|s| *s) => return None,
-            r = rx.recv() => r,
+    let state = (rx, stop, api, user);
+    let events = futures_util::stream::unfold(state, |(mut rx, mut stop, api, user)| async move {
+        let out = loop {
+            let received: Result<Arc<Event>, RecvError> = tokio::select! {
+                // The server is shutting down: end the stream so the
+                // graceful shutdown does not wait on it for ever.
+                _ = stop.wait_for(|s| *s) => return None,
+                r = rx.recv() => r,
+            };
+            match received {
+                Ok(event) if !api.may_see(&user, &event.jid) => continue,
+                other => break other,
+            }
         };
-        let out = match received {
+        let out = match out {
             Ok(event) => to_sse(&event),
             Err(RecvError::Lagged(n)) => {
                 sse::Event::default().comment(format!("missed {n} events"))
             }
             Err(RecvError::Closed) => return None,
         };
-        Some((Ok(out), (rx, stop)))
+        Some((Ok(out), (rx, stop, api, user)))
     });
     Sse::new(futures_util::StreamExt::chain(hello, events)).keep_alive(KeepAlive::default())
 }

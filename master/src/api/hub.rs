@@ -46,6 +46,9 @@ pub struct Event {
     /// PINGs and rejects, which Salt has no tag for, under `maid/job/`.
     pub tag: String,
     pub data: Value,
+    /// The job it belongs to, so a listener sees only the jobs it may.
+    #[serde(skip)]
+    pub jid: String,
 }
 
 impl Event {
@@ -55,8 +58,14 @@ impl Event {
             Reply::Return(r) => ("return", format!("salt/job/{}/ret/{}", r.jid, r.id)),
             Reply::Reject(r) => ("reject", format!("maid/job/{}/reject/{}", r.jid, r.sub_ip)),
         };
+        let jid = reply.jid().to_string();
         let data = serde_json::to_value(&reply).expect("replies serialise");
-        Event { kind, tag, data }
+        Event {
+            kind,
+            tag,
+            data,
+            jid,
+        }
     }
 
     /// A job this API published.
@@ -65,6 +74,7 @@ impl Event {
             kind: "new",
             tag: format!("salt/job/{jid}/new"),
             data,
+            jid: jid.to_string(),
         }
     }
 }

@@ -20,6 +20,7 @@ use super::error::ApiError;
 use super::hub::Event;
 use super::login::User;
 use super::lowstate::{self, Chunk, Client};
+use super::perms;
 use crate::jobs::{self, JobRequest, Report};
 use crate::{bus, jid, target};
 
@@ -37,6 +38,7 @@ pub async fn run(
     body: Bytes,
 ) -> Result<Json<Value>, ApiError> {
     let chunks = lowstate::parse(&body, api.max_timeout_secs)?;
+    authorize(&api, &user, &chunks).await?;
     let mut returns = Vec::with_capacity(chunks.len());
     let mut maid = Vec::with_capacity(chunks.len());
     for chunk in &chunks {
@@ -49,6 +51,31 @@ pub async fn run(
         maid.push(extra);
     }
     Ok(Json(json!({"return": returns, "maid": maid})))
+}
+
+/// Every chunk must be allowed by the user's permissions (`[api.perms]`,
+/// Salt's `external_auth`) over the minions the registry knows; else 403
+/// naming the function and target, and nothing runs.
+async fn authorize(api: &Api, user: &str, chunks: &[Chunk]) -> Result<(), ApiError> {
+    let entries = api.perms.of(user);
+    let mut conn = api.hub.conn().await?;
+    let known: std::collections::BTreeMap<String, crate::protocol::Registration> =
+        jobs::alive_maids(&mut conn)
+            .await
+            .inspect_err(|_| api.hub.reset())?
+            .into_iter()
+            .filter_map(|(id, (_, reg))| reg.map(|r| (id, r)))
+            .collect();
+    for chunk in chunks {
+        if !perms::allows(&entries, &chunk.fun, &chunk.tgt, chunk.tgt_type, &known) {
+            tracing::warn!(%user, fun = %chunk.fun, tgt = %chunk.tgt, "refused by [api.perms]");
+            return Err(ApiError::Forbidden(format!(
+                "user {user:?} may not run {} on {} ({})",
+                chunk.fun, chunk.tgt, chunk.tgt_type_name
+            )));
+        }
+    }
+    Ok(())
 }
 
 fn request(api: &Api, chunk: &Chunk, user: &str, timeout: std::time::Duration) -> JobRequest {
@@ -71,6 +98,9 @@ fn request(api: &Api, chunk: &Chunk, user: &str, timeout: std::time::Duration) -
 }
 
 fn announce(api: &Api, jid: &str, req: &JobRequest, minions: Option<&[String]>) {
+    if let Some(user) = &req.user {
+        api.owners.insert(jid, user);
+    }
     let mut data = json!({
         "jid": jid, "fun": req.fun, "arg": req.arg, "kwarg": req.kwarg,
         "tgt": req.tgt, "tgt_type": req.tgt_type, "user": req.user,
@@ -150,7 +180,16 @@ async fn local_async(api: &Api, chunk: &Chunk, user: &str) -> Result<(Value, Val
 
 /// salt-api's job lookup: `return` maps each minion to its return, `info`
 /// describes the job with every return's retcode and success.
-pub async fn job(State(api): State<Api>, Path(jid): Path<String>) -> Result<Json<Value>, ApiError> {
+pub async fn job(
+    State(api): State<Api>,
+    Extension(User(user)): Extension<User>,
+    Path(jid): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    if !api.may_see(&user, &jid) {
+        return Err(ApiError::Forbidden(format!(
+            "user {user:?} may not read job {jid} (not theirs, and no @jobs)"
+        )));
+    }
     let mut conn = api.hub.conn().await?;
     let accepted = match &api.pki {
         Some(pki) => {

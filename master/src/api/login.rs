@@ -3,14 +3,15 @@
 
 use axum::Json;
 use axum::body::Bytes;
-use axum::extract::{Request, State};
+use axum::extract::{ConnectInfo, Request, State};
 use axum::http::HeaderValue;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
-use super::Api;
+use super::auth::Refused;
 use super::error::ApiError;
+use super::{Api, ClientAddr};
 
 /// The header salt-api clients send their token in.
 pub const TOKEN_HEADER: &str = "x-auth-token";
@@ -30,7 +31,11 @@ fn string_field(body: &Value, name: &str) -> Result<String, ApiError> {
 /// `{"username", "password", "eauth"}` → salt-api's token object, also in
 /// the `X-Auth-Token` response header. `eauth` is accepted and ignored:
 /// the users are the API's own.
-pub async fn login(State(api): State<Api>, body: Bytes) -> Result<Response, ApiError> {
+pub async fn login(
+    State(api): State<Api>,
+    ConnectInfo(ClientAddr(addr)): ConnectInfo<ClientAddr>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
     let body: Value = serde_json::from_slice(&body)
         .map_err(|e| ApiError::bad("body", format!("not JSON: {e}")))?;
     if !body.is_object() {
@@ -38,18 +43,29 @@ pub async fn login(State(api): State<Api>, body: Bytes) -> Result<Response, ApiE
     }
     let username = string_field(&body, "username")?;
     let password = string_field(&body, "password")?;
+    // As Salt: a user with no permissions cannot log in.
+    let perms = api.perms.of(&username);
     let session = api
         .auth
-        .login(&username, &password)
+        .login_from(&username, &password, &addr.ip().to_string())
         .await
-        .ok_or(ApiError::Unauthorized("wrong user name or password"))?;
+        .map_err(|refused| match refused {
+            Refused::Wrong => ApiError::Unauthorized("wrong user name or password"),
+            Refused::Throttled(retry_after) => ApiError::TooManyRequests { retry_after },
+        })?;
+    if perms.is_empty() {
+        api.auth.logout(&session.token);
+        return Err(ApiError::Unauthorized(
+            "this user has no permissions ([api.perms])",
+        ));
+    }
     let mut response = Json(json!({"return": [{
         "token": session.token,
         "start": session.start,
         "expire": session.expire,
         "user": session.user,
         "eauth": "maid",
-        "perms": [".*"],
+        "perms": perms,
     }]}))
     .into_response();
     if let Ok(v) = HeaderValue::from_str(&session.token) {

@@ -3,19 +3,40 @@
 //! `return` is salt-api's shape, each minion's grains; `maid` adds what the
 //! registry knows beyond grains (alive, version, functions, last seen).
 
-use axum::Json;
 use axum::extract::{Path, State};
+use axum::{Extension, Json};
 use serde_json::{Map, Value, json};
 
 use super::Api;
 use super::error::ApiError;
+use super::login::User;
+use super::perms;
 use crate::jobs;
+use crate::target::TargetType;
 
-async fn listing(api: &Api, only: Option<&str>) -> Result<Json<Value>, ApiError> {
+/// The registry, as far as `user` may run `grains.items` on it (salt-api
+/// answers `GET /minions` by running it).
+async fn listing(api: &Api, user: &str, only: Option<&str>) -> Result<Json<Value>, ApiError> {
     let mut conn = api.hub.conn().await?;
     let maids = jobs::alive_maids(&mut conn)
         .await
         .inspect_err(|_| api.hub.reset())?;
+    let known = maids
+        .iter()
+        .filter_map(|(id, (_, reg))| reg.clone().map(|r| (id.clone(), r)))
+        .collect();
+    let tgt = Value::String(only.unwrap_or("*").to_string());
+    if !perms::allows(
+        &api.perms.of(user),
+        "grains.items",
+        &tgt,
+        TargetType::Glob,
+        &known,
+    ) {
+        return Err(ApiError::Forbidden(format!(
+            "user {user:?} may not run grains.items on {tgt}"
+        )));
+    }
     let mut grains = Map::new();
     let mut maid = Map::new();
     for (id, (alive, reg)) in maids {
@@ -40,10 +61,17 @@ async fn listing(api: &Api, only: Option<&str>) -> Result<Json<Value>, ApiError>
 }
 
 /// Every registered maid; an unknown id gives empty objects, as salt-api.
-pub async fn all(State(api): State<Api>) -> Result<Json<Value>, ApiError> {
-    listing(&api, None).await
+pub async fn all(
+    State(api): State<Api>,
+    Extension(User(user)): Extension<User>,
+) -> Result<Json<Value>, ApiError> {
+    listing(&api, &user, None).await
 }
 
-pub async fn one(State(api): State<Api>, Path(id): Path<String>) -> Result<Json<Value>, ApiError> {
-    listing(&api, Some(&id)).await
+pub async fn one(
+    State(api): State<Api>,
+    Extension(User(user)): Extension<User>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    listing(&api, &user, Some(&id)).await
 }

@@ -4,7 +4,8 @@
 //! Salt's answers.
 //!
 //! * [`login`]: `POST /login`, `POST /logout`, the `X-Auth-Token` check;
-//!   [`auth`] holds the users and tokens.
+//!   [`auth`] holds the users and tokens and throttles logins; [`perms`]
+//!   says who may run what, as Salt's `external_auth`.
 //! * [`jobs`]: `POST /` (lowstate, parsed by [`lowstate`]) and
 //!   `GET /jobs/{jid}`; [`minions`]: the registry; [`events`]: SSE.
 //! * [`hub`]: the Redis connections every request shares.
@@ -21,6 +22,7 @@ mod jobs;
 mod login;
 mod lowstate;
 mod minions;
+pub mod perms;
 pub mod tls;
 
 use std::future::Future;
@@ -65,6 +67,8 @@ pub enum ServeError {
     Redis { error: BusError },
     #[error("{error}")]
     Hash { error: auth::HashError },
+    #[error("{error}")]
+    Perms { error: perms::PermError },
     #[error("serving HTTP: {error}")]
     Io { error: std::io::Error },
 }
@@ -79,10 +83,75 @@ struct Inner {
     master_topic: String,
     key: Option<ed25519_dalek::SigningKey>,
     pki: Option<crate::pki::Pki>,
+    perms: perms::Perms,
+    /// Who started each job this API published, for `/jobs/{jid}` and
+    /// `/events` (a user without `@jobs` sees only their own).
+    owners: Owners,
     max_timeout_secs: f64,
     /// Turns true when the server begins to shut down, so that endless
     /// responses (`/events`) end.
     stopping: watch::Receiver<bool>,
+}
+
+/// The address a request came from, for throttling logins per address.
+#[derive(Debug, Clone, Copy)]
+pub struct ClientAddr(pub std::net::SocketAddr);
+
+impl axum::extract::connect_info::Connected<axum::serve::IncomingStream<'_, TcpListener>>
+    for ClientAddr
+{
+    fn connect_info(stream: axum::serve::IncomingStream<'_, TcpListener>) -> Self {
+        ClientAddr(*stream.remote_addr())
+    }
+}
+
+impl axum::extract::connect_info::Connected<axum::serve::IncomingStream<'_, tls::TlsListener>>
+    for ClientAddr
+{
+    fn connect_info(stream: axum::serve::IncomingStream<'_, tls::TlsListener>) -> Self {
+        ClientAddr(*stream.remote_addr())
+    }
+}
+
+/// Job id → the user who started it, the oldest forgotten past
+/// [`Owners::CAP`] (their jobs then read as nobody's: only `@jobs` users
+/// see them).
+#[derive(Default)]
+struct Owners(
+    std::sync::Mutex<(
+        std::collections::HashMap<String, String>,
+        std::collections::VecDeque<String>,
+    )>,
+);
+
+impl Owners {
+    const CAP: usize = 100_000;
+
+    fn insert(&self, jid: &str, user: &str) {
+        let mut guard = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let (map, order) = &mut *guard;
+        if map.insert(jid.to_string(), user.to_string()).is_none() {
+            order.push_back(jid.to_string());
+        }
+        while order.len() > Self::CAP {
+            if let Some(old) = order.pop_front() {
+                map.remove(&old);
+            }
+        }
+    }
+
+    fn owner(&self, jid: &str) -> Option<String> {
+        let guard = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        guard.0.get(jid).cloned()
+    }
+}
+
+impl Api {
+    /// Whether `user` may see job `jid`: theirs, or they hold `@jobs`.
+    fn may_see(&self, user: &str, jid: &str) -> bool {
+        perms::has(&self.perms.of(user), perms::JOBS)
+            || self.owners.owner(jid).is_some_and(|o| o == user)
+    }
 }
 
 impl std::ops::Deref for Api {
@@ -127,6 +196,8 @@ pub async fn serve(
     let hub = hub::Hub::start(settings.bus, settings.pki.clone())
         .await
         .map_err(|error| ServeError::Redis { error })?;
+    let perms = perms::Perms::new(settings.api.perms, settings.api.groups)
+        .map_err(|error| ServeError::Perms { error })?;
     let auth = auth::Auth::new(
         settings.api.users,
         Duration::from_secs(settings.api.token_ttl_secs),
@@ -139,6 +210,8 @@ pub async fn serve(
         master_topic: settings.master_topic,
         key: settings.key,
         pki: settings.pki,
+        perms,
+        owners: Owners::default(),
         max_timeout_secs: settings.api.max_timeout_secs,
         stopping,
     }));
@@ -151,14 +224,20 @@ pub async fn serve(
         Some(acceptor) => {
             let listener = tls::TlsListener::new(listener, acceptor)
                 .map_err(|error| ServeError::Io { error })?;
-            axum::serve(listener, app)
-                .with_graceful_shutdown(signal)
-                .await
+            axum::serve(
+                listener,
+                app.into_make_service_with_connect_info::<ClientAddr>(),
+            )
+            .with_graceful_shutdown(signal)
+            .await
         }
         None => {
-            axum::serve(listener, app)
-                .with_graceful_shutdown(signal)
-                .await
+            axum::serve(
+                listener,
+                app.into_make_service_with_connect_info::<ClientAddr>(),
+            )
+            .with_graceful_shutdown(signal)
+            .await
         }
     };
     served.map_err(|error| ServeError::Io { error })

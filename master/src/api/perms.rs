@@ -1,0 +1,250 @@
+//! Who may do what through the API, as Salt's `external_auth` says it:
+//! each user (and each group, written `name%`) has a list whose entries
+//! are a function regex allowed on every minion, a one-entry table of a
+//! target (a compound expression) to the function regexes allowed there,
+//! or one of `@runner`, `@wheel`, `@jobs`. A user with no entry cannot log
+//! in, as with Salt.
+//!
+//! A chunk is allowed when one entry allows its function and, for a
+//! targeted entry, every known minion the chunk targets is one the entry's
+//! target matches (Salt's `CkMinions.auth_check` and `validate_tgt`). The
+//! minions known are the registry's.
+
+use std::collections::BTreeMap;
+
+use regex::Regex;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::protocol::Registration;
+use crate::target::{self, TargetType};
+
+/// One entry of a user's list (`[api.perms]`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum PermEntry {
+    /// A function regex for every minion, or `@runner`, `@wheel`, `@jobs`.
+    Fun(String),
+    /// Target → the function regexes allowed on the minions it matches.
+    Targeted(BTreeMap<String, Vec<String>>),
+}
+
+/// Why a permission list cannot be used.
+#[derive(Debug, thiserror::Error)]
+#[error("api.perms.{user}: {message}")]
+pub struct PermError {
+    pub user: String,
+    pub message: String,
+}
+
+/// The special entries of Salt's `external_auth`.
+pub const JOBS: &str = "@jobs";
+const SPECIAL: [&str; 3] = ["@runner", "@wheel", JOBS];
+
+/// Salt's function check (`CkMinions.match_check`): `re.match`, which is
+/// anchored at the start of the function name only.
+fn fun_regex(pattern: &str) -> Result<Regex, regex::Error> {
+    Regex::new(&format!("^(?:{pattern})"))
+}
+
+/// Check every entry of `perms` (regexes compile, targets parse, one
+/// target per table) so a mistake stops the API at start, never a
+/// request.
+pub fn validate(perms: &BTreeMap<String, Vec<PermEntry>>) -> Result<(), PermError> {
+    for (user, entries) in perms {
+        let bad = |message: String| PermError {
+            user: user.clone(),
+            message,
+        };
+        for entry in entries {
+            match entry {
+                PermEntry::Fun(f) if f.starts_with('@') => {
+                    if !SPECIAL.contains(&f.as_str()) {
+                        return Err(bad(format!("{f:?} is none of {SPECIAL:?}")));
+                    }
+                }
+                PermEntry::Fun(f) => {
+                    fun_regex(f).map_err(|e| bad(format!("{f:?}: {e}")))?;
+                }
+                PermEntry::Targeted(table) => {
+                    let [(tgt, funs)] = table.iter().collect::<Vec<_>>()[..] else {
+                        return Err(bad("a target table names exactly one target".into()));
+                    };
+                    target::matches(
+                        &Value::String(tgt.clone()),
+                        TargetType::Compound,
+                        "",
+                        &Map::new(),
+                    )
+                    .map_err(|e| bad(format!("target {tgt:?}: {e}")))?;
+                    for f in funs {
+                        fun_regex(f).map_err(|e| bad(format!("{f:?}: {e}")))?;
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Everyone's permissions and the groups they take from.
+#[derive(Debug, Clone, Default)]
+pub struct Perms {
+    perms: BTreeMap<String, Vec<PermEntry>>,
+    groups: BTreeMap<String, Vec<String>>,
+}
+
+impl Perms {
+    pub fn new(
+        perms: BTreeMap<String, Vec<PermEntry>>,
+        groups: BTreeMap<String, Vec<String>>,
+    ) -> Result<Self, PermError> {
+        validate(&perms)?;
+        Ok(Self { perms, groups })
+    }
+
+    /// `user`'s list: their own entries, then each of their groups'.
+    pub fn of(&self, user: &str) -> Vec<PermEntry> {
+        let mut out = self.perms.get(user).cloned().unwrap_or_default();
+        for (group, members) in &self.groups {
+            if members.iter().any(|m| m == user)
+                && let Some(entries) = self.perms.get(&format!("{group}%"))
+            {
+                out.extend(entries.iter().cloned());
+            }
+        }
+        out
+    }
+}
+
+/// Whether `entries` hold `special` (`@jobs`, ...).
+pub fn has(entries: &[PermEntry], special: &str) -> bool {
+    entries
+        .iter()
+        .any(|e| matches!(e, PermEntry::Fun(f) if f == special))
+}
+
+fn fun_allowed(patterns: &[String], fun: &str) -> bool {
+    patterns
+        .iter()
+        .any(|p| !p.starts_with('@') && fun_regex(p).is_ok_and(|r| r.is_match(fun)))
+}
+
+/// The known minions `tgt` of type `tgt_type` selects.
+fn selected<'a>(
+    tgt: &Value,
+    tgt_type: TargetType,
+    known: &'a BTreeMap<String, Registration>,
+) -> Vec<&'a str> {
+    known
+        .iter()
+        .filter(|(id, reg)| target::matches(tgt, tgt_type, id, &reg.grains).unwrap_or(false))
+        .map(|(id, _)| id.as_str())
+        .collect()
+}
+
+/// Whether `entries` allow running `fun` on what `tgt` selects among the
+/// `known` minions.
+pub fn allows(
+    entries: &[PermEntry],
+    fun: &str,
+    tgt: &Value,
+    tgt_type: TargetType,
+    known: &BTreeMap<String, Registration>,
+) -> bool {
+    let mut targeted: Option<Vec<&str>> = None;
+    entries.iter().any(|entry| match entry {
+        PermEntry::Fun(f) => fun_allowed(std::slice::from_ref(f), fun),
+        PermEntry::Targeted(table) => table.iter().any(|(allowed, funs)| {
+            if !fun_allowed(funs, fun) {
+                return false;
+            }
+            let targeted = targeted.get_or_insert_with(|| selected(tgt, tgt_type, known));
+            let allowed = selected(&Value::String(allowed.clone()), TargetType::Compound, known);
+            targeted.iter().all(|id| allowed.contains(id))
+        }),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn known() -> BTreeMap<String, Registration> {
+        ["web1", "web2", "db1"]
+            .into_iter()
+            .map(|id| {
+                let reg: Registration = serde_json::from_value(json!({
+                    "id": id, "version": "1", "master_topics": [], "functions": [],
+                    "grains": {"role": if id.starts_with("web") { "web" } else { "db" }},
+                    "started_at": "x", "last_seen": "x"}))
+                .unwrap();
+                (id.to_string(), reg)
+            })
+            .collect()
+    }
+
+    fn entries(v: Value) -> Vec<PermEntry> {
+        serde_json::from_value(v).unwrap()
+    }
+
+    #[test]
+    fn functions_match_as_salts_re_match() {
+        let e = entries(json!(["test.*", "grains.items"]));
+        let (k, all) = (known(), json!("*"));
+        assert!(allows(&e, "test.ping", &all, TargetType::Glob, &k));
+        assert!(allows(&e, "grains.items", &all, TargetType::Glob, &k));
+        assert!(!allows(&e, "cmd.run", &all, TargetType::Glob, &k));
+        // Anchored at the start only, as re.match is.
+        assert!(allows(&e, "grains.items_extra", &all, TargetType::Glob, &k));
+        assert!(!allows(&e, "xtest.ping", &all, TargetType::Glob, &k));
+    }
+
+    #[test]
+    fn a_targeted_entry_allows_only_jobs_within_its_minions() {
+        let e = entries(json!([{"web*": ["cmd.*"]}, {"G@role:db": ["test.ping"]}]));
+        let k = known();
+        assert!(allows(&e, "cmd.run", &json!("web1"), TargetType::Glob, &k));
+        assert!(allows(&e, "cmd.run", &json!("web*"), TargetType::Glob, &k));
+        assert!(allows(
+            &e,
+            "cmd.run",
+            &json!("role:web"),
+            TargetType::Grain,
+            &k
+        ));
+        assert!(!allows(&e, "cmd.run", &json!("*"), TargetType::Glob, &k));
+        assert!(!allows(&e, "cmd.run", &json!("db1"), TargetType::Glob, &k));
+        assert!(allows(&e, "test.ping", &json!("db1"), TargetType::Glob, &k));
+        assert!(!allows(
+            &e,
+            "test.ping",
+            &json!("web1"),
+            TargetType::Glob,
+            &k
+        ));
+    }
+
+    #[test]
+    fn groups_add_their_entries_and_mistakes_are_refused_at_start() {
+        let perms: BTreeMap<String, Vec<PermEntry>> = serde_json::from_value(json!({
+            "ann": ["test.*"], "ops%": [".*", "@jobs"]}))
+        .unwrap();
+        let groups = BTreeMap::from([("ops".to_string(), vec!["bob".to_string()])]);
+        let p = Perms::new(perms, groups).unwrap();
+        assert!(!has(&p.of("ann"), JOBS));
+        assert!(has(&p.of("bob"), JOBS));
+        assert!(p.of("nobody").is_empty());
+        for bad in [
+            json!({"x": ["("]}),
+            json!({"x": ["@nope"]}),
+            json!({"x": [{"a": ["x"], "b": ["y"]}]}),
+            json!({"x": [{"G@": ["x"]}]}),
+        ] {
+            let perms: BTreeMap<String, Vec<PermEntry>> =
+                serde_json::from_value(bad.clone()).unwrap();
+            assert!(validate(&perms).is_err(), "{bad}");
+        }
+    }
+}
