@@ -10,7 +10,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use argon2::Argon2;
-use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
+use argon2::password_hash::{PasswordHash, PasswordHasher, SaltString};
 
 /// Why a password could not be hashed.
 #[derive(Debug, thiserror::Error)]
@@ -33,12 +33,38 @@ pub fn hash_password(password: &str) -> Result<String, HashError> {
         .map_err(|error| HashError::Hash { error })
 }
 
-fn verify(password: &str, phc: &str) -> bool {
-    PasswordHash::new(phc).is_ok_and(|hash| {
-        Argon2::default()
-            .verify_password(password.as_bytes(), &hash)
-            .is_ok()
-    })
+/// Whether `password` matches the PHC string `phc`, computed in
+/// `memory`, the checking thread's own Argon2 working memory: kept from
+/// one check to the next, so a check allocates nothing and a flood of
+/// logins leaves no freed blocks behind for the allocator to hold.
+fn verify(password: &str, phc: &str, memory: &mut Vec<argon2::Block>) -> bool {
+    let Ok(hash) = PasswordHash::new(phc) else {
+        return false;
+    };
+    let (Some(salt), Some(expected)) = (hash.salt, hash.hash) else {
+        return false;
+    };
+    let Ok(algorithm) = argon2::Algorithm::new(hash.algorithm.as_str()) else {
+        return false;
+    };
+    let version = match hash.version.map(argon2::Version::try_from) {
+        None => argon2::Version::default(),
+        Some(Ok(v)) => v,
+        Some(Err(_)) => return false,
+    };
+    let Ok(params) = argon2::Params::try_from(&hash) else {
+        return false;
+    };
+    let mut salt_buf = [0u8; 64];
+    let Ok(salt) = salt.decode_b64(&mut salt_buf) else {
+        return false;
+    };
+    memory.resize(params.block_count(), argon2::Block::default());
+    let mut out = vec![0u8; expected.len()];
+    Argon2::new(algorithm, version, params)
+        .hash_password_into_with_memory(password.as_bytes(), salt, &mut out, &mut memory[..])
+        .is_ok()
+        && argon2::password_hash::Output::new(&out).is_ok_and(|o| o == expected)
 }
 
 /// A token handed out by a login.
@@ -116,6 +142,51 @@ impl Failures {
     }
 }
 
+/// A password check: the password, the PHC string, and where the answer
+/// goes.
+type CheckJob = (String, String, tokio::sync::oneshot::Sender<bool>);
+
+/// A few long-lived threads that check passwords, fed by a bounded queue.
+/// Few threads, not the blocking pool's many: each Argon2 check allocates
+/// ~19 MiB, and the allocator keeps freed memory per thread, so the
+/// number of threads bounds the memory a flood of logins leaves behind.
+struct Checker {
+    jobs: std::sync::mpsc::SyncSender<CheckJob>,
+}
+
+impl Checker {
+    fn new(threads: usize, queue: usize) -> Checker {
+        let (jobs, rx) = std::sync::mpsc::sync_channel::<CheckJob>(queue);
+        let rx = std::sync::Arc::new(Mutex::new(rx));
+        for i in 0..threads {
+            let rx = rx.clone();
+            let spawned = std::thread::Builder::new()
+                .name(format!("maid-login-{i}"))
+                .spawn(move || {
+                    let mut memory = Vec::new();
+                    loop {
+                        let job = rx.lock().unwrap_or_else(|e| e.into_inner()).recv();
+                        let Ok((password, phc, answer)) = job else {
+                            return;
+                        };
+                        let _ = answer.send(verify(&password, &phc, &mut memory));
+                    }
+                });
+            if let Err(e) = spawned {
+                tracing::error!(cause = %e, "cannot start a password-check thread");
+            }
+        }
+        Checker { jobs }
+    }
+
+    /// Whether `password` matches `phc`; `None` when the queue is full.
+    async fn check(&self, password: String, phc: String) -> Option<bool> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        self.jobs.try_send((password, phc, tx)).ok()?;
+        rx.await.ok()
+    }
+}
+
 /// The users who may log in and the tokens they hold.
 pub struct Auth {
     /// User name → PHC string.
@@ -126,11 +197,9 @@ pub struct Auth {
     decoy: String,
     ttl: Duration,
     tokens: Mutex<HashMap<String, Session>>,
-    /// Password checks at once: Argon2 takes ~19 MiB and a core's time
-    /// each, so a flood of logins is bounded in memory and CPU.
-    checks: tokio::sync::Semaphore,
-    /// Logins waiting for a check.
-    waiting: std::sync::atomic::AtomicUsize,
+    /// Where passwords are checked: Argon2 takes ~19 MiB and a core's
+    /// time each, so a flood of logins is bounded in memory and CPU.
+    checker: Checker,
     /// Recent failures by user name and by client address.
     by_user: Mutex<Failures>,
     by_address: Mutex<Failures>,
@@ -143,10 +212,10 @@ impl Auth {
             decoy: hash_password("decoy")?,
             ttl,
             tokens: Mutex::new(HashMap::new()),
-            checks: tokio::sync::Semaphore::new(
+            checker: Checker::new(
                 std::thread::available_parallelism().map_or(2, |n| n.get().max(2)),
+                WAITING,
             ),
-            waiting: std::sync::atomic::AtomicUsize::new(0),
             by_user: Mutex::new(Failures::default()),
             by_address: Mutex::new(Failures::default()),
         })
@@ -161,11 +230,13 @@ impl Auth {
         password: &str,
         address: &str,
     ) -> Result<Session, Refused> {
-        use std::sync::atomic::Ordering;
         let now = Instant::now();
         let user_key = format!("user:{user}");
         let address_key = format!("address:{address}");
         {
+            // Checked and counted at once, before the password is: an
+            // attempt counts as a failure until it succeeds, so a burst of
+            // concurrent guesses gets no more checks than a slow series.
             let mut by_user = self.by_user.lock().unwrap_or_else(|e| e.into_inner());
             let mut by_address = self.by_address.lock().unwrap_or_else(|e| e.into_inner());
             if let Some(secs) = by_user
@@ -174,58 +245,40 @@ impl Auth {
             {
                 return Err(Refused::Throttled(secs));
             }
+            if !(by_user.fail(&user_key, now) & by_address.fail(&address_key, now)) {
+                return Err(Refused::Throttled(WINDOW.as_secs()));
+            }
         }
-        if self.waiting.fetch_add(1, Ordering::AcqRel) >= WAITING + self.checks.available_permits()
-        {
-            self.waiting.fetch_sub(1, Ordering::AcqRel);
-            return Err(Refused::Throttled(1));
-        }
-        let permit = self.checks.acquire().await;
-        self.waiting.fetch_sub(1, Ordering::AcqRel);
-        let Ok(_permit) = permit else {
-            return Err(Refused::Throttled(1));
-        };
         match self.login(user, password).await {
-            Some(session) => {
+            Ok(session) => {
+                // A success takes back what its attempt counted.
                 let mut by_user = self.by_user.lock().unwrap_or_else(|e| e.into_inner());
                 by_user.0.remove(&user_key);
+                let mut by_address = self.by_address.lock().unwrap_or_else(|e| e.into_inner());
+                if let Some((n, _)) = by_address.0.get_mut(&address_key) {
+                    *n = n.saturating_sub(1);
+                }
                 Ok(session)
             }
-            None => {
-                let now = Instant::now();
-                let counted = self
-                    .by_user
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .fail(&user_key, now)
-                    & self
-                        .by_address
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .fail(&address_key, now);
-                if counted {
-                    Err(Refused::Wrong)
-                } else {
-                    Err(Refused::Throttled(WINDOW.as_secs()))
-                }
-            }
+            Err(refused) => Err(refused),
         }
     }
 
     /// Check `password` and hand out a token. Argon2 is deliberately slow,
     /// so the check runs off the async workers.
-    pub async fn login(&self, user: &str, password: &str) -> Option<Session> {
+    pub async fn login(&self, user: &str, password: &str) -> Result<Session, Refused> {
         let known = self.users.get(user);
         let phc = known.unwrap_or(&self.decoy).clone();
-        let password = password.to_string();
-        let ok = tokio::task::spawn_blocking(move || verify(&password, &phc))
+        let ok = self
+            .checker
+            .check(password.to_string(), phc)
             .await
-            .unwrap_or(false);
+            .ok_or(Refused::Throttled(1))?;
         if !(ok && known.is_some()) {
-            return None;
+            return Err(Refused::Wrong);
         }
         let mut raw = [0u8; 24];
-        getrandom::fill(&mut raw).ok()?;
+        getrandom::fill(&mut raw).map_err(|_| Refused::Wrong)?;
         let now = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .unwrap_or_default()
@@ -243,7 +296,7 @@ impl Auth {
         let now = Instant::now();
         tokens.retain(|_, s| s.deadline > now);
         tokens.insert(session.token.clone(), session.clone());
-        Some(session)
+        Ok(session)
     }
 
     /// The user `token` belongs to, while it is valid.
@@ -272,12 +325,36 @@ impl Auth {
 mod tests {
     use super::*;
 
+    #[test]
+    fn passwords_verify_in_the_threads_own_memory() {
+        let phc = hash_password("s3cret").unwrap();
+        let mut memory = Vec::new();
+        assert!(verify("s3cret", &phc, &mut memory));
+        assert!(!verify("s3cret!", &phc, &mut memory));
+        assert!(!verify("s3cret", "not a hash", &mut memory));
+        // The same answer as the argon2 crate's own check.
+        use argon2::password_hash::PasswordVerifier;
+        let parsed = PasswordHash::new(&phc).unwrap();
+        assert!(
+            Argon2::default()
+                .verify_password(b"s3cret", &parsed)
+                .is_ok()
+        );
+        assert_eq!(memory.len(), argon2::Params::default().block_count());
+    }
+
     #[tokio::test]
     async fn login_check_logout_and_expiry() {
         let users = BTreeMap::from([("ann".to_string(), hash_password("s3cret").unwrap())]);
         let auth = Auth::new(users, Duration::from_millis(200)).unwrap();
-        assert!(auth.login("ann", "wrong").await.is_none());
-        assert!(auth.login("bob", "s3cret").await.is_none());
+        assert_eq!(
+            auth.login("ann", "wrong").await.unwrap_err(),
+            Refused::Wrong
+        );
+        assert_eq!(
+            auth.login("bob", "s3cret").await.unwrap_err(),
+            Refused::Wrong
+        );
         let s = auth.login("ann", "s3cret").await.unwrap();
         assert_eq!(auth.check(&s.token).as_deref(), Some("ann"));
         auth.logout(&s.token);
