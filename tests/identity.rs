@@ -298,3 +298,149 @@ async fn only_replies_signed_by_an_accepted_key_count() {
         "the cached return is an envelope: {genuine}"
     );
 }
+
+/// `maid acl`'s rules, loaded into a real `redis-server` as an aclfile:
+/// the fleet runs with an agent credential and a master credential, and
+/// the agent credential cannot publish a job, write the file or plugin
+/// store, or hear another master's topic; without a credential nothing
+/// works.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_acls_hold_each_credential_to_what_it_must_do() {
+    const AGENT_PW: &str = "agent-password-0123456789";
+    const MASTER_PW: &str = "master-password-0123456789";
+    let dir = tempfile::tempdir().unwrap();
+    let aclfile = dir.path().join("users.acl");
+    // Open while the server starts (the kit checks it with PING), then
+    // the generated rules, loaded as an operator deploys them.
+    std::fs::write(&aclfile, "user default on nopass ~* &* +@all\n").unwrap();
+    let server = RedisServer::start_with(&["--aclfile", aclfile.to_str().unwrap()]);
+    let out = Command::new(env!("CARGO_BIN_EXE_maid"))
+        .args(["acl", "--master-topic", TOPIC])
+        .env("MAID_REDIS_AGENT_PASSWORD", AGENT_PW)
+        .env("MAID_REDIS_MASTER_PASSWORD", MASTER_PW)
+        .env_remove("MAID_CONFIG")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rules = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        !rules.contains(AGENT_PW) && !rules.contains(MASTER_PW),
+        "{rules}"
+    );
+    std::fs::write(&aclfile, &rules).unwrap();
+    let mut admin = server.client().get_connection().unwrap();
+    let loaded: redis::RedisResult<()> = redis::cmd("ACL").arg("LOAD").query(&mut admin);
+    assert!(loaded.is_ok(), "{loaded:?}\n{rules}");
+
+    let url = |user: &str, pw: &str| format!("redis://{user}:{pw}@127.0.0.1:{}/", server.port());
+    let agent_url = url("maid-agent", AGENT_PW);
+    let master = maid_master::bus::RedisConfig {
+        url: Some(url("maid-master", MASTER_PW)),
+        ..Default::default()
+    };
+    let agent_redis = maid_master::bus::RedisConfig {
+        url: Some(agent_url.clone()),
+        ..Default::default()
+    };
+    // The fleet works with the two credentials.
+    let _agent = start_agent(&agent_redis, "acl-a", "");
+    let bus = Bus::new(&master).unwrap();
+    wait_registered(&bus, &["acl-a"]).await;
+    let report = run(
+        &bus,
+        &request("*", "glob", "test.ping", json!([]), json!({})),
+    )
+    .await;
+    let returned: Vec<(&str, &Value)> = report
+        .returns
+        .iter()
+        .map(|r| (r.id.as_str(), &r.ret))
+        .collect();
+    assert_eq!(returned, [("acl-a", &json!(true))], "{report:?}");
+
+    // What the agent credential may not do.
+    let agent = redis::Client::open(agent_url.as_str()).unwrap();
+    let mut conn = agent.get_multiplexed_async_connection().await.unwrap();
+    let refused = |r: redis::RedisResult<redis::Value>, what: &str| {
+        let e = r.expect_err(what);
+        assert!(
+            e.to_string().to_lowercase().contains("noperm"),
+            "{what}: {e}"
+        );
+    };
+    let job = json!({"jid": "1", "tempTopic": "maid.reply.1.x", "fun": "cmd.run",
+        "arg": ["id"]})
+    .to_string();
+    refused(
+        redis::cmd("PUBLISH")
+            .arg(TOPIC)
+            .arg(&job)
+            .query_async(&mut conn)
+            .await,
+        "publish a job",
+    );
+    refused(
+        redis::cmd("HSET")
+            .arg("maid:file:index")
+            .arg("motd")
+            .arg("0".repeat(64))
+            .query_async(&mut conn)
+            .await,
+        "repoint a pushed file",
+    );
+    refused(
+        redis::cmd("SET")
+            .arg("maid:file:chunk:x:0")
+            .arg("evil")
+            .query_async(&mut conn)
+            .await,
+        "write file content",
+    );
+    refused(
+        redis::cmd("HSET")
+            .arg("maid:plugins")
+            .arg("cmd")
+            .arg("{}")
+            .query_async(&mut conn)
+            .await,
+        "push a plugin",
+    );
+    refused(
+        redis::cmd("DEL")
+            .arg("maid:registry")
+            .query_async(&mut conn)
+            .await,
+        "delete the registry",
+    );
+    let mut pubsub = agent.get_async_pubsub().await.unwrap();
+    let e = pubsub
+        .subscribe("master-other")
+        .await
+        .expect_err("hear another master");
+    assert!(e.to_string().to_lowercase().contains("noperm"), "{e}");
+    // What it must do still works.
+    let _: i64 = redis::cmd("PUBLISH")
+        .arg("maid.reply.1.x")
+        .arg("{}")
+        .query_async(&mut conn)
+        .await
+        .expect("publish a reply");
+    let _: Option<String> = redis::cmd("HGET")
+        .arg("maid:file:index")
+        .arg("motd")
+        .query_async(&mut conn)
+        .await
+        .expect("read the file store");
+    // Without a credential: nothing.
+    let anonymous = redis::Client::open(format!("redis://127.0.0.1:{}/", server.port())).unwrap();
+    let mut anon = anonymous.get_multiplexed_async_connection().await.unwrap();
+    let e = redis::cmd("PING")
+        .query_async::<String>(&mut anon)
+        .await
+        .expect_err("the default user is off");
+    assert!(e.to_string().to_lowercase().contains("noauth"), "{e}");
+}

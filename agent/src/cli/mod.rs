@@ -12,7 +12,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use maid_master::cli::block_on;
-use maid_master::cli::{api, fleet, key};
+use maid_master::cli::{acl, api, fleet, key};
 
 /// maid: run Salt execution modules as sandboxed WebAssembly plugins.
 #[derive(Debug, Parser)]
@@ -61,6 +61,9 @@ pub enum Command {
     Keygen(fleet::KeygenArgs),
     /// The maids' keys: list, accept, reject, delete, as `salt-key` does.
     Key(key::KeyArgs),
+    /// Print the Redis ACL rules (aclfile) for the agents' and the master's
+    /// credentials: each can do only what it must.
+    Acl(acl::AclArgs),
     /// Serve the master's HTTP API (salt-api compatible).
     Api(api::ApiArgs),
     /// Manage the salt:// files stored in Redis.
@@ -107,6 +110,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Maids(args) => fleet::maids(args),
         Command::Keygen(args) => fleet::keygen(args),
         Command::Key(args) => key::run(args),
+        Command::Acl(args) => acl::run(args),
         Command::Api(args) => api::run(args),
         Command::File(FileCommand::Push(args)) => fleet::push(args),
     }

@@ -1,7 +1,8 @@
 //! The master commands of the `maid` binary: `maid run`, `maid cp`,
-//! `maid job`, `maid maids`, `maid file push`, `maid keygen`,
-//! `maid plugin push` and `maid api`.
+//! `maid job`, `maid maids`, `maid file push`, `maid keygen`, `maid key`,
+//! `maid acl`, `maid plugin push` and `maid api`.
 
+pub mod acl;
 pub mod api;
 pub mod fleet;
 pub mod key;
