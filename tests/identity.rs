@@ -444,3 +444,142 @@ async fn redis_acls_hold_each_credential_to_what_it_must_do() {
         .expect_err("the default user is off");
     assert!(e.to_string().to_lowercase().contains("noauth"), "{e}");
 }
+
+/// The PEM files of a certificate and its key.
+struct Pem {
+    cert: std::path::PathBuf,
+    key: std::path::PathBuf,
+}
+
+/// A CA `name`: its certificate, its key, and the certificate's PEM file.
+fn ca(dir: &Path, name: &str) -> (rcgen::Certificate, rcgen::KeyPair, std::path::PathBuf) {
+    let key = rcgen::KeyPair::generate().unwrap();
+    let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, name);
+    let cert = params.self_signed(&key).unwrap();
+    let path = dir.join(format!("{name}.pem"));
+    std::fs::write(&path, cert.pem()).unwrap();
+    (cert, key, path)
+}
+
+/// A certificate for `names` and use `usage`, signed by `ca`.
+fn leaf(
+    dir: &Path,
+    name: &str,
+    names: &[&str],
+    usage: rcgen::ExtendedKeyUsagePurpose,
+    (ca, ca_key): (&rcgen::Certificate, &rcgen::KeyPair),
+) -> Pem {
+    let key = rcgen::KeyPair::generate().unwrap();
+    let mut params =
+        rcgen::CertificateParams::new(names.iter().map(|s| s.to_string()).collect::<Vec<_>>())
+            .unwrap();
+    params.extended_key_usages = vec![usage];
+    let cert = params.signed_by(&key, ca, ca_key).unwrap();
+    let pem = Pem {
+        cert: dir.join(format!("{name}.pem")),
+        key: dir.join(format!("{name}.key")),
+    };
+    std::fs::write(&pem.cert, cert.pem()).unwrap();
+    std::fs::write(&pem.key, key.serialize_pem()).unwrap();
+    pem
+}
+
+/// The fleet over TLS, as production runs it: a `rediss://` url, the
+/// server's certificate verified against the operator's CA (IP included),
+/// and a client certificate the server requires. A client that trusts
+/// other roots, or brings no client certificate, gets no connection.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_fleet_round_trip_works_over_verified_tls() {
+    use rcgen::ExtendedKeyUsagePurpose::{ClientAuth, ServerAuth};
+    let dir = tempfile::tempdir().unwrap();
+    let (ca_cert, ca_key, ca_pem) = ca(dir.path(), "fleet-ca");
+    let (other_cert, other_key, other_pem) = ca(dir.path(), "other-ca");
+    let server_pem = leaf(
+        dir.path(),
+        "server",
+        &["127.0.0.1", "localhost"],
+        ServerAuth,
+        (&ca_cert, &ca_key),
+    );
+    let client = leaf(
+        dir.path(),
+        "client",
+        &["maid"],
+        ClientAuth,
+        (&ca_cert, &ca_key),
+    );
+    let stranger = leaf(
+        dir.path(),
+        "stranger",
+        &["maid"],
+        ClientAuth,
+        (&other_cert, &other_key),
+    );
+    let tls_port = crate::common::redis::free_port();
+    let arg = |p: &Path| p.to_str().unwrap().to_string();
+    let (port, cert, key, ca_file) = (
+        tls_port.to_string(),
+        arg(&server_pem.cert),
+        arg(&server_pem.key),
+        arg(&ca_pem),
+    );
+    let _server = RedisServer::start_with(&[
+        "--tls-port",
+        &port,
+        "--tls-cert-file",
+        &cert,
+        "--tls-key-file",
+        &key,
+        "--tls-ca-cert-file",
+        &ca_file,
+        "--tls-auth-clients",
+        "yes",
+    ]);
+    let tls = |ca: Option<&Path>, pem: Option<&Pem>| maid_master::bus::RedisConfig {
+        url: Some(format!("rediss://127.0.0.1:{tls_port}/")),
+        tls_ca: ca.map(Path::to_path_buf),
+        tls_cert: pem.map(|p| p.cert.clone()),
+        tls_key: pem.map(|p| p.key.clone()),
+        ..Default::default()
+    };
+    let good = tls(Some(&ca_pem), Some(&client));
+    let _agent = start_agent(&good, "tls-a", "");
+    let bus = Bus::new(&good).unwrap();
+    wait_registered(&bus, &["tls-a"]).await;
+    let report = run(
+        &bus,
+        &request("*", "glob", "test.ping", json!([]), json!({})),
+    )
+    .await;
+    let returned: Vec<(&str, &Value)> = report
+        .returns
+        .iter()
+        .map(|r| (r.id.as_str(), &r.ret))
+        .collect();
+    assert_eq!(returned, [("tls-a", &json!(true))], "{report:?}");
+
+    // The server's certificate is checked: another CA's trust fails.
+    for (what, config) in [
+        (
+            "a client trusting another CA",
+            tls(Some(&other_pem), Some(&client)),
+        ),
+        ("a client without a certificate", tls(Some(&ca_pem), None)),
+        (
+            "a client with another CA's certificate",
+            tls(Some(&ca_pem), Some(&stranger)),
+        ),
+    ] {
+        let bus = Bus::new(&config).unwrap();
+        let connected = async {
+            let mut conn = bus.connect().await?;
+            let pong: String = redis::cmd("PING").query_async(&mut conn).await?;
+            anyhow::Ok(pong)
+        };
+        assert!(connected.await.is_err(), "{what} was let in");
+    }
+}

@@ -41,6 +41,29 @@ pub struct RedisConfig {
     pub cluster: Vec<String>,
     /// Password for the data nodes, when not in the URLs.
     pub password: Option<String>,
+    /// With a `rediss://` url: the PEM certificate(s) of the CA that signed
+    /// the server's certificate [default: the system's roots]. The server
+    /// certificate is always verified, its name (or IP) included.
+    pub tls_ca: Option<std::path::PathBuf>,
+    /// With a `rediss://` url: this client's PEM certificate, for a server
+    /// that requires client certificates (`tls-auth-clients yes`).
+    pub tls_cert: Option<std::path::PathBuf>,
+    /// The PEM private key of `tls_cert`.
+    pub tls_key: Option<std::path::PathBuf>,
+}
+
+impl RedisConfig {
+    /// This configuration pointed at the single server `url` instead (the
+    /// `--redis` option): its TLS settings stay, the rest goes.
+    pub fn with_url(&self, url: &str) -> RedisConfig {
+        RedisConfig {
+            url: Some(url.to_string()),
+            tls_ca: self.tls_ca.clone(),
+            tls_cert: self.tls_cert.clone(),
+            tls_key: self.tls_key.clone(),
+            ..Default::default()
+        }
+    }
 }
 
 /// Why a Redis endpoint is unusable.
@@ -127,6 +150,46 @@ async fn timed<T>(f: impl std::future::Future<Output = RedisResult<T>>) -> Resul
     }
 }
 
+/// The certificates of `config`'s TLS settings, read; `None` when it has
+/// none (a `rediss://` url then trusts the system's roots).
+fn tls_certificates(config: &RedisConfig) -> Result<Option<redis::TlsCertificates>, BusError> {
+    let read = |what: &str, path: &std::path::Path| {
+        std::fs::read(path).map_err(|e| BusError::Config(format!("{what} {}: {e}", path.display())))
+    };
+    let client_tls = match (&config.tls_cert, &config.tls_key) {
+        (Some(cert), Some(key)) => Some(redis::ClientTlsConfig {
+            client_cert: read("redis.tls_cert", cert)?,
+            client_key: read("redis.tls_key", key)?,
+        }),
+        (None, None) => None,
+        _ => {
+            return Err(BusError::Config(
+                "redis.tls_cert and redis.tls_key go together".into(),
+            ));
+        }
+    };
+    let root_cert = match &config.tls_ca {
+        Some(ca) => Some(read("redis.tls_ca", ca)?),
+        None => None,
+    };
+    if client_tls.is_none() && root_cert.is_none() {
+        return Ok(None);
+    }
+    if !config
+        .url
+        .as_deref()
+        .is_some_and(|u| u.starts_with("rediss://"))
+    {
+        return Err(BusError::Config(
+            "redis.tls_ca and redis.tls_cert need a rediss:// url".into(),
+        ));
+    }
+    Ok(Some(redis::TlsCertificates {
+        client_tls,
+        root_cert,
+    }))
+}
+
 impl Bus {
     /// Check the configuration; nothing connects yet.
     pub fn new(config: &RedisConfig) -> Result<Bus, BusError> {
@@ -156,8 +219,19 @@ impl Bus {
             }
         } else {
             let url = config.url.as_deref().unwrap_or("redis://127.0.0.1:6379/");
-            Endpoint::Single(Client::open(with_password(url, &config.password)?)?)
+            let info = with_password(url, &config.password)?;
+            Endpoint::Single(match tls_certificates(config)? {
+                Some(certs) => Client::build_with_tls(info, certs)?,
+                None => Client::open(info)?,
+            })
         };
+        if (!config.sentinels.is_empty() || !config.cluster.is_empty())
+            && (config.tls_ca.is_some() || config.tls_cert.is_some())
+        {
+            return Err(BusError::Config(
+                "redis.tls_ca and redis.tls_cert apply to redis.url only".into(),
+            ));
+        }
         Ok(Bus { endpoint })
     }
 

@@ -30,10 +30,7 @@ pub struct AgentArgs {
 pub fn agent(args: AgentArgs) -> anyhow::Result<ExitCode> {
     let mut config = Setup::resolve(&args.runtime, false)?.into_config();
     if let Some(url) = &args.redis {
-        config.redis = maid_master::bus::RedisConfig {
-            url: Some(url.clone()),
-            ..Default::default()
-        };
+        config.redis = config.redis.with_url(url);
     }
     if !args.master_topic.is_empty() {
         config.master_topics = args.master_topic.clone();

@@ -43,10 +43,7 @@ impl MasterOpts {
             None => Config::default(),
         };
         if let Some(url) = &self.redis {
-            config.redis = crate::bus::RedisConfig {
-                url: Some(url.clone()),
-                ..Default::default()
-            };
+            config.redis = config.redis.with_url(url);
         }
         Ok(config)
     }
