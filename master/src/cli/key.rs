@@ -171,10 +171,18 @@ fn render(listing: &BTreeMap<KeyState, Vec<(String, Option<String>)>>, every: bo
     out
 }
 
-/// The listing in Salt's JSON shape: `{"minions": [...], ...}`.
+/// The listing in Salt's shape: `{"minions": [...], ...}`, its states in
+/// the order `salt-key --out json` writes them (pending, rejected,
+/// accepted, denied; `--out yaml` sorts them).
 fn as_json(listing: &BTreeMap<KeyState, Vec<(String, Option<String>)>>) -> Value {
     let mut map = Map::new();
-    for (state, entries) in listing {
+    let order = [
+        KeyState::Pending,
+        KeyState::Rejected,
+        KeyState::Accepted,
+        KeyState::Denied,
+    ];
+    for (state, entries) in order.iter().filter_map(|s| listing.get(s).map(|e| (s, e))) {
         let value = if entries.iter().all(|(_, v)| v.is_none()) {
             Value::from(entries.iter().map(|(id, _)| id.clone()).collect::<Vec<_>>())
         } else {
@@ -197,10 +205,29 @@ fn print_listing(
 ) -> anyhow::Result<()> {
     match out {
         KeyOut::Key => print!("{}", render(listing, every)),
-        KeyOut::Json => println!("{}", serde_json::to_string_pretty(&as_json(listing))?),
-        KeyOut::Yaml => print!("{}", serde_yaml_ng::to_string(&as_json(listing))?),
+        KeyOut::Json => println!("{}", salt_json(&as_json(listing))),
+        KeyOut::Yaml => print!("{}", salt_yaml(&as_json(listing))?),
     }
     Ok(())
+}
+
+/// JSON as Salt's `json` outputter writes it: indented by four spaces.
+fn salt_json(value: &Value) -> String {
+    use serde::Serialize;
+    let mut out = Vec::new();
+    let formatter = serde_json::ser::PrettyFormatter::with_indent(b"    ");
+    let mut ser = serde_json::Serializer::with_formatter(&mut out, formatter);
+    value.serialize(&mut ser).expect("JSON values serialise");
+    String::from_utf8(out).expect("serde_json writes UTF-8")
+}
+
+/// YAML as Salt's `yaml` outputter writes it: keys sorted.
+fn salt_yaml(value: &Value) -> anyhow::Result<String> {
+    let sorted: BTreeMap<&String, &Value> = value
+        .as_object()
+        .map(|m| m.iter().collect())
+        .unwrap_or_default();
+    Ok(serde_yaml_ng::to_string(&sorted)?)
 }
 
 /// Ask `question` on the terminal; `default` is the answer to an empty
@@ -332,8 +359,8 @@ fn show(
             );
         }
         match args.out {
-            KeyOut::Yaml => print!("{}", serde_yaml_ng::to_string(&json)?),
-            _ => println!("{}", serde_json::to_string_pretty(&json)?),
+            KeyOut::Yaml => print!("{}", salt_yaml(&json)?),
+            _ => println!("{}", salt_json(&json)),
         }
     }
     Ok(ExitCode::SUCCESS)
@@ -414,6 +441,22 @@ mod tests {
         assert_eq!(
             as_json(&listing),
             serde_json::json!({"minions": ["a1"], "minions_pre": ["p1", "p2"]})
+        );
+        // Byte for byte as salt-key 3008.4 --out json writes it.
+        let all: BTreeMap<KeyState, Vec<(String, Option<String>)>> = BTreeMap::from([
+            (KeyState::Accepted, vec![("web1".into(), None)]),
+            (KeyState::Denied, vec![("web1".into(), None)]),
+            (
+                KeyState::Pending,
+                vec![("app1".into(), None), ("db1".into(), None)],
+            ),
+            (KeyState::Rejected, vec![("bad1".into(), None)]),
+        ]);
+        assert_eq!(
+            salt_json(&as_json(&all)),
+            "{\n    \"minions_pre\": [\n        \"app1\",\n        \"db1\"\n    ],\n    \
+             \"minions_rejected\": [\n        \"bad1\"\n    ],\n    \"minions\": [\n        \
+             \"web1\"\n    ],\n    \"minions_denied\": [\n        \"web1\"\n    ]\n}"
         );
     }
 
