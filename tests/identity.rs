@@ -347,20 +347,7 @@ async fn redis_acls_hold_each_credential_to_what_it_must_do() {
         ..Default::default()
     };
     // The fleet works with the two credentials.
-    let _agent = start_agent(&agent_redis, "acl-a", "");
-    let bus = Bus::new(&master).unwrap();
-    wait_registered(&bus, &["acl-a"]).await;
-    let report = run(
-        &bus,
-        &request("*", "glob", "test.ping", json!([]), json!({})),
-    )
-    .await;
-    let returned: Vec<(&str, &Value)> = report
-        .returns
-        .iter()
-        .map(|r| (r.id.as_str(), &r.ret))
-        .collect();
-    assert_eq!(returned, [("acl-a", &json!(true))], "{report:?}");
+    let _agent = ping_round_trip(&agent_redis, &master, "acl-a").await;
 
     // What the agent credential may not do.
     let agent = redis::Client::open(agent_url.as_str()).unwrap();
@@ -547,20 +534,7 @@ async fn the_fleet_round_trip_works_over_verified_tls() {
         ..Default::default()
     };
     let good = tls(Some(&ca_pem), Some(&client));
-    let _agent = start_agent(&good, "tls-a", "");
-    let bus = Bus::new(&good).unwrap();
-    wait_registered(&bus, &["tls-a"]).await;
-    let report = run(
-        &bus,
-        &request("*", "glob", "test.ping", json!([]), json!({})),
-    )
-    .await;
-    let returned: Vec<(&str, &Value)> = report
-        .returns
-        .iter()
-        .map(|r| (r.id.as_str(), &r.ret))
-        .collect();
-    assert_eq!(returned, [("tls-a", &json!(true))], "{report:?}");
+    let _agent = ping_round_trip(&good, &good, "tls-a").await;
 
     // The server's certificate is checked: another CA's trust fails.
     for (what, config) in [
@@ -582,4 +556,28 @@ async fn the_fleet_round_trip_works_over_verified_tls() {
         };
         assert!(connected.await.is_err(), "{what} was let in");
     }
+}
+
+/// An agent `id` on `agent`'s Redis settings answers `test.ping` from a
+/// master on `master`'s; the agent, to keep it running.
+async fn ping_round_trip(
+    agent: &maid_master::bus::RedisConfig,
+    master: &maid_master::bus::RedisConfig,
+    id: &str,
+) -> Agent {
+    let running = start_agent(agent, id, "");
+    let bus = Bus::new(master).unwrap();
+    wait_registered(&bus, &[id]).await;
+    let report = run(
+        &bus,
+        &request("*", "glob", "test.ping", json!([]), json!({})),
+    )
+    .await;
+    let returned: Vec<(&str, &Value)> = report
+        .returns
+        .iter()
+        .map(|r| (r.id.as_str(), &r.ret))
+        .collect();
+    assert_eq!(returned, [(id, &json!(true))], "{report:?}");
+    running
 }

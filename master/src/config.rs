@@ -596,6 +596,8 @@ mod tests {
         let config: Config = toml::from_str(TEMPLATE).unwrap();
         config.validate().unwrap();
         assert!(config.plugins.contains_key("cmd"));
+        // A master set up from the template verifies its maids' replies.
+        assert!(config.master.pki_dir.is_some());
     }
 
     #[test]
