@@ -11,6 +11,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use argon2::Argon2;
 use argon2::password_hash::{PasswordHash, PasswordHasher, SaltString};
+use sha2::Digest;
 
 /// Why a password could not be hashed.
 #[derive(Debug, thiserror::Error)]
@@ -231,7 +232,12 @@ impl Auth {
         address: &str,
     ) -> Result<Session, Refused> {
         let now = Instant::now();
-        let user_key = format!("user:{user}");
+        // A digest, not the name: names come from anyone, at any length,
+        // and the table of counters must stay small.
+        let user_key = format!(
+            "user:{}",
+            hex::encode(&sha2::Sha256::digest(user.as_bytes())[..16])
+        );
         let address_key = format!("address:{address}");
         {
             // Checked and counted at once, before the password is: an

@@ -21,6 +21,7 @@ use tokio::sync::broadcast::error::RecvError;
 use super::Api;
 use super::hub::Event;
 use super::login::User;
+use super::perms;
 
 /// How soon a client reconnects after the stream ends (the SSE `retry`).
 const RETRY: Duration = Duration::from_millis(400);
@@ -40,28 +41,31 @@ pub async fn stream(
     let rx = api.hub.events();
     let stop = api.stopping.clone();
     let hello = futures_util::stream::once(async { Ok(sse::Event::default().retry(RETRY)) });
+    // Whether the user sees every job is decided once, at connection.
+    let every = perms::has(&api.perms.of(&user), perms::JOBS);
     let state = (rx, stop, api, user);
-    let events = futures_util::stream::unfold(state, |(mut rx, mut stop, api, user)| async move {
-        let out = loop {
-            let received: Result<Arc<Event>, RecvError> = tokio::select! {
-                // The server is shutting down: end the stream so the
-                // graceful shutdown does not wait on it for ever.
-                _ = stop.wait_for(|s| *s) => return None,
-                r = rx.recv() => r,
+    let events =
+        futures_util::stream::unfold(state, move |(mut rx, mut stop, api, user)| async move {
+            let out = loop {
+                let received: Result<Arc<Event>, RecvError> = tokio::select! {
+                    // The server is shutting down: end the stream so the
+                    // graceful shutdown does not wait on it for ever.
+                    _ = stop.wait_for(|s| *s) => return None,
+                    r = rx.recv() => r,
+                };
+                match received {
+                    Ok(event) if !every && !api.owns(&user, &event.jid) => continue,
+                    other => break other,
+                }
             };
-            match received {
-                Ok(event) if !api.may_see(&user, &event.jid) => continue,
-                other => break other,
-            }
-        };
-        let out = match out {
-            Ok(event) => to_sse(&event),
-            Err(RecvError::Lagged(n)) => {
-                sse::Event::default().comment(format!("missed {n} events"))
-            }
-            Err(RecvError::Closed) => return None,
-        };
-        Some((Ok(out), (rx, stop, api, user)))
-    });
+            let out = match out {
+                Ok(event) => to_sse(&event),
+                Err(RecvError::Lagged(n)) => {
+                    sse::Event::default().comment(format!("missed {n} events"))
+                }
+                Err(RecvError::Closed) => return None,
+            };
+            Some((Ok(out), (rx, stop, api, user)))
+        });
     Sse::new(futures_util::StreamExt::chain(hello, events)).keep_alive(KeepAlive::default())
 }

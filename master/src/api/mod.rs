@@ -149,8 +149,12 @@ impl Owners {
 impl Api {
     /// Whether `user` may see job `jid`: theirs, or they hold `@jobs`.
     fn may_see(&self, user: &str, jid: &str) -> bool {
-        perms::has(&self.perms.of(user), perms::JOBS)
-            || self.owners.owner(jid).is_some_and(|o| o == user)
+        perms::has(&self.perms.of(user), perms::JOBS) || self.owns(user, jid)
+    }
+
+    /// Whether `user` started job `jid` through this API.
+    fn owns(&self, user: &str, jid: &str) -> bool {
+        self.owners.owner(jid).is_some_and(|o| o == user)
     }
 }
 
