@@ -376,12 +376,7 @@ async fn local_async_jobs_minions_and_the_event_stream() {
     let token = login(&c, &api).await;
 
     // Listen first, then publish.
-    let mut events = c
-        .get(format!("{}/events", api.url))
-        .header("X-Auth-Token", &token)
-        .send()
-        .await
-        .unwrap();
+    let mut events = open_events(&c, &api, &token).await;
     assert_eq!(events.status(), StatusCode::OK);
     assert_eq!(events.headers()["content-type"], "text/event-stream");
 
@@ -407,18 +402,7 @@ async fn local_async_jobs_minions_and_the_event_stream() {
         format!("maid/job/{jid}/ping/db-1"),
         format!("maid/job/{jid}/ping/web-1"),
     ];
-    let mut seen = String::new();
-    let until = Instant::now() + Duration::from_secs(15);
-    // Whole SSE messages only: a chunk may end mid-line.
-    while !(wanted.iter().all(|w| seen.contains(w)) && seen.ends_with("\n\n")) {
-        assert!(Instant::now() < until, "missing events on /events: {seen}");
-        let chunk = tokio::time::timeout(Duration::from_secs(15), events.chunk())
-            .await
-            .expect("event stream stalled")
-            .unwrap()
-            .expect("event stream ended");
-        seen.push_str(&String::from_utf8_lossy(&chunk));
-    }
+    let seen = read_events(&mut events, &wanted, Duration::from_secs(15)).await;
     let ret_line = seen
         .lines()
         .find(|l| l.starts_with("data:") && l.contains(&want))
@@ -799,6 +783,36 @@ async fn schemathesis_finds_no_server_error() {
     assert!(text.contains("passed"), "{text}");
 }
 
+/// `GET /events` with `token`: the open stream.
+async fn open_events(c: &reqwest::Client, api: &ApiServer, token: &str) -> reqwest::Response {
+    c.get(format!("{}/events", api.url))
+        .header("X-Auth-Token", token)
+        .send()
+        .await
+        .unwrap()
+}
+
+/// Read `events` until every one of `wanted` has been seen, in whole SSE
+/// messages (a chunk may end mid-line), within `within`; what was read.
+async fn read_events(
+    events: &mut reqwest::Response,
+    wanted: &[String],
+    within: Duration,
+) -> String {
+    let mut seen = String::new();
+    let until = Instant::now() + within;
+    while !(wanted.iter().all(|w| seen.contains(w)) && seen.ends_with("\n\n")) {
+        assert!(Instant::now() < until, "missing events on /events: {seen}");
+        let chunk = tokio::time::timeout(Duration::from_secs(15), events.chunk())
+            .await
+            .expect("event stream stalled")
+            .unwrap()
+            .expect("event stream ended");
+        seen.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    seen
+}
+
 /// Log in as `user`; the status, the body and the `Retry-After` header.
 async fn login_as(
     c: &reqwest::Client,
@@ -866,12 +880,7 @@ async fn api_users_are_held_to_their_perms() {
     assert_eq!(status, StatusCode::OK);
 
     // Jobs and events: the intern's own only.
-    let mut events = c
-        .get(format!("{}/events", api.url))
-        .header("X-Auth-Token", &intern)
-        .send()
-        .await
-        .unwrap();
+    let mut events = open_events(&c, &api, &intern).await;
     let (status, theirs) =
         lowstate(&c, &api, &admin, &chunk("db-1", "test.ping", "local_async")).await;
     assert_eq!(status, StatusCode::OK, "{theirs}");
@@ -892,20 +901,8 @@ async fn api_users_are_held_to_their_perms() {
     assert_eq!(status, StatusCode::OK);
     let (status, _) = get(&c, &api, &intern, &format!("/jobs/{own}")).await;
     assert_eq!(status, StatusCode::OK);
-    let mut seen = String::new();
-    let until = Instant::now() + Duration::from_secs(30);
-    while !seen.contains(&format!("salt/job/{own}/ret/web-1")) {
-        assert!(
-            Instant::now() < until,
-            "the intern's own return never came: {seen}"
-        );
-        let chunk = tokio::time::timeout(Duration::from_secs(15), events.chunk())
-            .await
-            .expect("an event or a keep-alive")
-            .unwrap()
-            .expect("the stream stays open");
-        seen.push_str(&String::from_utf8_lossy(&chunk));
-    }
+    let own_return = [format!("salt/job/{own}/ret/web-1")];
+    let seen = read_events(&mut events, &own_return, Duration::from_secs(30)).await;
     // The job carries who asked (and so the maid's audit log names them).
     assert!(seen.contains("\"user\":\"intern\""), "{seen}");
     assert!(!seen.contains(&theirs), "another user's job leaked: {seen}");

@@ -3,8 +3,6 @@
 //! and used to sign every ping, return and reject (§3.4), so a master that
 //! accepted it can tell this maid's answers from anyone else's.
 
-use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 use ed25519_dalek::SigningKey;
@@ -32,14 +30,13 @@ pub fn load_or_create(state_dir: &Path) -> Result<SigningKey, KeyError> {
     }
     std::fs::create_dir_all(state_dir).map_err(io)?;
     let key = trust::generate()?;
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(&path)
-        .map_err(io)?;
-    writeln!(file, "{}", trust::encode_signing(&key)).map_err(io)?;
-    file.sync_all().map_err(io)?;
+    // Written whole and private, and never over a key that appeared
+    // meanwhile (another start on the same state_dir).
+    let text = trust::encode_signing(&key);
+    crate::fsutil::staged_in(state_dir, |w| writeln!(w, "{text}"))
+        .map_err(io)?
+        .persist_noclobber(&path)
+        .map_err(|e| io(e.error))?;
     let public = state_dir.join(PUB_FILE);
     std::fs::write(
         &public,

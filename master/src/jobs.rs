@@ -19,7 +19,7 @@ use serde_json::{Map, Value};
 use crate::bus::{Bus, BusError, Conn, publish};
 use crate::pki::Pki;
 use crate::protocol::{self, Job, Registration, Reply, Return};
-use crate::replies::{AcceptedKeys, receive};
+use crate::replies::{AcceptedKeys, Received, receive};
 
 /// A job to publish.
 #[derive(Debug, Clone)]
@@ -112,10 +112,12 @@ pub struct Progress {
     pub elapsed: Duration,
 }
 
-/// The registry entries whose alive key exists.
-pub async fn alive_maids(
-    conn: &mut Conn,
-) -> redis::RedisResult<BTreeMap<String, (bool, Option<Registration>)>> {
+/// Every registry entry by id: whether its alive key exists, and the
+/// registration when it reads as one.
+pub type Maids = BTreeMap<String, (bool, Option<Registration>)>;
+
+/// The registry entries, each with whether its alive key exists.
+pub async fn alive_maids(conn: &mut Conn) -> redis::RedisResult<Maids> {
     let all: BTreeMap<String, String> = conn.hgetall(protocol::REGISTRY_KEY).await?;
     let mut out = BTreeMap::new();
     for (id, json) in all {
@@ -139,51 +141,84 @@ pub struct Cached {
     pub forged: BTreeMap<String, String>,
 }
 
-/// The job cache's returns for `jid`; with `accepted`, only those the key
-/// accepted for their maid signed, the others as forged.
-pub async fn cached(
-    conn: &mut Conn,
-    jid: &str,
-    accepted: Option<&AcceptedKeys>,
-) -> redis::RedisResult<Cached> {
+/// The job cache's returns for `jid`; with the key store `pki`, only
+/// those the key accepted for their maid signed, the others as forged.
+pub async fn cached(conn: &mut Conn, jid: &str, pki: Option<&Pki>) -> redis::RedisResult<Cached> {
+    let accepted = match pki {
+        Some(pki) => Some(accepted_keys(pki, &alive_maids(conn).await?)),
+        None => None,
+    };
+    let accepted = accepted.as_ref();
     let all: BTreeMap<String, String> = conn.hgetall(protocol::job_key(jid)).await?;
     let mut out = Cached::default();
     for (field, text) in all {
         let Ok(received) = receive(text.as_bytes()) else {
             continue;
         };
-        if let Some(accepted) = accepted
-            && let Err(why) = received.verify(accepted)
-        {
-            out.forged.insert(received.maid().to_string(), why);
-            continue;
-        }
-        match received.reply {
-            Reply::Return(r) if r.id == field && r.jid == jid => out.returns.push(r),
+        match genuine(received, jid, accepted, &mut out.forged) {
+            Some(Reply::Return(r)) if r.id == field && r.jid == jid => out.returns.push(r),
             _ => {}
         }
     }
     Ok(out)
 }
 
-/// The accepted keys of `pki`, after filing what the registry carries;
-/// none (so nothing counts) when the store cannot be read.
-pub fn accepted_keys(
-    pki: &Pki,
-    maids: &BTreeMap<String, (bool, Option<Registration>)>,
-) -> AcceptedKeys {
-    let filed = pki.submit_registry(
+/// File the keys the registry entries `maids` carry, as their maids'
+/// submissions ([`Pki::submit_registry`]).
+pub fn file_registered_keys(pki: &Pki, maids: &Maids) -> Result<(), crate::pki::PkiError> {
+    pki.submit_registry(
         maids
             .iter()
             .filter_map(|(id, (_, reg))| reg.as_ref().map(|r| (id, r))),
-    );
-    match filed.and_then(|()| pki.accepted()) {
+    )
+}
+
+/// The accepted keys of `pki`, after filing what the registry carries;
+/// none (so nothing counts) when the store cannot be read.
+pub fn accepted_keys(pki: &Pki, maids: &Maids) -> AcceptedKeys {
+    match file_registered_keys(pki, maids).and_then(|()| pki.accepted()) {
         Ok(keys) => keys,
         Err(e) => {
             tracing::error!(cause = %e, "cannot read the accepted maid keys: no reply counts");
             AcceptedKeys::new()
         }
     }
+}
+
+/// The reply `msg` carries when it is one of `report`'s job and, with
+/// `accepted`, signed by the key accepted for its maid; a forged one is
+/// noted in `report` (and logged), anything else is dropped.
+fn counted(msg: &Msg, report: &mut Report, accepted: Option<&AcceptedKeys>) -> Option<Reply> {
+    let Ok(received) = receive(msg.get_payload_bytes()) else {
+        tracing::warn!(
+            topic = msg.get_channel_name(),
+            "ignored a reply that is not a PROTOCOL reply"
+        );
+        return None;
+    };
+    if received.reply.jid() != report.jid {
+        return None;
+    }
+    genuine(received, &report.jid, accepted, &mut report.forged)
+}
+
+/// `received`'s reply when, with `accepted`, the key accepted for its maid
+/// signed it; a forged one goes into `forged` (maid → why) and the log.
+fn genuine(
+    received: Received,
+    jid: &str,
+    accepted: Option<&AcceptedKeys>,
+    forged: &mut BTreeMap<String, String>,
+) -> Option<Reply> {
+    if let Some(keys) = accepted
+        && let Err(why) = received.verify(keys)
+    {
+        let maid = received.maid().to_string();
+        tracing::warn!(%jid, %maid, %why, "forged reply: not counted");
+        forged.insert(maid, why);
+        return None;
+    }
+    Some(received.reply)
 }
 
 /// What every reply topic [`temp_topic`] makes matches, for a master that
@@ -302,22 +337,10 @@ pub async fn run_on(
             Ok(None) => break,
             Ok(Some(msg)) => msg,
         };
-        let Ok(received) = receive(msg.get_payload_bytes()) else {
-            tracing::warn!(topic, "ignored a reply that is not a PROTOCOL reply");
+        let Some(reply) = counted(&msg, &mut report, accepted.as_ref()) else {
             continue;
         };
-        if received.reply.jid() != report.jid {
-            continue;
-        }
-        if let Some(keys) = &accepted
-            && let Err(why) = received.verify(keys)
-        {
-            let maid = received.maid().to_string();
-            tracing::warn!(jid = %report.jid, %maid, %why, "forged reply: not counted");
-            report.forged.insert(maid, why);
-            continue;
-        }
-        match received.reply {
+        match reply {
             Reply::Ping(p) => {
                 pinged.insert(p.sub_ip.clone());
                 if p.matched {
@@ -350,18 +373,7 @@ pub async fn run_on(
     // Late repeats of a finished job still count.
     let linger_until = tokio::time::Instant::now() + req.linger;
     while let Ok(Some(msg)) = tokio::time::timeout_at(linger_until, replies.next()).await {
-        let Ok(received) = receive(msg.get_payload_bytes()) else {
-            continue;
-        };
-        if let Some(keys) = &accepted
-            && let Err(why) = received.verify(keys)
-        {
-            report.forged.insert(received.maid().to_string(), why);
-            continue;
-        }
-        if let Reply::Return(r) = received.reply
-            && r.jid == report.jid
-        {
+        if let Some(Reply::Return(r)) = counted(&msg, &mut report, accepted.as_ref()) {
             let n = counts.entry(r.id.clone()).or_default();
             *n += 1;
             if *n > 1 {

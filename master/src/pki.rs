@@ -13,10 +13,9 @@
 //! keys.
 
 use std::collections::BTreeMap;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 
-use ed25519_dalek::VerifyingKey;
 use sha2::{Digest, Sha256};
 
 use crate::protocol::Registration;
@@ -218,19 +217,7 @@ impl Pki {
             .create(&dir)
             .map_err(Self::io(&dir))?;
         let path = dir.join(id);
-        let staged = dir.join(format!(".{id}.tmp"));
-        {
-            use std::io::Write;
-            let mut f = std::fs::OpenOptions::new()
-                .write(true)
-                .create(true)
-                .truncate(true)
-                .mode(0o644)
-                .open(&staged)
-                .map_err(Self::io(&staged))?;
-            writeln!(f, "{key}").map_err(Self::io(&staged))?;
-        }
-        std::fs::rename(&staged, &path).map_err(Self::io(&path))
+        crate::fsutil::replace_private(&path, [key]).map_err(Self::io(&path))
     }
 
     fn remove(&self, state: KeyState, id: &str) -> Result<bool, PkiError> {
@@ -316,17 +303,12 @@ impl Pki {
     }
 }
 
-/// A verifying key's text as the registry and the key files write it.
-pub fn key_text(key: &VerifyingKey) -> String {
-    trust::encode_verifying(key)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn key() -> String {
-        key_text(&trust::generate().unwrap().verifying_key())
+        trust::encode_verifying(&trust::generate().unwrap().verifying_key())
     }
 
     #[test]

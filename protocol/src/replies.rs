@@ -9,13 +9,11 @@
 
 use std::collections::BTreeMap;
 
-use base64::Engine;
-use base64::engine::general_purpose::STANDARD as B64;
-use ed25519_dalek::{Signature, Signer as _, SigningKey, Verifier as _, VerifyingKey};
+use ed25519_dalek::{SigningKey, Verifier as _, VerifyingKey};
 use serde_json::Value;
 
 use crate::protocol::Reply;
-use crate::trust::{Envelope, key_id};
+use crate::trust::{Envelope, decode_signature, key_id, sign};
 
 /// A reply message as it arrived: the reply, and the envelope it came in
 /// when it was signed.
@@ -49,13 +47,7 @@ pub fn receive(bytes: &[u8]) -> Result<Received, String> {
 /// `payload` (a serialised reply) sealed with the maid's `key`: the
 /// envelope's JSON, which is what the maid publishes and caches.
 pub fn seal(payload: String, key: &SigningKey) -> String {
-    let sig = key.sign(payload.as_bytes());
-    let envelope = Envelope {
-        payload,
-        sig: B64.encode(sig.to_bytes()),
-        kid: Some(key_id(&key.verifying_key())),
-    };
-    serde_json::to_string(&envelope).expect("envelopes serialise")
+    serde_json::to_string(&sign(payload, key)).expect("envelopes serialise")
 }
 
 /// The maid keys a master has accepted, by maid id.
@@ -88,11 +80,7 @@ impl Received {
         {
             return Err(format!("signed by another key than {maid:?}'s"));
         }
-        let sig = B64
-            .decode(&envelope.sig)
-            .ok()
-            .and_then(|b| Signature::from_slice(&b).ok())
-            .ok_or_else(|| "the signature is not a base64 Ed25519 signature".to_string())?;
+        let sig = decode_signature(&envelope.sig).map_err(|e| e.to_string())?;
         key.verify(envelope.payload.as_bytes(), &sig)
             .map_err(|_| format!("the signature does not verify with {maid:?}'s key"))
     }

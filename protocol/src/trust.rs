@@ -76,8 +76,13 @@ pub fn read_signing_key(path: &Path) -> Result<SigningKey, KeyError> {
 /// A public key from its base64 text alone (never a path): what a
 /// registry entry or a key file holds.
 pub fn decode_verifying_key(text: &str) -> Result<VerifyingKey, KeyError> {
-    let raw = decode32(text, "public key")?;
-    VerifyingKey::from_bytes(&raw).map_err(|_| KeyError::Format("public key".into()))
+    verifying(text, "public key")
+}
+
+/// The public key in base64 `text`; `what` names it in an error.
+fn verifying(text: &str, what: &str) -> Result<VerifyingKey, KeyError> {
+    let raw = decode32(text, what)?;
+    VerifyingKey::from_bytes(&raw).map_err(|_| KeyError::Format(what.into()))
 }
 
 /// A trusted public key: a file path, or the base64 key itself.
@@ -91,8 +96,7 @@ pub fn read_verifying_key(spec: &str) -> Result<VerifyingKey, KeyError> {
     } else {
         read(path)?
     };
-    let raw = decode32(&text, spec)?;
-    VerifyingKey::from_bytes(&raw).map_err(|_| KeyError::Format(spec.into()))
+    verifying(&text, spec)
 }
 
 /// The trusted keys `specs` names (files or base64 keys, as
@@ -243,11 +247,7 @@ impl Verifier {
         sig: &str,
         kid: Option<&str>,
     ) -> Result<String, SignatureError> {
-        let sig = B64
-            .decode(sig)
-            .ok()
-            .and_then(|b| Signature::from_slice(&b).ok())
-            .ok_or(SignatureError::Malformed)?;
+        let sig = decode_signature(sig)?;
         let candidates: Vec<&(String, VerifyingKey)> = match kid {
             Some(kid) => self.keys.iter().filter(|(k, _)| k == kid).collect(),
             None => self.keys.iter().collect(),
@@ -261,6 +261,14 @@ impl Verifier {
             .map(|(k, _)| k.clone())
             .ok_or(SignatureError::BadSignature)
     }
+}
+
+/// The Ed25519 signature in base64 `sig`, as envelopes carry it.
+pub fn decode_signature(sig: &str) -> Result<Signature, SignatureError> {
+    B64.decode(sig)
+        .ok()
+        .and_then(|b| Signature::from_slice(&b).ok())
+        .ok_or(SignatureError::Malformed)
 }
 
 /// Why a signature was not accepted.

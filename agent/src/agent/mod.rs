@@ -309,13 +309,8 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(
     let files = Arc::new(files);
     let grains = crate::grains::collect(&id, &config.grains);
     let instances = RuntimeSettings::instances_for(config.agent.concurrency);
-    let runtime = crate::setup::runtime(&config, &grains, Some(files), instances)
-        .map_err(AgentError::Runtime)?;
-    let runtime = Arc::new(runtime);
+    let runtime = plugin_runtime(&config, &grains, Some(files), instances).await?;
     let plugin_dir = config.plugin_dir.clone();
-    if let Some(dir) = &plugin_dir {
-        load_plugins(&runtime, dir).await?;
-    }
     let audit = open_audit(&config).await?;
     let reload = Arc::new(Notify::new());
     tokio::spawn(on_sighup(audit.clone(), reload.clone()));
@@ -353,12 +348,7 @@ pub async fn run_fleet(
     let grains = crate::grains::collect(first, &config.grains);
     // Every agent may have a call running at once: a fan-out.
     let instances = RuntimeSettings::instances_for(ids.len());
-    let runtime =
-        crate::setup::runtime(&config, &grains, None, instances).map_err(AgentError::Runtime)?;
-    let runtime = Arc::new(runtime);
-    if let Some(dir) = &config.plugin_dir {
-        load_plugins(&runtime, dir).await?;
-    }
+    let runtime = plugin_runtime(&config, &grains, None, instances).await?;
     let audit = open_audit(&config).await?;
     let bus = Bus::new(&config.redis)?;
     let metrics = Arc::new(Metrics::new());
@@ -402,7 +392,23 @@ fn trusted_keys(config: &Config) -> Result<Vec<(String, VerifyingKey)>, AgentErr
     Ok(read_trusted_keys(&config.security.trusted_keys)?)
 }
 
-/// Load every plugin in `dir`; one that fails is logged and left out.
+/// The plugin runtime of `config` ([`crate::setup::runtime`]) with every
+/// plugin of its `plugin_dir` loaded; one that fails is logged and left
+/// out.
+async fn plugin_runtime(
+    config: &Config,
+    grains: &Map<String, Value>,
+    fallback: Option<Arc<dyn crate::fileserver::FileServer>>,
+    instances: u32,
+) -> Result<Arc<Runtime>, AgentError> {
+    let runtime =
+        crate::setup::runtime(config, grains, fallback, instances).map_err(AgentError::Runtime)?;
+    if let Some(dir) = &config.plugin_dir {
+        load_plugins(&runtime, dir).await?;
+    }
+    Ok(Arc::new(runtime))
+}
+
 async fn load_plugins(runtime: &Runtime, dir: &std::path::Path) -> Result<(), AgentError> {
     let failed = runtime
         .load_dir(dir)

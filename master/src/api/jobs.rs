@@ -59,13 +59,9 @@ pub async fn run(
 async fn authorize(api: &Api, user: &str, chunks: &[Chunk]) -> Result<(), ApiError> {
     let entries = api.perms.of(user);
     let mut conn = api.hub.conn().await?;
-    let known: std::collections::BTreeMap<String, crate::protocol::Registration> =
-        jobs::alive_maids(&mut conn)
-            .await
-            .inspect_err(|_| api.hub.reset())?
-            .into_iter()
-            .filter_map(|(id, (_, reg))| reg.map(|r| (id, r)))
-            .collect();
+    let known = jobs::alive_maids(&mut conn)
+        .await
+        .inspect_err(|_| api.hub.reset())?;
     for chunk in chunks {
         if !perms::allows(&entries, &chunk.fun, &chunk.tgt, chunk.tgt_type, &known) {
             tracing::warn!(%user, fun = %chunk.fun, tgt = %chunk.tgt, "refused by [api.perms]");
@@ -191,16 +187,7 @@ pub async fn job(
         )));
     }
     let mut conn = api.hub.conn().await?;
-    let accepted = match &api.pki {
-        Some(pki) => {
-            let maids = jobs::alive_maids(&mut conn)
-                .await
-                .inspect_err(|_| api.hub.reset())?;
-            Some(jobs::accepted_keys(pki, &maids))
-        }
-        None => None,
-    };
-    let cached = jobs::cached(&mut conn, &jid, accepted.as_ref())
+    let cached = jobs::cached(&mut conn, &jid, api.pki.as_ref())
         .await
         .inspect_err(|_| api.hub.reset())?;
     let returns = cached.returns;

@@ -21,17 +21,13 @@ async fn listing(api: &Api, user: &str, only: Option<&str>) -> Result<Json<Value
     let maids = jobs::alive_maids(&mut conn)
         .await
         .inspect_err(|_| api.hub.reset())?;
-    let known = maids
-        .iter()
-        .filter_map(|(id, (_, reg))| reg.clone().map(|r| (id.clone(), r)))
-        .collect();
     let tgt = Value::String(only.unwrap_or("*").to_string());
     if !perms::allows(
         &api.perms.of(user),
         "grains.items",
         &tgt,
         TargetType::Glob,
-        &known,
+        &maids,
     ) {
         return Err(ApiError::Forbidden(format!(
             "user {user:?} may not run grains.items on {tgt}"

@@ -16,7 +16,7 @@ use regex::Regex;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::protocol::Registration;
+use crate::jobs::Maids;
 use crate::target::{self, TargetType};
 
 /// One entry of a user's list (`[api.perms]`).
@@ -130,15 +130,15 @@ fn fun_allowed(patterns: &[String], fun: &str) -> bool {
         .any(|p| !p.starts_with('@') && fun_regex(p).is_ok_and(|r| r.is_match(fun)))
 }
 
-/// The known minions `tgt` of type `tgt_type` selects.
-fn selected<'a>(
-    tgt: &Value,
-    tgt_type: TargetType,
-    known: &'a BTreeMap<String, Registration>,
-) -> Vec<&'a str> {
+/// The known minions `tgt` of type `tgt_type` selects (the registered
+/// ones: an entry whose registration does not read selects nothing).
+fn selected<'a>(tgt: &Value, tgt_type: TargetType, known: &'a Maids) -> Vec<&'a str> {
     known
         .iter()
-        .filter(|(id, reg)| target::matches(tgt, tgt_type, id, &reg.grains).unwrap_or(false))
+        .filter(|(id, (_, reg))| {
+            reg.as_ref()
+                .is_some_and(|reg| target::matches(tgt, tgt_type, id, &reg.grains).unwrap_or(false))
+        })
         .map(|(id, _)| id.as_str())
         .collect()
 }
@@ -150,7 +150,7 @@ pub fn allows(
     fun: &str,
     tgt: &Value,
     tgt_type: TargetType,
-    known: &BTreeMap<String, Registration>,
+    known: &Maids,
 ) -> bool {
     let mut targeted: Option<Vec<&str>> = None;
     entries.iter().any(|entry| match entry {
@@ -171,16 +171,16 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn known() -> BTreeMap<String, Registration> {
+    fn known() -> Maids {
         ["web1", "web2", "db1"]
             .into_iter()
             .map(|id| {
-                let reg: Registration = serde_json::from_value(json!({
+                let reg: crate::protocol::Registration = serde_json::from_value(json!({
                     "id": id, "version": "1", "master_topics": [], "functions": [],
                     "grains": {"role": if id.starts_with("web") { "web" } else { "db" }},
                     "started_at": "x", "last_seen": "x"}))
                 .unwrap();
-                (id.to_string(), reg)
+                (id.to_string(), (true, Some(reg)))
             })
             .collect()
     }

@@ -363,14 +363,7 @@ pub fn job(args: JobArgs) -> anyhow::Result<ExitCode> {
     let pki = args.master.pki(&config);
     let cached = block_on(async {
         let mut conn = bus.connect().await?;
-        let accepted = match &pki {
-            Some(pki) => Some(jobs::accepted_keys(
-                pki,
-                &jobs::alive_maids(&mut conn).await?,
-            )),
-            None => None,
-        };
-        anyhow::Ok(jobs::cached(&mut conn, &args.jid, accepted.as_ref()).await?)
+        anyhow::Ok(jobs::cached(&mut conn, &args.jid, pki.as_ref()).await?)
     })??;
     report_forged(&cached.forged);
     let returns = cached.returns;
@@ -405,7 +398,9 @@ pub fn maids(args: MaidsArgs) -> anyhow::Result<ExitCode> {
     // maids are expected to answer.
     let states: BTreeMap<String, &'static str> = match &pki {
         Some(pki) => {
-            let _ = jobs::accepted_keys(pki, &maids);
+            if let Err(e) = jobs::file_registered_keys(pki, &maids) {
+                eprintln!("maid: keys not filed from the registry: {e}");
+            }
             let mut states = BTreeMap::new();
             for (state, ids) in pki.list()? {
                 for id in ids {

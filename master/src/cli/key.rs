@@ -247,21 +247,15 @@ fn confirm(question: &str, default: bool) -> anyhow::Result<bool> {
 
 /// File what the registry carries, when Redis answers; the keys on disk
 /// are listed and changed either way.
-fn refresh(pki: &Pki, master: &MasterOpts) -> anyhow::Result<()> {
-    let (bus, _) = master.bus()?;
+fn refresh(pki: &Pki, config: &crate::config::Config) -> anyhow::Result<()> {
+    let bus = crate::bus::Bus::new(&config.redis)?;
     let result = block_on(async {
         let mut conn = bus.connect().await?;
         let maids = crate::jobs::alive_maids(&mut conn).await?;
         anyhow::Ok(maids)
     })?;
     match result {
-        Ok(maids) => {
-            let regs: Vec<(String, crate::protocol::Registration)> = maids
-                .into_iter()
-                .filter_map(|(id, (_, reg))| reg.map(|r| (id, r)))
-                .collect();
-            pki.submit_registry(regs.iter().map(|(id, r)| (id, r)))?;
-        }
+        Ok(maids) => crate::jobs::file_registered_keys(pki, &maids)?,
         Err(e) => eprintln!("maid: keys not refreshed from the registry: {e:#}"),
     }
     Ok(())
@@ -273,7 +267,7 @@ pub fn run(args: KeyArgs) -> anyhow::Result<ExitCode> {
         .master
         .pki(&config)
         .context("no key store: pass --pki-dir or set [master] pki_dir")?;
-    refresh(&pki, &args.master)?;
+    refresh(&pki, &config)?;
     let all = |x: bool, one: &Option<String>| -> Option<String> {
         if x { Some("*".into()) } else { one.clone() }
     };
@@ -289,10 +283,18 @@ pub fn run(args: KeyArgs) -> anyhow::Result<ExitCode> {
     }
     let listing: Listing = pki.list()?;
     if let Some(pattern) = all(args.finger_all, &args.finger) {
-        return show(&pki, &args, &listing, &pattern, fingerprint, true);
+        return show(&pki, &args, &config, &listing, &pattern, fingerprint, true);
     }
     if let Some(pattern) = all(args.print_all, &args.print) {
-        return show(&pki, &args, &listing, &pattern, str::to_string, false);
+        return show(
+            &pki,
+            &args,
+            &config,
+            &listing,
+            &pattern,
+            str::to_string,
+            false,
+        );
     }
     let plain = listing
         .into_iter()
@@ -307,6 +309,7 @@ pub fn run(args: KeyArgs) -> anyhow::Result<ExitCode> {
 fn show(
     pki: &Pki,
     args: &KeyArgs,
+    config: &crate::config::Config,
     listing: &Listing,
     pattern: &str,
     value: impl Fn(&str) -> String,
@@ -323,8 +326,7 @@ fn show(
             }
         }
     }
-    let config = args.master.config()?;
-    let local_keys: Vec<(String, String)> = match args.master.key_path(&config) {
+    let local_keys: Vec<(String, String)> = match args.master.key_path(config) {
         Some(path) if local => {
             let public = path.with_extension("pub");
             std::fs::read_to_string(&public)
