@@ -226,7 +226,7 @@ fn template_behaves(dir: &Path) {
     );
     assert_eq!(
         (out.as_str(), code),
-        ("{\"local\": \"HELLO, WORLD\"}\n", Some(0)),
+        ("{\n    \"local\": \"HELLO, WORLD\"\n}\n", Some(0)),
         "{err}"
     );
 
@@ -462,6 +462,7 @@ fn the_javascript_disk_example_runs_df_when_granted() {
         &[
             "call",
             "--local",
+            "--retcode-passthrough",
             "--plugin-dir",
             pd,
             "-c",
@@ -582,6 +583,8 @@ fn each_language_runs_across_two_agents_after_push() {
         let mut all = vec!["run", "*", fun];
         all.extend(args);
         all.extend(["--master-topic", TOPIC, "--key", key, "--out", "json"]);
+        // One document per line.
+        all.extend(["--out-indent", "-1"]);
         all.extend(["-t", "60"]);
         let o = maid_cli(&url, &all, dir.path());
         assert!(o.status.success(), "{}", text(&o));

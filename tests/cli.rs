@@ -34,7 +34,8 @@ fn call_local_prints_as_salt_call() {
         &["call", "--local", "cmd.run", "echo hi", "--out", "json"],
         tmp.path(),
     );
-    assert_eq!(stdout(&o), "{\"local\": \"hi\"}\n");
+    // Salt's json outputter indents by 4.
+    assert_eq!(stdout(&o), "{\n    \"local\": \"hi\"\n}\n");
 
     let o = maid(
         &["call", "--local", "test.echo", "[1, two]", "--out", "yaml"],
@@ -73,12 +74,29 @@ fn call_local_exits_with_the_retcode() {
     assert_eq!(stdout(&o), "local:\n    1\n");
     assert_eq!(o.status.code(), Some(1));
 
+    // As salt-call: 1 for any non-zero retcode, unless passed through.
     let o = maid(&["call", "--local", "test.retcode", "code=5"], tmp.path());
+    assert_eq!(o.status.code(), Some(1));
+    let o = maid(
+        &[
+            "call",
+            "--local",
+            "--retcode-passthrough",
+            "test.retcode",
+            "code=5",
+        ],
+        tmp.path(),
+    );
     assert_eq!(o.status.code(), Some(5));
 
+    // An unknown function is named on stderr; the exit status is 255.
     let o = maid(&["call", "--local", "nope.ping"], tmp.path());
-    assert_eq!(stdout(&o), "local:\n    'nope.ping' is not available.\n");
-    assert_eq!(o.status.code(), Some(254));
+    assert_eq!(stdout(&o), "");
+    assert_eq!(
+        String::from_utf8_lossy(&o.stderr),
+        "'nope.ping' is not available.\n"
+    );
+    assert_eq!(o.status.code(), Some(255));
 
     let o = maid(&["call", "test.ping"], tmp.path());
     assert_eq!(o.status.code(), Some(2));
@@ -105,6 +123,8 @@ fn call_local_serves_file_roots_and_writes_the_cwd() {
             root.to_str().unwrap(),
             "--out",
             "json",
+            "--out-indent",
+            "-1",
         ],
         &work,
     );
@@ -127,7 +147,15 @@ fn call_with_config_uses_exactly_its_grants() {
     .unwrap();
     let c = config.to_str().unwrap();
     let o = maid(
-        &["call", "--local", "-c", c, "cmd.run", "echo hi"],
+        &[
+            "call",
+            "--local",
+            "--retcode-passthrough",
+            "-c",
+            c,
+            "cmd.run",
+            "echo hi",
+        ],
         tmp.path(),
     );
     assert_eq!(o.status.code(), Some(77));

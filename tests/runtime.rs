@@ -120,9 +120,12 @@ async fn bad_arguments_as_salt_reports_them() {
     let out = call(&rt, "test.sleep", json!(["soon"]), json!({})).await;
     let msg = out.ret.as_str().unwrap();
     assert!(
-        msg.starts_with("Passed invalid arguments: test.sleep(): invalid type"),
+        msg.starts_with("Passed invalid arguments: invalid literal for int()"),
         "{msg}"
     );
+    // As Salt's `int(length)`: a string of digits is a length.
+    let out = call(&rt, "test.sleep", json!(["0"]), json!({})).await;
+    assert_eq!((out.retcode, out.ret), (0, json!(true)));
 }
 
 #[tokio::test]

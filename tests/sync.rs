@@ -122,6 +122,8 @@ impl Fleet {
             key,
             "--out",
             "json",
+            "--out-indent",
+            "-1",
             "-t",
             "30",
         ]);
@@ -241,7 +243,7 @@ async fn pushed_plugins_sync_to_every_maid_and_every_bad_push_is_refused() {
     // Nothing pushed yet; the function is the agent's own.
     assert_eq!(f.run("saltutil.sync_modules"), (0, f.all(json!([]))));
     let (code, returns) = f.run("older.ping");
-    assert_eq!(code, 11, "{returns:?}");
+    assert_eq!(code, 1, "{returns:?}");
     assert_eq!(returns, f.all(json!("'older.ping' is not available.")));
 
     // Push, sync: both maids report the change, then the function runs.
@@ -317,7 +319,7 @@ async fn pushed_plugins_sync_to_every_maid_and_every_bad_push_is_refused() {
     .await
     .unwrap();
     let (code, returns) = f.run("saltutil.sync_modules");
-    assert_eq!(code, 11, "{returns:?}");
+    assert_eq!(code, 1, "{returns:?}");
     for reason in refusals(&returns, "older") {
         assert!(
             reason.starts_with("content hash mismatch: signed"),
@@ -333,7 +335,7 @@ async fn pushed_plugins_sync_to_every_maid_and_every_bad_push_is_refused() {
     f.push(&[guests::FIXTURE_OLDER], &other.with_extension("key"));
     let pin_v1 = format!("modules={{\"older\": \"{sha}\"}}");
     let (code, returns) = f.run_with("saltutil.sync_modules", &[&pin_v1]);
-    assert_eq!(code, 11);
+    assert_eq!(code, 1);
     assert_eq!(
         refusals(&returns, "older"),
         vec!["no trusted key matches the signer's kid"; 2]
@@ -344,7 +346,7 @@ async fn pushed_plugins_sync_to_every_maid_and_every_bad_push_is_refused() {
     f.push(&[guests::FIXTURE_SOCKETS], &f.key);
     f.push(&[guests::PLUGIN_TEST], &f.key);
     let (code, returns) = f.run("saltutil.sync_modules");
-    assert_eq!(code, 11);
+    assert_eq!(code, 1);
     assert_eq!(
         refusals(&returns, "sockets"),
         vec!["not allowed by this maid's sync.allow"; 2]
@@ -353,7 +355,7 @@ async fn pushed_plugins_sync_to_every_maid_and_every_bad_push_is_refused() {
         assert!(reason.contains("installed in plugin_dir"), "{reason}");
     }
     let (code, returns) = f.run("sockets.connect");
-    assert_eq!(code, 11);
+    assert_eq!(code, 1);
     assert_eq!(returns, f.all(json!("'sockets.connect' is not available.")));
     // What already ran keeps running, unchanged.
     assert_eq!(f.run("older.ping"), (0, f.all(json!(true))));
@@ -408,7 +410,7 @@ async fn pushed_plugins_sync_to_every_maid_and_every_bad_push_is_refused() {
         (0, f.all(json!(["modules.older"])))
     );
     let (code, returns) = f.run("older.ping");
-    assert_eq!(code, 11);
+    assert_eq!(code, 1);
     assert_eq!(returns, f.all(json!("'older.ping' is not available.")));
     let _: () = redis::AsyncCommands::hset(&mut conn, "maid:plugins", "older", &good_push)
         .await
@@ -418,12 +420,12 @@ async fn pushed_plugins_sync_to_every_maid_and_every_bad_push_is_refused() {
         .unwrap();
     assert_eq!(f.run("saltutil.sync_modules"), (0, f.all(json!([]))));
     let (code, returns) = f.run_with("saltutil.sync_modules", &[&pin_v1]);
-    assert_eq!(code, 11);
+    assert_eq!(code, 1);
     for reason in refusals(&returns, "older") {
         assert!(reason.contains("not rolled back"), "{reason}");
     }
     let (code, _) = f.run("older.ping");
-    assert_eq!(code, 11);
+    assert_eq!(code, 1);
     for id in IDS {
         let last = f.plugin_records(id, "older");
         assert!(
@@ -474,7 +476,7 @@ async fn a_fresh_agent_does_not_install_an_older_signed_plugin() {
     // which pins v2, installs v2.
     let _a = f.agent(IDS[0]).await;
     let (code, returns) = f.run("older.ping");
-    assert_eq!(code, 11, "{returns:?}");
+    assert_eq!(code, 1, "{returns:?}");
     assert_eq!(returns[IDS[0]], json!("'older.ping' is not available."));
     assert_eq!(
         f.run("saltutil.sync_modules"),
@@ -494,7 +496,7 @@ async fn a_fresh_agent_does_not_install_an_older_signed_plugin() {
     f.tamper("maid:plugins:older", &v2_sha, None).await;
     let _b = f.agent(IDS[1]).await;
     let (code, returns) = f.run("saltutil.sync_modules");
-    assert_eq!(code, 11, "{returns:?}");
+    assert_eq!(code, 1, "{returns:?}");
     assert_eq!(returns[IDS[0]], json!([]));
     let reason = returns[IDS[1]]["refused"]["modules.older"]
         .as_str()
@@ -504,7 +506,7 @@ async fn a_fresh_agent_does_not_install_an_older_signed_plugin() {
         "{reason}"
     );
     let (code, returns) = f.run("older.ping");
-    assert_eq!(code, 11);
+    assert_eq!(code, 1);
     assert_eq!(returns[IDS[0]], json!(true));
     assert_eq!(returns[IDS[1]], json!("'older.ping' is not available."));
     assert!(f.loaded(IDS[1], "older").is_empty());
@@ -539,7 +541,7 @@ async fn a_redis_writer_cannot_hold_back_an_update() {
     f.tamper("maid:plugins", "older", Some(&v1_entry)).await;
     f.tamper("maid:plugins:older", &v3_sha, None).await;
     let (code, returns) = f.run("saltutil.sync_modules");
-    assert_eq!(code, 11, "{returns:?}");
+    assert_eq!(code, 1, "{returns:?}");
     for reason in refusals(&returns, "older") {
         assert!(
             reason.contains(&v3_sha) && reason.contains("not in the store"),
@@ -551,7 +553,7 @@ async fn a_redis_writer_cannot_hold_back_an_update() {
     f.tamper("maid:plugins:older", &v3_sha, Some(&v2_entry))
         .await;
     let (code, returns) = f.run("saltutil.sync_modules");
-    assert_eq!(code, 11, "{returns:?}");
+    assert_eq!(code, 1, "{returns:?}");
     for reason in refusals(&returns, "older") {
         assert!(
             reason.contains(&format!("not the pinned {v3_sha}")),

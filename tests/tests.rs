@@ -15,6 +15,7 @@ mod harness;
 mod identity;
 mod reliability;
 mod runtime;
+mod salt;
 mod sandbox;
 mod sync;
 mod trust;

@@ -622,6 +622,8 @@ async fn maid_cp_with_the_master_key_copies_end_to_end() {
             "30",
             "--out",
             "json",
+            "--out-indent",
+            "-1",
         ],
         s.state.path(),
     );

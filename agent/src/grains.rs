@@ -4,6 +4,8 @@
 //! Detected from the running system once at start, then the operator's own
 //! grains from the config are merged over them.
 
+use std::collections::BTreeSet;
+
 use serde_json::{Map, Value, json};
 
 fn read(path: &str) -> Option<String> {
@@ -44,6 +46,25 @@ pub fn hostname() -> String {
         .ok()
         .and_then(|h| h.into_string().ok())
         .unwrap_or_else(|| "localhost".into())
+}
+
+/// Salt's `ipv4` and `ipv6` grains: every interface address, loopback
+/// included, sorted and without duplicates; what `ipcidr` targets match.
+fn addresses() -> (Vec<String>, Vec<String>) {
+    let (mut v4, mut v6) = (BTreeSet::new(), BTreeSet::new());
+    if let Ok(addrs) = nix::ifaddrs::getifaddrs() {
+        for ifaddr in addrs {
+            let Some(address) = ifaddr.address else {
+                continue;
+            };
+            if let Some(sin) = address.as_sockaddr_in() {
+                v4.insert(sin.ip().to_string());
+            } else if let Some(sin6) = address.as_sockaddr_in6() {
+                v6.insert(sin6.ip().to_string());
+            }
+        }
+    }
+    (v4.into_iter().collect(), v6.into_iter().collect())
 }
 
 /// Detected grains for minion `id`, with `custom` merged over them.
@@ -99,6 +120,9 @@ pub fn collect(id: &str, custom: &Map<String, Value>) -> Map<String, Value> {
     );
     g.insert("mem_total".into(), json!(mem_total_mib()));
     g.insert("maidversion".into(), json!(env!("CARGO_PKG_VERSION")));
+    let (ipv4, ipv6) = addresses();
+    g.insert("ipv4".into(), json!(ipv4));
+    g.insert("ipv6".into(), json!(ipv6));
     for (k, v) in custom {
         g.insert(k.clone(), v.clone());
     }

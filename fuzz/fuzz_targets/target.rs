@@ -7,8 +7,6 @@ use libfuzzer_sys::fuzz_target;
 use maid_protocol::target::{TargetType, matches};
 use serde_json::{Value, json};
 
-const TYPES: [&str; 5] = ["glob", "list", "pcre", "grain", "compound"];
-
 fuzz_target!(|data: &[u8]| {
     let Some((&kind, rest)) = data.split_first() else {
         return;
@@ -27,10 +25,11 @@ fuzz_target!(|data: &[u8]| {
         "roles": ["web", "db"],
         "num_cpus": 2,
         "ip_interfaces": {"eth0": ["10.0.0.1"]},
+        "ipv4": ["10.0.0.1", "127.0.0.1"],
+        "ipv6": ["::1", "fe80::1"],
         "nested": {"a": {"b": [1, {"c": "d"}]}},
     });
     let grains = grains.as_object().expect("an object");
-    let tgt_type = TargetType::parse(TYPES[usize::from(kind & 0x7f) % TYPES.len()])
-        .expect("a known type");
+    let tgt_type = TargetType::ALL[usize::from(kind & 0x7f) % TargetType::ALL.len()];
     let _ = matches(&tgt, tgt_type, id, grains);
 });

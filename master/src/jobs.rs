@@ -87,19 +87,30 @@ impl Report {
             && self.targeted.iter().all(|t| counts.contains_key(t))
     }
 
-    /// Salt's exit status for this report: 0 every targeted minion returned
-    /// retcode 0 and no maid was missed; 11 some return had a non-zero
-    /// retcode; 1 nothing failed but some minion or maid was missed; 2
-    /// nothing returned at all.
+    /// `salt`'s exit status for this report (3008): 0 when every targeted
+    /// minion returned retcode 0; 1 when one returned another retcode, or
+    /// did not return (Salt counts its "Minion did not return" row as a
+    /// failure), or refused the job; 2 when nothing came back at all.
     pub fn exit_code(&self) -> u8 {
-        if self.returns.is_empty() {
+        let rows = self.returns.len()
+            + self.missed_minions.len()
+            + self.missed_maids.len()
+            + self.rejected.len();
+        if rows == 0 {
             2
-        } else if self.returns.iter().any(|r| r.retcode != 0) {
-            11
-        } else if !self.missed_minions.is_empty() || !self.missed_maids.is_empty() {
+        } else if rows > self.returns.len() || self.returns.iter().any(|r| r.retcode != 0) {
             1
         } else {
             0
+        }
+    }
+
+    /// What `salt` prints on stderr with [`Self::exit_code`].
+    pub fn exit_message(&self) -> Option<&'static str> {
+        match self.exit_code() {
+            1 => Some("ERROR: Minions returned with non-zero exit code"),
+            2 => Some("ERROR: No return received"),
+            _ => None,
         }
     }
 }
@@ -125,6 +136,40 @@ pub async fn alive_maids(conn: &mut Conn) -> redis::RedisResult<Maids> {
         out.insert(id, (alive, serde_json::from_str(&json).ok()));
     }
     Ok(out)
+}
+
+/// The maids a job expects: alive, not excluded, and accepted (when the
+/// master verifies, `accepted` is set).
+fn expected<'m>(
+    maids: &'m Maids,
+    req: &'m JobRequest,
+    accepted: Option<&'m AcceptedKeys>,
+) -> impl Iterator<Item = (&'m String, Option<&'m Registration>)> {
+    maids
+        .iter()
+        .filter(|(id, (alive, _))| *alive && !req.exclude.contains(*id))
+        .filter(move |(id, _)| accepted.is_none_or(|keys| keys.contains_key(*id)))
+        .map(|(id, (_, reg))| (id, reg.as_ref()))
+}
+
+/// The expected maids that `req`'s target selects by their registered
+/// grains: whom Salt's master would publish to. An empty set is Salt's "No
+/// minions matched the target": nothing is sent. A target a maid cannot
+/// evaluate selects nobody, as Salt's master finds no minion for it.
+pub async fn selected(conn: &mut Conn, req: &JobRequest) -> Result<BTreeSet<String>, BusError> {
+    let maids = alive_maids(conn).await?;
+    let accepted = req.pki.as_ref().map(|pki| accepted_keys(pki, &maids));
+    let Ok(tgt_type) = crate::target::TargetType::parse(&req.tgt_type) else {
+        return Ok(BTreeSet::new());
+    };
+    let empty = Map::new();
+    Ok(expected(&maids, req, accepted.as_ref())
+        .filter(|(id, reg)| {
+            let grains = reg.map_or(&empty, |r| &r.grains);
+            crate::target::matches(&req.tgt, tgt_type, id, grains).unwrap_or(false)
+        })
+        .map(|(id, _)| id.clone())
+        .collect())
 }
 
 /// Returns stored in the job cache for `jid`, as they are (signed or not).
@@ -302,11 +347,8 @@ pub async fn run_on(
     };
     let maids = alive_maids(conn).await?;
     let accepted = req.pki.as_ref().map(|pki| accepted_keys(pki, &maids));
-    report.expected = maids
-        .into_iter()
-        .filter(|(id, (alive, _))| *alive && !req.exclude.contains(id))
-        .filter(|(id, _)| accepted.as_ref().is_none_or(|keys| keys.contains_key(id)))
-        .map(|(id, _)| id)
+    report.expected = expected(&maids, req, accepted.as_ref())
+        .map(|(id, _)| id.clone())
         .collect();
     let payload = job_payload(req, &report.jid, topic);
     let started = Instant::now();

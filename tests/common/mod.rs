@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod fleet;
+pub mod salt;
 
 pub use maid_testkit::redis;
 

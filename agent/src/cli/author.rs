@@ -524,7 +524,7 @@ pub fn test(args: TestArgs) -> anyhow::Result<ExitCode> {
         .config
         .plugins
         .insert(project.module.clone(), parse_grants(&args.grant)?);
-    call::invoke(&setup, &args.call)
+    call::invoke(&setup, &args.call, true)
 }
 
 /// `--grant` words into grants.

@@ -8,8 +8,9 @@ use std::time::Duration;
 use anyhow::bail;
 use clap::Args;
 use maid::runtime::CallRequest;
-use maid::salt::args::parse_cli;
-use maid::salt::output::Outputter;
+use maid::runtime::Failure;
+use maid::salt::args::{fold_kwarg_markers, parse_cli};
+use maid::salt::output::Out;
 use serde_json::Map;
 
 use maid::setup::RuntimeOpts;
@@ -40,13 +41,15 @@ pub struct Invocation {
     /// values are read as YAML, as Salt reads them.
     pub args: Vec<String>,
 
-    /// Outputter.
-    #[arg(long, value_enum, default_value_t = Outputter::Nested)]
-    pub out: Outputter,
+    /// Outputter: nested, json, yaml, txt, raw or pprint (another name
+    /// falls back to nested, as in Salt).
+    #[arg(long, default_value_t = Out::default())]
+    pub out: Out,
 
-    /// Indent JSON output by N spaces (default: one line).
-    #[arg(long)]
-    pub out_indent: Option<usize>,
+    /// Indent json/yaml/pprint output by N (json: default 4; negative:
+    /// one line).
+    #[arg(long, alias = "output-indent", allow_negative_numbers = true)]
+    pub out_indent: Option<i64>,
 
     /// Serve `salt://` paths from DIR (repeatable).
     #[arg(long)]
@@ -59,6 +62,11 @@ pub struct Invocation {
     /// Stop the call after SECONDS.
     #[arg(short = 't', long)]
     pub timeout: Option<f64>,
+
+    /// Exit with the function's retcode, not 1 for any failure
+    /// (salt-call's `--retcode-passthrough`).
+    #[arg(long)]
+    pub retcode_passthrough: bool,
 }
 
 /// The exit status for a retcode, as Python's `sys.exit(retcode)` gives it.
@@ -71,12 +79,15 @@ pub fn run(args: CallArgs) -> anyhow::Result<ExitCode> {
         bail!("maid call runs functions here and needs --local; to reach a fleet use `maid run`");
     }
     let setup = Setup::resolve(&args.runtime, true)?;
-    invoke(&setup, &args.call)
+    invoke(&setup, &args.call, false)
 }
 
 /// Load the plugins of `setup`, run `call` with its grants, print
-/// `{"local": return}` and exit with the retcode.
-pub fn invoke(setup: &Setup, call: &Invocation) -> anyhow::Result<ExitCode> {
+/// `{"local": return}` and exit as `salt-call` does: 0, 1 for any failure
+/// (the retcode itself with `--retcode-passthrough`), 255 for an unknown
+/// function. An `author` (`maid plugin test`) sees every return printed and
+/// the retcode as the exit status.
+pub fn invoke(setup: &Setup, call: &Invocation, author: bool) -> anyhow::Result<ExitCode> {
     let timeout = match call.timeout {
         Some(t) if !(t.is_finite() && t > 0.0 && t <= maid::protocol::MAX_TIMEOUT_SECS) => {
             bail!(
@@ -93,7 +104,10 @@ pub fn invoke(setup: &Setup, call: &Invocation) -> anyhow::Result<ExitCode> {
         .or_else(|| setup.config.id.clone())
         .unwrap_or_else(maid::grains::hostname);
     let runtime = setup.runtime(&setup.grains(&id), &call.file_root)?;
-    let (positional, kwargs) = parse_cli(&call.args);
+    let (positional, mut kwargs) = parse_cli(&call.args);
+    // As the minion reads a job's arguments (`load_args_and_kwargs`): a
+    // string that reads `key=value` is a keyword argument there too.
+    let positional = fold_kwarg_markers(positional, &mut kwargs);
     let outcome = super::block_on(async {
         runtime.load_dir(&setup.plugin_dir).await?;
         anyhow::Ok(
@@ -111,8 +125,19 @@ pub fn invoke(setup: &Setup, call: &Invocation) -> anyhow::Result<ExitCode> {
                 .await,
         )
     })??;
+    // salt-call names an unknown function on stderr and exits 255.
+    if !author && outcome.failure == Some(Failure::NotAvailable) {
+        eprintln!("{}", outcome.ret.as_str().unwrap_or_default());
+        return Ok(ExitCode::from(255));
+    }
     let mut data = Map::new();
     data.insert("local".into(), outcome.ret);
-    print!("{}", call.out.render(&data, call.out_indent));
-    Ok(exit_status(outcome.retcode))
+    call.out.display(&data, call.out_indent);
+    Ok(
+        if author || call.retcode_passthrough || outcome.retcode == 0 {
+            exit_status(outcome.retcode)
+        } else {
+            ExitCode::from(1)
+        },
+    )
 }

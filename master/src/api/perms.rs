@@ -240,7 +240,7 @@ mod tests {
             json!({"x": ["("]}),
             json!({"x": ["@nope"]}),
             json!({"x": [{"a": ["x"], "b": ["y"]}]}),
-            json!({"x": [{"G@": ["x"]}]}),
+            json!({"x": [{"web1 and": ["x"]}]}),
         ] {
             let perms: BTreeMap<String, Vec<PermEntry>> =
                 serde_json::from_value(bad.clone()).unwrap();

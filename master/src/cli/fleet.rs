@@ -11,7 +11,7 @@ use anyhow::{Context, bail};
 use clap::{ArgGroup, Args};
 use maid_protocol::protocol::Return;
 use maid_protocol::salt::args::parse_cli;
-use maid_protocol::salt::output::Outputter;
+use maid_protocol::salt::output::Out;
 use serde_json::{Map, Value};
 
 use super::{MasterOpts, block_on};
@@ -19,11 +19,12 @@ use crate::filestore;
 use crate::jobs::{self, JobRequest, Report};
 use crate::plugin_store::{MODULES_KWARG, SYNC_MODULES};
 
-/// How a target is read (`-L`, `-E`, `-G`, `-C`; glob by default).
+/// How a target is read (`-L`, `-E`, `-G`, `-P`, `-S`, `-C`; glob by
+/// default), as `salt` takes it.
 #[derive(Debug, Clone, Args)]
-#[command(group(ArgGroup::new("target_type").args(["list", "pcre", "grain", "compound"])))]
+#[command(group(ArgGroup::new("target_type").args(["list", "pcre", "grain", "grain_pcre", "ipcidr", "compound"])))]
 pub struct TargetOpts {
-    /// TGT is a comma-separated list of ids.
+    /// TGT is a list of ids, separated by commas or spaces.
     #[arg(short = 'L', long)]
     pub list: bool,
     /// TGT is a regular expression over ids.
@@ -32,6 +33,12 @@ pub struct TargetOpts {
     /// TGT is `grain:glob`.
     #[arg(short = 'G', long)]
     pub grain: bool,
+    /// TGT is `grain:regex`.
+    #[arg(short = 'P', long)]
+    pub grain_pcre: bool,
+    /// TGT is an IP address or network, matched against the ipv4/ipv6 grains.
+    #[arg(short = 'S', long)]
+    pub ipcidr: bool,
     /// TGT is a compound expression (`G@os:Debian and web*`).
     #[arg(short = 'C', long)]
     pub compound: bool,
@@ -39,17 +46,31 @@ pub struct TargetOpts {
 
 impl TargetOpts {
     fn tgt_type(&self) -> &'static str {
-        if self.list {
-            "list"
-        } else if self.pcre {
-            "pcre"
-        } else if self.grain {
-            "grain"
-        } else if self.compound {
-            "compound"
-        } else {
-            "glob"
+        [
+            (self.list, "list"),
+            (self.pcre, "pcre"),
+            (self.grain, "grain"),
+            (self.grain_pcre, "grain_pcre"),
+            (self.ipcidr, "ipcidr"),
+            (self.compound, "compound"),
+        ]
+        .into_iter()
+        .find_map(|(set, name)| set.then_some(name))
+        .unwrap_or("glob")
+    }
+
+    /// The target as `salt` publishes it: a list target is split into ids,
+    /// at commas (spaces removed) or else at whitespace.
+    fn tgt(&self, tgt: &str) -> Value {
+        if !self.list {
+            return Value::String(tgt.to_string());
         }
+        let ids: Vec<Value> = if tgt.contains(',') {
+            tgt.replace(' ', "").split(',').map(Value::from).collect()
+        } else {
+            tgt.split_whitespace().map(Value::from).collect()
+        };
+        Value::Array(ids)
     }
 }
 
@@ -59,12 +80,14 @@ pub struct ReportOpts {
     /// Seconds to wait for returns.
     #[arg(short = 't', long, default_value_t = 5.0)]
     pub timeout: f64,
-    /// Outputter.
-    #[arg(long, value_enum, default_value_t = Outputter::Nested)]
-    pub out: Outputter,
-    /// Indent JSON output by N spaces (default: one line).
-    #[arg(long)]
-    pub out_indent: Option<usize>,
+    /// Outputter: nested, json, yaml, txt, raw or pprint (another name
+    /// falls back to nested, as in Salt).
+    #[arg(long, default_value_t = Out::default())]
+    pub out: Out,
+    /// Indent json/yaml/pprint output by N (json: default 4; negative:
+    /// one line).
+    #[arg(long, alias = "output-indent", allow_negative_numbers = true)]
+    pub out_indent: Option<i64>,
     /// File of ids never expected to answer, one per line (`#` comments).
     #[arg(long)]
     pub exclude: Option<PathBuf>,
@@ -103,10 +126,11 @@ fn read_exclude(path: &Option<PathBuf>) -> anyhow::Result<HashSet<String>> {
         .collect())
 }
 
-fn print_one(out: Outputter, indent: Option<usize>, id: &str, value: Value) {
+/// One minion's return, as `salt` prints each: `{id: return}`.
+fn print_one(out: &Out, indent: Option<i64>, id: &str, value: Value) {
     let mut m = Map::new();
     m.insert(id.to_string(), value);
-    print!("{}", out.render(&m, indent));
+    out.display(&m, indent);
 }
 
 /// What to run, on whom.
@@ -157,7 +181,18 @@ fn run_and_report(
         source_hashes,
         pki: master.pki(&config),
     };
-    let (out, indent) = (report_opts.out, report_opts.out_indent);
+    let (out, indent) = (&report_opts.out, report_opts.out_indent);
+    let selected = block_on(async {
+        let mut conn = bus.connect().await?;
+        jobs::selected(&mut conn, &req).await
+    })??;
+    if selected.is_empty() {
+        // As `salt`: nothing is published, and the outputter shows `{}`.
+        println!("No minions matched the target. No command was sent, no jid was assigned.");
+        out.display(&Map::new(), indent);
+        eprintln!("ERROR: No return received");
+        return Ok(ExitCode::from(2));
+    }
     let tty = std::io::stderr().is_terminal();
     let report: Report = block_on(jobs::run(
         &bus,
@@ -212,6 +247,9 @@ fn run_and_report(
     report_forged(&report.forged);
     if report_opts.summary {
         print!("{}", summary(&report));
+    }
+    if let Some(message) = report.exit_message() {
+        eprintln!("{message}");
     }
     Ok(ExitCode::from(report.exit_code()))
 }
@@ -275,7 +313,7 @@ pub fn run(args: RunArgs, verbose: bool) -> anyhow::Result<ExitCode> {
         kwarg.insert(MODULES_KWARG.into(), pins);
     }
     let spec = Spec {
-        tgt: Value::String(args.tgt.clone()),
+        tgt: args.target.tgt(&args.tgt),
         tgt_type: args.target.tgt_type(),
         fun: args.fun.clone(),
         arg,
@@ -334,7 +372,7 @@ pub fn cp(args: CpArgs, verbose: bool) -> anyhow::Result<ExitCode> {
     }
     let url = format!("salt://{}", pushed.name);
     let spec = Spec {
-        tgt: Value::String(args.tgt.clone()),
+        tgt: args.target.tgt(&args.tgt),
         tgt_type: args.target.tgt_type(),
         fun: "cp.get_file".into(),
         arg: vec![Value::String(url.clone()), Value::String(args.dest.clone())],
@@ -350,10 +388,12 @@ pub fn cp(args: CpArgs, verbose: bool) -> anyhow::Result<ExitCode> {
 pub struct JobArgs {
     /// The job id.
     pub jid: String,
-    #[arg(long, value_enum, default_value_t = Outputter::Nested)]
-    pub out: Outputter,
-    #[arg(long)]
-    pub out_indent: Option<usize>,
+    /// Outputter (as `maid run --out`).
+    #[arg(long, default_value_t = Out::default())]
+    pub out: Out,
+    /// Indent json/yaml/pprint output by N.
+    #[arg(long, alias = "output-indent", allow_negative_numbers = true)]
+    pub out_indent: Option<i64>,
     #[command(flatten)]
     pub master: MasterOpts,
 }
@@ -368,7 +408,7 @@ pub fn job(args: JobArgs) -> anyhow::Result<ExitCode> {
     report_forged(&cached.forged);
     let returns = cached.returns;
     for r in &returns {
-        print_one(args.out, args.out_indent, &r.id, r.ret.clone());
+        print_one(&args.out, args.out_indent, &r.id, r.ret.clone());
     }
     Ok(if returns.is_empty() {
         eprintln!("maid: no returns cached for job {}", args.jid);

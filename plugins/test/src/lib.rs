@@ -16,7 +16,32 @@ struct Echo {
 
 #[derive(Deserialize)]
 struct Sleep {
-    length: f64,
+    length: Value,
+}
+
+/// Seconds to sleep. Salt's `test.sleep` takes `int(length)`, so a client
+/// that sends `"4"` (a string) or `true` sleeps too; a number is slept as
+/// given, fractions included (Salt would truncate `0.5` to no sleep at all).
+fn seconds(v: &Value) -> Option<f64> {
+    match v {
+        Value::Bool(b) => Some(f64::from(u8::from(*b))),
+        Value::Number(n) => n.as_f64(),
+        // Python's `int(str)`: decimal digits, a sign, surrounding spaces
+        // and single underscores between digits.
+        Value::String(s) => {
+            let t = s.trim();
+            let digits = t.strip_prefix(['+', '-']).unwrap_or(t);
+            let ok = !digits.is_empty()
+                && !digits.starts_with('_')
+                && !digits.ends_with('_')
+                && !digits.contains("__")
+                && digits.chars().all(|c| c.is_ascii_digit() || c == '_');
+            ok.then(|| t.replace('_', "").parse::<i64>().ok())
+                .flatten()
+                .map(|n| n as f64)
+        }
+        _ => None,
+    }
 }
 
 #[derive(Deserialize)]
@@ -62,12 +87,16 @@ impl Plugin for Test {
                 "Sleep LENGTH seconds, then return True",
                 &["length"],
                 |a: Sleep, _: &Call| {
-                    if !(a.length.is_finite() && a.length >= 0.0) {
-                        return Err(Error::bad_arguments(
-                            "length must be a number of seconds >= 0",
-                        ));
+                    let Some(length) = seconds(&a.length) else {
+                        return Err(Error::bad_arguments(format!(
+                            "invalid literal for int() with base 10: {}",
+                            a.length
+                        )));
+                    };
+                    if !(length.is_finite() && length >= 0.0) {
+                        return Err(Error::bad_arguments("sleep length must be non-negative"));
                     }
-                    std::thread::sleep(Duration::from_secs_f64(a.length));
+                    std::thread::sleep(Duration::from_secs_f64(length));
                     Ok(true)
                 },
             ),

@@ -1,16 +1,21 @@
 //! Salt's argument conventions.
 //!
 //! On the command line `key=value` is a keyword argument and every value is
-//! read as YAML, with Salt's exceptions (`salt.utils.args.yamlify_arg`):
-//! only bracketed text becomes a list or mapping, `None` is null, YAML 1.1's
-//! `yes`/`no`/`on`/`off` are booleans, and anything YAML would mangle (`#`
-//! comments, `|`, `!`, `1_000`) stays the string it was. Over the wire, a
-//! trailing `{"__kwarg__": true, ...}` element of `arg` is folded into
-//! `kwarg` (`salt.utils.args.parse_input`).
+//! read as YAML 1.1, with Salt's exceptions (`salt.utils.args.yamlify_arg`):
+//! only bracketed text becomes a list or mapping, `None` is null, text with
+//! a tab or a newline stays as it was, and anything YAML would mangle (`#`
+//! comments, `|`, `!`, `1_000`) stays the string it was. A minion then
+//! reads the job's `arg` as `salt.minion.load_args_and_kwargs` does: a
+//! trailing `{"__kwarg__": true, ...}` element is folded into `kwarg`, and
+//! so is a string `key=value` argument.
 
 use serde_json::{Map, Number, Value};
 
-/// Split command-line words into positional and keyword arguments.
+use super::yaml11::{Py, safe_load};
+
+/// Split command-line words into positional and keyword arguments, as
+/// `salt.utils.args.parse_input` does (with `condition_input`: an int of
+/// twenty digits, a jid, is sent as a string).
 pub fn parse_cli(words: &[String]) -> (Vec<Value>, Map<String, Value>) {
     let mut args = Vec::new();
     let mut kwargs = Map::new();
@@ -19,14 +24,25 @@ pub fn parse_cli(words: &[String]) -> (Vec<Value>, Map<String, Value>) {
             Some((key, value)) => {
                 kwargs.insert(key.to_string(), yamlify(value));
             }
-            None => args.push(yamlify(word)),
+            None => args.push(condition(yamlify(word))),
         }
     }
     (args, kwargs)
 }
 
-/// Move `{"__kwarg__": true, ...}` elements of `args` into `kwargs`, as
-/// Salt does for jobs published by its own client.
+/// `condition_input`: a positional int that reads as a jid is a string.
+fn condition(value: Value) -> Value {
+    match &value {
+        Value::Number(n) if (n.is_i64() || n.is_u64()) && n.to_string().len() == 20 => {
+            Value::String(n.to_string())
+        }
+        _ => value,
+    }
+}
+
+/// A job's arguments as a minion takes them (`load_args_and_kwargs`):
+/// `{"__kwarg__": true, ...}` elements and `key=value` strings become
+/// keyword arguments; everything else stays positional, as it came.
 pub fn fold_kwarg_markers(args: Vec<Value>, kwargs: &mut Map<String, Value>) -> Vec<Value> {
     let mut positional = Vec::with_capacity(args.len());
     for arg in args {
@@ -35,6 +51,17 @@ pub fn fold_kwarg_markers(args: Vec<Value>, kwargs: &mut Map<String, Value>) -> 
                 map.remove("__kwarg__");
                 kwargs.extend(map);
             }
+            // Salt pops the marker whatever its value.
+            Value::Object(mut map) => {
+                map.remove("__kwarg__");
+                positional.push(Value::Object(map));
+            }
+            Value::String(s) => match parse_kwarg(&s) {
+                Some((key, value)) => {
+                    kwargs.insert(key.to_string(), yamlify(value));
+                }
+                None => positional.push(Value::String(s)),
+            },
             other => positional.push(other),
         }
     }
@@ -42,10 +69,15 @@ pub fn fold_kwarg_markers(args: Vec<Value>, kwargs: &mut Map<String, Value>) -> 
 }
 
 /// `name=value` when `word` is a keyword argument by Salt's rule
-/// `^([^\d\W][\w.-]*)=(?!=)(.*)$`.
+/// `^([^\d\W][\w.-]*)=(?!=)(.*)$` (Python's `re.match`: `.` stops at a
+/// newline, and `$` may stand before a final one).
 fn parse_kwarg(word: &str) -> Option<(&str, &str)> {
     let (name, value) = word.split_once('=')?;
     if value.starts_with('=') {
+        return None;
+    }
+    let value = value.strip_suffix('\n').unwrap_or(value);
+    if value.contains('\n') {
         return None;
     }
     let mut chars = name.chars();
@@ -60,82 +92,74 @@ fn parse_kwarg(word: &str) -> Option<(&str, &str)> {
     Some((name, value))
 }
 
-/// Read one command-line value as Salt does.
+/// Read one command-line value as Salt's `yamlify_arg` does.
 pub fn yamlify(text: &str) -> Value {
     let original = || Value::String(text.to_string());
     let trimmed = text.trim();
-    if trimmed.is_empty() {
+    if matches!(trimmed, "" | "---" | "...") {
         return original();
     }
     // `1_000` would be an int to YAML 1.1; Salt keeps it a string.
     if text.contains('_') && trimmed.chars().all(|c| c.is_ascii_digit() || c == '_') {
         return original();
     }
-    if text == "None" {
-        return Value::Null;
-    }
-    match trimmed {
-        "yes" | "Yes" | "YES" | "on" | "On" | "ON" | "y" | "Y" => {
-            // YAML 1.1 booleans (`y` excluded by PyYAML's resolver).
-            if trimmed.eq_ignore_ascii_case("y") {
-                return original();
-            }
-            return Value::Bool(true);
-        }
-        "no" | "No" | "NO" | "off" | "Off" | "OFF" => return Value::Bool(false),
-        _ => {}
-    }
-    let Ok(parsed) = serde_yaml_ng::from_str::<serde_yaml_ng::Value>(text) else {
+    if text.contains(['\t', '\r', '\n']) {
         return original();
-    };
-    let Some(value) = to_json(parsed) else {
-        return original();
-    };
+    }
     if text.contains('#') {
-        // Only keep a parse that is not a plain string: `#` starts a YAML
-        // comment and would silently cut the value.
-        return match value {
-            Value::String(_) | Value::Null => original(),
-            other => other,
+        // `#` starts a YAML comment: keep a parse only when it is no plain
+        // string, which the comment may have cut.
+        return match safe_load(text) {
+            Ok(Py::Str(_) | Py::None) | Err(_) => original(),
+            Ok(other) => to_json(&other).unwrap_or_else(original),
         };
     }
-    match &value {
-        Value::Object(_) if !text.starts_with('{') => original(),
-        Value::Array(_) if !text.starts_with('[') => original(),
-        Value::String(s) if s.is_empty() && (text == "|" || text == "!") => original(),
-        Value::Null if trimmed.starts_with('#') || text == "!" => original(),
-        _ => value,
+    let parsed = if text == "None" {
+        Py::None
+    } else {
+        match safe_load(text) {
+            Ok(parsed) => parsed,
+            Err(_) => return original(),
+        }
+    };
+    let keep = match &parsed {
+        Py::Dict(_) => text.starts_with('{'),
+        Py::List(_) => text.starts_with('['),
+        Py::Str(s) if s.is_empty() => !(text == "|" || text == "!"),
+        Py::None => !(trimmed.starts_with('#') || text == "!"),
+        Py::Bool(_) | Py::Int(_) | Py::BigInt(_) | Py::Float(_) | Py::Str(_) => true,
+        Py::Bytes(_) | Py::Set(_) => false,
+    };
+    if !keep {
+        return original();
     }
+    to_json(&parsed).unwrap_or_else(original)
 }
 
-/// YAML to JSON, or `None` for what Salt would not accept (non-finite
-/// floats, tagged values).
-fn to_json(v: serde_yaml_ng::Value) -> Option<Value> {
-    use serde_yaml_ng::Value as Y;
-    Some(match v {
-        Y::Null => Value::Null,
-        Y::Bool(b) => Value::Bool(b),
-        Y::Number(n) => {
-            if let Some(i) = n.as_i64() {
-                Value::Number(i.into())
-            } else if let Some(u) = n.as_u64() {
-                Value::Number(u.into())
-            } else {
-                Value::Number(Number::from_f64(n.as_f64()?)?)
-            }
+/// A Python value as the job carries it: what msgpack would send, in JSON.
+/// Ints beyond 64 bits are strings (as Salt's payload sends them), bytes
+/// are text. `None` for what JSON cannot hold (infinities, NaN): the word
+/// then stays the string it was.
+fn to_json(value: &Py) -> Option<Value> {
+    Some(match value {
+        Py::None => Value::Null,
+        Py::Bool(b) => Value::Bool(*b),
+        Py::Int(i) => match (i64::try_from(*i), u64::try_from(*i)) {
+            (Ok(n), _) => Value::from(n),
+            (_, Ok(n)) => Value::from(n),
+            _ => Value::String(i.to_string()),
+        },
+        Py::BigInt(digits) => Value::String(digits.clone()),
+        Py::Float(f) => Value::Number(Number::from_f64(*f)?),
+        Py::Str(s) => Value::String(s.clone()),
+        Py::Bytes(b) => Value::String(String::from_utf8_lossy(b).into_owned()),
+        Py::List(items) | Py::Set(items) => {
+            Value::Array(items.iter().map(to_json).collect::<Option<_>>()?)
         }
-        Y::String(s) => Value::String(s),
-        Y::Sequence(items) => Value::Array(items.into_iter().map(to_json).collect::<Option<_>>()?),
-        Y::Mapping(map) => {
+        Py::Dict(pairs) => {
             let mut out = Map::new();
-            for (k, v) in map {
-                // A mapping or sequence as a key is unhashable to PyYAML, so
-                // Salt keeps the text. Turning it into JSON text instead
-                // re-escaped it at every level of nesting: `? ? ? …` grew
-                // exponentially (found by fuzzing).
-                if matches!(k, Y::Mapping(_) | Y::Sequence(_)) {
-                    return None;
-                }
+            for (k, v) in pairs {
+                // `json.dumps` writes a non-string key as its JSON text.
                 let key = match to_json(k)? {
                     Value::String(s) => s,
                     other => other.to_string(),
@@ -144,7 +168,6 @@ fn to_json(v: serde_yaml_ng::Value) -> Option<Value> {
             }
             Value::Object(out)
         }
-        Y::Tagged(_) => return None,
     })
 }
 
@@ -162,7 +185,9 @@ mod tests {
         // PyYAML cannot hash a mapping or list key; Salt keeps the text.
         assert_eq!(yamlify("{? {a: 1} : b}"), json!("{? {a: 1} : b}"));
         assert_eq!(yamlify("{? [a] : b}"), json!("{? [a] : b}"));
-        assert_eq!(yamlify("{1: a, true: b}"), json!({"1": "a", "true": "b"}));
+        // `1 == True` in Python: a conflicting key, so the text stays.
+        assert_eq!(yamlify("{1: a, true: b}"), json!("{1: a, true: b}"));
+        assert_eq!(yamlify("{1: a, false: b}"), json!({"1": "a", "false": "b"}));
         // The fuzzer's case: forty nested complex keys once took minutes
         // and gigabytes; now it is a string at once.
         let nested = format!("[{}x]", "? ".repeat(40));

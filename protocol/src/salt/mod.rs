@@ -4,4 +4,6 @@
 pub mod args;
 pub mod files;
 pub mod output;
+pub mod pyre;
 pub mod python;
+pub mod yaml11;

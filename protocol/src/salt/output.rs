@@ -1,56 +1,208 @@
-//! Salt's outputters, byte for byte where scripts parse them: `nested` (the
-//! default), `json`, `yaml` and `txt`. Each renders `{minion_id: return}`.
+//! Salt's outputters, byte for byte: what `salt --out X` and `salt-call
+//! --out X` print (Salt 3008.4's `salt/output/*.py`, with colour off).
+//!
+//! Each renders `{minion_id: return}`. As `salt.output.display_output`
+//! does, the text is right-stripped and printed with one newline, or not at
+//! all when empty. An outputter Salt does not ship (3008.4 has no `quiet`
+//! or `newline_values_only`) falls back to `nested` with Salt's error line
+//! on stderr. `tests/salt.rs` compares every outputter with Salt's own on a
+//! corpus of return shapes.
 
-use std::io::Write;
+mod yaml;
 
-use clap::ValueEnum;
-use serde::Serialize;
 use serde_json::{Map, Value};
 
 use crate::salt::python;
 
-/// Which outputter (`--out`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, Default)]
-#[serde(rename_all = "lowercase")]
+/// The outputters maid renders.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outputter {
-    #[default]
     Nested,
     Json,
     Yaml,
     Txt,
+    Raw,
+    Pprint,
 }
 
 impl Outputter {
+    /// Salt's name for it.
     pub fn name(self) -> &'static str {
         match self {
-            Outputter::Nested => "nested",
-            Outputter::Json => "json",
-            Outputter::Yaml => "yaml",
-            Outputter::Txt => "txt",
+            Self::Nested => "nested",
+            Self::Json => "json",
+            Self::Yaml => "yaml",
+            Self::Txt => "txt",
+            Self::Raw => "raw",
+            Self::Pprint => "pprint",
         }
     }
 
-    /// Render `data` (`{minion: return}`), ending with a newline.
-    /// `indent` applies to `json` only: `None` prints one line with
-    /// Python's separators, as `--out-indent -1` does in Salt.
-    pub fn render(self, data: &Map<String, Value>, indent: Option<usize>) -> String {
-        match self {
-            Outputter::Nested => nested(data),
-            Outputter::Json => json(&Value::Object(data.clone()), indent),
-            Outputter::Yaml => yaml(data),
-            Outputter::Txt => txt(data),
+    fn by_name(name: &str) -> Option<Self> {
+        Some(match name {
+            "nested" => Self::Nested,
+            "json" => Self::Json,
+            "yaml" => Self::Yaml,
+            // `get_printout` maps `text` to `txt`.
+            "txt" | "text" => Self::Txt,
+            "raw" => Self::Raw,
+            "pprint" => Self::Pprint,
+            _ => return None,
+        })
+    }
+}
+
+/// `--out NAME` as Salt takes it: any name; one it does not know is
+/// rendered by `nested`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Out {
+    name: String,
+}
+
+impl Default for Out {
+    fn default() -> Self {
+        Self {
+            name: "nested".into(),
         }
     }
 }
 
-/// Python's `str()` of a scalar inside the nested outputter.
-fn scalar(v: &Value) -> String {
-    python::str(v)
+impl std::str::FromStr for Out {
+    type Err = std::convert::Infallible;
+
+    fn from_str(name: &str) -> Result<Self, Self::Err> {
+        Ok(Self {
+            name: name.to_string(),
+        })
+    }
 }
 
-/// Python's `splitlines()`: no trailing empty line, none at all for "".
-fn split_lines(s: &str) -> impl Iterator<Item = &str> {
-    s.lines()
+impl std::fmt::Display for Out {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.name)
+    }
+}
+
+impl From<Outputter> for Out {
+    fn from(o: Outputter) -> Self {
+        Self {
+            name: o.name().into(),
+        }
+    }
+}
+
+impl Out {
+    /// The name as asked for, which a job carries in `out`.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The outputter that renders: the one named, else `nested`.
+    pub fn outputter(&self) -> Outputter {
+        Outputter::by_name(&self.name).unwrap_or(Outputter::Nested)
+    }
+
+    /// Salt's stderr line for an outputter it does not ship.
+    pub fn warning(&self) -> Option<String> {
+        Outputter::by_name(&self.name).is_none().then(|| {
+            format!(
+                "[ERROR   ] Invalid outputter {} specified, fall back to nested",
+                self.name
+            )
+        })
+    }
+
+    /// What `display_output` prints on stdout for `data`, given Salt's
+    /// `output_indent` (`--out-indent`; `None` when not given).
+    pub fn render(&self, data: &Map<String, Value>, indent: Option<i64>) -> String {
+        let data = Value::Object(data.clone());
+        let text = match self.outputter() {
+            Outputter::Nested => nested(&data),
+            Outputter::Json => json(&data, indent),
+            Outputter::Yaml => yaml::dump(&data, indent),
+            Outputter::Txt => txt(&data),
+            Outputter::Raw => python::repr(&data),
+            Outputter::Pprint => pprint(&data, indent),
+        };
+        let text = text.trim_end();
+        if text.is_empty() {
+            String::new()
+        } else {
+            format!("{text}\n")
+        }
+    }
+
+    /// Print `data` as `display_output` does: stdout, and the warning on
+    /// stderr when there is one.
+    pub fn display(&self, data: &Map<String, Value>, indent: Option<i64>) {
+        if let Some(w) = self.warning() {
+            eprintln!("{w}");
+        }
+        print!("{}", self.render(data, indent));
+    }
+}
+
+/// Python's `str.splitlines()`: every line boundary Python knows, no
+/// trailing empty line, no line at all for "".
+pub fn split_lines(s: &str) -> Vec<&str> {
+    split_lines_keepends(s)
+        .into_iter()
+        .map(|line| {
+            line.strip_suffix("\r\n")
+                .or_else(|| {
+                    line.char_indices()
+                        .last()
+                        .filter(|&(_, c)| is_line_boundary(c))
+                        .map(|(i, _)| &line[..i])
+                })
+                .unwrap_or(line)
+        })
+        .collect()
+}
+
+fn is_line_boundary(c: char) -> bool {
+    matches!(
+        c,
+        '\n' | '\r'
+            | '\x0b'
+            | '\x0c'
+            | '\x1c'
+            | '\x1d'
+            | '\x1e'
+            | '\u{85}'
+            | '\u{2028}'
+            | '\u{2029}'
+    )
+}
+
+/// `str.splitlines(True)`: the lines with their line ends.
+fn split_lines_keepends(s: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    let mut chars = s.char_indices().peekable();
+    while let Some((i, c)) = chars.next() {
+        if !is_line_boundary(c) {
+            continue;
+        }
+        let mut end = i + c.len_utf8();
+        if c == '\r' && chars.peek().map(|&(_, n)| n) == Some('\n') {
+            chars.next();
+            end += 1;
+        }
+        out.push(&s[start..end]);
+        start = end;
+    }
+    if start < s.len() {
+        out.push(&s[start..]);
+    }
+    out
+}
+
+/// Salt's `nested` outputter (`salt/output/nested.py`), colour off.
+pub fn nested(data: &Value) -> String {
+    let mut out = Vec::new();
+    nested_display(data, 0, "", &mut out);
+    out.join("\n")
 }
 
 fn nested_display(v: &Value, indent: usize, prefix: &str, out: &mut Vec<String>) {
@@ -80,93 +232,306 @@ fn nested_display(v: &Value, indent: usize, prefix: &str, out: &mut Vec<String>)
             }
         }
         Value::String(s) => {
-            for (i, line) in split_lines(s).enumerate() {
+            // `strip_colors`: an escape character would colour the
+            // terminal; Salt shows it as `?`.
+            let s = s.replace('\x1b', "?");
+            for (i, line) in split_lines(&s).into_iter().enumerate() {
                 let p = if i == 0 {
                     prefix.to_string()
                 } else {
-                    " ".repeat(prefix.len())
+                    " ".repeat(prefix.chars().count())
                 };
                 out.push(format!("{pad}{p}{line}"));
             }
         }
-        scalar_value => out.push(format!("{pad}{prefix}{}", scalar(scalar_value))),
+        scalar => out.push(format!("{pad}{prefix}{}", python::repr(scalar))),
     }
 }
 
-/// Salt's `nested` outputter.
-pub fn nested(data: &Map<String, Value>) -> String {
-    let mut out = Vec::new();
-    nested_display(&Value::Object(data.clone()), 0, "", &mut out);
-    let mut text = out.join("\n");
-    text.push('\n');
-    text
+/// Salt's `json` outputter: Python's `json.dumps(data, indent=4,
+/// ensure_ascii=False)`, or with `output_indent` N that indent (a negative
+/// one prints one line, with Python's `", "` and `": "` separators).
+pub fn json(data: &Value, indent: Option<i64>) -> String {
+    let indent = match indent {
+        None => Some(4),
+        Some(n) if n < 0 => None,
+        Some(n) => Some(n as usize),
+    };
+    let mut out = String::new();
+    py_json(data, indent, 0, &mut out);
+    out
 }
 
-/// Writes JSON with Python's default separators (`", "` and `": "`), so a
-/// one-line document reads exactly as `json.dumps` prints it.
-struct PythonCompact;
-
-impl serde_json::ser::Formatter for PythonCompact {
-    fn begin_array_value<W: ?Sized + Write>(
-        &mut self,
-        w: &mut W,
-        first: bool,
-    ) -> std::io::Result<()> {
-        if first { Ok(()) } else { w.write_all(b", ") }
-    }
-
-    fn begin_object_key<W: ?Sized + Write>(
-        &mut self,
-        w: &mut W,
-        first: bool,
-    ) -> std::io::Result<()> {
-        if first { Ok(()) } else { w.write_all(b", ") }
-    }
-
-    fn begin_object_value<W: ?Sized + Write>(&mut self, w: &mut W) -> std::io::Result<()> {
-        w.write_all(b": ")
-    }
-}
-
-/// Salt's `json` outputter.
-pub fn json(v: &Value, indent: Option<usize>) -> String {
-    let mut buf = Vec::new();
-    let result = match indent {
-        None => v.serialize(&mut serde_json::Serializer::with_formatter(
-            &mut buf,
-            PythonCompact,
-        )),
-        Some(n) => {
-            let pad = vec![b' '; n];
-            let fmt = serde_json::ser::PrettyFormatter::with_indent(&pad);
-            v.serialize(&mut serde_json::Serializer::with_formatter(&mut buf, fmt))
+fn py_json(v: &Value, indent: Option<usize>, level: usize, out: &mut String) {
+    let newline = |out: &mut String, level: usize| {
+        if let Some(n) = indent {
+            out.push('\n');
+            out.push_str(&" ".repeat(n * level));
         }
     };
-    // Serialising a `Value` into memory cannot fail.
-    debug_assert!(result.is_ok());
-    let mut text = String::from_utf8(buf).unwrap_or_default();
-    text.push('\n');
-    text
+    let item_sep = if indent.is_some() { "," } else { ", " };
+    match v {
+        Value::Array(items) if items.is_empty() => out.push_str("[]"),
+        Value::Object(map) if map.is_empty() => out.push_str("{}"),
+        Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(item_sep);
+                }
+                newline(out, level + 1);
+                py_json(item, indent, level + 1, out);
+            }
+            newline(out, level);
+            out.push(']');
+        }
+        Value::Object(map) => {
+            out.push('{');
+            for (i, (k, item)) in map.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(item_sep);
+                }
+                newline(out, level + 1);
+                json_str(k, out);
+                out.push_str(": ");
+                py_json(item, indent, level + 1, out);
+            }
+            newline(out, level);
+            out.push('}');
+        }
+        Value::String(s) => json_str(s, out),
+        Value::Null => out.push_str("null"),
+        Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
+        Value::Number(_) => out.push_str(&python::repr(v)),
+    }
 }
 
-/// Salt's `yaml` outputter (block style).
-pub fn yaml(data: &Map<String, Value>) -> String {
-    serde_yaml_ng::to_string(data).unwrap_or_default()
+/// A string as Python's `json` writes it with `ensure_ascii=False`.
+fn json_str(s: &str, out: &mut String) {
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            '\x08' => out.push_str("\\b"),
+            '\x0c' => out.push_str("\\f"),
+            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
 }
 
 /// Salt's `txt` outputter: `minion: line` for every line of a string
 /// return, `minion: str(return)` otherwise.
-pub fn txt(data: &Map<String, Value>) -> String {
+pub fn txt(data: &Value) -> String {
     let mut out = String::new();
-    for (minion, ret) in data {
-        match ret {
-            Value::String(s) => {
-                for line in split_lines(s) {
-                    out.push_str(&format!("{minion}: {line}\n"));
+    if let Value::Object(map) = data {
+        for (minion, ret) in map {
+            match ret {
+                Value::String(s) => {
+                    for line in split_lines(s) {
+                        out.push_str(&format!("{minion}: {line}\n"));
+                    }
+                }
+                other => out.push_str(&format!("{minion}: {}\n", python::str(other))),
+            }
+        }
+    }
+    out
+}
+
+/// Salt's `pprint` outputter: Python's `pprint.pformat(data)` (width 80,
+/// dict keys sorted), with `output_indent` as its `indent`.
+pub fn pprint(data: &Value, indent: Option<i64>) -> String {
+    let per_level = match indent {
+        Some(n) if n >= 0 => n as usize,
+        _ => 1,
+    };
+    let mut p = Pprint {
+        per_level,
+        out: String::new(),
+    };
+    p.format(data, 0, 0, 0);
+    p.out
+}
+
+/// Python's `PrettyPrinter` (3.11), for JSON values.
+struct Pprint {
+    per_level: usize,
+    out: String,
+}
+
+const PPRINT_WIDTH: usize = 80;
+
+/// `repr()` with dict keys sorted, as `pprint`'s `_safe_repr` writes it.
+fn sorted_repr(v: &Value) -> String {
+    match v {
+        Value::Object(map) => {
+            let mut items: Vec<(&String, &Value)> = map.iter().collect();
+            items.sort_by(|a, b| a.0.cmp(b.0));
+            let items: Vec<String> = items
+                .into_iter()
+                .map(|(k, v)| format!("{}: {}", python::str_repr(k), sorted_repr(v)))
+                .collect();
+            format!("{{{}}}", items.join(", "))
+        }
+        Value::Array(items) => {
+            let items: Vec<String> = items.iter().map(sorted_repr).collect();
+            format!("[{}]", items.join(", "))
+        }
+        other => python::repr(other),
+    }
+}
+
+impl Pprint {
+    fn format(&mut self, v: &Value, indent: usize, allowance: usize, level: usize) {
+        let rep = sorted_repr(v);
+        let max_width = PPRINT_WIDTH.saturating_sub(indent + allowance);
+        if rep.chars().count() > max_width {
+            match v {
+                Value::Object(map) if !map.is_empty() => {
+                    return self.dict(map, indent, allowance, level + 1);
+                }
+                Value::Array(items) if !items.is_empty() => {
+                    return self.list(items, indent, allowance, level + 1);
+                }
+                Value::String(s) => return self.string(s, indent, allowance, level + 1),
+                _ => {}
+            }
+        }
+        self.out.push_str(&rep);
+    }
+
+    fn dict(&mut self, map: &Map<String, Value>, indent: usize, allowance: usize, level: usize) {
+        self.out.push('{');
+        if self.per_level > 1 {
+            self.out.push_str(&" ".repeat(self.per_level - 1));
+        }
+        let mut items: Vec<(&String, &Value)> = map.iter().collect();
+        items.sort_by(|a, b| a.0.cmp(b.0));
+        let indent = indent + self.per_level;
+        let allowance = allowance + 1;
+        let last_index = items.len() - 1;
+        for (i, (key, value)) in items.into_iter().enumerate() {
+            let last = i == last_index;
+            let rep = python::str_repr(key);
+            self.out.push_str(&rep);
+            self.out.push_str(": ");
+            let sub_allowance = if last { allowance } else { 1 };
+            self.format(
+                value,
+                indent + rep.chars().count() + 2,
+                sub_allowance,
+                level,
+            );
+            if !last {
+                self.out.push_str(",\n");
+                self.out.push_str(&" ".repeat(indent));
+            }
+        }
+        self.out.push('}');
+    }
+
+    fn list(&mut self, items: &[Value], indent: usize, allowance: usize, level: usize) {
+        self.out.push('[');
+        let indent = indent + self.per_level;
+        if self.per_level > 1 {
+            self.out.push_str(&" ".repeat(self.per_level - 1));
+        }
+        let allowance = allowance + 1;
+        let last_index = items.len() - 1;
+        for (i, item) in items.iter().enumerate() {
+            if i > 0 {
+                self.out.push_str(",\n");
+                self.out.push_str(&" ".repeat(indent));
+            }
+            let sub_allowance = if i == last_index { allowance } else { 1 };
+            self.format(item, indent, sub_allowance, level);
+        }
+        self.out.push(']');
+    }
+
+    /// `_pprint_str`: a long string split into adjacent literals at
+    /// line ends and spaces.
+    fn string(&mut self, s: &str, indent: usize, allowance: usize, level: usize) {
+        let (indent, allowance) = if level == 1 {
+            (indent + 1, allowance + 1)
+        } else {
+            (indent, allowance)
+        };
+        let max_width = PPRINT_WIDTH.saturating_sub(indent);
+        let mut max_width1 = max_width;
+        let lines = split_lines_keepends(s);
+        let mut chunks: Vec<String> = Vec::new();
+        let len = |t: &str| python::str_repr(t).chars().count();
+        for (i, line) in lines.iter().enumerate() {
+            let last_line = i == lines.len() - 1;
+            if last_line {
+                max_width1 = max_width1.saturating_sub(allowance);
+            }
+            if len(line) <= max_width1 {
+                chunks.push(python::str_repr(line));
+                continue;
+            }
+            // Alternating runs of non-space then space (`\S*\s*`).
+            let parts = space_runs(line);
+            let mut max_width2 = max_width;
+            let mut current = String::new();
+            for (j, part) in parts.iter().enumerate() {
+                let candidate = format!("{current}{part}");
+                if j == parts.len() - 1 && last_line {
+                    max_width2 = max_width2.saturating_sub(allowance);
+                }
+                if len(&candidate) > max_width2 {
+                    if !current.is_empty() {
+                        chunks.push(python::str_repr(&current));
+                    }
+                    current = part.to_string();
+                } else {
+                    current = candidate;
                 }
             }
-            other => out.push_str(&format!("{minion}: {}\n", python::str(other))),
+            if !current.is_empty() {
+                chunks.push(python::str_repr(&current));
+            }
         }
+        if chunks.len() == 1 {
+            self.out.push_str(&python::str_repr(s));
+            return;
+        }
+        if level == 1 {
+            self.out.push('(');
+        }
+        for (i, chunk) in chunks.iter().enumerate() {
+            if i > 0 {
+                self.out.push('\n');
+                self.out.push_str(&" ".repeat(indent));
+            }
+            self.out.push_str(chunk);
+        }
+        if level == 1 {
+            self.out.push(')');
+        }
+    }
+}
+
+/// `re.findall(r'\S*\s*', line)` without the final empty match.
+fn space_runs(line: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut rest = line;
+    while !rest.is_empty() {
+        let non_space = rest.find(char::is_whitespace).unwrap_or(rest.len());
+        let after = &rest[non_space..];
+        let space = after
+            .find(|c: char| !c.is_whitespace())
+            .unwrap_or(after.len());
+        let len = non_space + space;
+        out.push(&rest[..len]);
+        rest = &rest[len..];
     }
     out
 }
@@ -182,56 +547,74 @@ mod tests {
         m
     }
 
+    fn render(out: &str, v: Value) -> String {
+        out.parse::<Out>().unwrap().render(&local(v), None)
+    }
+
     #[test]
-    fn floats_print_as_python_and_grain_targeting_read_them() {
-        // The outputters and the grain matcher share one Python `str()`.
+    fn floats_print_as_python() {
         for (f, shown) in [(1e16, "1e+16"), (1e-7, "1e-07"), (2.0, "2.0"), (0.1, "0.1")] {
-            assert_eq!(nested(&local(json!(f))), format!("local:\n    {shown}\n"));
-            assert_eq!(txt(&local(json!([f]))), format!("local: [{shown}]\n"));
+            assert_eq!(render("nested", json!(f)), format!("local:\n    {shown}\n"));
+            assert_eq!(render("txt", json!([f])), format!("local: [{shown}]\n"));
+            assert_eq!(
+                render("json", json!(f)),
+                format!("{{\n    \"local\": {shown}\n}}\n")
+            );
         }
-        assert_eq!(txt(&local(json!(["a\tb"]))), "local: ['a\\tb']\n");
     }
 
     #[test]
-    fn nested_scalars() {
-        assert_eq!(nested(&local(json!(true))), "local:\n    True\n");
-        assert_eq!(nested(&local(json!(null))), "local:\n    None\n");
-        assert_eq!(nested(&local(json!(42))), "local:\n    42\n");
-        assert_eq!(nested(&local(json!("a\nb"))), "local:\n    a\n    b\n");
-    }
-
-    #[test]
-    fn nested_collections_as_salt() {
+    fn nested_as_salt() {
+        assert_eq!(render("nested", json!(true)), "local:\n    True\n");
+        assert_eq!(
+            render("nested", json!("a\r\nb\x0bc")),
+            "local:\n    a\n    b\n    c\n"
+        );
+        assert_eq!(render("nested", json!("")), "local:\n");
         let ret = json!({"retcode": 0, "stdout": "hi", "stderr": "", "pid": 7});
         assert_eq!(
-            nested(&local(ret)),
+            render("nested", ret),
             "local:\n    ----------\n    pid:\n        7\n    retcode:\n        0\n    stderr:\n    stdout:\n        hi\n"
         );
-        let list = json!(["a", 1, {"k": "v"}, ["x"]]);
-        assert_eq!(
-            nested(&local(list)),
-            "local:\n    - a\n    - 1\n    |_\n      ----------\n      k:\n          v\n    |_\n      - x\n"
-        );
     }
 
     #[test]
-    fn json_as_python_prints_it() {
-        assert_eq!(json(&json!({"local": "hi"}), None), "{\"local\": \"hi\"}\n");
-        assert_eq!(json(&json!({"a": [1, 2]}), None), "{\"a\": [1, 2]}\n");
+    fn json_as_python_writes_it() {
         assert_eq!(
-            json(&json!({"local": true}), Some(4)),
-            "{\n    \"local\": true\n}\n"
+            render("json", json!("é\x1b")),
+            "{\n    \"local\": \"é\\u001b\"\n}\n"
         );
+        let one_line = "json"
+            .parse::<Out>()
+            .unwrap()
+            .render(&local(json!({"a": [1, 2]})), Some(-1));
+        assert_eq!(one_line, "{\"local\": {\"a\": [1, 2]}}\n");
     }
 
     #[test]
-    fn yaml_and_txt() {
-        assert_eq!(yaml(&local(json!(true))), "local: true\n");
-        assert_eq!(txt(&local(json!("a\nb"))), "local: a\nlocal: b\n");
-        assert_eq!(txt(&local(json!(true))), "local: True\n");
+    fn unknown_outputters_fall_back_to_nested() {
+        let quiet: Out = "quiet".parse().unwrap();
+        assert_eq!(quiet.render(&local(json!("hi")), None), "local:\n    hi\n");
         assert_eq!(
-            txt(&local(json!({"a": [1, "x"], "b": null}))),
-            "local: {'a': [1, 'x'], 'b': None}\n"
+            quiet.warning().unwrap(),
+            "[ERROR   ] Invalid outputter quiet specified, fall back to nested"
         );
+        assert_eq!(render("text", json!("a\nb")), "local: a\nlocal: b\n");
+    }
+
+    #[test]
+    fn pprint_wraps_as_python() {
+        assert_eq!(render("pprint", json!([1, 2])), "{'local': [1, 2]}\n");
+        let long: Vec<Value> = (0..30).map(|i| json!(i)).collect();
+        let text = render("pprint", json!(long));
+        assert!(text.starts_with("{'local': [0,\n           1,\n"), "{text}");
+    }
+
+    #[test]
+    fn lines_split_as_python() {
+        assert_eq!(split_lines("a\nb\r\nc\rd\n"), vec!["a", "b", "c", "d"]);
+        assert_eq!(split_lines_keepends("a\nb\r\nc"), vec!["a\n", "b\r\n", "c"]);
+        assert!(split_lines("").is_empty());
+        assert_eq!(space_runs("ab  cd e"), vec!["ab  ", "cd ", "e"]);
     }
 }

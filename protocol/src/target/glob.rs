@@ -1,6 +1,7 @@
 //! `glob`: shell-style patterns, translated as Python's `fnmatch`.
 
 use super::*;
+use regex::Regex;
 
 /// A compiled `fnmatch` pattern.
 ///

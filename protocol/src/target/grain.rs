@@ -27,7 +27,9 @@ pub(super) struct GrainMatcher {
 pub(super) enum Pattern {
     Glob(Glob),
     /// Matched as Python's `re.match`.
-    Re(Regex),
+    Re(PyRegex),
+    /// A regex that does not compile: Salt logs it and matches nothing.
+    Refused,
 }
 
 impl GrainMatcher {
@@ -106,6 +108,12 @@ impl GrainMatcher {
         if pattern == "*" || target.contains_key(pattern) {
             return Ok(true);
         }
+        // The pattern may match a key, as list members are matched.
+        for key in target.keys() {
+            if self.scalar_match(&Value::String(key.clone()), pattern)? {
+                return Ok(true);
+            }
+        }
         // Salt recurses with the default delimiter, whatever the caller's.
         if self.subdict_match(target, pattern, DEFAULT_DELIM)? {
             return Ok(true);
@@ -135,7 +143,7 @@ impl GrainMatcher {
     }
 
     /// `_match`: `str(value).lower()` against `pattern.lower()`, by
-    /// `fnmatch` or by `re.match`.
+    /// `fnmatch` or by `re.match`; a regex Python refuses matches nothing.
     pub(super) fn scalar_match(
         &mut self,
         value: &Value,
@@ -145,7 +153,7 @@ impl GrainMatcher {
         let pattern = pattern.to_lowercase();
         if !self.compiled.contains_key(&pattern) {
             let compiled = if self.regex {
-                Pattern::Re(compile_regex(&pattern)?)
+                compile_regex(&pattern).map_or(Pattern::Refused, Pattern::Re)
             } else {
                 Pattern::Glob(Glob::new(&pattern)?)
             };
@@ -154,13 +162,16 @@ impl GrainMatcher {
         Ok(match &self.compiled[&pattern] {
             Pattern::Re(re) => py_re_match(re, &target),
             Pattern::Glob(glob) => glob.is_match(&target),
+            Pattern::Refused => false,
         })
     }
 }
 
 /// `salt.utils.data.traverse_dict_and_list`: follow `key` down through
 /// objects and arrays (an array step is an index, negative from the end, or
-/// else a key of the first embedded object that has it).
+/// else a key of the first embedded object that has it). `None` is Salt's
+/// default: not found, or a step into a string, number or null (Python's
+/// `TypeError`, which Salt catches).
 pub(super) fn traverse<'a>(
     data: &'a Map<String, Value>,
     key: &str,

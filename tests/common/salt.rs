@@ -1,0 +1,60 @@
+//! Real Salt for the differential tests: the Salt 3008.4 (and pepper 0.7.6)
+//! venv that `./dev` makes, and `tests/salt/oracle.py`, which answers from
+//! Salt's own code.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+
+use serde_json::Value;
+
+/// The Salt release every differential test compares against.
+pub const SALT_VERSION: &str = "3008.4";
+
+/// The venv: `$MAID_SALT_VENV`, else `target/salt-venv` in the workspace.
+pub fn venv() -> PathBuf {
+    let dir = std::env::var_os("MAID_SALT_VENV")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/salt-venv"));
+    let found = std::fs::read_dir(dir.join("lib"))
+        .ok()
+        .into_iter()
+        .flatten()
+        .flatten()
+        .any(|py| {
+            py.path()
+                .join(format!("site-packages/salt-{SALT_VERSION}.dist-info"))
+                .is_dir()
+        });
+    assert!(
+        found,
+        "Salt {SALT_VERSION} is not installed in {0}; `./dev test` makes it, or: \
+         python3 -m venv {0} && {0}/bin/pip install salt=={SALT_VERSION} salt-pepper==0.7.6",
+        dir.display()
+    );
+    dir
+}
+
+/// Ask Salt: run `oracle.py <command>` with `input` on stdin.
+pub fn oracle(command: &str, input: &Value) -> Value {
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/salt/oracle.py");
+    let mut child = Command::new(venv().join("bin/python"))
+        .arg(script)
+        .arg(command)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start Salt's python");
+    let body = serde_json::to_vec(input).unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let writer = std::thread::spawn(move || stdin.write_all(&body));
+    let out = child.wait_with_output().unwrap();
+    writer.join().unwrap().unwrap();
+    assert!(
+        out.status.success(),
+        "oracle.py {command} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("oracle.py writes JSON")
+}

@@ -1,0 +1,994 @@
+//! maid against real Salt 3008.4, differentially: the same input to both,
+//! and zero differences is the bar. Salt answers through
+//! `tests/salt/oracle.py` in the venv `./dev` makes (see `common::salt`).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use maid_master::bus::Bus;
+use maid_protocol::protocol::Reply;
+use maid_protocol::replies::receive;
+use serde_json::{Value, json};
+
+use crate::common::fleet::{TOPIC, start_agent, wait_registered, wait_subscribers};
+use crate::common::redis::RedisServer;
+use crate::common::salt::oracle;
+
+/// The minions of the targeting test, and the custom grains each agent
+/// registers on top of the ones it detects: nested dicts, lists of dicts,
+/// mixed case, numbers, booleans, values holding the delimiter, and its own
+/// addresses for `ipcidr`.
+fn minion_grains() -> Vec<(&'static str, String)> {
+    let ids = ["web1", "web2.example.com", "db-1", "DB_2", "app10"];
+    ids.iter()
+        .enumerate()
+        .map(|(i, id)| {
+            let roles = [
+                r#"["web", "Cache"]"#,
+                r#"["web"]"#,
+                r#"["db", "backup"]"#,
+                r#"["DB"]"#,
+                "[]",
+            ][i];
+            let toml = format!(
+                r#"[grains]
+roles = {roles}
+datacenter = "{dc}"
+Tier = "{tier}"
+num = {num}
+ratio = {ratio}
+enabled = {enabled}
+master = "salt.example.com:4506"
+ipv4 = ["10.0.{i}.5", "127.0.0.1", "192.168.{i}.{last}"]
+ipv6 = ["::1", "fd00::{i}:5"]
+tags = [{{ k = "v{i}" }}, "plain"]
+
+[grains.app]
+name = "{app}"
+version = "1.{i}.3"
+ports = [80, {port}]
+"a:b" = "colon-key"
+Upper = "MiXeD"
+"#,
+                dc = [
+                    "Region-East-1",
+                    "region-west-2",
+                    "REGION-EAST-2",
+                    "eu-1",
+                    "us"
+                ][i],
+                tier = ["Front", "front", "Back", "back", "edge"][i],
+                num = [4, 8, 16, 2, 0][i],
+                ratio = ["0.5", "1.0", "1e-07", "2.5", "-3.0"][i],
+                enabled = i % 2 == 0,
+                last = 10 + i,
+                app = ["shop", "shop", "ledger", "Ledger", "cron"][i],
+                port = 443 + i,
+            );
+            (*id, toml)
+        })
+        .collect()
+}
+
+/// Expressions written for what a Salt operator types and what maid got
+/// wrong before: grain keys globbed and case-folded, words glued to
+/// parentheses, lists with spaces, Python regex features, the v1.1 types
+/// and engines, and engines a maid has no data for.
+fn hand_written() -> Vec<(&'static str, &'static str)> {
+    vec![
+        ("glob", "*"),
+        ("glob", "web*"),
+        ("glob", "WEB*"),
+        ("glob", "web?"),
+        ("glob", "*.example.com"),
+        ("glob", "db[-_]*"),
+        ("glob", "[!w]*"),
+        ("glob", "[a-c]*"),
+        ("glob", "web[12"),
+        ("glob", "[]]*"),
+        ("glob", "[!]]*"),
+        ("glob", "*[0-9]"),
+        ("glob", ""),
+        ("list", "web1,db-1"),
+        ("list", "web1, db-1"),
+        ("list", "web1 ,db-1"),
+        ("list", "db-1"),
+        ("list", ",web1,"),
+        ("list", "web1,,app10"),
+        ("list", "web"),
+        ("list", "web1,db-1,DB_2,app10,web2.example.com"),
+        ("pcre", "web"),
+        ("pcre", "web\\d$"),
+        ("pcre", "web\\d\\Z"),
+        ("pcre", ".*1$"),
+        ("pcre", "(?i)db"),
+        ("pcre", "(?=.*\\d)(?!web)"),
+        ("pcre", "(?<=w)eb"),
+        ("pcre", "(\\w)\\w*\\1"),
+        ("pcre", "(?P<c>[a-z])(?P=c)"),
+        ("pcre", "[[:alpha:]]"),
+        ("pcre", "[[:alpha:]]+\\d"),
+        ("pcre", "d{1}b"),
+        ("pcre", "a{"),
+        ("pcre", "x{,2}app"),
+        ("pcre", "app1{1,}0"),
+        ("pcre", "(web|db)"),
+        ("pcre", "web2\\.example\\.com\\Z"),
+        ("pcre", "\\Aweb"),
+        ("pcre", "(?x) w e b"),
+        ("pcre", "[\\w.]+com"),
+        ("pcre", "(unclosed"),
+        ("pcre", "*bad"),
+        ("pcre", "\\"),
+        ("pcre", "(?s).*"),
+        ("pcre", "app(?#comment)10"),
+        ("pcre", "(?>db)-"),
+        ("pcre", "web1?+"),
+        ("grain", "os:*"),
+        ("grain", "datacenter:reg*"),
+        ("grain", "datacenter:REG*east*"),
+        ("grain", "data*:reg*"),
+        ("grain", "DATACENTER:us"),
+        ("grain", "tier:front"),
+        ("grain", "Tier:front"),
+        ("grain", "T*:back"),
+        ("grain", "roles:web"),
+        ("grain", "roles:WEB"),
+        ("grain", "roles:cache"),
+        ("grain", "roles:*"),
+        ("grain", "num:4"),
+        ("grain", "num:1*"),
+        ("grain", "ratio:1e-07"),
+        ("grain", "ratio:0.5"),
+        ("grain", "ratio:1.0"),
+        ("grain", "enabled:true"),
+        ("grain", "enabled:True"),
+        ("grain", "master:salt.example.com:4506"),
+        ("grain", "master:*:4506"),
+        ("grain", "app:name:shop"),
+        ("grain", "app:name:SHOP"),
+        ("grain", "app:ports:80"),
+        ("grain", "app:ports:44*"),
+        ("grain", "app:a:b:colon-key"),
+        ("grain", "app:a:b"),
+        ("grain", "app:upper:mixed"),
+        ("grain", "app:Upper:mixed"),
+        ("grain", "app:*:shop"),
+        ("grain", "app:name"),
+        ("grain", "app:nam*"),
+        ("grain", "*:shop"),
+        ("grain", "*:*:shop"),
+        ("grain", "tags:k:v1"),
+        ("grain", "tags:0:k:v*"),
+        ("grain", "tags:1:plain"),
+        ("grain", "tags:-1:plain"),
+        ("grain", "tags:plain"),
+        ("grain", "os:x:y"),
+        ("grain", "ipv4:10.0.*"),
+        ("grain", "nogrin:x"),
+        ("grain", "os"),
+        ("grain", "id:web1"),
+        ("grain_pcre", "os:.*"),
+        ("grain_pcre", "datacenter:region-(east|west)"),
+        ("grain_pcre", "data.*:eu"),
+        ("grain_pcre", "roles:^c"),
+        ("grain_pcre", "app:version:1\\.[0-2]\\.3$"),
+        ("grain_pcre", "app:name:(?!shop)"),
+        ("grain_pcre", "num:\\d{2}"),
+        ("grain_pcre", "app:ports:(unclosed"),
+        ("grain_pcre", "tier:F"),
+        ("ipcidr", "10.0.1.5"),
+        ("ipcidr", "10.0.0.0/8"),
+        ("ipcidr", "10.0.2.0/24"),
+        ("ipcidr", "10.0.2.1/24"),
+        ("ipcidr", "192.168.0.0/255.255.0.0"),
+        ("ipcidr", "192.168.3.0/0.0.0.255"),
+        ("ipcidr", "127.0.0.1"),
+        ("ipcidr", "fd00::/8"),
+        ("ipcidr", "fd00::3:5"),
+        ("ipcidr", "fd00::3:0/112"),
+        ("ipcidr", "::1"),
+        ("ipcidr", "0.0.0.0/0"),
+        ("ipcidr", "10.0.0.5/32"),
+        ("ipcidr", "010.0.0.5"),
+        ("ipcidr", "not-an-ip"),
+        ("ipcidr", "10.0.0.0/33"),
+        ("ipcidr", "10.0.0.0/ 8"),
+        ("compound", "web* and G@os:*"),
+        ("compound", "( web* or db* ) and not G@enabled:true"),
+        ("compound", "(web* or db*)"),
+        ("compound", "(web1 or db-1 )"),
+        ("compound", "G@roles:web and not L@web1,app10"),
+        ("compound", "P@datacenter:region-east or E@app\\d+"),
+        ("compound", "S@10.0.0.0/16 and not S@10.0.1.0/24"),
+        ("compound", "S@fd00::/8"),
+        ("compound", "I@role:web or db*"),
+        ("compound", "J@role:web or db*"),
+        ("compound", "T@vm or app10"),
+        ("compound", "M@web1 or app10"),
+        ("compound", "R@%cluster or web1"),
+        ("compound", "N@group or web1"),
+        ("compound", "web1 or N@group"),
+        ("compound", "X@foo or web1"),
+        ("compound", "G|@app|name|shop"),
+        ("compound", "G:@app:name:shop"),
+        ("compound", "P;@datacenter;eu.*"),
+        ("compound", "L@web1,db-1 or E@(bad"),
+        ("compound", "P@os:(bad or web1"),
+        ("compound", "not ( )"),
+        ("compound", "( )"),
+        ("compound", "not"),
+        ("compound", "not web1"),
+        ("compound", "not not web1"),
+        ("compound", "web1 not db-1"),
+        ("compound", "web1 db-1"),
+        ("compound", "and web1"),
+        ("compound", "web1 and"),
+        ("compound", "( and web1 )"),
+        ("compound", "( web1"),
+        ("compound", "web1 )"),
+        ("compound", ") web1 ("),
+        ("compound", "web1 ( db-1 )"),
+        ("compound", "( web1 ) ( db-1 )"),
+        ("compound", "( ( ( web* ) ) )"),
+        ("compound", "G@os:x:y or web1"),
+        ("compound", "G@app:a:b:colon-key and E@.*1"),
+        ("compound", "E@web1 or E@db-1 and not E@db.*"),
+        ("compound", "not G@roles:web or not G@roles:db"),
+        ("compound", "web1 or"),
+        ("compound", "@"),
+        ("compound", "G@"),
+        ("compound", "G@nocolon or app10"),
+        ("compound", "L@"),
+        ("compound", "E@"),
+    ]
+}
+
+/// A tiny deterministic generator, so the generated corpus is the same in
+/// every run and a difference can be reproduced from the test's output.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
+        &items[(self.next() % items.len() as u64) as usize]
+    }
+}
+
+/// Expressions generated from the minions' ids and grains: every type,
+/// and compound expressions over every engine.
+fn generated(ids: &[&str]) -> Vec<(&'static str, String)> {
+    let mut rng = Rng(0x5a17_3008_0004_0001);
+    let mut out = Vec::new();
+    let globs = [
+        "*", "w*", "*1", "?b*", "*-*", "*_*", "[dw]*", "[!d]*", "D*", "*.com", "a*0", "*[0-9]*",
+    ];
+    let regexes = [
+        "w",
+        "d",
+        "D",
+        ".*\\d$",
+        "[a-z]+\\d",
+        "(?i)d",
+        "\\w+-",
+        "(?!db)",
+        "a.p",
+        "web\\d*\\.",
+    ];
+    let grain_keys = [
+        "os",
+        "kernel",
+        "roles",
+        "datacenter",
+        "Tier",
+        "tier",
+        "num",
+        "ratio",
+        "enabled",
+        "app",
+        "app:name",
+        "app:version",
+        "app:ports",
+        "app:upper",
+        "app:Upper",
+        "tags",
+        "tags:k",
+        "id",
+        "data*",
+        "ROLES",
+        "ipv4",
+        "ipv6",
+        "*",
+    ];
+    let grain_values = [
+        "*",
+        "web",
+        "db*",
+        "*EAST*",
+        "front",
+        "F*",
+        "1*",
+        "0.5",
+        "true",
+        "false",
+        "shop",
+        "Ledger",
+        "8?",
+        "1.*",
+        "v*",
+        "127.0.0.1",
+        "::1",
+        "linux",
+        "Linux",
+        "debian",
+    ];
+    let grain_regexes = [
+        ".*",
+        "w",
+        "reg.*(1|2)$",
+        "(?i)FRONT",
+        "\\d+",
+        "sh",
+        "l[a-z]+",
+        "^t",
+        "1\\.",
+    ];
+    let cidrs = [
+        "10.0.0.0/8",
+        "10.0.3.0/24",
+        "192.168.1.11",
+        "192.168.0.0/16",
+        "127.0.0.0/8",
+        "fd00::/16",
+        "::1",
+        "fd00::1:5",
+        "172.16.0.0/12",
+        "10.0.4.5",
+    ];
+    for g in globs {
+        out.push(("glob", g.to_string()));
+    }
+    for r in regexes {
+        out.push(("pcre", r.to_string()));
+    }
+    for c in cidrs {
+        out.push(("ipcidr", c.to_string()));
+    }
+    for _ in 0..20 {
+        let n = 1 + rng.next() % 3;
+        let items: Vec<&str> = (0..n).map(|_| *rng.pick(ids)).collect();
+        let sep = *rng.pick(&[",", ", ", " ,"]);
+        out.push(("list", items.join(sep)));
+    }
+    for _ in 0..60 {
+        let key = rng.pick(&grain_keys);
+        let value = rng.pick(&grain_values);
+        out.push(("grain", format!("{key}:{value}")));
+    }
+    for _ in 0..30 {
+        let key = rng.pick(&grain_keys);
+        let value = rng.pick(&grain_regexes);
+        out.push(("grain_pcre", format!("{key}:{value}")));
+    }
+    let leaf = |rng: &mut Rng| -> String {
+        match rng.next() % 9 {
+            0 => rng.pick(&globs).to_string(),
+            1 => format!("G@{}:{}", rng.pick(&grain_keys), rng.pick(&grain_values)),
+            2 => format!("P@{}:{}", rng.pick(&grain_keys), rng.pick(&grain_regexes)),
+            3 => format!("E@{}", rng.pick(&regexes)),
+            4 => format!("L@{},{}", rng.pick(ids), rng.pick(ids)),
+            5 => format!("S@{}", rng.pick(&cidrs)),
+            6 => format!("I@{}:{}", rng.pick(&grain_keys), rng.pick(&grain_values)),
+            7 => format!("M@{}", rng.pick(ids)),
+            _ => rng.pick(ids).to_string(),
+        }
+    };
+    for _ in 0..140 {
+        let terms = 1 + rng.next() % 4;
+        let mut words = Vec::new();
+        let mut open = 0;
+        for t in 0..terms {
+            if t > 0 {
+                words.push(rng.pick(&["and", "or", "and", "or", "and not"]).to_string());
+            }
+            if rng.next().is_multiple_of(5) {
+                words.push("not".to_string());
+            }
+            if rng.next().is_multiple_of(4) {
+                words.push("(".to_string());
+                open += 1;
+            }
+            words.push(leaf(&mut rng));
+            if open > 0 && rng.next().is_multiple_of(3) {
+                words.push(")".to_string());
+                open -= 1;
+            }
+        }
+        words.extend(std::iter::repeat_n(")".to_string(), open));
+        out.push(("compound", words.join(" ")));
+    }
+    out
+}
+
+/// Who runs each job, as maid's agents decide it: the ids that PINGed
+/// `match: true`. Jobs go out in batches, each with its own reply topic.
+async fn maid_decisions(bus: &Bus, cases: &[(String, String)], ids: &[&str]) -> Vec<Vec<String>> {
+    let mut out = Vec::with_capacity(cases.len());
+    for (batch_no, batch) in cases.chunks(40).enumerate() {
+        let topics: Vec<String> = (0..batch.len())
+            .map(|i| format!("maid.reply.difftest.{batch_no}.{i}"))
+            .collect();
+        let pubsub = bus.subscribe(&topics).await.unwrap();
+        let mut stream = pubsub.into_on_message();
+        let mut conn = bus.connect().await.unwrap();
+        for (i, (tgt_type, tgt)) in batch.iter().enumerate() {
+            let job = json!({
+                "jid": format!("2026112400000{batch_no:03}{i:04}"),
+                "tempTopic": topics[i],
+                "fun": "test.ping",
+                "tgt": tgt,
+                "tgt_type": tgt_type,
+                "timeout": 5,
+            });
+            maid_master::bus::publish(&mut conn, TOPIC, &job.to_string())
+                .await
+                .unwrap();
+        }
+        // Every maid answers every job at once: a ping or a reject.
+        let mut answered: Vec<BTreeMap<String, bool>> = vec![BTreeMap::new(); batch.len()];
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        while answered.iter().any(|a| a.len() < ids.len()) {
+            let msg = tokio::time::timeout_at(deadline, stream.next())
+                .await
+                .expect("every maid answers every job")
+                .unwrap();
+            let channel = msg.get_channel_name().to_string();
+            let i = topics.iter().position(|t| *t == channel).unwrap();
+            match receive(msg.get_payload_bytes()).unwrap().reply {
+                Reply::Ping(p) => {
+                    answered[i].insert(p.sub_ip, p.matched);
+                }
+                Reply::Reject(r) => {
+                    answered[i].insert(r.sub_ip, false);
+                }
+                Reply::Return(_) => {}
+            }
+        }
+        out.extend(answered.into_iter().map(|a| {
+            a.into_iter()
+                .filter(|(_, hit)| *hit)
+                .map(|(id, _)| id)
+                .collect()
+        }));
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn targeting_agrees_with_salts_matchers() {
+    let redis = RedisServer::start();
+    let bus = Bus::new(&redis.config()).unwrap();
+    let minions = minion_grains();
+    let ids: Vec<&str> = minions.iter().map(|(id, _)| *id).collect();
+    let _agents: Vec<_> = minions
+        .iter()
+        .map(|(id, toml)| start_agent(&redis.config(), id, toml))
+        .collect();
+    wait_registered(&bus, &ids).await;
+    wait_subscribers(&bus, ids.len() as i64).await;
+
+    // The grains as the agents registered them are what Salt is given.
+    let mut conn = bus.connect().await.unwrap();
+    let registry = maid_master::jobs::alive_maids(&mut conn).await.unwrap();
+    let grains: serde_json::Map<String, Value> = ids
+        .iter()
+        .map(|id| {
+            (
+                id.to_string(),
+                Value::Object(registry[*id].1.as_ref().unwrap().grains.clone()),
+            )
+        })
+        .collect();
+
+    let mut cases: Vec<(String, String)> = hand_written()
+        .into_iter()
+        .map(|(t, e)| (t.to_string(), e.to_string()))
+        .collect();
+    cases.extend(generated(&ids).into_iter().map(|(t, e)| (t.to_string(), e)));
+    let pairs = cases.len() * ids.len();
+    assert!(pairs >= 1000, "the corpus has only {pairs} pairs");
+
+    let salt = oracle(
+        "targeting",
+        &json!({
+            "minions": grains,
+            "cases": cases.iter().map(|(t, e)| json!({"tgt_type": t, "tgt": e})).collect::<Vec<_>>(),
+        }),
+    );
+    let salt: Vec<Vec<String>> = serde_json::from_value(salt).unwrap();
+    let maid = maid_decisions(&bus, &cases, &ids).await;
+
+    // What was compared, for reproducing a difference outside the test.
+    let dump = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("targeting-diff.json");
+    std::fs::write(
+        &dump,
+        json!({"minions": grains, "cases": cases, "salt": salt, "maid": maid}).to_string(),
+    )
+    .unwrap();
+
+    let mut differences = Vec::new();
+    for (((tgt_type, tgt), salt), maid) in cases.iter().zip(&salt).zip(&maid) {
+        if salt != maid {
+            let salt: BTreeSet<_> = salt.iter().collect();
+            let maid: BTreeSet<_> = maid.iter().collect();
+            differences.push(format!(
+                "{tgt_type} {tgt:?}: Salt runs on {salt:?}, maid on {maid:?}"
+            ));
+        }
+    }
+    let hits: usize = salt.iter().map(Vec::len).sum();
+    assert!(
+        hits > pairs / 10 && hits < pairs * 9 / 10,
+        "a corpus that (almost) always or never matches proves little: {hits} of {pairs}"
+    );
+    assert!(
+        differences.is_empty(),
+        "{} of {} expressions ({pairs} expression × minion pairs) differ from Salt {} \
+         (all cases in {}):\n{}",
+        differences.len(),
+        cases.len(),
+        crate::common::salt::SALT_VERSION,
+        dump.display(),
+        differences.join("\n")
+    );
+}
+
+/// Words an operator types, and the ones YAML 1.1, Salt's loader and its
+/// `key=value` rule read in surprising ways.
+const WORDS: &[&str] = &[
+    "010",
+    "1:30",
+    ".inf",
+    "-.inf",
+    ".nan",
+    "1e3",
+    "1.5e3",
+    "0o17",
+    "0x1F",
+    "0b101",
+    "1_000",
+    "+12",
+    "-12",
+    "012",
+    "08",
+    "-010",
+    "yes",
+    "no",
+    "on",
+    "off",
+    "y",
+    "n",
+    "True",
+    "true",
+    "TRUE",
+    "False",
+    "null",
+    "Null",
+    "~",
+    "None",
+    "none",
+    "''",
+    "\"\"",
+    "[1,2]",
+    "{a: 1}",
+    "{\"a\": 1}",
+    "a=b",
+    "a=",
+    "=b",
+    "a==b",
+    "--flag",
+    "-x",
+    "-",
+    "- item",
+    "a: b",
+    "a:b",
+    "2026-11-24",
+    "2026-11-24 10:00:00",
+    "12:30:45",
+    "1.0",
+    ".5",
+    "5.",
+    "1e-7",
+    "3.14",
+    "'quoted'",
+    "\"quoted\"",
+    "#comment",
+    "a #b",
+    "foo bar",
+    "echo l1\necho l2",
+    "!!str 1",
+    "!!binary aGk=",
+    "&a 1",
+    "*a",
+    "@x",
+    "%x",
+    "`x`",
+    "|",
+    ">",
+    "key=val=ue",
+    "name=\"a b\"",
+    "x=[1,2]",
+    "x={a: 1}",
+    "x=1",
+    "x=yes",
+    "x=null",
+    "0",
+    "00",
+    "-0",
+    "0.0",
+    "1.0e+3",
+    "1.5E-3",
+    "1e+3",
+    "190:20:30",
+    "1_0.5",
+    "0_1",
+    "123456789012345678901234567890",
+    "20260101123456789012",
+    "12345678901234567890",
+    "[a, b",
+    "{a: [1, {b: 2}]}",
+    "[]",
+    "{}",
+    "!",
+    "!!int 5",
+    "!!float 1",
+    "!!bool yes",
+    "!!null x",
+    "!!set {a, b}",
+    "!!timestamp 2026-01-01",
+    "[2026-11-24]",
+    "{d: 2026-11-24}",
+    "---",
+    "...",
+    " ",
+    "   x   ",
+    "x\ty",
+    "a\r",
+    "a=b\nc",
+    "a=b\n",
+    "a.b=1",
+    "a-b=1",
+    "_a=1",
+    "1a=2",
+    "é=1",
+    "a b=1",
+    "a=b c",
+    "<<: {a: 1}",
+    "{a: 1, a: 2}",
+    "{1: a, true: b}",
+    "[1, 2]  # c",
+    "#",
+    "\"a=b\"",
+    "'x=1'",
+    "[.inf]",
+    "{<<: {a: 1}, b: 2}",
+    "[1, !!binary aGk=]",
+    "echo hello",
+    "cwd=/tmp",
+    "python_shell=False",
+    "! foo",
+    "[x, 'y z', \"q\"]",
+    "{a: {b: {c: [1, 2.5, yes, ~]}}}",
+    "0.1",
+    "1_000.5",
+    "+.5",
+];
+
+/// What JSON cannot carry: Salt sends `inf` and `nan` as floats over
+/// msgpack; maid's wire is JSON, so such a word stays the text it was.
+/// Listed in the README as a deliberate difference.
+fn is_nonjson(v: &Value) -> bool {
+    match v {
+        Value::Object(m) => m.contains_key("__nonjson__") || m.values().any(is_nonjson),
+        Value::Array(items) => items.iter().any(is_nonjson),
+        _ => false,
+    }
+}
+
+fn maid_cli(args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_maid"))
+        .args(args)
+        .env("MAID_PLUGIN_DIR", crate::common::guests::PLUGINS_DIR)
+        .env("MAID_CACHE_DIR", crate::common::shared_cache())
+        .env_remove("MAID_CONFIG")
+        .env_remove("MAID_KEY")
+        .env_remove("MAID_PKI_DIR")
+        .output()
+        .expect("run maid")
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn arguments_agree_with_salts_parse_input() {
+    let mut cases: Vec<Vec<String>> = WORDS.iter().map(|w| vec![w.to_string()]).collect();
+    // Several words at once: positional order kept, kwargs gathered, the
+    // last of a repeated name wins.
+    cases.push(
+        ["1", "a=1", "two", "a=2", "[3]", "b={c: d}"]
+            .map(String::from)
+            .to_vec(),
+    );
+    let salt: Vec<Value> =
+        serde_json::from_value(oracle("arguments", &json!({ "cases": cases }))).unwrap();
+
+    // `maid run` publishes: read the job off the master topic.
+    let redis = RedisServer::start();
+    let bus = Bus::new(&redis.config()).unwrap();
+    let mut jobs = bus
+        .subscribe(&[TOPIC.to_string()])
+        .await
+        .unwrap()
+        .into_on_message();
+    // A registered maid for the target, or `maid run` (as `salt`) sends
+    // nothing; the test reads the job itself and never answers it.
+    let mut conn = bus.connect().await.unwrap();
+    let registration = maid_protocol::protocol::Registration {
+        id: "argcheck".into(),
+        version: "test".into(),
+        master_topics: vec![TOPIC.into()],
+        functions: vec!["test.arg".into()],
+        grains: serde_json::Map::new(),
+        started_at: "2026-11-24T00:00:00".into(),
+        last_seen: "2026-11-24T00:00:00".into(),
+        pubkey: None,
+    };
+    redis::cmd("HSET")
+        .arg(maid_protocol::protocol::REGISTRY_KEY)
+        .arg("argcheck")
+        .arg(serde_json::to_string(&registration).unwrap())
+        .query_async::<()>(&mut conn)
+        .await
+        .unwrap();
+    redis::cmd("SET")
+        .arg(maid_protocol::protocol::alive_key("argcheck"))
+        .arg(1)
+        .query_async::<()>(&mut conn)
+        .await
+        .unwrap();
+
+    let url = redis.url();
+    let mut differences = Vec::new();
+    let mut deliberate = 0;
+    for (words, salt) in cases.iter().zip(&salt) {
+        let shown = format!("{words:?}");
+        if is_nonjson(salt) {
+            deliberate += 1;
+            continue;
+        }
+        let mut argv = vec!["run", "--redis", &url, "--master-topic", TOPIC];
+        argv.extend(["-t", "0.2", "argcheck", "test.arg", "--"]);
+        argv.extend(words.iter().map(String::as_str));
+        let out = maid_cli(&argv);
+        let msg = tokio::time::timeout(Duration::from_secs(10), jobs.next())
+            .await
+            .unwrap_or_else(|_| {
+                panic!(
+                    "maid run {shown} published nothing: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                )
+            })
+            .unwrap();
+        let job: Value = serde_json::from_slice(msg.get_payload_bytes()).unwrap();
+        let published =
+            json!({"arg": job["arg"], "kwarg": job.get("kwarg").cloned().unwrap_or(json!({}))});
+        if published != salt["published"] {
+            differences.push(format!(
+                "maid run {shown}: published {published}, Salt {}",
+                salt["published"]
+            ));
+        }
+
+        // `maid call test.arg` shows what a function receives.
+        let mut argv = vec!["call", "--local", "--out", "json", "test.arg", "--"];
+        argv.extend(words.iter().map(String::as_str));
+        let out = maid_cli(&argv);
+        let got: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+            panic!(
+                "maid call {shown}: {e}: {}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            )
+        });
+        let got = &got["local"];
+        if got["args"] != salt["minion"]["args"] || got["kwargs"] != salt["minion"]["kwargs"] {
+            differences.push(format!(
+                "maid call {shown}: received {got}, Salt {}",
+                salt["minion"]
+            ));
+        }
+    }
+    assert!(deliberate <= 4, "{deliberate} words JSON cannot carry");
+    assert!(
+        differences.is_empty(),
+        "{} of {} argument lists read differently from Salt {}:\n{}",
+        differences.len(),
+        cases.len(),
+        crate::common::salt::SALT_VERSION,
+        differences.join("\n")
+    );
+}
+
+/// Return shapes: scalars Python prints its own way, strings YAML must
+/// quote or fold, long values pprint wraps, nesting of every kind.
+fn return_shapes() -> Vec<Value> {
+    let long_words = "the quick brown fox jumps over the lazy dog ".repeat(4);
+    let long_list: Vec<Value> = (0..40).map(|i| json!(i * 1000)).collect();
+    vec![
+        json!(true),
+        json!(false),
+        json!(null),
+        json!(0),
+        json!(-7),
+        json!(12345678901234567890u64),
+        json!(1e-07),
+        json!(0.1),
+        json!(1.0),
+        json!(2.5e16),
+        json!(-0.0),
+        json!(1e100),
+        json!("hello"),
+        json!(""),
+        json!("line1\nline2"),
+        json!("a\r\nb"),
+        json!("a\n"),
+        json!("a\n\nb"),
+        json!("tab\tx"),
+        json!("unicode é ✓"),
+        json!("emoji 😀"),
+        json!("esc \u{1b}[0m"),
+        json!("yes"),
+        json!("1"),
+        json!("010"),
+        json!("1e3"),
+        json!("a: b"),
+        json!("- x"),
+        json!("#x"),
+        json!(" lead"),
+        json!("trail "),
+        json!("it's \"quoted\""),
+        json!("null"),
+        json!("~"),
+        json!(long_words.trim_end()),
+        json!(format!("{}\n{}", long_words, long_words)),
+        json!([]),
+        json!([1, "two", 3.0]),
+        json!({}),
+        json!({"b": 1, "a": {"c": [1, 2]}}),
+        json!({"x": null}),
+        json!([{"k": "v"}]),
+        json!({"retcode": 1, "stdout": "out"}),
+        json!([[1, 2], [], {}, [[3]]]),
+        json!({"k": [{"a": 1, "b": [1]}, "s"], "e": {}, "l": []}),
+        json!({"yes": 1, "": 2, "a b": 3, "1": 4, "Z": 5, "_": 6}),
+        json!({"pid": 4242, "retcode": 0, "stderr": "", "stdout": long_words}),
+        json!(long_list),
+        json!({"deep": {"er": {"and": {"deeper": [{"x": [long_words.trim_end()]}]}}}}),
+    ]
+}
+
+/// `--out` with `--out-indent` variants as Salt takes them.
+fn outputters() -> Vec<(&'static str, Option<i64>)> {
+    vec![
+        ("nested", None),
+        ("json", None),
+        ("json", Some(2)),
+        ("json", Some(0)),
+        ("json", Some(-1)),
+        ("yaml", None),
+        ("yaml", Some(4)),
+        ("yaml", Some(-1)),
+        ("txt", None),
+        ("text", None),
+        ("raw", None),
+        ("pprint", None),
+        ("pprint", Some(4)),
+        ("pprint", Some(-1)),
+        ("quiet", None),
+        ("newline_values_only", None),
+    ]
+}
+
+#[test]
+fn outputs_agree_with_salts_outputters() {
+    use maid_protocol::salt::output::Out;
+
+    let shapes = return_shapes();
+    let mut cases = Vec::new();
+    for (out, indent) in outputters() {
+        for shape in &shapes {
+            let mut data = serde_json::Map::new();
+            data.insert("web1".into(), shape.clone());
+            cases.push((out, indent, data));
+        }
+    }
+    let salt: Vec<Value> = serde_json::from_value(oracle(
+        "output",
+        &json!({"cases": cases.iter().map(|(o, i, d)| json!({"out": o, "indent": i, "data": d})).collect::<Vec<_>>()}),
+    ))
+    .unwrap();
+
+    // The renderer every command uses, on the whole corpus.
+    let mut differences = Vec::new();
+    for ((out, indent, data), salt) in cases.iter().zip(&salt) {
+        let o: Out = out.parse().unwrap();
+        let stdout = o.render(data, *indent);
+        let stderr = o.warning().map(|w| format!("{w}\n")).unwrap_or_default();
+        if stdout != salt["stdout"] || stderr != salt["stderr"] {
+            differences.push(format!(
+                "--out {out} --out-indent {indent:?} of {}:\n  maid: {stdout:?} {stderr:?}\n  Salt: {} {}",
+                data["web1"], salt["stdout"], salt["stderr"]
+            ));
+        }
+    }
+
+    // The commands themselves: `maid call --out X` prints `{local: ...}`
+    // as salt-call does, for every outputter, on the shapes a command
+    // line can carry to `test.echo` as JSON text.
+    let via_cli: Vec<&Value> = shapes
+        .iter()
+        .filter(|v| {
+            // What `salt-call test.echo WORD` would echo back unchanged
+            // (a 20-digit int, for one, travels as a string).
+            let (args, kwargs) = maid_protocol::salt::args::parse_cli(&[v.to_string()]);
+            kwargs.is_empty() && args == [(*v).clone()]
+        })
+        .collect();
+    assert!(
+        via_cli.len() >= 20,
+        "only {} shapes reach the CLI",
+        via_cli.len()
+    );
+    let cli_cases: Vec<(&str, Option<i64>, &Value)> = outputters()
+        .into_iter()
+        .flat_map(|(o, i)| via_cli.iter().map(move |v| (o, i, *v)))
+        .collect();
+    let salt_cli: Vec<Value> = serde_json::from_value(oracle(
+        "output",
+        &json!({"cases": cli_cases.iter().map(|(o, i, v)| json!({"out": o, "indent": i, "data": {"local": v}})).collect::<Vec<_>>()}),
+    ))
+    .unwrap();
+    for ((out, indent, value), salt) in cli_cases.iter().zip(&salt_cli) {
+        let word = value.to_string();
+        let mut argv = vec!["call", "--local", "--out", out];
+        let indent_text = indent.map(|i| i.to_string());
+        if let Some(i) = &indent_text {
+            argv.extend(["--out-indent", i]);
+        }
+        argv.extend(["test.echo", "--", &word]);
+        let o = maid_cli(&argv);
+        let (stdout, stderr) = (
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr),
+        );
+        if stdout != salt["stdout"].as_str().unwrap() || stderr != salt["stderr"].as_str().unwrap()
+        {
+            differences.push(format!(
+                "maid call --out {out} --out-indent {indent:?} test.echo {word}:\n  maid: {stdout:?} {stderr:?}\n  Salt: {} {}",
+                salt["stdout"], salt["stderr"]
+            ));
+        }
+    }
+    assert!(
+        differences.is_empty(),
+        "{} outputs differ from Salt {}:\n{}",
+        differences.len(),
+        crate::common::salt::SALT_VERSION,
+        differences.join("\n")
+    );
+}

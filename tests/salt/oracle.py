@@ -1,0 +1,152 @@
+"""Salt's own answers, for the differential tests (tests/salt.rs).
+
+Run with the Salt 3008.4 venv that `./dev` makes:
+
+    target/salt-venv/bin/python tests/salt/oracle.py targeting < cases.json
+
+Reads a JSON document on stdin and writes one JSON document on stdout. Each
+subcommand asks real Salt code, never a re-implementation of it.
+"""
+
+import json
+import logging
+import sys
+
+import salt.config
+import salt.loader
+
+logging.disable(logging.CRITICAL)
+
+
+def targeting(doc):
+    """Does each minion run each job? As `Minion._target_load` decides.
+
+    Input: {"minions": {id: grains}, "cases": [{"tgt", "tgt_type"}]}.
+    Output: for each case, the sorted ids whose matcher returned a true
+    value; a matcher that raised counts as not targeted, as the minion
+    drops the publication when `_target_load` raises.
+    """
+    opts = salt.config.minion_config(None)
+    opts["file_client"] = "local"
+    matchers = salt.loader.matchers(opts)
+    out = []
+    for case in doc["cases"]:
+        tgt, tgt_type = case["tgt"], case.get("tgt_type", "glob")
+        hit = []
+        for minion_id, grains in doc["minions"].items():
+            mopts = dict(opts, id=minion_id, grains=grains)
+            func = matchers.get(f"{tgt_type}_match.match")
+            if func is None:
+                continue
+            try:
+                if tgt_type in ("grain", "grain_pcre", "pillar"):
+                    ok = func(tgt, delimiter=":", opts=mopts, minion_id=minion_id)
+                else:
+                    ok = func(tgt, opts=mopts, minion_id=minion_id)
+            except Exception:  # pylint: disable=broad-except
+                ok = False
+            if ok:
+                hit.append(minion_id)
+        out.append(sorted(hit))
+    return out
+
+
+def _wire(value):
+    """A value as a minion receives it (msgpack), in JSON: what JSON cannot
+    hold (infinities, NaN) is marked `{"__nonjson__": repr}`."""
+    import math
+
+    import salt.payload
+
+    def walk(v):
+        if isinstance(v, float) and not math.isfinite(v):
+            return {"__nonjson__": repr(v)}
+        if isinstance(v, dict):
+            return {
+                (k if isinstance(k, str) else json.dumps(walk(k))): walk(x)
+                for k, x in v.items()
+            }
+        if isinstance(v, (list, tuple)):
+            return [walk(x) for x in v]
+        return v
+
+    return walk(salt.payload.loads(salt.payload.dumps(value)))
+
+
+def arguments(doc):
+    """Salt's reading of command-line words, for each list of words.
+
+    Input: {"cases": [[word, ...], ...]}. Output, for each: `published`,
+    the job's `arg` split into positionals and the `__kwarg__` dict, as
+    `salt` publishes them (`parse_input`); and `minion`, the args and
+    kwargs a function then receives (`load_args_and_kwargs`), as
+    `salt-call` passes them.
+    """
+    import salt.minion
+    import salt.utils.args
+
+    def fun(*args, **kwargs):  # pylint: disable=unused-argument
+        pass
+
+    out = []
+    for words in doc["cases"]:
+        arg = salt.utils.args.parse_input(list(words))
+        kwarg = {}
+        if arg and isinstance(arg[-1], dict) and arg[-1].get("__kwarg__") is True:
+            kwarg = {k: v for k, v in arg[-1].items() if k != "__kwarg__"}
+            positional = arg[:-1]
+        else:
+            positional = arg
+        margs, mkwargs = salt.minion.load_args_and_kwargs(
+            fun, salt.utils.args.parse_input(list(words))
+        )
+        out.append(
+            {
+                "published": {"arg": _wire(positional), "kwarg": _wire(kwarg)},
+                "minion": {"args": _wire(margs), "kwargs": _wire(mkwargs)},
+            }
+        )
+    return out
+
+
+def output(doc):
+    """What `salt-call --out OUT` prints for each return, byte for byte.
+
+    Input: {"cases": [{"out", "indent" (or null), "data"}]}, `data` being
+    the `{id: return}` the CLI hands the outputter. Output, for each:
+    {"stdout", "stderr"} as `salt.output.display_output` writes them, with
+    colour off (stdout is no terminal).
+    """
+    import io
+    import logging as pylogging
+
+    import salt.output
+
+    base = salt.config.minion_config(None)
+    base["color"] = False
+    errors = io.StringIO()
+    handler = pylogging.StreamHandler(errors)
+    handler.setFormatter(pylogging.Formatter("[%(levelname)-8s] %(message)s"))
+    pylogging.disable(pylogging.NOTSET)
+    salt_log = pylogging.getLogger("salt.output")
+    salt_log.addHandler(handler)
+    salt_log.setLevel(pylogging.ERROR)
+    out = []
+    for case in doc["cases"]:
+        opts = dict(base)
+        if case.get("indent") is not None:
+            opts["output_indent"] = case["indent"]
+        errors.seek(0)
+        errors.truncate()
+        text = salt.output.try_printout(case["data"], case["out"], opts)
+        stdout = text + "\n" if text else ""
+        out.append({"stdout": stdout, "stderr": errors.getvalue()})
+    pylogging.disable(pylogging.CRITICAL)
+    return out
+
+
+COMMANDS = {"targeting": targeting, "arguments": arguments, "output": output}
+
+if __name__ == "__main__":
+    result = COMMANDS[sys.argv[1]](json.load(sys.stdin))
+    json.dump(result, sys.stdout)
