@@ -550,6 +550,35 @@ async fn targeting_agrees_with_salts_matchers() {
     );
 }
 
+/// Register `id` as an alive maid that no agent runs: a master selects
+/// and expects it, and it never answers.
+async fn register_silent_maid(bus: &Bus, id: &str) {
+    let mut conn = bus.connect().await.unwrap();
+    let registration = maid_protocol::protocol::Registration {
+        id: id.into(),
+        version: "test".into(),
+        master_topics: vec![TOPIC.into()],
+        functions: vec![],
+        grains: serde_json::Map::new(),
+        started_at: "2026-11-24T00:00:00".into(),
+        last_seen: "2026-11-24T00:00:00".into(),
+        pubkey: None,
+    };
+    redis::cmd("HSET")
+        .arg(maid_protocol::protocol::REGISTRY_KEY)
+        .arg(id)
+        .arg(serde_json::to_string(&registration).unwrap())
+        .query_async::<()>(&mut conn)
+        .await
+        .unwrap();
+    redis::cmd("SET")
+        .arg(maid_protocol::protocol::alive_key(id))
+        .arg(1)
+        .query_async::<()>(&mut conn)
+        .await
+        .unwrap();
+}
+
 /// Words an operator types, and the ones YAML 1.1, Salt's loader and its
 /// `key=value` rule read in surprising ways.
 const WORDS: &[&str] = &[
@@ -737,30 +766,7 @@ async fn arguments_agree_with_salts_parse_input() {
         .into_on_message();
     // A registered maid for the target, or `maid run` (as `salt`) sends
     // nothing; the test reads the job itself and never answers it.
-    let mut conn = bus.connect().await.unwrap();
-    let registration = maid_protocol::protocol::Registration {
-        id: "argcheck".into(),
-        version: "test".into(),
-        master_topics: vec![TOPIC.into()],
-        functions: vec!["test.arg".into()],
-        grains: serde_json::Map::new(),
-        started_at: "2026-11-24T00:00:00".into(),
-        last_seen: "2026-11-24T00:00:00".into(),
-        pubkey: None,
-    };
-    redis::cmd("HSET")
-        .arg(maid_protocol::protocol::REGISTRY_KEY)
-        .arg("argcheck")
-        .arg(serde_json::to_string(&registration).unwrap())
-        .query_async::<()>(&mut conn)
-        .await
-        .unwrap();
-    redis::cmd("SET")
-        .arg(maid_protocol::protocol::alive_key("argcheck"))
-        .arg(1)
-        .query_async::<()>(&mut conn)
-        .await
-        .unwrap();
+    register_silent_maid(&bus, "argcheck").await;
 
     let url = redis.url();
     let mut differences = Vec::new();
@@ -991,4 +997,187 @@ fn outputs_agree_with_salts_outputters() {
         crate::common::salt::SALT_VERSION,
         differences.join("\n")
     );
+}
+
+#[test]
+fn nodegroups_expand_as_salts_master() {
+    let groups = json!({
+        "web": "web* or G@role:web",
+        "dbs": ["db1", "db2"],
+        "nest": "N@web and not N@dbs",
+        "deeper": ["N@nest", "or", "app*"],
+        "rx": ["db(1|2)", "x"],
+        "globs": ["web*", "db1"],
+        "engines": ["G@os:Debian", "db1"],
+        "self": "N@self or x",
+        "loop1": "N@loop2 or a",
+        "loop2": "N@loop1 and b",
+        "number": 5,
+    });
+    let names: Vec<String> = groups
+        .as_object()
+        .unwrap()
+        .keys()
+        .cloned()
+        .chain(["missing".to_string()])
+        .collect();
+    let compound = [
+        "N@dbs or app*",
+        "N@nest and E@.*",
+        "N@missing or web1",
+        "( N@web ) and not N@rx",
+        "N@ or N@dbs",
+        "web1   and   N@globs",
+    ];
+    let salt = oracle(
+        "nodegroups",
+        &json!({"groups": groups, "names": names, "compound": compound}),
+    );
+    let groups = groups.as_object().unwrap();
+    for (name, expected) in names.iter().zip(salt["names"].as_array().unwrap()) {
+        let ours = maid_protocol::target::nodegroup_comp(name, groups);
+        assert_eq!(json!(ours), *expected, "nodegroup {name}");
+    }
+    for (tgt, expected) in compound.iter().zip(salt["compound"].as_array().unwrap()) {
+        let ours = maid_protocol::target::resolve_compound(tgt, groups);
+        assert_eq!(json!(ours), *expected, "compound {tgt:?}");
+    }
+}
+
+/// `maid run`'s flags from Salt's `salt`: -N, --async, --show-jid,
+/// --static, --hide-timeout, --preview-target, -l, and the message for a
+/// target nothing matches.
+#[tokio::test(flavor = "multi_thread")]
+async fn salt_cli_flags_work_as_in_salt() {
+    use crate::common::fleet::maid_cli;
+
+    let redis = RedisServer::start();
+    let bus = Bus::new(&redis.config()).unwrap();
+    let _agents: Vec<_> = ["flag-a", "flag-b"]
+        .iter()
+        .map(|id| start_agent(&redis.config(), id, ""))
+        .collect();
+    wait_registered(&bus, &["flag-a", "flag-b"]).await;
+    wait_subscribers(&bus, 2).await;
+    let tmp = tempfile::tempdir().unwrap();
+    let config = tmp.path().join("master.toml");
+    std::fs::write(
+        &config,
+        "master_topics = [\"maid-test\"]\n[master.nodegroups]\nfirst = [\"flag-a\"]\nboth = \"N@first or flag-b\"\n",
+    )
+    .unwrap();
+    let url = redis.url();
+    let conf = config.to_str().unwrap();
+    let run = |extra: &[&str]| {
+        let mut argv = vec!["run", "-c", conf, "--master-topic", TOPIC, "-t", "10"];
+        argv.extend(extra);
+        let o = maid_cli(&url, &argv, tmp.path());
+        (
+            String::from_utf8_lossy(&o.stdout).into_owned(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+            o.status.code(),
+        )
+    };
+
+    // -N: the group's words, expanded by the master.
+    let (out, _, code) = run(&["-N", "first", "test.ping"]);
+    assert_eq!((out.as_str(), code), ("flag-a:\n    True\n", Some(0)));
+    let (out, _, _) = run(&["-N", "both", "test.ping", "--static"]);
+    assert_eq!(out, "flag-a:\n    True\nflag-b:\n    True\n");
+    let (out, _, code) = run(&["-N", "nope", "test.ping"]);
+    assert_eq!(
+        (out.as_str(), code),
+        (
+            format!("Node group nope unavailable in {conf}\n").as_str(),
+            Some(0)
+        )
+    );
+    let (out, _, code) = run(&["-C", "N@first and flag-*", "test.ping"]);
+    assert_eq!((out.as_str(), code), ("flag-a:\n    True\n", Some(0)));
+
+    // --preview-target: whom it would run on, through the outputter.
+    let (out, _, code) = run(&["--preview-target", "flag-*", "test.ping"]);
+    assert_eq!((out.as_str(), code), ("- flag-a\n- flag-b\n", Some(0)));
+
+    // Nothing matched: Salt's words, nothing sent, exit 2.
+    let (out, err, code) = run(&["nobody*", "test.ping"]);
+    assert_eq!(
+        (out.as_str(), err.as_str(), code),
+        (
+            "No minions matched the target. No command was sent, no jid was assigned.\n",
+            "ERROR: No return received\n",
+            Some(2)
+        )
+    );
+
+    // --async: the jid at once; the returns land in the job cache.
+    let (out, _, code) = run(&["--async", "flag-a", "test.ping"]);
+    assert_eq!(code, Some(0));
+    let jid = out
+        .strip_prefix("Executed command with job ID: ")
+        .and_then(|rest| rest.strip_suffix('\n'))
+        .unwrap_or_else(|| panic!("{out:?}"))
+        .to_string();
+    assert_eq!(jid.len(), 20, "{jid}");
+    let mut cached = String::new();
+    for _ in 0..100 {
+        let o = maid_cli(&url, &["job", &jid], tmp.path());
+        cached = String::from_utf8_lossy(&o.stdout).into_owned();
+        if !cached.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(cached, "flag-a:\n    True\n");
+
+    // --show-jid: the jid first.
+    let (out, _, _) = run(&["--show-jid", "flag-a", "test.ping"]);
+    let (first, rest) = out.split_once('\n').unwrap();
+    assert!(first.starts_with("jid: ") && first.len() == 25, "{out}");
+    assert_eq!(rest, "flag-a:\n    True\n");
+
+    // --static: one document when all are in; a failing retcode does not
+    // decide the exit status.
+    let (out, err, code) = run(&[
+        "--static",
+        "--out",
+        "json",
+        "flag-*",
+        "test.retcode",
+        "code=3",
+    ]);
+    let doc: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+    assert_eq!(doc, json!({"flag-a": true, "flag-b": true}));
+    assert_eq!((err.as_str(), code), ("", Some(0)));
+    let (_, err, code) = run(&["flag-*", "test.retcode", "code=3"]);
+    assert_eq!(
+        (err.as_str(), code),
+        ("ERROR: Minions returned with non-zero exit code\n", Some(1))
+    );
+
+    // --hide-timeout: an expected maid that never answers gets no row and
+    // fails nothing.
+    register_silent_maid(&bus, "flag-ghost").await;
+    let short = |extra: &[&str]| {
+        let mut argv = vec!["run", "-c", conf, "--master-topic", TOPIC, "-t", "2"];
+        argv.extend(extra);
+        let o = maid_cli(&url, &argv, tmp.path());
+        (
+            String::from_utf8_lossy(&o.stdout).into_owned(),
+            o.status.code(),
+        )
+    };
+    // Returns print as they arrive, in either order; missed rows last.
+    let returned =
+        |out: &str| out.contains("flag-a:\n    True\n") && out.contains("flag-b:\n    True\n");
+    let (out, code) = short(&["flag-*", "test.ping"]);
+    assert!(returned(&out), "{out}");
+    assert!(
+        out.ends_with("flag-ghost:\n    Minion did not return. [Not connected]\n"),
+        "{out}"
+    );
+    assert_eq!((out.lines().count(), code), (6, Some(1)), "{out}");
+    let (out, code) = short(&["--hide-timeout", "-l", "quiet", "flag-*", "test.ping"]);
+    assert!(returned(&out), "{out}");
+    assert_eq!((out.lines().count(), code), (4, Some(0)), "{out}");
 }

@@ -11,7 +11,7 @@ use clap::Parser;
 
 fn main() -> ExitCode {
     let args = cli::Cli::parse();
-    cli::init_logging(args.verbose, args.log_format);
+    cli::init_logging(args.verbose, args.log_level.as_deref(), args.log_format);
     match cli::run(args) {
         Ok(code) => code,
         Err(err) => {

@@ -237,6 +237,11 @@ pub struct MasterSettings {
     /// key accepted for their maid signed them, and the maids expected are
     /// the accepted ones that are alive.
     pub pki_dir: Option<PathBuf>,
+    /// Salt's `nodegroups`: a name for a compound target (a string) or a
+    /// list of minion ids, for `maid run -N NAME` and `N@NAME` words. The
+    /// master expands them before it publishes.
+    #[serde(default)]
+    pub nodegroups: serde_json::Map<String, serde_json::Value>,
 }
 
 /// `[api]`: `maid api`, the master's HTTP API (salt-api compatible).

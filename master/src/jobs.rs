@@ -104,15 +104,6 @@ impl Report {
             0
         }
     }
-
-    /// What `salt` prints on stderr with [`Self::exit_code`].
-    pub fn exit_message(&self) -> Option<&'static str> {
-        match self.exit_code() {
-            1 => Some("ERROR: Minions returned with non-zero exit code"),
-            2 => Some("ERROR: No return received"),
-            _ => None,
-        }
-    }
 }
 
 /// Live counts, for a progress line.
@@ -313,8 +304,27 @@ pub async fn run(
     on_return: impl FnMut(&Return),
     progress: impl FnMut(Progress),
 ) -> Result<Report, BusError> {
+    run_as(bus, req, crate::jid::new_jid(), on_return, progress).await
+}
+
+/// Publish `req` as job `jid` and return at once, as `salt --async` does:
+/// the returns are left to the job cache.
+pub async fn submit(bus: &Bus, req: &JobRequest, jid: &str) -> Result<(), BusError> {
     let mut conn = bus.connect().await?;
-    let jid = crate::jid::new_jid();
+    let payload = job_payload(req, jid, &temp_topic(jid));
+    publish(&mut conn, &req.master_topic, &payload).await?;
+    Ok(())
+}
+
+/// [`run`] as job `jid`, which the caller chose (to show it first).
+pub async fn run_as(
+    bus: &Bus,
+    req: &JobRequest,
+    jid: String,
+    on_return: impl FnMut(&Return),
+    progress: impl FnMut(Progress),
+) -> Result<Report, BusError> {
+    let mut conn = bus.connect().await?;
     let topic = temp_topic(&jid);
     let pubsub = bus.subscribe(std::slice::from_ref(&topic)).await?;
     run_on(

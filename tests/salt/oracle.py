@@ -145,7 +145,39 @@ def output(doc):
     return out
 
 
-COMMANDS = {"targeting": targeting, "arguments": arguments, "output": output}
+def nodegroups(doc):
+    """How the master expands nodegroups before it publishes.
+
+    Input: {"groups": {name: definition}, "names": [...], "compound":
+    [...]}. Output: {"names": nodegroup_comp's words for each name (""
+    as []), "compound": each compound target with its N@ words resolved as
+    LocalClient._prep_pub resolves them}.
+    """
+    import salt.utils.minions
+
+    groups = doc["groups"]
+
+    def comp(name):
+        return list(salt.utils.minions.nodegroup_comp(name, groups) or [])
+
+    resolved = []
+    for tgt in doc["compound"]:
+        words = []
+        for word in tgt.split():
+            if word.startswith("N@") and len(word) > 2:
+                words.extend(salt.utils.minions.nodegroup_comp(word[2:], groups))
+            else:
+                words.append(word)
+        resolved.append(" ".join(words))
+    return {"names": [comp(n) for n in doc["names"]], "compound": resolved}
+
+
+COMMANDS = {
+    "targeting": targeting,
+    "arguments": arguments,
+    "output": output,
+    "nodegroups": nodegroups,
+}
 
 if __name__ == "__main__":
     result = COMMANDS[sys.argv[1]](json.load(sys.stdin))

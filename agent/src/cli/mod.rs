@@ -26,6 +26,13 @@ pub struct Cli {
     #[arg(long, value_enum, default_value_t = LogFormat::Human, global = true)]
     pub log_format: LogFormat,
 
+    /// Console log level, as Salt's `-l`: quiet, critical, error, warning,
+    /// info, debug, trace, garbage or all (overrides -v).
+    #[arg(short = 'l', long, global = true, value_parser = [
+        "quiet", "critical", "error", "warning", "info", "profile", "debug", "trace", "garbage", "all",
+    ])]
+    pub log_level: Option<String>,
+
     #[command(subcommand)]
     pub command: Command,
 }
@@ -78,13 +85,19 @@ pub enum FileCommand {
 }
 
 /// Send `tracing` output to stderr.
-pub fn init_logging(verbose: u8, format: LogFormat) {
+pub fn init_logging(verbose: u8, log_level: Option<&str>, format: LogFormat) {
     use tracing_subscriber::EnvFilter;
-    let default = match verbose {
-        0 => "warn",
-        1 => "info",
-        2 => "debug",
-        _ => "trace",
+    let default = match (log_level, verbose) {
+        (Some("quiet"), _) => "off",
+        (Some("critical" | "error"), _) => "error",
+        (Some("warning"), _) => "warn",
+        (Some("info" | "profile"), _) => "info",
+        (Some("debug"), _) => "debug",
+        (Some(_), _) => "trace",
+        (None, 0) => "warn",
+        (None, 1) => "info",
+        (None, 2) => "debug",
+        (None, _) => "trace",
     };
     let filter = EnvFilter::try_from_env("MAID_LOG").unwrap_or_else(|_| EnvFilter::new(default));
     let builder = tracing_subscriber::fmt()

@@ -22,7 +22,7 @@ use crate::plugin_store::{MODULES_KWARG, SYNC_MODULES};
 /// How a target is read (`-L`, `-E`, `-G`, `-P`, `-S`, `-C`; glob by
 /// default), as `salt` takes it.
 #[derive(Debug, Clone, Args)]
-#[command(group(ArgGroup::new("target_type").args(["list", "pcre", "grain", "grain_pcre", "ipcidr", "compound"])))]
+#[command(group(ArgGroup::new("target_type").args(["list", "pcre", "grain", "grain_pcre", "ipcidr", "compound", "nodegroup"])))]
 pub struct TargetOpts {
     /// TGT is a list of ids, separated by commas or spaces.
     #[arg(short = 'L', long)]
@@ -42,6 +42,9 @@ pub struct TargetOpts {
     /// TGT is a compound expression (`G@os:Debian and web*`).
     #[arg(short = 'C', long)]
     pub compound: bool,
+    /// TGT names a nodegroup of the config's `[master] nodegroups`.
+    #[arg(short = 'N', long)]
+    pub nodegroup: bool,
 }
 
 impl TargetOpts {
@@ -53,6 +56,7 @@ impl TargetOpts {
             (self.grain_pcre, "grain_pcre"),
             (self.ipcidr, "ipcidr"),
             (self.compound, "compound"),
+            (self.nodegroup, "nodegroup"),
         ]
         .into_iter()
         .find_map(|(set, name)| set.then_some(name))
@@ -95,6 +99,25 @@ pub struct ReportOpts {
     /// repeated.
     #[arg(long)]
     pub summary: bool,
+    /// Publish and print the jid; do not wait for returns.
+    #[arg(long = "async")]
+    pub run_async: bool,
+    /// Print `jid: JID` before the returns.
+    #[arg(long)]
+    pub show_jid: bool,
+    /// Print nothing for minions that did not return.
+    #[arg(long)]
+    pub hide_timeout: bool,
+    /// Print all returns at once, as one document, when all are in; exit 0
+    /// whatever they returned.
+    #[arg(short = 's', long = "static")]
+    pub static_out: bool,
+    /// Print the minions the target selects, and run nothing.
+    #[arg(long)]
+    pub preview_target: bool,
+    /// No colours (maid prints none).
+    #[arg(long)]
+    pub no_color: bool,
 }
 
 #[derive(Debug, Args)]
@@ -165,6 +188,32 @@ fn run_and_report(
         bail!("--timeout must be a positive number of seconds, at most {max}");
     }
     let (bus, config) = master.bus()?;
+    let (out, indent) = (&report_opts.out, report_opts.out_indent);
+    // Nodegroups are the master's: expanded here, as Salt's LocalClient
+    // does, so maids only ever see compound words.
+    let groups = &config.master.nodegroups;
+    let (tgt, tgt_type) = match (tgt_type, &tgt) {
+        ("nodegroup", Value::String(name)) => {
+            if !groups.contains_key(name) {
+                let conf = master.config.as_ref().map_or_else(
+                    || "the master config file".to_string(),
+                    |p| p.display().to_string(),
+                );
+                out.display_value(
+                    &Value::String(format!("Node group {name} unavailable in {conf}")),
+                    indent,
+                );
+                return Ok(ExitCode::SUCCESS);
+            }
+            let words = crate::target::nodegroup_comp(name, groups);
+            (Value::String(words.join(" ")), "compound")
+        }
+        ("compound", Value::String(expr)) => (
+            Value::String(crate::target::resolve_compound(expr, groups)),
+            "compound",
+        ),
+        _ => (tgt, tgt_type),
+    };
     let req = JobRequest {
         master_topic: master.topic(&config),
         tgt,
@@ -181,27 +230,53 @@ fn run_and_report(
         source_hashes,
         pki: master.pki(&config),
     };
-    let (out, indent) = (&report_opts.out, report_opts.out_indent);
     let selected = block_on(async {
         let mut conn = bus.connect().await?;
         jobs::selected(&mut conn, &req).await
     })??;
+    if report_opts.preview_target {
+        let ids = selected.into_iter().map(Value::String).collect();
+        out.display_value(&Value::Array(ids), indent);
+        return Ok(ExitCode::SUCCESS);
+    }
+    const NO_MATCH: &str =
+        "No minions matched the target. No command was sent, no jid was assigned.";
     if selected.is_empty() {
         // As `salt`: nothing is published, and the outputter shows `{}`.
-        println!("No minions matched the target. No command was sent, no jid was assigned.");
+        println!("{NO_MATCH}");
+        if report_opts.run_async {
+            println!("Executed command with job ID: 0");
+            return Ok(ExitCode::SUCCESS);
+        }
         out.display(&Map::new(), indent);
         eprintln!("ERROR: No return received");
         return Ok(ExitCode::from(2));
     }
+    let jid = crate::jid::new_jid();
+    if report_opts.run_async {
+        block_on(jobs::submit(&bus, &req, &jid))??;
+        println!("Executed command with job ID: {jid}");
+        return Ok(ExitCode::SUCCESS);
+    }
+    if report_opts.show_jid {
+        println!("jid: {jid}");
+    }
     let tty = std::io::stderr().is_terminal();
-    let report: Report = block_on(jobs::run(
+    // `--static` gathers every return and prints them as one document.
+    let mut gathered = Map::new();
+    let report: Report = block_on(jobs::run_as(
         &bus,
         &req,
+        jid,
         |r: &Return| {
             if tty {
                 eprint!("\r\x1b[K");
             }
-            print_one(out, indent, &r.id, r.ret.clone());
+            if report_opts.static_out {
+                gathered.insert(r.id.clone(), r.ret.clone());
+            } else {
+                print_one(out, indent, &r.id, r.ret.clone());
+            }
         },
         |p| {
             if tty {
@@ -220,21 +295,30 @@ fn run_and_report(
     if verbose {
         eprintln!("jid: {}", report.jid);
     }
-    for id in &report.missed_minions {
-        print_one(
-            out,
-            indent,
-            id,
-            Value::String("Minion did not return. [No response]".into()),
-        );
+    if report_opts.static_out {
+        // As `salt --static`: one document, and no retcode decides.
+        if gathered.is_empty() {
+            eprintln!("ERROR: No return received");
+            return Ok(ExitCode::from(2));
+        }
+        out.display(&gathered, indent);
+        report_forged(&report.forged);
+        return Ok(ExitCode::SUCCESS);
     }
-    for id in &report.missed_maids {
-        print_one(
-            out,
-            indent,
-            id,
-            Value::String("Minion did not return. [Not connected]".into()),
-        );
+    if !report_opts.hide_timeout {
+        let missed = report
+            .missed_minions
+            .iter()
+            .map(|id| (id, "Minion did not return. [No response]".to_string()))
+            .chain(
+                report
+                    .missed_maids
+                    .iter()
+                    .map(|id| (id, "Minion did not return. [Not connected]".to_string())),
+            );
+        for (id, row) in missed {
+            print_one(out, indent, id, Value::String(row));
+        }
     }
     for (id, reason) in &report.rejected {
         print_one(
@@ -248,10 +332,24 @@ fn run_and_report(
     if report_opts.summary {
         print!("{}", summary(&report));
     }
-    if let Some(message) = report.exit_message() {
-        eprintln!("{message}");
+    // With --hide-timeout, Salt has no row, so no failure, for a minion
+    // that did not return.
+    let code = if report_opts.hide_timeout {
+        let shown = Report {
+            missed_minions: Default::default(),
+            missed_maids: Default::default(),
+            ..report.clone()
+        };
+        shown.exit_code()
+    } else {
+        report.exit_code()
+    };
+    match code {
+        1 => eprintln!("ERROR: Minions returned with non-zero exit code"),
+        2 => eprintln!("ERROR: No return received"),
+        _ => {}
     }
-    Ok(ExitCode::from(report.exit_code()))
+    Ok(ExitCode::from(code))
 }
 
 /// Forged replies go to stderr, never among the returns.

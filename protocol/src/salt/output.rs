@@ -115,14 +115,19 @@ impl Out {
     /// What `display_output` prints on stdout for `data`, given Salt's
     /// `output_indent` (`--out-indent`; `None` when not given).
     pub fn render(&self, data: &Map<String, Value>, indent: Option<i64>) -> String {
-        let data = Value::Object(data.clone());
+        self.render_value(&Value::Object(data.clone()), indent)
+    }
+
+    /// [`Self::render`] for data that is no `{id: return}` mapping (the
+    /// minion list of `--preview-target`).
+    pub fn render_value(&self, data: &Value, indent: Option<i64>) -> String {
         let text = match self.outputter() {
-            Outputter::Nested => nested(&data),
-            Outputter::Json => json(&data, indent),
-            Outputter::Yaml => yaml::dump(&data, indent),
-            Outputter::Txt => txt(&data),
-            Outputter::Raw => python::repr(&data),
-            Outputter::Pprint => pprint(&data, indent),
+            Outputter::Nested => nested(data),
+            Outputter::Json => json(data, indent),
+            Outputter::Yaml => yaml::dump(data, indent),
+            Outputter::Txt => txt(data),
+            Outputter::Raw => python::repr(data),
+            Outputter::Pprint => pprint(data, indent),
         };
         let text = text.trim_end();
         if text.is_empty() {
@@ -135,10 +140,15 @@ impl Out {
     /// Print `data` as `display_output` does: stdout, and the warning on
     /// stderr when there is one.
     pub fn display(&self, data: &Map<String, Value>, indent: Option<i64>) {
+        self.display_value(&Value::Object(data.clone()), indent);
+    }
+
+    /// [`Self::display`] for any data.
+    pub fn display_value(&self, data: &Value, indent: Option<i64>) {
         if let Some(w) = self.warning() {
             eprintln!("{w}");
         }
-        print!("{}", self.render(data, indent));
+        print!("{}", self.render_value(data, indent));
     }
 }
 
@@ -329,7 +339,12 @@ fn json_str(s: &str, out: &mut String) {
 /// return, `minion: str(return)` otherwise.
 pub fn txt(data: &Value) -> String {
     let mut out = String::new();
-    if let Value::Object(map) = data {
+    let map = match data {
+        Value::Object(map) => map,
+        Value::String(s) => return format!("{s}\n"),
+        other => return format!("{}\n", pprint(other, None)),
+    };
+    {
         for (minion, ret) in map {
             match ret {
                 Value::String(s) => {

@@ -30,7 +30,10 @@ mod glob;
 mod grain;
 mod ipcidr;
 mod list;
+mod nodegroup;
 mod pcre;
+
+pub use self::nodegroup::{nodegroup_comp, resolve_compound};
 
 use std::collections::HashMap;
 
