@@ -472,7 +472,9 @@ async fn malformed_bodies_are_400_naming_the_field() {
         (with("fun", json!(["a.b", "c.d"])), "[0].fun"),
         (json!([{"client": "local", "fun": "test.ping"}]), "[0].tgt"),
         (with("tgt", json!({"a": 1})), "[0].tgt"),
-        (with("tgt_type", json!("nodegroup")), "[0].tgt_type"),
+        (with("tgt_type", json!("range")), "[0].tgt_type"),
+        // A nodegroup the master does not define.
+        (with("tgt_type", json!("nodegroup")), "[0].tgt"),
         (with("expr_form", json!(5)), "[0].expr_form"),
         (
             json!([{"client": "local", "tgt": "[", "tgt_type": "pcre", "fun": "a.b"}]),

@@ -37,7 +37,7 @@ pub async fn run(
     Extension(User(user)): Extension<User>,
     body: Bytes,
 ) -> Result<Json<Value>, ApiError> {
-    let chunks = lowstate::parse(&body, api.max_timeout_secs)?;
+    let chunks = lowstate::parse(&body, api.max_timeout_secs, &api.nodegroups)?;
     authorize(&api, &user, &chunks).await?;
     let mut returns = Vec::with_capacity(chunks.len());
     let mut maid = Vec::with_capacity(chunks.len());

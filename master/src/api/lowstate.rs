@@ -51,8 +51,14 @@ impl Chunk {
 }
 
 /// Parse a lowstate body: a list of chunks, or one chunk on its own (as
-/// salt-api also takes). `max_timeout` bounds each chunk's `timeout`.
-pub fn parse(body: &[u8], max_timeout: f64) -> Result<Vec<Chunk>, ApiError> {
+/// salt-api also takes). `max_timeout` bounds each chunk's `timeout`;
+/// `nodegroups` (the master's) expand `tgt_type: nodegroup` and `N@` words,
+/// as Salt's LocalClient does before it publishes.
+pub fn parse(
+    body: &[u8],
+    max_timeout: f64,
+    nodegroups: &Map<String, Value>,
+) -> Result<Vec<Chunk>, ApiError> {
     let value: Value = serde_json::from_slice(body)
         .map_err(|e| ApiError::bad("body", format!("not JSON: {e}")))?;
     let items = match value {
@@ -66,11 +72,16 @@ pub fn parse(body: &[u8], max_timeout: f64) -> Result<Vec<Chunk>, ApiError> {
     items
         .iter()
         .enumerate()
-        .map(|(i, item)| chunk(i, item, max_timeout))
+        .map(|(i, item)| chunk(i, item, max_timeout, nodegroups))
         .collect()
 }
 
-fn chunk(i: usize, item: &Value, max_timeout: f64) -> Result<Chunk, ApiError> {
+fn chunk(
+    i: usize,
+    item: &Value,
+    max_timeout: f64,
+    nodegroups: &Map<String, Value>,
+) -> Result<Chunk, ApiError> {
     let field = |name: &str| format!("[{i}].{name}");
     let Some(obj) = item.as_object() else {
         return Err(ApiError::bad(format!("[{i}]"), "a chunk must be an object"));
@@ -112,11 +123,33 @@ fn chunk(i: usize, item: &Value, max_timeout: f64) -> Result<Chunk, ApiError> {
         (None, Some(t)) => ("expr_form", Some(t)),
         (None, None) => ("tgt_type", None),
     };
-    let tgt_type_name = match type_value {
+    let mut tgt_type_name = match type_value {
         None => "glob".to_string(),
         Some(Value::String(t)) => t.clone(),
         Some(_) => return Err(ApiError::bad(field(type_field), "must be a string")),
     };
+    // Nodegroups are the master's: expanded into compound words here.
+    let mut tgt = tgt;
+    if tgt_type_name == "nodegroup" {
+        let Value::String(name) = &tgt else {
+            return Err(ApiError::bad(
+                field("tgt"),
+                "a nodegroup target names one group",
+            ));
+        };
+        if !nodegroups.contains_key(name) {
+            return Err(ApiError::bad(
+                field("tgt"),
+                format!("Node group {name} unavailable in the master config file"),
+            ));
+        }
+        tgt = Value::String(target::nodegroup_comp(name, nodegroups).join(" "));
+        tgt_type_name = "compound".into();
+    } else if tgt_type_name == "compound"
+        && let Value::String(expr) = &tgt
+    {
+        tgt = Value::String(target::resolve_compound(expr, nodegroups));
+    }
     let tgt_type = TargetType::parse(&tgt_type_name)
         .map_err(|e| ApiError::bad(field(type_field), e.to_string()))?;
     // Evaluating the target once finds what every maid would reject.
@@ -183,10 +216,40 @@ mod tests {
     use super::*;
 
     fn field_of(body: &str) -> String {
-        match parse(body.as_bytes(), 60.0) {
+        match parse(body.as_bytes(), 60.0, &Map::new()) {
             Err(ApiError::BadRequest { field, .. }) => field,
             other => panic!("{body}: {other:?}"),
         }
+    }
+
+    #[test]
+    fn nodegroups_are_expanded_before_publishing() {
+        let groups = serde_json::json!({"dbs": ["db1", "db2"], "web": "web* or N@dbs"});
+        let groups = groups.as_object().unwrap();
+        let c = &parse(
+            br#"{"client": "local", "tgt": "web", "tgt_type": "nodegroup", "fun": "test.ping"}"#,
+            60.0,
+            groups,
+        )
+        .unwrap()[0];
+        assert_eq!(c.tgt_type, TargetType::Compound);
+        assert_eq!(c.tgt, Value::String("( web* or L@db1,db2 )".into()));
+        let c = &parse(
+            br#"{"client": "local", "tgt": "N@dbs and not db2", "tgt_type": "compound", "fun": "test.ping"}"#,
+            60.0,
+            groups,
+        )
+        .unwrap()[0];
+        assert_eq!(c.tgt, Value::String("L@db1,db2 and not db2".into()));
+        let unknown = parse(
+            br#"{"client": "local", "tgt": "nope", "tgt_type": "nodegroup", "fun": "test.ping"}"#,
+            60.0,
+            groups,
+        );
+        assert!(
+            matches!(unknown, Err(ApiError::BadRequest { .. })),
+            "{unknown:?}"
+        );
     }
 
     #[test]
@@ -195,6 +258,7 @@ mod tests {
             br#"{"client": "local_async", "tgt": "web1,web2", "expr_form": "list",
                  "fun": "cmd.run", "arg": "uptime", "timeout": "2.5", "extra": 1}"#,
             60.0,
+            &Map::new(),
         )
         .unwrap();
         let c = &chunks[0];
@@ -205,6 +269,7 @@ mod tests {
         let c = &parse(
             br#"[{"client": "local", "tgt": "*", "fun": "test.ping"}]"#,
             60.0,
+            &Map::new(),
         )
         .unwrap()[0];
         assert_eq!((c.tgt_type, c.wait()), (TargetType::Glob, DEFAULT_TIMEOUT));
@@ -234,7 +299,7 @@ mod tests {
             "[0].tgt"
         );
         assert_eq!(
-            field_of(r#"{"client": "local", "tgt": "*", "expr_form": "nodegroup", "fun": "a.b"}"#),
+            field_of(r#"{"client": "local", "tgt": "*", "expr_form": "range", "fun": "a.b"}"#),
             "[0].expr_form"
         );
         assert_eq!(

@@ -58,6 +58,8 @@ pub struct Settings {
     /// The accepted maid keys: with them, only signed replies count, as
     /// for `maid run`.
     pub pki: Option<crate::pki::Pki>,
+    /// `[master] nodegroups`, expanded before a job is published.
+    pub nodegroups: serde_json::Map<String, serde_json::Value>,
 }
 
 /// Why the API could not start or stopped.
@@ -88,6 +90,8 @@ struct Inner {
     /// `/events` (a user without `@jobs` sees only their own).
     owners: Owners,
     max_timeout_secs: f64,
+    /// `[master] nodegroups`, for `tgt_type: nodegroup` and `N@` words.
+    nodegroups: serde_json::Map<String, serde_json::Value>,
     /// Turns true when the server begins to shut down, so that endless
     /// responses (`/events`) end.
     stopping: watch::Receiver<bool>,
@@ -217,6 +221,7 @@ pub async fn serve(
         perms,
         owners: Owners::default(),
         max_timeout_secs: settings.api.max_timeout_secs,
+        nodegroups: settings.nodegroups,
         stopping,
     }));
     let app = router(api);

@@ -12,7 +12,7 @@
 
 use std::collections::BTreeMap;
 
-use regex::Regex;
+use maid_protocol::salt::pyre::PyRegex;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -41,10 +41,10 @@ pub struct PermError {
 pub const JOBS: &str = "@jobs";
 const SPECIAL: [&str; 3] = ["@runner", "@wheel", JOBS];
 
-/// Salt's function check (`CkMinions.match_check`): `re.match`, which is
-/// anchored at the start of the function name only.
-fn fun_regex(pattern: &str) -> Result<Regex, regex::Error> {
-    Regex::new(&format!("^(?:{pattern})"))
+/// Salt's function check (`CkMinions.match_check`): `re.match`, Python's
+/// syntax, anchored at the start of the function name only.
+fn fun_regex(pattern: &str) -> Result<PyRegex, String> {
+    PyRegex::new(pattern)
 }
 
 /// Check every entry of `perms` (regexes compile, targets parse, one
@@ -127,7 +127,7 @@ pub fn has(entries: &[PermEntry], special: &str) -> bool {
 fn fun_allowed(patterns: &[String], fun: &str) -> bool {
     patterns
         .iter()
-        .any(|p| !p.starts_with('@') && fun_regex(p).is_ok_and(|r| r.is_match(fun)))
+        .any(|p| !p.starts_with('@') && fun_regex(p).is_ok_and(|r| r.is_match_at_start(fun)))
 }
 
 /// The known minions `tgt` of type `tgt_type` selects (the registered

@@ -83,6 +83,7 @@ fn serve(args: ApiArgs) -> anyhow::Result<ExitCode> {
     };
     let master_topic = args.master.topic(&config);
     let pki = args.master.pki(&config);
+    let nodegroups = config.master.nodegroups.clone();
     // Many requests at once: a worker per core, unlike the one-shot
     // commands.
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -103,6 +104,7 @@ fn serve(args: ApiArgs) -> anyhow::Result<ExitCode> {
             key,
             api: settings,
             pki,
+            nodegroups,
         };
         crate::api::serve(listener, tls, settings, super::shutdown_signal()).await?;
         anyhow::Ok(ExitCode::SUCCESS)
