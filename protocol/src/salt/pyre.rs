@@ -416,6 +416,17 @@ mod tests {
     }
 
     #[test]
+    fn deep_nesting_is_refused_not_a_crash() {
+        // fancy-regex stops at 64 levels (Python, between 400 and 800): a
+        // hostile target is an error, never an exhausted stack.
+        let deep = |n: usize| format!("{}a{}", "(".repeat(n), ")".repeat(n));
+        assert!(PyRegex::new(&deep(50)).is_ok());
+        assert!(PyRegex::new(&deep(100_000)).is_err());
+        let lookarounds = format!("{}a{}", "(?=".repeat(100_000), ")".repeat(100_000));
+        assert!(PyRegex::new(&lookarounds).is_err());
+    }
+
+    #[test]
     fn refuses_what_python_refuses() {
         for bad in [
             r"\q",
