@@ -11,5 +11,5 @@ fuzz_target!(|data: &[u8]| {
     };
     let words: Vec<String> = text.split('\0').map(str::to_owned).collect();
     let (positional, mut kwargs) = args::parse_cli(&words);
-    let _ = args::fold_kwarg_markers(positional, &mut kwargs);
+    let _ = args::load_args_and_kwargs(positional, &mut kwargs);
 });

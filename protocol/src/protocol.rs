@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::salt::args::fold_kwarg_markers;
+use crate::salt::args::load_args_and_kwargs;
 
 /// Redis hash of the registry (PROTOCOL §4).
 pub const REGISTRY_KEY: &str = "maid:registry";
@@ -213,7 +213,7 @@ impl Job {
             return Err(malformed("fun is empty".into()));
         }
         let mut kwarg = wire.kwarg.or(wire.kwargs).unwrap_or_default();
-        let arg = fold_kwarg_markers(wire.arg, &mut kwarg);
+        let arg = load_args_and_kwargs(wire.arg, &mut kwarg);
         let tgt = wire.tgt.unwrap_or_else(|| Value::String("*".into()));
         if !(tgt.is_string() || tgt.is_array()) {
             return Err(malformed("tgt must be a string or an array".into()));

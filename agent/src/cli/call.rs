@@ -9,7 +9,7 @@ use anyhow::bail;
 use clap::Args;
 use maid::runtime::CallRequest;
 use maid::runtime::Failure;
-use maid::salt::args::{fold_kwarg_markers, parse_cli};
+use maid::salt::args::{load_args_and_kwargs, parse_cli};
 use maid::salt::output::Out;
 use serde_json::Map;
 
@@ -107,7 +107,7 @@ pub fn invoke(setup: &Setup, call: &Invocation, author: bool) -> anyhow::Result<
     let (positional, mut kwargs) = parse_cli(&call.args);
     // As the minion reads a job's arguments (`load_args_and_kwargs`): a
     // string that reads `key=value` is a keyword argument there too.
-    let positional = fold_kwarg_markers(positional, &mut kwargs);
+    let positional = load_args_and_kwargs(positional, &mut kwargs);
     let outcome = super::block_on(async {
         runtime.load_dir(&setup.plugin_dir).await?;
         anyhow::Ok(

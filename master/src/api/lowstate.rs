@@ -123,33 +123,22 @@ fn chunk(
         (None, Some(t)) => ("expr_form", Some(t)),
         (None, None) => ("tgt_type", None),
     };
-    let mut tgt_type_name = match type_value {
+    let tgt_type_name = match type_value {
         None => "glob".to_string(),
         Some(Value::String(t)) => t.clone(),
         Some(_) => return Err(ApiError::bad(field(type_field), "must be a string")),
     };
     // Nodegroups are the master's: expanded into compound words here.
-    let mut tgt = tgt;
-    if tgt_type_name == "nodegroup" {
-        let Value::String(name) = &tgt else {
+    let (tgt, tgt_type_name) = match target::expand_nodegroups(tgt, &tgt_type_name, nodegroups) {
+        Ok((tgt, name)) => (tgt, name.to_string()),
+        Err(e @ target::NodegroupError::Unknown(_)) => {
             return Err(ApiError::bad(
                 field("tgt"),
-                "a nodegroup target names one group",
-            ));
-        };
-        if !nodegroups.contains_key(name) {
-            return Err(ApiError::bad(
-                field("tgt"),
-                format!("Node group {name} unavailable in the master config file"),
+                format!("{e} in the master config file"),
             ));
         }
-        tgt = Value::String(target::nodegroup_comp(name, nodegroups).join(" "));
-        tgt_type_name = "compound".into();
-    } else if tgt_type_name == "compound"
-        && let Value::String(expr) = &tgt
-    {
-        tgt = Value::String(target::resolve_compound(expr, nodegroups));
-    }
+        Err(e) => return Err(ApiError::bad(field("tgt"), e.to_string())),
+    };
     let tgt_type = TargetType::parse(&tgt_type_name)
         .map_err(|e| ApiError::bad(field(type_field), e.to_string()))?;
     // Evaluating the target once finds what every maid would reject.

@@ -191,29 +191,19 @@ fn run_and_report(
     let (out, indent) = (&report_opts.out, report_opts.out_indent);
     // Nodegroups are the master's: expanded here, as Salt's LocalClient
     // does, so maids only ever see compound words.
-    let groups = &config.master.nodegroups;
-    let (tgt, tgt_type) = match (tgt_type, &tgt) {
-        ("nodegroup", Value::String(name)) => {
-            if !groups.contains_key(name) {
+    let (tgt, tgt_type) =
+        match crate::target::expand_nodegroups(tgt, tgt_type, &config.master.nodegroups) {
+            Ok(expanded) => expanded,
+            // As `salt`: the error through the outputter, exit 0.
+            Err(e) => {
                 let conf = master.config.as_ref().map_or_else(
                     || "the master config file".to_string(),
                     |p| p.display().to_string(),
                 );
-                out.display_value(
-                    &Value::String(format!("Node group {name} unavailable in {conf}")),
-                    indent,
-                );
+                out.display_value(&Value::String(format!("{e} in {conf}")), indent);
                 return Ok(ExitCode::SUCCESS);
             }
-            let words = crate::target::nodegroup_comp(name, groups);
-            (Value::String(words.join(" ")), "compound")
-        }
-        ("compound", Value::String(expr)) => (
-            Value::String(crate::target::resolve_compound(expr, groups)),
-            "compound",
-        ),
-        _ => (tgt, tgt_type),
-    };
+        };
     let req = JobRequest {
         master_topic: master.topic(&config),
         tgt,
@@ -332,18 +322,7 @@ fn run_and_report(
     if report_opts.summary {
         print!("{}", summary(&report));
     }
-    // With --hide-timeout, Salt has no row, so no failure, for a minion
-    // that did not return.
-    let code = if report_opts.hide_timeout {
-        let shown = Report {
-            missed_minions: Default::default(),
-            missed_maids: Default::default(),
-            ..report.clone()
-        };
-        shown.exit_code()
-    } else {
-        report.exit_code()
-    };
+    let code = report.exit_code_with(!report_opts.hide_timeout);
     match code {
         1 => eprintln!("ERROR: Minions returned with non-zero exit code"),
         2 => eprintln!("ERROR: No return received"),

@@ -43,7 +43,7 @@ fn condition(value: Value) -> Value {
 /// A job's arguments as a minion takes them (`load_args_and_kwargs`):
 /// `{"__kwarg__": true, ...}` elements and `key=value` strings become
 /// keyword arguments; everything else stays positional, as it came.
-pub fn fold_kwarg_markers(args: Vec<Value>, kwargs: &mut Map<String, Value>) -> Vec<Value> {
+pub fn load_args_and_kwargs(args: Vec<Value>, kwargs: &mut Map<String, Value>) -> Vec<Value> {
     let mut positional = Vec::with_capacity(args.len());
     for arg in args {
         match arg {
@@ -244,7 +244,7 @@ mod tests {
     #[test]
     fn kwarg_markers_fold() {
         let mut kwargs = Map::new();
-        let args = fold_kwarg_markers(
+        let args = load_args_and_kwargs(
             vec![
                 json!("x"),
                 json!({"__kwarg__": true, "cwd": "/tmp"}),

@@ -338,22 +338,20 @@ fn json_str(s: &str, out: &mut String) {
 /// Salt's `txt` outputter: `minion: line` for every line of a string
 /// return, `minion: str(return)` otherwise.
 pub fn txt(data: &Value) -> String {
-    let mut out = String::new();
     let map = match data {
         Value::Object(map) => map,
         Value::String(s) => return format!("{s}\n"),
         other => return format!("{}\n", pprint(other, None)),
     };
-    {
-        for (minion, ret) in map {
-            match ret {
-                Value::String(s) => {
-                    for line in split_lines(s) {
-                        out.push_str(&format!("{minion}: {line}\n"));
-                    }
+    let mut out = String::new();
+    for (minion, ret) in map {
+        match ret {
+            Value::String(s) => {
+                for line in split_lines(s) {
+                    out.push_str(&format!("{minion}: {line}\n"));
                 }
-                other => out.push_str(&format!("{minion}: {}\n", python::str(other))),
             }
+            other => out.push_str(&format!("{minion}: {}\n", python::str(other))),
         }
     }
     out

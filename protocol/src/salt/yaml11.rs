@@ -133,7 +133,7 @@ impl MarkedEventReceiver for Builder {
                 let tag = match tag {
                     Some(t) if non_specific(&t) => format!("{TAG}str"),
                     Some(t) => full_tag(&t),
-                    None if style == TScalarStyle::Plain => resolve(&value).to_string(),
+                    None if style == TScalarStyle::Plain => resolve_plain(&value).to_string(),
                     None => format!("{TAG}str"),
                 };
                 self.push(Node::Scalar { tag, value }, anchor);
@@ -178,14 +178,10 @@ impl MarkedEventReceiver for Builder {
     }
 }
 
-/// The tag PyYAML's resolver gives a plain scalar: whether a dumper may
-/// write a string unquoted (`tag:yaml.org,2002:str`) or must quote it.
+/// The tag PyYAML's implicit resolvers (YAML 1.1, in its order) give a
+/// plain scalar; a dumper writes a string unquoted only when this is
+/// `tag:yaml.org,2002:str`.
 pub fn resolve_plain(value: &str) -> &'static str {
-    resolve(value)
-}
-
-/// PyYAML's implicit resolvers (YAML 1.1), in its order.
-fn resolve(value: &str) -> &'static str {
     static RESOLVERS: LazyLock<Vec<(&'static str, Regex)>> = LazyLock::new(|| {
         [
             (

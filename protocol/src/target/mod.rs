@@ -33,7 +33,7 @@ mod list;
 mod nodegroup;
 mod pcre;
 
-pub use self::nodegroup::{nodegroup_comp, resolve_compound};
+pub use self::nodegroup::{NodegroupError, expand_nodegroups, nodegroup_comp, resolve_compound};
 
 use std::collections::HashMap;
 

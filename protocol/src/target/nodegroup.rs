@@ -88,6 +88,39 @@ fn regex_or_list(words: &[String]) -> Option<String> {
     ))
 }
 
+/// Why a `nodegroup` target cannot be expanded.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum NodegroupError {
+    /// The target is not one group's name.
+    #[error("a nodegroup target names one group")]
+    NotAName,
+    /// The master defines no such group.
+    #[error("Node group {0} unavailable")]
+    Unknown(String),
+}
+
+/// A target as the master publishes it (`LocalClient._prep_pub`): a
+/// `nodegroup` target becomes its group's compound words, `N@` words of a
+/// compound string are replaced, any other target stays as it is.
+pub fn expand_nodegroups<'t>(
+    tgt: Value,
+    tgt_type: &'t str,
+    groups: &Map<String, Value>,
+) -> Result<(Value, &'t str), NodegroupError> {
+    match (tgt_type, &tgt) {
+        ("nodegroup", Value::String(name)) if groups.contains_key(name) => Ok((
+            Value::String(nodegroup_comp(name, groups).join(" ")),
+            "compound",
+        )),
+        ("nodegroup", Value::String(name)) => Err(NodegroupError::Unknown(name.clone())),
+        ("nodegroup", _) => Err(NodegroupError::NotAName),
+        ("compound", Value::String(expr)) => {
+            Ok((Value::String(resolve_compound(expr, groups)), "compound"))
+        }
+        _ => Ok((tgt, tgt_type)),
+    }
+}
+
 /// A compound target with every `N@group` word replaced by its words, as
 /// the master resolves it before publishing.
 pub fn resolve_compound(tgt: &str, groups: &Map<String, Value>) -> String {
