@@ -159,17 +159,37 @@ fn expected<'m>(
 pub async fn selected(conn: &mut Conn, req: &JobRequest) -> Result<BTreeSet<String>, BusError> {
     let maids = alive_maids(conn).await?;
     let accepted = req.pki.as_ref().map(|pki| accepted_keys(pki, &maids));
+    Ok(matching(&maids, req, accepted.as_ref()))
+}
+
+/// The expected maids of `maids` that `req`'s target selects.
+fn matching(maids: &Maids, req: &JobRequest, accepted: Option<&AcceptedKeys>) -> BTreeSet<String> {
     let Ok(tgt_type) = crate::target::TargetType::parse(&req.tgt_type) else {
-        return Ok(BTreeSet::new());
+        return BTreeSet::new();
     };
     let empty = Map::new();
-    Ok(expected(&maids, req, accepted.as_ref())
+    expected(maids, req, accepted)
         .filter(|(id, reg)| {
             let grains = reg.map_or(&empty, |r| &r.grains);
             crate::target::matches(&req.tgt, tgt_type, id, grains).unwrap_or(false)
         })
         .map(|(id, _)| id.clone())
-        .collect())
+        .collect()
+}
+
+/// Save `req`'s load as job `jid` ([`jobcache`](crate::jobcache)), the
+/// target selecting `minions`, and publish it replying on `topic`.
+pub async fn publish_job(
+    conn: &mut Conn,
+    req: &JobRequest,
+    jid: &str,
+    topic: &str,
+    minions: impl IntoIterator<Item = String>,
+) -> Result<(), BusError> {
+    let load = crate::jobcache::Load::of(req, jid, minions);
+    crate::jobcache::save(conn, &load).await?;
+    publish(conn, &req.master_topic, &job_payload(req, jid, topic)).await?;
+    Ok(())
 }
 
 /// Returns stored in the job cache for `jid`, as they are (signed or not).
@@ -318,11 +338,14 @@ pub async fn run(
 
 /// Publish `req` as job `jid` and return at once, as `salt --async` does:
 /// the returns are left to the job cache.
-pub async fn submit(bus: &Bus, req: &JobRequest, jid: &str) -> Result<(), BusError> {
+pub async fn submit(
+    bus: &Bus,
+    req: &JobRequest,
+    jid: &str,
+    minions: impl IntoIterator<Item = String>,
+) -> Result<(), BusError> {
     let mut conn = bus.connect().await?;
-    let payload = job_payload(req, jid, &temp_topic(jid));
-    publish(&mut conn, &req.master_topic, &payload).await?;
-    Ok(())
+    publish_job(&mut conn, req, jid, &temp_topic(jid), minions).await
 }
 
 /// [`run`] as job `jid`, which the caller chose (to show it first).
@@ -369,9 +392,9 @@ pub async fn run_on(
     report.expected = expected(&maids, req, accepted.as_ref())
         .map(|(id, _)| id.clone())
         .collect();
-    let payload = job_payload(req, &report.jid, topic);
     let started = Instant::now();
-    publish(conn, &req.master_topic, &payload).await?;
+    let minions = matching(&maids, req, accepted.as_ref());
+    publish_job(conn, req, &report.jid, topic, minions).await?;
 
     let mut pinged = BTreeSet::new();
     let deadline = tokio::time::Instant::now() + req.timeout;

@@ -4,6 +4,8 @@
 //! * [`bus`]: connections to Redis (standalone, Sentinel, Cluster; TLS).
 //! * [`config`]: the operator's TOML file, which agent and master share.
 //! * [`jobs`]: publish a job and collect what comes back (`maid run`).
+//! * [`batch`]: Salt's rolling batch (`-b`, `local_batch`).
+//! * [`jobcache`]: what each job was (its load), for `jobs.list_jobs`.
 //! * [`api`]: `maid api`, salt-api's REST interface.
 //! * [`filestore`] and [`plugin_store`]: the layout in Redis of pushed
 //!   `salt://` files and plugins, pushing, and verifying what was pushed.
@@ -12,11 +14,13 @@
 //! * [`cli`]: the master commands of the `maid` binary.
 
 pub mod api;
+pub mod batch;
 pub mod bus;
 pub mod cli;
 pub mod config;
 pub mod filestore;
 pub mod fsutil;
+pub mod jobcache;
 pub mod jobs;
 pub mod pki;
 pub mod plugin_store;

@@ -29,7 +29,8 @@ pub fn venv() -> PathBuf {
     assert!(
         found,
         "Salt {SALT_VERSION} is not installed in {0}; `./dev test` makes it, or: \
-         python3 -m venv {0} && {0}/bin/pip install salt=={SALT_VERSION} salt-pepper==0.7.6",
+         python3 -m venv {0} && {0}/bin/pip install salt=={SALT_VERSION} salt-pepper==0.7.6 \
+         cherrypy==18.10.0",
         dir.display()
     );
     dir
@@ -57,4 +58,64 @@ pub fn oracle(command: &str, input: &Value) -> Value {
         String::from_utf8_lossy(&out.stderr)
     );
     serde_json::from_slice(&out.stdout).expect("oracle.py writes JSON")
+}
+
+/// A real Salt 3008.4 fleet on loopback — a salt-master, salt-minions and,
+/// with `api`, a salt-api (rest_cherrypy) — from `tests/salt/realsalt.py`.
+/// Closing its stdin (on drop) stops every daemon.
+pub struct RealSalt {
+    child: std::process::Child,
+    /// salt-api's address, with `api`.
+    pub api_url: Option<String>,
+    /// The master's configuration directory, for `salt -c`.
+    pub master_config_dir: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl RealSalt {
+    /// Start minions `ids` (and salt-api, whose `auto` eauth lets `user`
+    /// in with any password and every permission); returns once each
+    /// minion answers `test.ping`.
+    pub fn start(ids: &[&str], api: bool, user: &str) -> RealSalt {
+        use std::io::BufRead;
+        let dir = tempfile::tempdir().unwrap();
+        let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/salt/realsalt.py");
+        let mut cmd = Command::new(venv().join("bin/python"));
+        cmd.arg(script).arg("--dir").arg(dir.path()).args([
+            "--minions",
+            &ids.join(","),
+            "--user",
+            user,
+        ]);
+        if api {
+            cmd.arg("--api");
+        }
+        let mut child = cmd
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start tests/salt/realsalt.py");
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let ready: Value = serde_json::from_str(&line).unwrap_or_else(|_| {
+            panic!("realsalt.py did not start Salt (its log is above on stderr): {line:?}")
+        });
+        let master_config = PathBuf::from(ready["master_config"].as_str().unwrap());
+        RealSalt {
+            child,
+            api_url: ready["api_url"].as_str().map(str::to_string),
+            master_config_dir: master_config.parent().unwrap().to_path_buf(),
+            _dir: dir,
+        }
+    }
+}
+
+impl Drop for RealSalt {
+    fn drop(&mut self) {
+        drop(self.child.stdin.take());
+        let _ = self.child.wait();
+    }
 }

@@ -27,6 +27,13 @@ pub enum ApiError {
     /// No route here.
     #[error("not found")]
     NotFound,
+    /// The body's type, or every type the client accepts, is one the API
+    /// does not speak.
+    #[error("{0}")]
+    NotAcceptable(String),
+    /// A task failed that should not have.
+    #[error("internal error: {0}")]
+    Internal(String),
     /// Redis could not be reached or failed; the request may be retried.
     #[error("{error}")]
     Redis { error: BusError },
@@ -47,6 +54,8 @@ impl ApiError {
             ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
             ApiError::TooManyRequests { .. } => StatusCode::TOO_MANY_REQUESTS,
             ApiError::NotFound => StatusCode::NOT_FOUND,
+            ApiError::NotAcceptable(_) => StatusCode::NOT_ACCEPTABLE,
+            ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
             ApiError::Redis { .. } => StatusCode::SERVICE_UNAVAILABLE,
         }
     }

@@ -1,5 +1,6 @@
-//! `POST /` (salt-api's lowstate run) and `GET /jobs/{jid}` (the job
-//! cache).
+//! `POST /` and `POST /run` (salt-api's lowstate run: the `local`,
+//! `local_async`, `local_batch`, `runner` and `wheel` clients), `GET
+//! /jobs` and `GET /jobs/{jid}` (the job cache).
 //!
 //! Jobs go out exactly as `maid run` sends them — [`jobs::run_on`] and
 //! [`jobs::job_payload`], signed with the master key when one is
@@ -8,43 +9,143 @@
 //! fields are read, and the jid, reply topic, user and signature are the
 //! API's own.
 
-use std::collections::HashSet;
+use std::collections::{BTreeSet, HashSet};
 
 use axum::body::Bytes;
-use axum::extract::{Path, State};
+use axum::extract::{ConnectInfo, Path, State};
+use axum::http::HeaderMap;
 use axum::{Extension, Json};
 use serde_json::{Map, Value, json};
 
-use super::Api;
 use super::error::ApiError;
 use super::hub::Event;
 use super::login::User;
 use super::lowstate::{self, Chunk, Client};
-use super::perms;
+use super::master_funs::{self, BadCall, Bound, Form};
+use super::{Api, ClientAddr, media, perms};
 use crate::jobs::{self, JobRequest, Report};
-use crate::{bus, jid, target};
+use crate::protocol::Return;
+use crate::target::TargetType;
+use crate::{batch, jid, jobcache};
 
 /// How long a `local` call keeps listening for repeated returns once
 /// everything expected came back (as `maid run`).
 const LINGER: std::time::Duration = std::time::Duration::from_millis(100);
 
-/// Run every chunk in order (later chunks may rely on earlier ones, as in
-/// salt-api) and answer `{"return": [...], "maid": [...]}`, one element of
-/// each per chunk. `return` is exactly salt-api's; `maid` adds what only
-/// the maid design knows.
+/// `POST /`: run every chunk in order (later chunks may rely on earlier
+/// ones, as in salt-api) and answer `{"return": [...], "maid": [...]}`.
+/// `return` is exactly salt-api's (one element per chunk, one per
+/// minion for `local_batch`); `maid` adds, per chunk, what only the maid
+/// design knows.
 pub async fn run(
     State(api): State<Api>,
     Extension(User(user)): Extension<User>,
+    headers: HeaderMap,
     body: Bytes,
 ) -> Result<Json<Value>, ApiError> {
-    let chunks = lowstate::parse(&body, api.max_timeout_secs, &api.nodegroups)?;
-    authorize(&api, &user, &chunks).await?;
+    let lowstate = lowstate_of(&headers, &body)?;
+    let chunks = lowstate::parse(lowstate, api.max_timeout_secs, &api.nodegroups)?;
+    let users = vec![user; chunks.len()];
+    run_chunks(&api, &chunks, &users).await
+}
+
+/// `POST /run`: as `POST /`, each chunk carrying its own credentials
+/// (`token`, or `username` and `password`) instead of a session token.
+pub async fn run_with_credentials(
+    State(api): State<Api>,
+    ConnectInfo(ClientAddr(addr)): ConnectInfo<ClientAddr>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Json<Value>, ApiError> {
+    let lowstate = lowstate_of(&headers, &body)?;
+    let items = lowstate.as_array().cloned().unwrap_or_default();
+    let mut users = Vec::with_capacity(items.len());
+    for item in &items {
+        let creds = |k: &str| item.get(k).and_then(Value::as_str);
+        let user = match (creds("token"), creds("username"), creds("password")) {
+            (Some(token), _, _) => api.auth.check(token).ok_or(ApiError::Unauthorized(
+                "token unknown or expired; log in again",
+            ))?,
+            (None, Some(name), Some(password)) => {
+                let session = api
+                    .auth
+                    .login_from(name, password, &addr.ip().to_string())
+                    .await
+                    .map_err(super::login::refusal)?;
+                api.auth.logout(&session.token);
+                session.user
+            }
+            _ => {
+                return Err(ApiError::Unauthorized(
+                    "No authentication credentials given",
+                ));
+            }
+        };
+        users.push(user);
+    }
+    let chunks = lowstate::parse(lowstate, api.max_timeout_secs, &api.nodegroups)?;
+    run_chunks(&api, &chunks, &users).await
+}
+
+/// `POST /minions`: salt-api's way to start jobs: every chunk runs as
+/// `local_async`; 202 with the jobs' links.
+pub async fn start(
+    State(api): State<Api>,
+    Extension(User(user)): Extension<User>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<(axum::http::StatusCode, Json<Value>), ApiError> {
+    let mut lowstate = lowstate_of(&headers, &body)?;
+    for chunk in lowstate.as_array_mut().into_iter().flatten() {
+        if let Some(obj) = chunk.as_object_mut() {
+            obj.insert("client".into(), json!("local_async"));
+        }
+    }
+    let chunks = lowstate::parse(lowstate, api.max_timeout_secs, &api.nodegroups)?;
+    let users = vec![user; chunks.len()];
+    let Json(mut answer) = run_chunks(&api, &chunks, &users).await?;
+    let links: Vec<Value> = answer["return"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|r| r.get("jid").and_then(Value::as_str))
+        .map(|jid| json!({"href": format!("/jobs/{jid}")}))
+        .collect();
+    answer["_links"] = json!({"jobs": links});
+    Ok((axum::http::StatusCode::ACCEPTED, Json(answer)))
+}
+
+/// The lowstate of a request body, in any format salt-api reads; a single
+/// chunk is a list of one, as `lowdata_fmt` makes it.
+fn lowstate_of(headers: &HeaderMap, body: &[u8]) -> Result<Value, ApiError> {
+    match media::decode(headers, body)? {
+        Some(obj @ Value::Object(_)) => Ok(Value::Array(vec![obj])),
+        Some(list @ Value::Array(_)) => Ok(list),
+        _ => Err(ApiError::bad("body", "Lowstates must be a list")),
+    }
+}
+
+async fn run_chunks(
+    api: &Api,
+    chunks: &[Chunk],
+    users: &[String],
+) -> Result<Json<Value>, ApiError> {
+    authorize(api, chunks, users).await?;
     let mut returns = Vec::with_capacity(chunks.len());
     let mut maid = Vec::with_capacity(chunks.len());
-    for chunk in &chunks {
+    for (chunk, user) in chunks.iter().zip(users) {
         let result = match chunk.client {
-            Client::Local => local(&api, chunk, &user).await,
-            Client::LocalAsync => local_async(&api, chunk, &user).await,
+            Client::Local => local(api, chunk, user).await,
+            Client::LocalAsync => local_async(api, chunk, user).await,
+            Client::LocalBatch => {
+                let (rets, extra) = local_batch(api, chunk, user)
+                    .await
+                    .inspect_err(|_| api.hub.reset())?;
+                returns.extend(rets);
+                maid.push(extra);
+                continue;
+            }
+            Client::Master(form) => master_call(api, chunk, form, user).await,
         };
         let (ret, extra) = result.inspect_err(|_| api.hub.reset())?;
         returns.push(ret);
@@ -56,19 +157,28 @@ pub async fn run(
 /// Every chunk must be allowed by the user's permissions (`[api.perms]`,
 /// Salt's `external_auth`) over the minions the registry knows; else 403
 /// naming the function and target, and nothing runs.
-async fn authorize(api: &Api, user: &str, chunks: &[Chunk]) -> Result<(), ApiError> {
-    let entries = api.perms.of(user);
+async fn authorize(api: &Api, chunks: &[Chunk], users: &[String]) -> Result<(), ApiError> {
     let mut conn = api.hub.conn().await?;
     let known = jobs::alive_maids(&mut conn)
         .await
         .inspect_err(|_| api.hub.reset())?;
-    for chunk in chunks {
-        if !perms::allows(&entries, &chunk.fun, &chunk.tgt, chunk.tgt_type, &known) {
+    for (chunk, user) in chunks.iter().zip(users) {
+        let entries = api.perms.of(user);
+        let allowed = match chunk.client {
+            Client::Master(form) => perms::spec_allows(&entries, &chunk.fun, form.name()),
+            _ => perms::allows(&entries, &chunk.fun, &chunk.tgt, chunk.tgt_type, &known),
+        };
+        if !allowed {
             tracing::warn!(%user, fun = %chunk.fun, tgt = %chunk.tgt, "refused by [api.perms]");
-            return Err(ApiError::Forbidden(format!(
-                "user {user:?} may not run {} on {} ({})",
-                chunk.fun, chunk.tgt, chunk.tgt_type_name
-            )));
+            return Err(ApiError::Forbidden(match chunk.client {
+                Client::Master(form) => {
+                    format!("user {user:?} may not run {} {}", form.name(), chunk.fun)
+                }
+                _ => format!(
+                    "user {user:?} may not run {} on {} ({})",
+                    chunk.fun, chunk.tgt, chunk.tgt_type_name
+                ),
+            }));
         }
     }
     Ok(())
@@ -110,18 +220,394 @@ fn announce(api: &Api, jid: &str, req: &JobRequest, minions: Option<&[String]>) 
 /// Publish, wait for the returns (up to the chunk's timeout) and report.
 async fn local(api: &Api, chunk: &Chunk, user: &str) -> Result<(Value, Value), ApiError> {
     let req = request(api, chunk, user, chunk.wait());
+    let mut conn = api.hub.conn().await?;
+    let selected = jobs::selected(&mut conn, &req).await?;
+    if selected.is_empty() {
+        // Salt's LocalClient publishes nothing when no minion matches.
+        return Ok((json!({}), report_json(&Report::default())));
+    }
     let jid = jid::new_jid();
     let topic = jobs::temp_topic(&jid);
     let route = api.hub.route(&topic);
-    let mut conn = api.hub.conn().await?;
     announce(api, &jid, &req, None);
     let report = jobs::run_on(&mut conn, route, jid, &topic, &req, |_| {}, |_| {}).await?;
-    let returns: Map<String, Value> = report
+    let mut returns: Map<String, Value> = report
         .returns
         .iter()
-        .map(|r| (r.id.clone(), r.ret.clone()))
+        .map(|r| (r.id.clone(), minion_return(r, chunk.full_return)))
         .collect();
+    // Every minion expected to run the job and silent is answered for, as
+    // Salt's LocalClient does.
+    for id in selected.iter().chain(&report.targeted) {
+        if !returns.contains_key(id) {
+            returns.insert(id.clone(), no_return(&report.jid, chunk.full_return));
+        }
+    }
     Ok((Value::Object(returns), report_json(&report)))
+}
+
+/// Salt's answer for a targeted minion that did not return in time.
+fn no_return(jid: &str, full: bool) -> Value {
+    let text = format!(
+        "Minion did not return. [No response]\nThe minions may not have all finished running \
+         and any remaining minions will return upon completion. To look up the return data for \
+         this job later, run the following command:\n\nmaid job {jid}"
+    );
+    if full {
+        json!({"out": "no_return", "ret": text, "retcode": 1})
+    } else {
+        json!(text)
+    }
+}
+
+/// One minion's answer in a `local` call: its return, or with
+/// `full_return` what Salt's LocalClient gives, `{"ret", "out", "retcode",
+/// "jid"}`.
+fn minion_return(r: &Return, full: bool) -> Value {
+    if !full {
+        return r.ret.clone();
+    }
+    let mut m = Map::new();
+    // No `out`: a maid's return echoes the outputter the master asked for
+    // (PROTOCOL §3.2), where Salt's names the function's own outputter.
+    m.insert("ret".into(), r.ret.clone());
+    m.insert("retcode".into(), json!(r.retcode));
+    m.insert("jid".into(), json!(r.jid));
+    Value::Object(m)
+}
+
+/// `local_batch`: the targeted minions a batch at a time, a new one
+/// started as each returns (Salt's rolling batch), under one jid; each
+/// return is one element of `return`, bare (Salt's batch ignores
+/// `full_return`).
+async fn local_batch(
+    api: &Api,
+    chunk: &Chunk,
+    user: &str,
+) -> Result<(Vec<Value>, Value), ApiError> {
+    let req = request(api, chunk, user, chunk.wait());
+    let mut conn = api.hub.conn().await?;
+    let ids: Vec<String> = jobs::selected(&mut conn, &req).await?.into_iter().collect();
+    if ids.is_empty() {
+        return Ok((vec![], json!({"jid": null})));
+    }
+    let size = batch::size(chunk.batch.as_deref().unwrap_or("10%"), ids.len()).unwrap_or(1);
+    let jid = jid::new_jid();
+    let mut out = Vec::new();
+    let launch = |sub: JobRequest, tx: tokio::sync::mpsc::UnboundedSender<Return>| {
+        let topic = jobs::temp_topic(&jid);
+        let route = api.hub.route(&topic);
+        let mut conn = conn.clone();
+        let jid = jid.clone();
+        announce(api, &jid, &sub, None);
+        async move {
+            jobs::run_on(
+                &mut conn,
+                route,
+                jid,
+                &topic,
+                &sub,
+                |r| {
+                    let _ = tx.send(r.clone());
+                },
+                |_| {},
+            )
+            .await
+        }
+    };
+    batch::run(
+        ids,
+        size,
+        &req,
+        launch,
+        |_| {},
+        |r| {
+            out.push(json!({r.id.clone(): r.ret}));
+        },
+    )
+    .await?;
+    Ok((out, json!({"jid": jid})))
+}
+
+/// A runner or wheel chunk. Salt answers with the function's return, or
+/// with `full_return` the whole event: `{"tag", "data": {"fun", "jid",
+/// "user", "fun_args", "return", "success", "_stamp"}}`.
+async fn master_call(
+    api: &Api,
+    chunk: &Chunk,
+    form: Form,
+    user: &str,
+) -> Result<(Value, Value), ApiError> {
+    let jid = jid::new_jid();
+    let (ret, success) = match chunk.bound.clone().expect("master chunks are bound") {
+        Err(bad) => (
+            json!(format!(
+                "\nPassed invalid arguments: {bad}\n\nUsage:\n{}",
+                chunk.fun
+            )),
+            false,
+        ),
+        Ok(bound) => match form {
+            Form::Wheel => {
+                let Some(pki) = &api.pki else {
+                    return Err(ApiError::bad(
+                        "client",
+                        "wheel key functions need the master's key store ([master] pki_dir)",
+                    ));
+                };
+                // The keys maids submitted through the registry are filed
+                // first, as `maid key` does, so pending ones are listed.
+                let mut conn = api.hub.conn().await?;
+                let maids = jobs::alive_maids(&mut conn).await?;
+                if let Err(e) = jobs::file_registered_keys(pki, &maids) {
+                    tracing::warn!(cause = %e, "cannot file the maids' registered keys");
+                }
+                match master_funs::wheel(pki, &chunk.fun, &bound) {
+                    Ok(v) => (v, true),
+                    Err(e) => (
+                        json!(format!("Exception occurred in wheel {}: {e}", chunk.fun)),
+                        false,
+                    ),
+                }
+            }
+            Form::Runner => match runner(api, chunk, &bound, user).await? {
+                Ok(v) => (v, true),
+                Err(e) => (
+                    json!(format!("Exception occurred in runner {}: {e}", chunk.fun)),
+                    false,
+                ),
+            },
+        },
+    };
+    let stamp = format!("{}+00:00", jid::stamp());
+    let extra = json!({"jid": jid});
+    if form == Form::Wheel {
+        // Salt answers a wheel call with its whole event, `full_return`
+        // or not; a failed one carries its stamp.
+        let tag = format!("salt/wheel/{jid}");
+        let mut data = json!({
+            "fun": format!("wheel.{}", chunk.fun), "jid": jid, "tag": tag, "user": user,
+            "return": ret, "success": success,
+        });
+        if !success {
+            data["_stamp"] = json!(stamp);
+        }
+        return Ok((json!({"tag": tag, "data": data}), extra));
+    }
+    if !chunk.full_return {
+        return Ok((ret, extra));
+    }
+    let data = json!({
+        "fun": format!("runner.{}", chunk.fun),
+        "jid": jid,
+        "user": user,
+        "fun_args": master_funs::fun_args(form, &chunk.fun, &chunk.arg, &chunk.kwarg),
+        "_stamp": stamp,
+        "return": ret,
+        "success": success,
+    });
+    Ok((
+        json!({"data": data, "tag": format!("salt/run/{jid}/ret")}),
+        extra,
+    ))
+}
+
+/// The runner functions.
+async fn runner(
+    api: &Api,
+    chunk: &Chunk,
+    bound: &Bound,
+    user: &str,
+) -> Result<Result<Value, BadCall>, ApiError> {
+    let mut conn = api.hub.conn().await?;
+    let jid_arg = || {
+        bound
+            .get("jid")
+            .map(master_funs::jid_text)
+            .unwrap_or_default()
+    };
+    Ok(Ok(match chunk.fun.as_str() {
+        "jobs.lookup_jid" => {
+            let jid = jid_arg();
+            let job = list_job(api, &mut conn, &jid).await?;
+            let mut ret = Map::new();
+            let results = job
+                .get("Result")
+                .and_then(Value::as_object)
+                .cloned()
+                .unwrap_or_default();
+            if bound.get("returned").is_some_and(master_funs::truthy) {
+                for (id, r) in &results {
+                    ret.insert(id.clone(), r.get("return").cloned().unwrap_or(Value::Null));
+                }
+            }
+            if bound.get("missing").is_some_and(master_funs::truthy) {
+                for id in job
+                    .get("Minions")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                {
+                    if let Some(id) = id.as_str().filter(|id| !results.contains_key(*id)) {
+                        ret.insert(id.into(), json!("Minion did not return"));
+                    }
+                }
+            }
+            Value::Object(ret)
+        }
+        "jobs.list_job" => Value::Object(list_job(api, &mut conn, &jid_arg()).await?),
+        "jobs.print_job" => {
+            let jid = jid_arg();
+            let mut job = list_job(api, &mut conn, &jid).await?;
+            job.remove("jid");
+            job.remove("Minions");
+            json!({jid: job})
+        }
+        "jobs.exit_success" => {
+            let job = list_job(api, &mut conn, &jid_arg()).await?;
+            let results = job
+                .get("Result")
+                .and_then(Value::as_object)
+                .cloned()
+                .unwrap_or_default();
+            let mut ret = Map::new();
+            for id in job
+                .get("Minions")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
+                if let Some(id) = id.as_str() {
+                    let ok = results
+                        .get(id)
+                        .and_then(|r| r.get("return"))
+                        .is_some_and(master_funs::truthy);
+                    ret.insert(id.into(), json!(ok));
+                }
+            }
+            for (id, r) in &results {
+                if r.get("return").is_some_and(master_funs::truthy) {
+                    ret.insert(id.clone(), json!(true));
+                }
+            }
+            Value::Object(ret)
+        }
+        "jobs.list_jobs" => {
+            let mut described = Map::new();
+            for load in jobcache::all(&mut conn).await? {
+                if api.may_see(user, &load.jid) || load.user == user {
+                    described.insert(load.jid.clone(), Value::Object(load.describe()));
+                }
+            }
+            match master_funs::filter_jobs(described, bound) {
+                Ok(v) => v,
+                Err(e) => return Ok(Err(e)),
+            }
+        }
+        "manage.status" | "manage.up" | "manage.down" => {
+            let (up, down) = manage_ping(api, bound, user).await?;
+            match chunk.fun.as_str() {
+                "manage.up" => json!(up),
+                "manage.down" => json!(down),
+                _ => json!({"up": up, "down": down}),
+            }
+        }
+        other => return Ok(Err(BadCall(format!("'{other}' is not available")))),
+    }))
+}
+
+/// `manage.status`: ping the targeted minions; `up` returned, `down` were
+/// expected and did not, both sorted.
+async fn manage_ping(
+    api: &Api,
+    bound: &Bound,
+    user: &str,
+) -> Result<(Vec<String>, Vec<String>), ApiError> {
+    let tgt = bound.get("tgt").cloned().unwrap_or(json!("*"));
+    let tgt_type_name = bound
+        .get("tgt_type")
+        .and_then(Value::as_str)
+        .unwrap_or("glob")
+        .to_string();
+    let tgt_type =
+        TargetType::parse(&tgt_type_name).map_err(|e| ApiError::bad("tgt_type", e.to_string()))?;
+    let timeout = bound
+        .get("timeout")
+        .and_then(|t| {
+            t.as_f64()
+                .or_else(|| t.as_str().and_then(|s| s.parse().ok()))
+        })
+        .filter(|t| t.is_finite() && *t > 0.0 && *t <= api.max_timeout_secs)
+        .map_or(
+            lowstate::DEFAULT_TIMEOUT,
+            std::time::Duration::from_secs_f64,
+        );
+    let ping = Chunk {
+        client: Client::Local,
+        tgt,
+        tgt_type,
+        tgt_type_name,
+        fun: "test.ping".into(),
+        arg: vec![],
+        kwarg: Map::new(),
+        timeout: Some(timeout),
+        full_return: false,
+        batch: None,
+        bound: None,
+    };
+    let req = request(api, &ping, user, timeout);
+    let mut conn = api.hub.conn().await?;
+    let selected = jobs::selected(&mut conn, &req).await?;
+    if selected.is_empty() {
+        return Ok((vec![], vec![]));
+    }
+    let jid = jid::new_jid();
+    let topic = jobs::temp_topic(&jid);
+    let route = api.hub.route(&topic);
+    announce(api, &jid, &req, None);
+    let report = jobs::run_on(&mut conn, route, jid, &topic, &req, |_| {}, |_| {}).await?;
+    let returned: BTreeSet<String> = report.returns.iter().map(|r| r.id.clone()).collect();
+    let down = selected.difference(&returned).cloned().collect();
+    Ok((returned.into_iter().collect(), down))
+}
+
+/// Salt's `jobs.list_job`: the job's description from its load, the
+/// minions it expected, and each return with its retcode and success.
+async fn list_job(
+    api: &Api,
+    conn: &mut crate::bus::Conn,
+    jid: &str,
+) -> Result<Map<String, Value>, ApiError> {
+    let mut out = Map::new();
+    out.insert("jid".into(), json!(jid));
+    match jobcache::get(conn, jid).await? {
+        Some(load) => {
+            // Salt's order: the description, the minions, the start time.
+            let mut described = load.describe();
+            let start = described.remove("StartTime");
+            out.extend(described);
+            out.insert("Minions".into(), json!(load.minions));
+            out.extend(start.map(|s| ("StartTime".to_string(), s)));
+        }
+        None => {
+            out.insert(
+                "Error".into(),
+                json!("Cannot contact returner or no job with this jid"),
+            );
+            out.insert("StartTime".into(), json!(jobcache::jid_to_time(jid)));
+        }
+    }
+    let cached = jobs::cached(conn, jid, api.pki.as_ref()).await?;
+    let mut result = Map::new();
+    for r in &cached.returns {
+        let mut m = Map::new();
+        m.insert("return".into(), r.ret.clone());
+        m.insert("retcode".into(), json!(r.retcode));
+        m.insert("success".into(), json!(r.success));
+        result.insert(r.id.clone(), Value::Object(m));
+    }
+    out.insert("Result".into(), Value::Object(result));
+    Ok(out)
 }
 
 /// The `maid` object of a `local` chunk.
@@ -150,32 +636,23 @@ async fn local_async(api: &Api, chunk: &Chunk, user: &str) -> Result<(Value, Val
         .unwrap_or(std::time::Duration::from_secs_f64(api.max_timeout_secs));
     let req = request(api, chunk, user, timeout);
     let mut conn = api.hub.conn().await?;
-    let minions: Vec<String> = jobs::alive_maids(&mut conn)
-        .await?
-        .into_iter()
-        .filter(|(id, (alive, reg))| {
-            *alive
-                && reg.as_ref().is_some_and(|reg| {
-                    target::matches(&chunk.tgt, chunk.tgt_type, id, &reg.grains).unwrap_or(false)
-                })
-        })
-        .map(|(id, _)| id)
-        .collect();
+    let minions: Vec<String> = jobs::selected(&mut conn, &req).await?.into_iter().collect();
+    if minions.is_empty() {
+        // Salt's LocalClient publishes nothing when no minion matches.
+        return Ok((json!({}), json!({"jid": null, "minions": []})));
+    }
     let jid = jid::new_jid();
     // The replies still go to a reply topic, where `/events` hears them.
     let topic = jobs::temp_topic(&jid);
     announce(api, &jid, &req, Some(&minions));
-    bus::publish(
-        &mut conn,
-        &req.master_topic,
-        &jobs::job_payload(&req, &jid, &topic),
-    )
-    .await?;
+    jobs::publish_job(&mut conn, &req, &jid, &topic, minions.iter().cloned()).await?;
     Ok((json!({"jid": jid, "minions": minions}), json!({"jid": jid})))
 }
 
-/// salt-api's job lookup: `return` maps each minion to its return, `info`
-/// describes the job with every return's retcode and success.
+/// `GET /jobs/{jid}`: salt-api's job lookup (`jobs.list_job`): `info`
+/// describes the job (function, arguments, target, user, start time, the
+/// minions expected, each return with its retcode), `return` maps each
+/// minion to its return.
 pub async fn job(
     State(api): State<Api>,
     Extension(User(user)): Extension<User>,
@@ -187,28 +664,33 @@ pub async fn job(
         )));
     }
     let mut conn = api.hub.conn().await?;
-    let cached = jobs::cached(&mut conn, &jid, api.pki.as_ref())
+    let info = list_job(&api, &mut conn, &jid)
         .await
         .inspect_err(|_| api.hub.reset())?;
-    let returns = cached.returns;
-    let mut ret = Map::new();
-    let mut result = Map::new();
-    for r in &returns {
-        ret.insert(r.id.clone(), r.ret.clone());
-        result.insert(
-            r.id.clone(),
-            json!({"return": r.ret, "retcode": r.retcode, "success": r.success, "_stamp": r.stamp}),
-        );
-    }
-    let first = returns.first();
-    Ok(Json(json!({
-        "return": [ret],
-        "info": [{
-            "jid": jid,
-            "Function": first.map(|r| r.fun.clone()),
-            "Arguments": first.map(|r| r.fun_args.clone()).unwrap_or_default(),
-            "Minions": returns.iter().map(|r| r.id.clone()).collect::<Vec<_>>(),
-            "Result": result,
-        }],
-    })))
+    let returns: Map<String, Value> = info
+        .get("Result")
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+        .map(|(id, r)| (id.clone(), r.get("return").cloned().unwrap_or(Value::Null)))
+        .collect();
+    Ok(Json(json!({"info": [info], "return": [returns]})))
+}
+
+/// `GET /jobs`: salt-api's job listing (`jobs.list_jobs`), the jobs the
+/// user may see.
+pub async fn list(
+    State(api): State<Api>,
+    Extension(User(user)): Extension<User>,
+) -> Result<Json<Value>, ApiError> {
+    let mut conn = api.hub.conn().await?;
+    let loads = jobcache::all(&mut conn)
+        .await
+        .inspect_err(|_| api.hub.reset())?;
+    let described: Map<String, Value> = loads
+        .into_iter()
+        .filter(|load| api.may_see(&user, &load.jid) || load.user == user)
+        .map(|load| (load.jid.clone(), Value::Object(load.describe())))
+        .collect();
+    Ok(Json(json!({"return": [described]})))
 }

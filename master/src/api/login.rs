@@ -34,10 +34,15 @@ fn string_field(body: &Value, name: &str) -> Result<String, ApiError> {
 pub async fn login(
     State(api): State<Api>,
     ConnectInfo(ClientAddr(addr)): ConnectInfo<ClientAddr>,
+    headers: axum::http::HeaderMap,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    let body: Value = serde_json::from_slice(&body)
-        .map_err(|e| ApiError::bad("body", format!("not JSON: {e}")))?;
+    // Any format salt-api reads; a list's first element, as Salt takes.
+    let body = match super::media::decode(&headers, &body)? {
+        Some(Value::Array(mut items)) if !items.is_empty() => items.swap_remove(0),
+        Some(v) => v,
+        None => Value::Null,
+    };
     if !body.is_object() {
         return Err(ApiError::bad("body", "must be an object"));
     }
@@ -49,10 +54,7 @@ pub async fn login(
         .auth
         .login_from(&username, &password, &addr.ip().to_string())
         .await
-        .map_err(|refused| match refused {
-            Refused::Wrong => ApiError::Unauthorized("wrong user name or password"),
-            Refused::Throttled(retry_after) => ApiError::TooManyRequests { retry_after },
-        })?;
+        .map_err(refusal)?;
     if perms.is_empty() {
         api.auth.logout(&session.token);
         return Err(ApiError::Unauthorized(
@@ -74,6 +76,62 @@ pub async fn login(
     Ok(response)
 }
 
+/// `POST /token`: salt-api's eauth token, for `POST /run` (`pepper
+/// --run-uri`). Each element of the body (or the one object) is a login;
+/// the answer is a bare list of `{"start", "expire", "name", "eauth",
+/// "token"}`, as Salt's `auth.mk_token` runner gives it.
+pub async fn token_for_run(
+    State(api): State<Api>,
+    ConnectInfo(ClientAddr(addr)): ConnectInfo<ClientAddr>,
+    headers: axum::http::HeaderMap,
+    body: Bytes,
+) -> Result<Json<Value>, ApiError> {
+    let creds = match super::media::decode(&headers, &body)? {
+        Some(Value::Array(items)) => items,
+        Some(obj @ Value::Object(_)) => vec![obj],
+        _ => return Err(ApiError::bad("body", "Lowstates must be a list")),
+    };
+    let mut out = Vec::with_capacity(creds.len());
+    for c in &creds {
+        let (Ok(username), Ok(password), Some(_)) = (
+            string_field(c, "username"),
+            string_field(c, "password"),
+            c.get("eauth"),
+        ) else {
+            return Err(ApiError::bad(
+                "body",
+                "Require \"username\", \"password\", and \"eauth\" params",
+            ));
+        };
+        if api.perms.of(&username).is_empty() {
+            return Err(ApiError::Unauthorized(
+                "this user has no permissions ([api.perms])",
+            ));
+        }
+        let session = api
+            .auth
+            .login_from(&username, &password, &addr.ip().to_string())
+            .await
+            .map_err(refusal)?;
+        out.push(json!({
+            "start": session.start,
+            "expire": session.expire,
+            "name": session.user,
+            "eauth": c.get("eauth").cloned().unwrap_or(Value::Null),
+            "token": session.token,
+        }));
+    }
+    Ok(Json(Value::Array(out)))
+}
+
+/// The answer to a refused login.
+pub fn refusal(refused: Refused) -> ApiError {
+    match refused {
+        Refused::Wrong => ApiError::Unauthorized("wrong user name or password"),
+        Refused::Throttled(retry_after) => ApiError::TooManyRequests { retry_after },
+    }
+}
+
 /// Forget the request's token.
 pub async fn logout(State(api): State<Api>, request: Request) -> Json<Value> {
     if let Some(token) = token(&request) {
@@ -89,14 +147,29 @@ fn token(request: &Request) -> Option<&str> {
         .and_then(|v| v.to_str().ok())
 }
 
+/// `GET /events?token=…` (or `salt_token=`): salt-api takes the token in
+/// the query there, since a browser's `EventSource` cannot set a header.
+fn query_token(request: &Request) -> Option<String> {
+    if request.uri().path() != "/events" {
+        return None;
+    }
+    let query = request.uri().query()?;
+    form_urlencoded::parse(query.as_bytes())
+        .find(|(k, _)| k == "token" || k == "salt_token")
+        .map(|(_, v)| v.into_owned())
+}
+
 /// Middleware: a valid `X-Auth-Token`, or 401.
 pub async fn require_token(
     State(api): State<Api>,
     mut request: Request,
     next: Next,
 ) -> Result<Response, ApiError> {
-    let token = token(&request).ok_or(ApiError::Unauthorized("X-Auth-Token header required"))?;
-    let user = api.auth.check(token).ok_or(ApiError::Unauthorized(
+    let token = token(&request)
+        .map(str::to_string)
+        .or_else(|| query_token(&request))
+        .ok_or(ApiError::Unauthorized("X-Auth-Token header required"))?;
+    let user = api.auth.check(&token).ok_or(ApiError::Unauthorized(
         "token unknown or expired; log in again",
     ))?;
     request.extensions_mut().insert(User(user));

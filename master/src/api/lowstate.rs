@@ -10,11 +10,12 @@ use std::time::Duration;
 use serde_json::{Map, Value};
 
 use super::error::ApiError;
+use super::master_funs::{self, BadCall, Bound, Form};
 use crate::target::{self, TargetError, TargetType};
 
 /// How long a `local` call waits when the chunk gives no `timeout`, as
 /// `maid run` and Salt's default.
-const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The shortest `timeout` taken, in seconds: anything shorter would reach
 /// the maids as zero, which they reject.
@@ -27,12 +28,18 @@ pub enum Client {
     Local,
     /// Publish and answer at once with the jid and the expected minions.
     LocalAsync,
+    /// Run on the targeted minions a batch at a time (`batch`: a count or
+    /// a percentage), answering with every return.
+    LocalBatch,
+    /// A function the master runs itself ([`master_funs`]).
+    Master(Form),
 }
 
 /// One checked chunk.
 #[derive(Debug, Clone)]
 pub struct Chunk {
     pub client: Client,
+    /// The target (minion clients; `*` for the master's).
     pub tgt: Value,
     pub tgt_type: TargetType,
     pub tgt_type_name: String,
@@ -41,6 +48,13 @@ pub struct Chunk {
     pub kwarg: Map<String, Value>,
     /// The chunk's own timeout, if it gave one.
     pub timeout: Option<Duration>,
+    /// `full_return`: each minion's return with its retcode and jid.
+    pub full_return: bool,
+    /// `local_batch`'s `batch`.
+    pub batch: Option<String>,
+    /// A runner's or wheel's arguments bound to its parameters, or why
+    /// they could not be (Salt answers that as the function's return).
+    pub bound: Option<Result<Bound, BadCall>>,
 }
 
 impl Chunk {
@@ -50,21 +64,35 @@ impl Chunk {
     }
 }
 
-/// Parse a lowstate body: a list of chunks, or one chunk on its own (as
-/// salt-api also takes). `max_timeout` bounds each chunk's `timeout`;
-/// `nodegroups` (the master's) expand `tgt_type: nodegroup` and `N@` words,
-/// as Salt's LocalClient does before it publishes.
+/// Keys of a chunk that are never a runner's or wheel's keyword argument
+/// (Salt pops the credentials and the client; netapi takes `timeout` and
+/// `full_return`).
+const NOT_KWARGS: [&str; 10] = [
+    "client",
+    "fun",
+    "arg",
+    "kwarg",
+    "username",
+    "password",
+    "eauth",
+    "token",
+    "timeout",
+    "full_return",
+];
+
+/// Check a lowstate: a list of chunks (a single chunk is made a list of
+/// one by [`media`](super::media)). `max_timeout` bounds each chunk's
+/// `timeout`; `nodegroups` (the master's) expand `tgt_type: nodegroup`
+/// and `N@` words, as Salt's LocalClient does before it publishes.
 pub fn parse(
-    body: &[u8],
+    lowstate: Value,
     max_timeout: f64,
     nodegroups: &Map<String, Value>,
 ) -> Result<Vec<Chunk>, ApiError> {
-    let value: Value = serde_json::from_slice(body)
-        .map_err(|e| ApiError::bad("body", format!("not JSON: {e}")))?;
-    let items = match value {
+    let items = match lowstate {
         Value::Array(items) => items,
         obj @ Value::Object(_) => vec![obj],
-        _ => return Err(ApiError::bad("body", "must be a list of lowstate chunks")),
+        _ => return Err(ApiError::bad("body", "Lowstates must be a list")),
     };
     if items.is_empty() {
         return Err(ApiError::bad("body", "the lowstate list is empty"));
@@ -87,14 +115,21 @@ fn chunk(
         return Err(ApiError::bad(format!("[{i}]"), "a chunk must be an object"));
     };
     let client = match obj.get("client") {
-        Some(Value::String(c)) if c == "local" => Client::Local,
-        Some(Value::String(c)) if c == "local_async" => Client::LocalAsync,
-        Some(Value::String(c)) => {
-            return Err(ApiError::bad(
-                field("client"),
-                format!("client `{c}` is not supported; use local or local_async"),
-            ));
-        }
+        Some(Value::String(c)) => match c.as_str() {
+            "local" => Client::Local,
+            "local_async" => Client::LocalAsync,
+            "local_batch" => Client::LocalBatch,
+            "runner" => Client::Master(Form::Runner),
+            "wheel" => Client::Master(Form::Wheel),
+            _ => {
+                return Err(ApiError::bad(
+                    field("client"),
+                    format!(
+                        "client `{c}` is not supported; use local, local_async, local_batch, runner or wheel"
+                    ),
+                ));
+            }
+        },
         Some(_) => return Err(ApiError::bad(field("client"), "must be a string")),
         None => return Err(ApiError::bad(field("client"), "is required")),
     };
@@ -104,6 +139,11 @@ fn chunk(
         Some(_) => return Err(ApiError::bad(field("fun"), "must be a string")),
         None => return Err(ApiError::bad(field("fun"), "is required")),
     };
+    let full_return = obj.get("full_return").is_some_and(master_funs::truthy);
+    let timeout = timeout_of(obj, &field, max_timeout)?;
+    if let Client::Master(form) = client {
+        return master_chunk(obj, form, fun, timeout, full_return, &field);
+    }
     let tgt = match obj.get("tgt") {
         Some(t @ Value::String(_)) => t.clone(),
         Some(Value::Array(items)) if items.iter().all(Value::is_string) => {
@@ -166,27 +206,19 @@ fn chunk(
         Some(Value::Object(m)) => m.clone(),
         Some(_) => return Err(ApiError::bad(field("kwarg"), "must be an object")),
     };
-    let timeout = match obj.get("timeout") {
-        None | Some(Value::Null) => None,
-        Some(v) => {
-            // Form-minded clients send numbers as strings; Salt takes both.
-            let secs = match v {
-                Value::Number(n) => n.as_f64(),
-                Value::String(s) => s.trim().parse::<f64>().ok(),
-                _ => None,
-            };
-            match secs {
-                Some(s) if s.is_finite() && (MIN_TIMEOUT..=max_timeout).contains(&s) => {
-                    Some(Duration::from_secs_f64(s))
-                }
-                _ => {
-                    return Err(ApiError::bad(
-                        field("timeout"),
-                        format!("must be a number of seconds from {MIN_TIMEOUT} to {max_timeout}"),
-                    ));
-                }
+    let batch = match client {
+        Client::LocalBatch => Some(match obj.get("batch") {
+            Some(Value::String(b)) if crate::batch::size(b, 1).is_some() => b.clone(),
+            Some(Value::Number(n)) if n.as_u64().is_some_and(|n| n > 0) => n.to_string(),
+            None | Some(Value::Null) => "10%".to_string(),
+            Some(_) => {
+                return Err(ApiError::bad(
+                    field("batch"),
+                    "must be a count of minions or a percentage (`10%`)",
+                ));
             }
-        }
+        }),
+        _ => None,
     };
     Ok(Chunk {
         client,
@@ -197,15 +229,158 @@ fn chunk(
         arg,
         kwarg,
         timeout,
+        full_return,
+        batch,
+        bound: None,
+    })
+}
+
+/// The chunk's `timeout`, bounded by `max_timeout`.
+fn timeout_of(
+    obj: &Map<String, Value>,
+    field: &dyn Fn(&str) -> String,
+    max_timeout: f64,
+) -> Result<Option<Duration>, ApiError> {
+    let Some(v) = obj.get("timeout").filter(|v| !v.is_null()) else {
+        return Ok(None);
+    };
+    // Form-minded clients send numbers as strings; Salt takes both.
+    let secs = match v {
+        Value::Number(n) => n.as_f64(),
+        Value::String(s) => s.trim().parse::<f64>().ok(),
+        _ => None,
+    };
+    match secs {
+        Some(s) if s.is_finite() && (MIN_TIMEOUT..=max_timeout).contains(&s) => {
+            Ok(Some(Duration::from_secs_f64(s)))
+        }
+        _ => Err(ApiError::bad(
+            field("timeout"),
+            format!("must be a number of seconds from {MIN_TIMEOUT} to {max_timeout}"),
+        )),
+    }
+}
+
+/// A runner or wheel chunk: its arguments read as `_reformat_low` reads
+/// them.
+fn master_chunk(
+    obj: &Map<String, Value>,
+    form: Form,
+    fun: String,
+    timeout: Option<Duration>,
+    full_return: bool,
+    field: &dyn Fn(&str) -> String,
+) -> Result<Chunk, ApiError> {
+    if !master_funs::exists(form, &fun) {
+        return Err(ApiError::bad(
+            field("fun"),
+            format!("'{fun}' is not available as a {} function", form.name()),
+        ));
+    }
+    let arg = match obj.get("arg") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Array(a)) => a.clone(),
+        Some(one) => vec![one.clone()],
+    };
+    let (arg, mut kwarg) = maid_protocol::salt::args::parse_input(arg, false);
+    match obj.get("kwarg") {
+        None | Some(Value::Null) => {}
+        Some(Value::Object(m)) => kwarg.extend(m.clone()),
+        Some(_) => return Err(ApiError::bad(field("kwarg"), "must be an object")),
+    }
+    for (k, v) in obj {
+        if !NOT_KWARGS.contains(&k.as_str()) {
+            kwarg.insert(k.clone(), v.clone());
+        }
+    }
+    let bound = master_funs::bind(form, &fun, arg.clone(), &kwarg);
+    Ok(Chunk {
+        client: Client::Master(form),
+        tgt: Value::String("*".into()),
+        tgt_type: TargetType::Glob,
+        tgt_type_name: "glob".into(),
+        fun,
+        arg,
+        kwarg,
+        timeout,
+        full_return,
+        batch: None,
+        bound: Some(bound),
     })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
+
+    fn lit(s: &str) -> Value {
+        serde_json::from_str(s).unwrap()
+    }
+
+    #[test]
+    fn runner_arguments_are_read_as_reformat_low_reads_them() {
+        // pepper without X-Salt-Version: `jid=…` becomes a top-level key.
+        let c = &parse(
+            lit(
+                r#"{"client": "runner", "fun": "jobs.lookup_jid", "jid": "20261124230417123456",
+                    "full_return": true, "timeout": 9}"#,
+            ),
+            60.0,
+            &Map::new(),
+        )
+        .unwrap()[0];
+        assert_eq!(c.client, Client::Master(Form::Runner));
+        assert!(c.full_return);
+        let bound = c.bound.clone().unwrap().unwrap();
+        assert_eq!(bound["jid"], json!("20261124230417123456"));
+        assert!(!bound.contains_key("timeout"));
+        // The CLI style: `key=value` words in `arg`, YAML-read.
+        let c = &parse(
+            lit(
+                r#"{"client": "runner", "fun": "manage.status", "arg": ["tgt=web*", "timeout=2"]}"#,
+            ),
+            60.0,
+            &Map::new(),
+        )
+        .unwrap()[0];
+        let bound = c.bound.clone().unwrap().unwrap();
+        assert_eq!(
+            (&bound["tgt"], &bound["timeout"]),
+            (&json!("web*"), &json!(2))
+        );
+        // Bad arguments are the function's answer, not a bad request.
+        let c = &parse(
+            lit(r#"{"client": "runner", "fun": "jobs.lookup_jid"}"#),
+            60.0,
+            &Map::new(),
+        )
+        .unwrap()[0];
+        assert!(c.bound.clone().unwrap().is_err());
+        assert_eq!(
+            field_of(r#"{"client": "wheel", "fun": "key.nope"}"#),
+            "[0].fun"
+        );
+    }
+
+    #[test]
+    fn batches_are_counts_or_percentages() {
+        let c = &parse(
+            lit(r#"{"client": "local_batch", "tgt": "*", "fun": "test.ping", "batch": "50%"}"#),
+            60.0,
+            &Map::new(),
+        )
+        .unwrap()[0];
+        assert_eq!(c.batch.as_deref(), Some("50%"));
+        assert_eq!(
+            field_of(r#"{"client": "local_batch", "tgt": "*", "fun": "a.b", "batch": "lots"}"#),
+            "[0].batch"
+        );
+    }
 
     fn field_of(body: &str) -> String {
-        match parse(body.as_bytes(), 60.0, &Map::new()) {
+        let value = serde_json::from_str(body).unwrap_or(Value::String(body.into()));
+        match parse(value, 60.0, &Map::new()) {
             Err(ApiError::BadRequest { field, .. }) => field,
             other => panic!("{body}: {other:?}"),
         }
@@ -216,7 +391,9 @@ mod tests {
         let groups = serde_json::json!({"dbs": ["db1", "db2"], "web": "web* or N@dbs"});
         let groups = groups.as_object().unwrap();
         let c = &parse(
-            br#"{"client": "local", "tgt": "web", "tgt_type": "nodegroup", "fun": "test.ping"}"#,
+            lit(
+                r#"{"client": "local", "tgt": "web", "tgt_type": "nodegroup", "fun": "test.ping"}"#,
+            ),
             60.0,
             groups,
         )
@@ -224,14 +401,16 @@ mod tests {
         assert_eq!(c.tgt_type, TargetType::Compound);
         assert_eq!(c.tgt, Value::String("( web* or L@db1,db2 )".into()));
         let c = &parse(
-            br#"{"client": "local", "tgt": "N@dbs and not db2", "tgt_type": "compound", "fun": "test.ping"}"#,
+            lit(r#"{"client": "local", "tgt": "N@dbs and not db2", "tgt_type": "compound", "fun": "test.ping"}"#),
             60.0,
             groups,
         )
         .unwrap()[0];
         assert_eq!(c.tgt, Value::String("L@db1,db2 and not db2".into()));
         let unknown = parse(
-            br#"{"client": "local", "tgt": "nope", "tgt_type": "nodegroup", "fun": "test.ping"}"#,
+            lit(
+                r#"{"client": "local", "tgt": "nope", "tgt_type": "nodegroup", "fun": "test.ping"}"#,
+            ),
             60.0,
             groups,
         );
@@ -244,8 +423,10 @@ mod tests {
     #[test]
     fn a_chunk_with_aliases_and_defaults() {
         let chunks = parse(
-            br#"{"client": "local_async", "tgt": "web1,web2", "expr_form": "list",
+            lit(
+                r#"{"client": "local_async", "tgt": "web1,web2", "expr_form": "list",
                  "fun": "cmd.run", "arg": "uptime", "timeout": "2.5", "extra": 1}"#,
+            ),
             60.0,
             &Map::new(),
         )
@@ -256,7 +437,7 @@ mod tests {
         assert_eq!(c.arg, vec![Value::String("uptime".into())]);
         assert_eq!(c.wait(), Duration::from_millis(2500));
         let c = &parse(
-            br#"[{"client": "local", "tgt": "*", "fun": "test.ping"}]"#,
+            lit(r#"[{"client": "local", "tgt": "*", "fun": "test.ping"}]"#),
             60.0,
             &Map::new(),
         )
@@ -276,6 +457,12 @@ mod tests {
         );
         assert_eq!(
             field_of(&format!(r#"[{ok}, {{"client": "runner", "fun": "x"}}]"#)),
+            "[1].fun"
+        );
+        assert_eq!(
+            field_of(&format!(
+                r#"[{ok}, {{"client": "ssh", "tgt": "*", "fun": "x.y"}}]"#
+            )),
             "[1].client"
         );
         assert_eq!(field_of(r#"{"client": "local", "tgt": "*"}"#), "[0].fun");

@@ -6,8 +6,11 @@
 //! * [`login`]: `POST /login`, `POST /logout`, the `X-Auth-Token` check;
 //!   [`auth`] holds the users and tokens and throttles logins; [`perms`]
 //!   says who may run what, as Salt's `external_auth`.
-//! * [`jobs`]: `POST /` (lowstate, parsed by [`lowstate`]) and
-//!   `GET /jobs/{jid}`; [`minions`]: the registry; [`events`]: SSE.
+//! * [`jobs`]: `POST /` and `POST /run` (lowstate, parsed by
+//!   [`lowstate`]; the runner and wheel functions are [`master_funs`]),
+//!   `GET /jobs` and `GET /jobs/{jid}`; [`minions`]: the registry;
+//!   [`keys`]: the maid keys; [`events`]: SSE.
+//! * [`media`]: request bodies and responses in JSON, YAML or forms.
 //! * [`hub`]: the Redis connections every request shares.
 //! * [`tls`] serves HTTPS.
 //!
@@ -19,8 +22,11 @@ mod error;
 mod events;
 pub mod hub;
 mod jobs;
+mod keys;
 mod login;
 mod lowstate;
+pub mod master_funs;
+mod media;
 mod minions;
 pub mod perms;
 pub mod tls;
@@ -173,24 +179,39 @@ impl std::ops::Deref for Api {
 fn router(api: Api) -> Router {
     let protected = Router::new()
         .route("/", post(jobs::run))
+        .route("/jobs", get(jobs::list))
         .route("/jobs/{jid}", get(jobs::job))
-        .route("/minions", get(minions::all))
+        .route("/minions", get(minions::all).post(jobs::start))
         .route("/minions/{id}", get(minions::one))
+        .route("/keys", get(keys::all))
+        .route("/keys/{mid}", get(keys::one))
         .route("/events", get(events::stream))
         .route_layer(axum::middleware::from_fn_with_state(
             api.clone(),
             login::require_token,
         ));
     Router::new()
+        .route("/", get(welcome))
         .route("/login", post(login::login))
         .route("/logout", post(login::logout))
+        .route("/token", post(login::token_for_run))
+        .route("/run", post(jobs::run_with_credentials))
         .route(
             "/openapi.json",
             get(|| async { ([(CONTENT_TYPE, "application/json")], OPENAPI) }),
         )
         .merge(protected)
         .fallback(|| async { ApiError::NotFound.into_response() })
+        .layer(axum::middleware::from_fn(media::respond_as_accepted))
         .with_state(api)
+}
+
+/// `GET /`: salt-api's welcome, naming the clients it runs.
+async fn welcome() -> axum::Json<serde_json::Value> {
+    axum::Json(serde_json::json!({
+        "return": "Welcome",
+        "clients": ["local", "local_async", "local_batch", "runner", "wheel"],
+    }))
 }
 
 /// Serve the API on `listener` (over TLS with `tls`) until `shutdown`

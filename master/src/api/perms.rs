@@ -41,6 +41,14 @@ pub struct PermError {
 pub const JOBS: &str = "@jobs";
 const SPECIAL: [&str; 3] = ["@runner", "@wheel", JOBS];
 
+/// `@runner`, `@wheel`, `@jobs`, or `@` and a module name.
+fn special(entry: &str) -> bool {
+    SPECIAL.contains(&entry)
+        || entry.strip_prefix('@').is_some_and(|m| {
+            !m.is_empty() && m.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+        })
+}
+
 /// Salt's function check (`CkMinions.match_check`): `re.match`, Python's
 /// syntax, anchored at the start of the function name only.
 fn fun_regex(pattern: &str) -> Result<PyRegex, String> {
@@ -59,8 +67,10 @@ pub fn validate(perms: &BTreeMap<String, Vec<PermEntry>>) -> Result<(), PermErro
         for entry in entries {
             match entry {
                 PermEntry::Fun(f) if f.starts_with('@') => {
-                    if !SPECIAL.contains(&f.as_str()) {
-                        return Err(bad(format!("{f:?} is none of {SPECIAL:?}")));
+                    if !special(f) {
+                        return Err(bad(format!(
+                            "{f:?} is none of {SPECIAL:?} nor `@` and a module name"
+                        )));
                     }
                 }
                 PermEntry::Fun(f) => {
@@ -70,6 +80,15 @@ pub fn validate(perms: &BTreeMap<String, Vec<PermEntry>>) -> Result<(), PermErro
                     let [(tgt, funs)] = table.iter().collect::<Vec<_>>()[..] else {
                         return Err(bad("a target table names exactly one target".into()));
                     };
+                    if tgt.starts_with('@') {
+                        if !special(tgt) {
+                            return Err(bad(format!("{tgt:?}: `@` and a module name")));
+                        }
+                        for f in funs {
+                            fun_regex(f).map_err(|e| bad(format!("{f:?}: {e}")))?;
+                        }
+                        continue;
+                    }
                     target::matches(
                         &Value::String(tgt.clone()),
                         TargetType::Compound,
@@ -124,6 +143,31 @@ pub fn has(entries: &[PermEntry], special: &str) -> bool {
         .any(|e| matches!(e, PermEntry::Fun(f) if f == special))
 }
 
+/// Whether `entries` allow the master function `fun` of `form` (`runner`
+/// or `wheel`), as Salt's `CkMinions.spec_check`: `@runner` (or
+/// `@runners`) allows every runner, `@jobs` every function of the `jobs`
+/// module, and a table `{"@runner": [regexes]}` or `{"@jobs": [regexes]}`
+/// the functions its regexes match (the whole name, or the function
+/// within its module).
+pub fn spec_allows(entries: &[PermEntry], fun: &str, form: &str) -> bool {
+    let Some((module, name)) = fun.split_once('.') else {
+        return false;
+    };
+    let plural = format!("{form}s");
+    entries.iter().any(|entry| match entry {
+        PermEntry::Fun(f) => f
+            .strip_prefix('@')
+            .is_some_and(|s| s == module || s == form || s == plural),
+        PermEntry::Targeted(table) => table.iter().any(|(key, funs)| {
+            let Some(spec) = key.strip_prefix('@') else {
+                return false;
+            };
+            (spec == module && fun_allowed(funs, name))
+                || ((spec == form || spec == plural) && fun_allowed(funs, fun))
+        }),
+    })
+}
+
 fn fun_allowed(patterns: &[String], fun: &str) -> bool {
     patterns
         .iter()
@@ -170,6 +214,24 @@ pub fn allows(
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn master_functions_are_allowed_as_salts_spec_check() {
+        let e = entries(json!(["@wheel", {"@jobs": ["lookup_.*"]}]));
+        assert!(spec_allows(&e, "key.list_all", "wheel"));
+        assert!(!spec_allows(&e, "key.list_all", "runner"));
+        assert!(spec_allows(&e, "jobs.lookup_jid", "runner"));
+        assert!(!spec_allows(&e, "jobs.list_jobs", "runner"));
+        assert!(!spec_allows(&e, "manage.up", "runner"));
+        let e = entries(json!(["@runners", "@manage"]));
+        assert!(spec_allows(&e, "jobs.list_jobs", "runner"));
+        assert!(spec_allows(&e, "manage.up", "wheel"));
+        assert!(!spec_allows(&e, "key.accept", "wheel"));
+        assert!(!spec_allows(&e, "nodot", "runner"));
+        let e = entries(json!([{"@runner": ["jobs\\.list_.*"]}, ".*"]));
+        assert!(spec_allows(&e, "jobs.list_jobs", "runner"));
+        assert!(!spec_allows(&e, "manage.up", "runner"));
+    }
 
     fn known() -> Maids {
         ["web1", "web2", "db1"]
@@ -238,7 +300,8 @@ mod tests {
         assert!(p.of("nobody").is_empty());
         for bad in [
             json!({"x": ["("]}),
-            json!({"x": ["@nope"]}),
+            json!({"x": ["@no pe"]}),
+            json!({"x": [{"@runner": ["("]}]}),
             json!({"x": [{"a": ["x"], "b": ["y"]}]}),
             json!({"x": [{"web1 and": ["x"]}]}),
         ] {

@@ -74,6 +74,9 @@ const MASTER_COMMANDS: &[&str] = &[
     "exists",
     "expire",
     "del",
+    "zadd",
+    "zrangebyscore",
+    "zremrangebyscore",
 ];
 
 /// A Redis user or topic name that can stand in an ACL line unquoted.

@@ -22,7 +22,7 @@ use crate::plugin_store::{MODULES_KWARG, SYNC_MODULES};
 /// How a target is read (`-L`, `-E`, `-G`, `-P`, `-S`, `-C`; glob by
 /// default), as `salt` takes it.
 #[derive(Debug, Clone, Args)]
-#[command(group(ArgGroup::new("target_type").args(["list", "pcre", "grain", "grain_pcre", "ipcidr", "compound", "nodegroup"])))]
+#[command(group(ArgGroup::new("target_type").args(["list", "pcre", "grain", "grain_pcre", "ipcidr", "compound", "nodegroup", "pillar", "pillar_pcre"])))]
 pub struct TargetOpts {
     /// TGT is a list of ids, separated by commas or spaces.
     #[arg(short = 'L', long)]
@@ -45,6 +45,14 @@ pub struct TargetOpts {
     /// TGT names a nodegroup of the config's `[master] nodegroups`.
     #[arg(short = 'N', long)]
     pub nodegroup: bool,
+    /// TGT is `key:glob` over pillar data. Maids have no pillar, so this
+    /// selects no one, as it does on a Salt master whose pillar lacks the
+    /// key.
+    #[arg(short = 'I', long)]
+    pub pillar: bool,
+    /// TGT is `key:regex` over pillar data (selects no one, as `-I`).
+    #[arg(short = 'J', long)]
+    pub pillar_pcre: bool,
 }
 
 impl TargetOpts {
@@ -57,6 +65,8 @@ impl TargetOpts {
             (self.ipcidr, "ipcidr"),
             (self.compound, "compound"),
             (self.nodegroup, "nodegroup"),
+            (self.pillar, "pillar"),
+            (self.pillar_pcre, "pillar_pcre"),
         ]
         .into_iter()
         .find_map(|(set, name)| set.then_some(name))
@@ -130,6 +140,10 @@ pub struct RunArgs {
     pub fun: String,
     /// Arguments: `value` positional, `key=value` keyword (YAML values).
     pub args: Vec<String>,
+    /// Run on at most this many minions at a time (a count, or a
+    /// percentage of those targeted), starting another as each returns.
+    #[arg(short = 'b', long = "batch-size", visible_alias = "batch")]
+    pub batch: Option<String>,
     #[command(flatten)]
     pub report: ReportOpts,
     #[command(flatten)]
@@ -165,6 +179,8 @@ struct Spec {
     kwarg: Map<String, Value>,
     /// SHA-256 pinned for `salt://` sources (`maid cp`).
     source_hashes: std::collections::BTreeMap<String, String>,
+    /// `-b`: a rolling batch of this size.
+    batch: Option<String>,
 }
 
 /// Publish, stream returns as they come, then report what is missing.
@@ -181,6 +197,7 @@ fn run_and_report(
         arg,
         kwarg,
         source_hashes,
+        batch,
     } = spec;
     let max = maid_protocol::protocol::MAX_TIMEOUT_SECS;
     if !(report_opts.timeout.is_finite() && report_opts.timeout > 0.0 && report_opts.timeout <= max)
@@ -232,8 +249,14 @@ fn run_and_report(
     const NO_MATCH: &str =
         "No minions matched the target. No command was sent, no jid was assigned.";
     if selected.is_empty() {
-        // As `salt`: nothing is published, and the outputter shows `{}`.
+        // As `salt`: nothing is published, and the outputter shows `{}`
+        // (a batch says it once more).
         println!("{NO_MATCH}");
+        if batch.is_some() && !report_opts.run_async {
+            println!("No minions matched the target.");
+            eprintln!("ERROR: No return received");
+            return Ok(ExitCode::from(2));
+        }
         if report_opts.run_async {
             println!("Executed command with job ID: 0");
             return Ok(ExitCode::SUCCESS);
@@ -243,8 +266,13 @@ fn run_and_report(
         return Ok(ExitCode::from(2));
     }
     let jid = crate::jid::new_jid();
+    if let Some(batch) = batch
+        && !report_opts.run_async
+    {
+        return run_batch(&bus, &req, report_opts, selected, &batch, jid);
+    }
     if report_opts.run_async {
-        block_on(jobs::submit(&bus, &req, &jid))??;
+        block_on(jobs::submit(&bus, &req, &jid, selected))??;
         println!("Executed command with job ID: {jid}");
         return Ok(ExitCode::SUCCESS);
     }
@@ -331,6 +359,77 @@ fn run_and_report(
     Ok(ExitCode::from(code))
 }
 
+/// `salt -b`: the selected minions a batch at a time, each start
+/// announced and each return shown with its jid and retcode, as Salt's
+/// batch prints them; the exit code is the highest retcode.
+fn run_batch(
+    bus: &crate::bus::Bus,
+    req: &JobRequest,
+    report_opts: &ReportOpts,
+    selected: std::collections::BTreeSet<String>,
+    batch: &str,
+    jid: String,
+) -> anyhow::Result<ExitCode> {
+    let (out, indent) = (&report_opts.out, report_opts.out_indent);
+    let quiet = report_opts.static_out;
+    let ids: Vec<String> = selected.into_iter().collect();
+    let Some(size) = crate::batch::size(batch, ids.len()) else {
+        eprintln!("ERROR: {}", crate::batch::invalid(batch));
+        return Ok(ExitCode::FAILURE);
+    };
+    let mut gathered = Map::new();
+    let launch = |sub: JobRequest, tx: tokio::sync::mpsc::UnboundedSender<Return>| {
+        let bus = bus.clone();
+        let jid = jid.clone();
+        async move {
+            jobs::run_as(
+                &bus,
+                &sub,
+                jid,
+                |r| {
+                    let _ = tx.send(r.clone());
+                },
+                |_| {},
+            )
+            .await
+        }
+    };
+    let outcome = block_on(crate::batch::run(
+        ids,
+        size,
+        req,
+        launch,
+        |next| {
+            if !quiet {
+                let ids = Value::Array(next.iter().cloned().map(Value::String).collect());
+                println!(
+                    "\nExecuting run on {}\n",
+                    maid_protocol::salt::python::repr(&ids)
+                );
+            }
+        },
+        |r| {
+            if quiet {
+                gathered.insert(r.id.clone(), r.ret.clone());
+                return;
+            }
+            let mut shown = Map::new();
+            shown.insert("retcode".into(), Value::from(r.retcode));
+            shown.insert("jid".into(), Value::String(r.jid.clone()));
+            shown.insert(r.id.clone(), r.ret.clone());
+            out.display(&shown, indent);
+        },
+    ))??;
+    if quiet {
+        out.display(&gathered, indent);
+        return Ok(ExitCode::SUCCESS);
+    }
+    for report in &outcome.reports {
+        report_forged(&report.forged);
+    }
+    Ok(ExitCode::from(outcome.max_retcode().clamp(0, 255) as u8))
+}
+
 /// Forged replies go to stderr, never among the returns.
 fn report_forged(forged: &std::collections::BTreeMap<String, String>) {
     for (id, why) in forged {
@@ -396,6 +495,7 @@ pub fn run(args: RunArgs, verbose: bool) -> anyhow::Result<ExitCode> {
         arg,
         kwarg,
         source_hashes: Default::default(),
+        batch: args.batch.clone(),
     };
     run_and_report(&args.master, &args.report, spec, verbose)
 }
@@ -457,6 +557,7 @@ pub fn cp(args: CpArgs, verbose: bool) -> anyhow::Result<ExitCode> {
         // The agents write exactly the bytes pushed here, whatever the
         // Redis file store holds by the time they read it.
         source_hashes: [(url, pushed.sha256.clone())].into(),
+        batch: None,
     };
     run_and_report(&args.master, &args.report, spec, verbose)
 }

@@ -17,14 +17,35 @@ use super::yaml11::{Py, safe_load};
 /// `salt.utils.args.parse_input` does (with `condition_input`: an int of
 /// twenty digits, a jid, is sent as a string).
 pub fn parse_cli(words: &[String]) -> (Vec<Value>, Map<String, Value>) {
+    let words: Vec<Value> = words.iter().cloned().map(Value::String).collect();
+    parse_input(words, true)
+}
+
+/// `salt.utils.args.parse_input` over values, as the master reads a
+/// runner's or wheel's `arg` (`condition` false) or the CLI's words
+/// (`condition` true): a `key=value` string is a keyword argument, other
+/// strings are read by [`yamlify`], a `{"__kwarg__": true, ...}` mapping
+/// gives keyword arguments, anything else stays positional.
+pub fn parse_input(values: Vec<Value>, condition_jids: bool) -> (Vec<Value>, Map<String, Value>) {
     let mut args = Vec::new();
     let mut kwargs = Map::new();
-    for word in words {
-        match parse_kwarg(word) {
-            Some((key, value)) => {
-                kwargs.insert(key.to_string(), yamlify(value));
+    for value in values {
+        match value {
+            Value::String(word) => match parse_kwarg(&word) {
+                Some((key, value)) => {
+                    kwargs.insert(key.to_string(), yamlify(value));
+                }
+                None if condition_jids => args.push(condition(yamlify(&word))),
+                None => args.push(yamlify(&word)),
+            },
+            Value::Object(mut map) => {
+                if map.remove("__kwarg__") == Some(Value::Bool(true)) {
+                    kwargs.extend(map);
+                } else {
+                    args.push(Value::Object(map));
+                }
             }
-            None => args.push(condition(yamlify(word))),
+            other => args.push(other),
         }
     }
     (args, kwargs)
@@ -140,7 +161,7 @@ pub fn yamlify(text: &str) -> Value {
 /// Ints beyond 64 bits are strings (as Salt's payload sends them), bytes
 /// are text. `None` for what JSON cannot hold (infinities, NaN): the word
 /// then stays the string it was.
-fn to_json(value: &Py) -> Option<Value> {
+pub fn to_json(value: &Py) -> Option<Value> {
     Some(match value {
         Py::None => Value::Null,
         Py::Bool(b) => Value::Bool(*b),

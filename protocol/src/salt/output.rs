@@ -8,7 +8,7 @@
 //! on stderr. `tests/salt.rs` compares every outputter with Salt's own on a
 //! corpus of return shapes.
 
-mod yaml;
+pub mod yaml;
 
 use serde_json::{Map, Value};
 

@@ -1,0 +1,563 @@
+//! salt-api's `runner` and `wheel` clients: functions the master runs
+//! itself, with Salt's names, arguments and return shapes.
+//!
+//! * runner `jobs.lookup_jid`, `jobs.list_job`, `jobs.list_jobs`,
+//!   `jobs.print_job`, `jobs.exit_success` read the job cache (the loads
+//!   of [`jobcache`](crate::jobcache) and the maids' returns);
+//!   `manage.status`, `manage.up`, `manage.down` ping the fleet.
+//! * wheel `key.list_all`, `key.list`, `key.glob_match`, `key.accept`,
+//!   `key.reject`, `key.delete`, `key.finger`, `key.print` work on the
+//!   master's maid keys ([`Pki`](crate::pki::Pki)), as `maid key` does.
+//!
+//! Arguments are read as Salt's `RunnerClient._reformat_low` reads them:
+//! `arg` through `parse_input` (so `jid=…` strings are keyword
+//! arguments), then `kwarg`, then any other key of the chunk; keywords a
+//! function does not take are dropped (`ignore_invalid`).
+
+use std::collections::BTreeMap;
+
+use serde_json::{Map, Value, json};
+
+use crate::pki::{KeyState, Pki};
+
+/// Which of the master's clients runs a function.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Form {
+    Runner,
+    Wheel,
+}
+
+impl Form {
+    pub fn name(self) -> &'static str {
+        match self {
+            Form::Runner => "runner",
+            Form::Wheel => "wheel",
+        }
+    }
+}
+
+/// A parameter of a master function: its name and, for an optional one,
+/// its default.
+struct Param(&'static str, Option<Value>);
+
+/// What a master function is called with once bound to its parameters.
+pub type Bound = Map<String, Value>;
+
+/// The functions, with their parameters in Salt's order.
+fn signature(form: Form, fun: &str) -> Option<Vec<Param>> {
+    let none = || Some(Value::Null);
+    let t = || Some(Value::Bool(true));
+    let f = || Some(Value::Bool(false));
+    let star = || Some(json!("*"));
+    let glob = || Some(json!("glob"));
+    Some(match (form, fun) {
+        (Form::Runner, "jobs.lookup_jid") => vec![
+            Param("jid", None),
+            Param("ext_source", none()),
+            Param("returned", t()),
+            Param("missing", f()),
+            Param("display_progress", f()),
+        ],
+        (Form::Runner, "jobs.list_job" | "jobs.print_job" | "jobs.exit_success") => {
+            vec![Param("jid", None), Param("ext_source", none())]
+        }
+        (Form::Runner, "jobs.list_jobs") => vec![
+            Param("ext_source", none()),
+            Param("outputter", none()),
+            Param("search_metadata", none()),
+            Param("search_function", none()),
+            Param("search_target", none()),
+            Param("start_time", none()),
+            Param("end_time", none()),
+            Param("display_progress", f()),
+        ],
+        (Form::Runner, "manage.status") => vec![
+            Param("output", t()),
+            Param("tgt", star()),
+            Param("tgt_type", glob()),
+            Param("timeout", none()),
+            Param("gather_job_timeout", none()),
+        ],
+        (Form::Runner, "manage.up") => vec![
+            Param("tgt", star()),
+            Param("tgt_type", glob()),
+            Param("timeout", none()),
+            Param("gather_job_timeout", none()),
+        ],
+        (Form::Runner, "manage.down") => vec![
+            Param("removekeys", f()),
+            Param("tgt", star()),
+            Param("tgt_type", glob()),
+            Param("timeout", none()),
+            Param("gather_job_timeout", none()),
+        ],
+        (Form::Wheel, "key.list_all") => vec![],
+        (
+            Form::Wheel,
+            "key.list" | "key.glob_match" | "key.name_match" | "key.delete" | "key.print",
+        ) => vec![Param("match", None)],
+        (Form::Wheel, "key.accept") => vec![
+            Param("match", None),
+            Param("include_rejected", f()),
+            Param("include_denied", f()),
+        ],
+        (Form::Wheel, "key.reject") => vec![
+            Param("match", None),
+            Param("include_accepted", f()),
+            Param("include_denied", f()),
+        ],
+        (Form::Wheel, "key.finger") => vec![Param("match", None), Param("hash_type", none())],
+        _ => return None,
+    })
+}
+
+/// Whether `fun` is one of the master's `form` functions.
+pub fn exists(form: Form, fun: &str) -> bool {
+    signature(form, fun).is_some()
+}
+
+/// Why a call could not be made: Salt's `TypeError` text.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{0}")]
+pub struct BadCall(pub String);
+
+/// Bind `args` and `kwargs` to `fun`'s parameters as Python would, the
+/// keywords it does not take dropped.
+pub fn bind(
+    form: Form,
+    fun: &str,
+    args: Vec<Value>,
+    kwargs: &Map<String, Value>,
+) -> Result<Bound, BadCall> {
+    let params =
+        signature(form, fun).ok_or_else(|| BadCall(format!("'{fun}' is not available")))?;
+    let short = fun.rsplit('.').next().unwrap_or(fun);
+    if args.len() > params.len() {
+        let required = params.iter().filter(|p| p.1.is_none()).count();
+        let takes = if required == params.len() {
+            format!("{required}")
+        } else {
+            format!("from {required} to {}", params.len())
+        };
+        return Err(BadCall(format!(
+            "{short}() takes {takes} positional argument{} but {} {} given",
+            if params.len() == 1 { "" } else { "s" },
+            args.len(),
+            if args.len() == 1 { "was" } else { "were" }
+        )));
+    }
+    let mut bound = Map::new();
+    let given = args.len();
+    for (param, value) in params.iter().zip(args) {
+        bound.insert(param.0.into(), value);
+    }
+    for param in &params[given..] {
+        if let Some(v) = kwargs.get(param.0) {
+            bound.insert(param.0.into(), v.clone());
+        }
+    }
+    for param in &params[..given] {
+        if kwargs.contains_key(param.0) {
+            return Err(BadCall(format!(
+                "{short}() got multiple values for argument '{}'",
+                param.0
+            )));
+        }
+    }
+    let missing: Vec<&str> = params
+        .iter()
+        .filter(|p| p.1.is_none() && !bound.contains_key(p.0))
+        .map(|p| p.0)
+        .collect();
+    if !missing.is_empty() {
+        let names: Vec<String> = missing.iter().map(|m| format!("'{m}'")).collect();
+        let list = match names.as_slice() {
+            [one] => one.clone(),
+            [rest @ .., last] => format!("{} and {last}", rest.join(", ")),
+            [] => unreachable!(),
+        };
+        return Err(BadCall(format!(
+            "{short}() missing {} required positional argument{}: {list}",
+            missing.len(),
+            if missing.len() == 1 { "" } else { "s" }
+        )));
+    }
+    for param in &params {
+        if let (false, Some(default)) = (bound.contains_key(param.0), &param.1) {
+            bound.insert(param.0.into(), default.clone());
+        }
+    }
+    Ok(bound)
+}
+
+/// The arguments a runner was called with, as Salt's event shows them:
+/// the positional ones, then the keywords it takes as one mapping.
+pub fn fun_args(form: Form, fun: &str, args: &[Value], kwargs: &Map<String, Value>) -> Vec<Value> {
+    let names: Vec<&str> = signature(form, fun)
+        .map(|ps| ps.iter().map(|p| p.0).collect())
+        .unwrap_or_default();
+    let mut out = args.to_vec();
+    let taken: Map<String, Value> = kwargs
+        .iter()
+        .filter(|(k, _)| names.contains(&k.as_str()))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    if !taken.is_empty() {
+        out.push(Value::Object(taken));
+    }
+    out
+}
+
+/// Python's truth of a value.
+pub fn truthy(v: &Value) -> bool {
+    match v {
+        Value::Null => false,
+        Value::Bool(b) => *b,
+        Value::Number(n) => n.as_f64().is_some_and(|f| f != 0.0),
+        Value::String(s) => !s.is_empty(),
+        Value::Array(a) => !a.is_empty(),
+        Value::Object(o) => !o.is_empty(),
+    }
+}
+
+/// A jid as Salt takes one: a string, or the number a client decoded it to.
+pub fn jid_text(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// Python's `fnmatch.fnmatch` on a posix system (case-sensitive).
+fn fnmatch(name: &str, pattern: &str) -> bool {
+    crate::target::matches(
+        &Value::String(pattern.to_string()),
+        crate::target::TargetType::Glob,
+        name,
+        &Map::new(),
+    )
+    .unwrap_or(false)
+}
+
+/// Salt's `split_input`: a list as it is, else comma-separated text.
+fn split_input(v: &Value) -> Vec<String> {
+    match v {
+        Value::Array(items) => items.iter().map(jid_text).collect(),
+        other => jid_text(other)
+            .split(',')
+            .map(|s| s.trim().to_string())
+            .collect(),
+    }
+}
+
+/// `jobs.list_jobs`' filters over `described` (jid → description).
+pub fn filter_jobs(described: Map<String, Value>, bound: &Bound) -> Result<Value, BadCall> {
+    let search_function = bound.get("search_function").filter(|v| truthy(v));
+    let search_target = bound.get("search_target").filter(|v| truthy(v));
+    let search_metadata = bound.get("search_metadata").filter(|v| truthy(v));
+    if ["start_time", "end_time"]
+        .iter()
+        .any(|k| bound.get(*k).is_some_and(truthy))
+    {
+        return Err(BadCall(
+            "start_time and end_time are not supported by maid's jobs.list_jobs".into(),
+        ));
+    }
+    let mut out = Map::new();
+    for (jid, job) in described {
+        let mut keep = true;
+        if let Some(meta) = search_metadata {
+            keep = match (
+                meta.as_object(),
+                job.get("Metadata").and_then(Value::as_object),
+            ) {
+                (Some(wanted), Some(have)) => wanted.iter().any(|(k, v)| have.get(k) == Some(v)),
+                _ => false,
+            };
+        }
+        if let (Some(st), true) = (search_target, keep) {
+            let targets = match job.get("Target") {
+                Some(Value::Array(a)) => a.iter().map(jid_text).collect(),
+                Some(t) => vec![jid_text(t)],
+                None => vec![],
+            };
+            let keys = split_input(st);
+            keep = targets.iter().any(|t| keys.iter().any(|k| fnmatch(t, k)));
+        }
+        if let (Some(sf), true) = (search_function, keep) {
+            let fun = job.get("Function").map(jid_text).unwrap_or_default();
+            keep = split_input(sf).iter().any(|k| fnmatch(&fun, k));
+        }
+        if keep {
+            out.insert(jid, job);
+        }
+    }
+    Ok(match bound.get("outputter").filter(|v| truthy(v)) {
+        Some(o) => json!({"outputter": o, "data": out}),
+        None => Value::Object(out),
+    })
+}
+
+/// The key states as Salt's `list_keys` names them, each sorted as
+/// `sorted_ignorecase`.
+fn list_keys(pki: &Pki) -> Result<BTreeMap<&'static str, Vec<String>>, BadCall> {
+    let listing = pki.list().map_err(|e| BadCall(e.to_string()))?;
+    Ok(KeyState::ALL
+        .into_iter()
+        .map(|state| {
+            let mut ids = listing.get(&state).cloned().unwrap_or_default();
+            ids.sort_by_key(|id| id.to_lowercase());
+            (state.dir(), ids)
+        })
+        .collect())
+}
+
+fn state_of(dir: &str) -> Option<KeyState> {
+    KeyState::ALL.into_iter().find(|s| s.dir() == dir)
+}
+
+/// Salt's `Key.glob_match`: each state's ids `match` selects (a glob, a
+/// comma-separated list of globs, or a list), the empty states left out.
+fn glob_match(pki: &Pki, pattern: &Value) -> Result<Map<String, Value>, BadCall> {
+    let patterns = match pattern {
+        Value::Array(items) => items.iter().map(jid_text).collect(),
+        Value::String(s) if s.contains(',') => s.split(',').map(str::to_string).collect(),
+        other => vec![jid_text(other)],
+    };
+    let mut out = Map::new();
+    for (status, ids) in list_keys(pki)? {
+        let chosen: Vec<&String> = if patterns == ["*"] {
+            ids.iter().collect()
+        } else {
+            ids.iter()
+                .filter(|id| patterns.iter().any(|p| fnmatch(id, p)))
+                .collect()
+        };
+        if !chosen.is_empty() {
+            out.insert(status.into(), json!(chosen));
+        }
+    }
+    Ok(out)
+}
+
+/// Run wheel function `fun` (bound by [`bind`]) on the key store.
+pub fn wheel(pki: &Pki, fun: &str, bound: &Bound) -> Result<Value, BadCall> {
+    let matched = || bound.get("match").cloned().unwrap_or(Value::Null);
+    let flag = |name: &str| bound.get(name).is_some_and(truthy);
+    let err = |e: crate::pki::PkiError| BadCall(e.to_string());
+    match fun {
+        "key.list_all" => {
+            let mut out: Map<String, Value> = list_keys(pki)?
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), json!(v)))
+                .collect();
+            // Salt lists the master's own keys here; maid's master key is
+            // not kept in the key store.
+            out.insert("local".into(), json!([]));
+            Ok(Value::Object(out))
+        }
+        "key.list" => {
+            let m = jid_text(&matched());
+            let all = list_keys(pki)?;
+            let one = |dir: &str| json!({dir: all.get(dir).cloned().unwrap_or_default()});
+            Ok(if m.starts_with("acc") {
+                one("minions")
+            } else if m.starts_with("pre") || m.starts_with("un") {
+                one("minions_pre")
+            } else if m.starts_with("rej") {
+                one("minions_rejected")
+            } else if m.starts_with("den") {
+                one("minions_denied")
+            } else if m.starts_with("all") {
+                wheel(pki, "key.list_all", bound)?
+            } else {
+                json!({})
+            })
+        }
+        "key.glob_match" | "key.name_match" => Ok(Value::Object(glob_match(pki, &matched())?)),
+        "key.accept" | "key.reject" => {
+            let (to, mut from) = if fun == "key.accept" {
+                (KeyState::Accepted, vec![KeyState::Pending])
+            } else {
+                (KeyState::Rejected, vec![KeyState::Pending])
+            };
+            if fun == "key.accept" && flag("include_rejected") {
+                from.push(KeyState::Rejected);
+            }
+            if fun == "key.reject" && flag("include_accepted") {
+                from.push(KeyState::Accepted);
+            }
+            if flag("include_denied") {
+                from.push(KeyState::Denied);
+            }
+            let selected = glob_match(pki, &matched())?;
+            for state in from {
+                for id in selected
+                    .get(state.dir())
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                    .filter_map(Value::as_str)
+                {
+                    pki.transfer(id, state, to).map_err(err)?;
+                }
+            }
+            Ok(Value::Object(glob_match(pki, &matched())?))
+        }
+        "key.delete" => {
+            for (status, ids) in glob_match(pki, &matched())? {
+                let Some(state) = state_of(&status) else {
+                    continue;
+                };
+                for id in ids
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(Value::as_str)
+                {
+                    pki.delete(state, id).map_err(err)?;
+                }
+            }
+            Ok(Value::Object(glob_match(pki, &matched())?))
+        }
+        "key.finger" | "key.print" => {
+            let mut out = Map::new();
+            for (status, ids) in glob_match(pki, &matched())? {
+                let Some(state) = state_of(&status) else {
+                    continue;
+                };
+                let mut keys = Map::new();
+                for id in ids
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(Value::as_str)
+                {
+                    let text = pki.key(state, id).map_err(err)?.unwrap_or_default();
+                    let shown = if fun == "key.finger" {
+                        crate::pki::fingerprint(&text)
+                    } else {
+                        text
+                    };
+                    keys.insert(id.to_string(), json!(shown));
+                }
+                out.insert(status, Value::Object(keys));
+            }
+            Ok(Value::Object(out))
+        }
+        other => Err(BadCall(format!("'{other}' is not available"))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn b(fun: &str, args: Value, kwargs: Value) -> Result<Bound, BadCall> {
+        let args = args.as_array().unwrap().clone();
+        bind(Form::Runner, fun, args, kwargs.as_object().unwrap())
+    }
+
+    #[test]
+    fn arguments_bind_as_python_binds_them() {
+        let ok = b(
+            "jobs.lookup_jid",
+            json!(["123"]),
+            json!({"missing": true, "junk": 1}),
+        )
+        .unwrap();
+        assert_eq!(ok["jid"], json!("123"));
+        assert_eq!(ok["missing"], json!(true));
+        assert_eq!(ok["returned"], json!(true));
+        assert!(!ok.contains_key("junk"));
+        assert_eq!(
+            b("jobs.lookup_jid", json!([]), json!({})).unwrap_err().0,
+            "lookup_jid() missing 1 required positional argument: 'jid'"
+        );
+        assert_eq!(
+            b("jobs.list_job", json!([1, 2, 3]), json!({}))
+                .unwrap_err()
+                .0,
+            "list_job() takes from 1 to 2 positional arguments but 3 were given"
+        );
+        assert_eq!(
+            b("jobs.list_job", json!([1]), json!({"jid": 2}))
+                .unwrap_err()
+                .0,
+            "list_job() got multiple values for argument 'jid'"
+        );
+        assert!(bind(Form::Runner, "nope.x", vec![], &Map::new()).is_err());
+    }
+
+    #[test]
+    fn list_jobs_filters_as_salt() {
+        let jobs = json!({
+            "1": {"Function": "test.ping", "Target": "web*", "Metadata": {"a": 1}},
+            "2": {"Function": "cmd.run", "Target": ["db1", "db2"]},
+        });
+        let jobs = jobs.as_object().unwrap().clone();
+        let run = |kw: Value| {
+            let bound = b("jobs.list_jobs", json!([]), kw).unwrap();
+            let out = filter_jobs(jobs.clone(), &bound).unwrap();
+            out.as_object().unwrap().keys().cloned().collect::<Vec<_>>()
+        };
+        assert_eq!(run(json!({})), ["1", "2"]);
+        assert_eq!(run(json!({"search_function": "test.*"})), ["1"]);
+        assert_eq!(run(json!({"search_target": "db2"})), ["2"]);
+        assert_eq!(run(json!({"search_target": "web*,db1"})), ["1", "2"]);
+        assert_eq!(run(json!({"search_metadata": {"a": 1}})), ["1"]);
+        let bound = b("jobs.list_jobs", json!([]), json!({"outputter": "yaml"})).unwrap();
+        assert_eq!(
+            filter_jobs(jobs, &bound).unwrap()["outputter"],
+            json!("yaml")
+        );
+    }
+
+    #[test]
+    fn wheel_key_functions_move_keys_as_salt_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let pki = Pki::new(dir.path());
+        let key = |n: u8| {
+            use base64::Engine;
+            base64::engine::general_purpose::STANDARD.encode(
+                ed25519_dalek::SigningKey::from_bytes(&[n; 32])
+                    .verifying_key()
+                    .as_bytes(),
+            )
+        };
+        pki.submit("web1", &key(1)).unwrap();
+        pki.submit("web2", &key(2)).unwrap();
+        pki.submit("db1", &key(3)).unwrap();
+        let call = |fun: &str, kw: Value| {
+            let bound = bind(Form::Wheel, fun, vec![], kw.as_object().unwrap()).unwrap();
+            wheel(&pki, fun, &bound).unwrap()
+        };
+        assert_eq!(
+            call("key.list_all", json!({})),
+            json!({"minions": [], "minions_denied": [], "minions_pre": ["db1", "web1", "web2"],
+                   "minions_rejected": [], "local": []})
+        );
+        assert_eq!(
+            call("key.accept", json!({"match": "web*"})),
+            json!({"minions": ["web1", "web2"]})
+        );
+        assert_eq!(
+            call("key.reject", json!({"match": "db1,web1"})),
+            json!({"minions": ["web1"], "minions_rejected": ["db1"]})
+        );
+        assert_eq!(
+            call("key.list", json!({"match": "acc"})),
+            json!({"minions": ["web1", "web2"]})
+        );
+        let finger = call("key.finger", json!({"match": "web2"}));
+        assert_eq!(
+            finger["minions"]["web2"],
+            json!(crate::pki::fingerprint(&key(2)))
+        );
+        assert_eq!(call("key.delete", json!({"match": "web2"})), json!({}));
+        assert_eq!(
+            call("key.glob_match", json!({"match": "*"})),
+            json!({"minions": ["web1"], "minions_rejected": ["db1"]})
+        );
+    }
+}

@@ -1,0 +1,476 @@
+//! pepper 0.7.6 against `maid api` and against real salt-api, side by
+//! side: the same command lines on both, the same output and exit code
+//! expected. The Salt side is a real salt-master, two salt-minions and
+//! salt-api (rest_cherrypy) from `tests/salt/realsalt.py`; the maid side is
+//! two maids of the same ids behind `maid api`. Beside pepper, raw HTTP
+//! requests in the formats salt-api takes (forms, YAML, `Accept: YAML`)
+//! and its job and key endpoints are compared the same way.
+//!
+//! Outputs are compared after jids and start times are masked; nothing
+//! else is. What maid answers differently on purpose is listed in the
+//! README ("Where maid differs from Salt") and kept out of the corpus here.
+
+use std::path::Path;
+use std::process::Command;
+
+use serde_json::{Value, json};
+
+use crate::api::{ApiServer, Fleet};
+use crate::common::fleet::TOPIC;
+use crate::common::salt::{RealSalt, venv};
+
+/// Who pepper logs in as on both sides. Salt's `auto` eauth takes any
+/// password; maid's API has the user with this password.
+const USER: &str = "alice";
+const PASSWORD: &str = "wonderland";
+const MINIONS: [&str; 2] = ["m1", "m2"];
+
+/// What a pepper run printed and how it exited.
+#[derive(Debug, Clone, PartialEq)]
+struct Run {
+    stdout: String,
+    code: i32,
+}
+
+/// Run pepper with `args` against the API at `url`; its home is `home`
+/// (so no `~/.pepperrc` of the machine's counts).
+fn pepper(url: &str, home: &Path, args: &[String]) -> Run {
+    let out = Command::new(venv().join("bin/pepper"))
+        .args(args)
+        .env("HOME", home)
+        .env("SALTAPI_URL", url)
+        .env("SALTAPI_USER", USER)
+        .env("SALTAPI_PASS", PASSWORD)
+        .env("SALTAPI_EAUTH", "auto")
+        .env_remove("PEPPERRC")
+        .output()
+        .expect("run pepper");
+    Run {
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        code: out.status.code().unwrap_or(-1),
+    }
+}
+
+/// Jids and start times, which differ by design, masked.
+fn masked(text: &str) -> String {
+    // A start time is `2026, Nov 24 23:04:17.123456`: this shape, where
+    // `9` is a digit and `A`/`a` a letter.
+    const TIME: &[u8] = b"9999, Aaa 99 99:99:99.999999";
+    let fits = |w: &[u8]| {
+        w.iter().zip(TIME).all(|(c, t)| match t {
+            b'9' => c.is_ascii_digit(),
+            b'A' => c.is_ascii_uppercase(),
+            b'a' => c.is_ascii_lowercase(),
+            _ => c == t,
+        })
+    };
+    let b = text.as_bytes();
+    let mut out = String::with_capacity(text.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b.len() - i >= TIME.len() && fits(&b[i..i + TIME.len()]) {
+            out.push_str("<time>");
+            i += TIME.len();
+            continue;
+        }
+        if b[i].is_ascii_digit() && (i == 0 || !b[i - 1].is_ascii_digit()) {
+            let run = b[i..].iter().take_while(|c| c.is_ascii_digit()).count();
+            if run == 20 {
+                out.push_str("<jid>");
+            } else {
+                out.push_str(&text[i..i + run]);
+            }
+            i += run;
+            continue;
+        }
+        let ch = text[i..].chars().next().unwrap();
+        out.push(ch);
+        i += ch.len_utf8();
+    }
+    out
+}
+
+/// The first jid `text` names.
+fn jid_in(text: &str) -> Option<String> {
+    let b = text.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        let run = b[i..].iter().take_while(|c| c.is_ascii_digit()).count();
+        if run == 20 {
+            return Some(text[i..i + 20].to_string());
+        }
+        i += run.max(1);
+    }
+    None
+}
+
+/// The maid side: two maids that run `cmd.run`, an API whose user has
+/// every permission, and a key store whose keys pepper will accept.
+async fn maid_side(fleet: &mut Fleet) -> ApiServer {
+    let cmd =
+        "\n[plugins.cmd]\nexec = [\"/usr/bin/*\", \"/bin/*\"]\nshell = true\nenv = [\"PATH\"]\n";
+    for id in MINIONS {
+        fleet.agent(id, cmd).await;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("maid.toml");
+    let hash = maid_master::api::auth::hash_password(PASSWORD).unwrap();
+    std::fs::write(
+        &config,
+        format!(
+            "master_topics = [\"{TOPIC}\"]\n[redis]\nurl = \"{}\"\n\
+             [master]\nkey = \"{}\"\npki_dir = \"{}\"\n\
+             [api]\n[api.users]\n{USER} = \"{hash}\"\n\
+             [api.perms]\n{USER} = [\".*\", \"@runner\", \"@wheel\", \"@jobs\"]\n",
+            fleet.redis.url.as_deref().unwrap(),
+            fleet.dir.path().join("master.key").display(),
+            fleet.dir.path().join("pki").display(),
+        ),
+    )
+    .unwrap();
+    fleet.start_api(dir, &config, &[])
+}
+
+/// The command lines, in order (later ones read the jid `{jid}` of the
+/// last `local_async`). `true` marks outputs whose lines may come in any
+/// order (returns printed as they arrive).
+fn corpus() -> Vec<(Vec<&'static str>, bool)> {
+    vec![
+        // Salt accepted its minions' keys already; maid's wait pending.
+        (vec!["--client", "wheel", "key.accept", "match=*"], false),
+        (vec!["--client", "wheel", "key.list", "match=acc"], false),
+        (vec!["*", "test.ping"], false),
+        (vec!["-L", "m1,m2", "test.echo", "hello world"], false),
+        (vec!["-E", "m[12]", "cmd.run", "echo hi; echo there"], false),
+        (vec!["--fail-any", "*", "cmd.run", "exit 3"], false),
+        (vec!["--fail-any", "*", "test.ping"], false),
+        (vec!["--fail-all", "m1", "cmd.run", "exit 4"], false),
+        (vec!["nobody-here", "test.ping"], false),
+        (vec!["*", "no.such"], false),
+        (vec!["-C", "m1 or L@m2", "test.ping"], false),
+        (vec!["-G", "id:m1", "test.ping"], false),
+        (vec!["-t", "1", "*", "test.sleep", "2"], false),
+        (vec!["--client", "local_async", "*", "test.ping"], false),
+        (
+            vec!["--client", "runner", "jobs.lookup_jid", "jid={jid}"],
+            false,
+        ),
+        (
+            vec!["--client", "runner", "jobs.list_job", "jid={jid}"],
+            false,
+        ),
+        (
+            vec!["--client", "runner", "jobs.exit_success", "jid={jid}"],
+            false,
+        ),
+        (
+            vec![
+                "--client",
+                "runner",
+                "jobs.list_jobs",
+                "search_function=test.echo",
+            ],
+            false,
+        ),
+        (
+            vec![
+                "--client",
+                "runner",
+                "jobs.lookup_jid",
+                "jid=20000101000000000000",
+            ],
+            false,
+        ),
+        (vec!["--client", "runner", "manage.status"], false),
+        (vec!["--client", "runner", "manage.status", "tgt=m1"], false),
+        (
+            vec!["--client", "wheel", "key.finger", "match=nobody"],
+            false,
+        ),
+        (vec!["--client", "runner", "manage.up"], false),
+        (vec!["--client", "runner", "manage.down"], false),
+        (vec!["--batch", "1", "*", "test.echo", "batched"], true),
+        (vec!["--batch", "50%", "*", "cmd.run", "echo half"], true),
+        (vec!["--fail-if-incomplete", "*", "test.ping"], true),
+        (vec!["--run-uri", "*", "test.echo", "through /run"], false),
+        (
+            vec![
+                "--json",
+                r#"[{"client": "local", "tgt": "m2", "fun": "test.echo", "arg": ["json"]}]"#,
+            ],
+            false,
+        ),
+    ]
+}
+
+/// Raw HTTP, as a client other than pepper sends it: `(method, path,
+/// content type, body, accept)`.
+fn raw_requests() -> Vec<(
+    &'static str,
+    &'static str,
+    &'static str,
+    &'static str,
+    &'static str,
+)> {
+    let form = "application/x-www-form-urlencoded";
+    let yaml = "application/x-yaml";
+    let json = "application/json";
+    vec![
+        (
+            "POST",
+            "/",
+            form,
+            "client=local&tgt=*&fun=test.echo&arg=from+a+form",
+            json,
+        ),
+        (
+            "POST",
+            "/",
+            form,
+            "client=local&tgt=m1&fun=test.echo&arg=%5B1%2C+2%5D",
+            json,
+        ),
+        (
+            "POST",
+            "/",
+            yaml,
+            "- client: local\n  tgt: '*'\n  fun: test.echo\n  arg: [yaml]\n",
+            json,
+        ),
+        (
+            "POST",
+            "/",
+            json,
+            r#"[{"client": "local", "tgt": "*", "fun": "test.ping"}]"#,
+            yaml,
+        ),
+        (
+            "POST",
+            "/",
+            json,
+            r#"{"client": "local", "tgt": "m1", "fun": "test.echo", "arg": "one"}"#,
+            json,
+        ),
+        (
+            "POST",
+            "/",
+            json,
+            r#"[{"client": "local", "tgt": "*", "fun": "test.ping", "full_return": true}, {"client": "runner", "fun": "manage.up"}]"#,
+            json,
+        ),
+        (
+            "POST",
+            "/",
+            json,
+            r#"[{"client": "local_batch", "tgt": "m1", "fun": "test.echo", "arg": ["b"], "batch": "1"}]"#,
+            json,
+        ),
+        (
+            "POST",
+            "/minions",
+            json,
+            r#"[{"tgt": "m9*", "fun": "test.ping"}]"#,
+            json,
+        ),
+        ("GET", "/jobs/{jid}", "", "", json),
+        ("GET", "/keys/nobody", "", "", json),
+        ("GET", "/jobs/20000101000000000000", "", "", json),
+        (
+            "POST",
+            "/",
+            form,
+            "client=local&tgt=m1&fun=test.ping&full_return=true",
+            yaml,
+        ),
+        (
+            "POST",
+            "/",
+            "text/plain",
+            r#"[{"client": "runner", "fun": "manage.status", "tgt": "m2"}]"#,
+            json,
+        ),
+        ("GET", "/", "", "", json),
+    ]
+}
+
+/// `(status, body)` of one raw request, the body parsed (JSON or YAML).
+async fn raw(
+    c: &reqwest::Client,
+    base: &str,
+    token: &str,
+    (method, path, ctype, body, accept): (&str, &str, &str, &str, &str),
+    jid: &str,
+) -> (u16, Value) {
+    let url = format!("{base}{}", path.replace("{jid}", jid));
+    let mut req = match method {
+        "GET" => c.get(url),
+        _ => c
+            .post(url)
+            .header("Content-Type", ctype)
+            .body(body.to_string()),
+    };
+    req = req.header("X-Auth-Token", token).header("Accept", accept);
+    let r = req.send().await.unwrap();
+    let status = r.status().as_u16();
+    let ctype = r
+        .headers()
+        .get("content-type")
+        .map(|v| v.to_str().unwrap().to_string())
+        .unwrap_or_default();
+    let text = r.text().await.unwrap();
+    let value = if ctype.starts_with("application/x-yaml") {
+        maid_protocol::salt::args::to_json(&maid_protocol::salt::yaml11::safe_load(&text).unwrap())
+            .unwrap()
+    } else {
+        serde_json::from_str(&text).unwrap_or(Value::String(text))
+    };
+    (status, value)
+}
+
+/// What of a raw answer is compared: all of it but maid's own `maid`
+/// member, jids masked, and the welcome's client list (maid runs fewer).
+fn comparable(path: &str, mut v: Value) -> Value {
+    if let Some(obj) = v.as_object_mut() {
+        obj.remove("maid");
+        if path == "/" && obj.contains_key("clients") {
+            obj.remove("clients");
+        }
+    }
+    serde_json::from_str(&masked(&v.to_string())).unwrap()
+}
+
+async fn login(c: &reqwest::Client, base: &str) -> String {
+    let r: Value = c
+        .post(format!("{base}/login"))
+        .json(&json!({"username": USER, "password": PASSWORD, "eauth": "auto"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    r["return"][0]["token"].as_str().unwrap().to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pepper_sees_maid_api_as_salt_api() {
+    let salt = tokio::task::spawn_blocking(|| RealSalt::start(&MINIONS, true, USER))
+        .await
+        .unwrap();
+    let salt_url = salt.api_url.clone().unwrap();
+    let mut fleet = Fleet::new();
+    let api = maid_side(&mut fleet).await;
+    let home = tempfile::tempdir().unwrap();
+
+    let mut differences = Vec::new();
+    let mut transcript = String::new();
+    let mut outputs: Vec<(Vec<&str>, Run)> = Vec::new();
+    let (mut salt_jid, mut maid_jid) = (String::new(), String::new());
+    for (args, any_order) in corpus() {
+        let with =
+            |jid: &str| -> Vec<String> { args.iter().map(|a| a.replace("{jid}", jid)).collect() };
+        let (s_args, m_args) = (with(&salt_jid), with(&maid_jid));
+        let (s_url, m_url, h) = (salt_url.clone(), api.url.clone(), home.path().to_path_buf());
+        let (s, m) = tokio::task::spawn_blocking(move || {
+            let h2 = h.clone();
+            let s_args2 = s_args.clone();
+            let s = std::thread::spawn(move || pepper(&s_url, &h2, &s_args2));
+            let m = pepper(&m_url, &h, &m_args);
+            (s.join().unwrap(), m)
+        })
+        .await
+        .unwrap();
+        if args.contains(&"local_async") {
+            salt_jid = jid_in(&s.stdout).expect("salt-api gave a jid");
+            maid_jid = jid_in(&m.stdout).expect("maid api gave a jid");
+        }
+        let norm = |r: &Run| {
+            let mut lines: Vec<String> = masked(&r.stdout).lines().map(str::to_string).collect();
+            if any_order {
+                lines.sort();
+            }
+            (lines, r.code)
+        };
+        transcript.push_str(&format!(
+            "$ pepper {}\n--- salt-api (exit {}):\n{}--- maid api (exit {}):\n{}\n",
+            args.join(" "),
+            s.code,
+            s.stdout,
+            m.code,
+            m.stdout
+        ));
+        outputs.push((args.clone(), m.clone()));
+        if norm(&s) != norm(&m) {
+            differences.push(format!(
+                "pepper {}\n--- salt-api (exit {}):\n{}--- maid api (exit {}):\n{}",
+                args.join(" "),
+                s.code,
+                s.stdout,
+                m.code,
+                m.stdout
+            ));
+        }
+    }
+
+    let c = reqwest::Client::new();
+    let (s_token, m_token) = (login(&c, &salt_url).await, login(&c, &api.url).await);
+    for request in raw_requests() {
+        let s = raw(&c, &salt_url, &s_token, request, &salt_jid).await;
+        let m = raw(&c, &api.url, &m_token, request, &maid_jid).await;
+        let (s, m) = (
+            (s.0, comparable(request.1, s.1)),
+            (m.0, comparable(request.1, m.1)),
+        );
+        transcript.push_str(&format!(
+            "$ {} {} {:?}\n--- salt-api: {} {}\n--- maid api: {} {}\n\n",
+            request.0, request.1, request.3, s.0, s.1, m.0, m.1
+        ));
+        if s != m {
+            differences.push(format!(
+                "{} {} ({}) {:?} Accept {}\n--- salt-api: {} {}\n--- maid api: {} {}",
+                request.0, request.1, request.2, request.3, request.4, s.0, s.1, m.0, m.1
+            ));
+        }
+    }
+    let path = Path::new(env!("CARGO_TARGET_TMPDIR")).join("pepper-transcript.txt");
+    std::fs::write(&path, &transcript).unwrap();
+    // The corpus ran what it says: real returns, real exit codes (so a
+    // pepper that failed the same way on both sides would not pass).
+    let printed = |words: &[&str]| {
+        outputs
+            .iter()
+            .find(|(a, _)| a == words)
+            .map(|(_, r)| r.clone())
+            .unwrap()
+    };
+    assert_eq!(
+        printed(&["*", "test.ping"]).stdout,
+        "m1:\n    True\nm2:\n    True\n"
+    );
+    assert_eq!(printed(&["--fail-any", "*", "cmd.run", "exit 3"]).code, 3);
+    assert_eq!(printed(&["--fail-all", "m1", "cmd.run", "exit 4"]).code, 4);
+    assert!(
+        printed(&["--client", "runner", "manage.up"])
+            .stdout
+            .contains("- m2")
+    );
+    assert!(
+        printed(&[
+            "--client",
+            "runner",
+            "jobs.list_jobs",
+            "search_function=test.echo"
+        ])
+        .stdout
+        .contains("test.echo")
+    );
+    assert!(
+        differences.is_empty(),
+        "{} of {} cases differ from Salt {}'s salt-api:\n\n{}",
+        differences.len(),
+        corpus().len() + raw_requests().len(),
+        crate::common::salt::SALT_VERSION,
+        differences.join("\n\n")
+    );
+    eprintln!("transcript: {}", path.display());
+}
