@@ -457,7 +457,7 @@ async fn maid_cp_copies_a_large_file_to_three_agents() {
         );
         assert_eq!(
             String::from_utf8_lossy(&o.stdout),
-            format!("{{\"cp-{i}\": \"{}\"}}\n", dest.display()),
+            format!("{{\"cp-{i}\": {{\"{}\": true}}}}\n", dest.display()),
             "{}",
             String::from_utf8_lossy(&o.stderr)
         );

@@ -629,7 +629,7 @@ async fn maid_cp_with_the_master_key_copies_end_to_end() {
     );
     assert_eq!(
         String::from_utf8_lossy(&o.stdout),
-        format!("{{\"copied\": \"{}\"}}\n", dest.display()),
+        format!("{{\"copied\": {{\"{}\": true}}}}\n", dest.display()),
         "{}",
         String::from_utf8_lossy(&o.stderr)
     );

@@ -412,108 +412,21 @@ async fn master_call(
     ))
 }
 
-/// The runner functions.
+/// The runner functions: `manage.*` ping through this API; the `jobs.*`
+/// read the job cache, showing the user only the jobs they may see.
 async fn runner(
     api: &Api,
     chunk: &Chunk,
     bound: &Bound,
     user: &str,
 ) -> Result<Result<Value, BadCall>, ApiError> {
+    if chunk.fun.starts_with("manage.") {
+        let (up, down) = manage_ping(api, bound, user).await?;
+        return Ok(Ok(master_funs::manage_answer(&chunk.fun, up, down)));
+    }
     let mut conn = api.hub.conn().await?;
-    let jid_arg = || {
-        bound
-            .get("jid")
-            .map(master_funs::jid_text)
-            .unwrap_or_default()
-    };
-    Ok(Ok(match chunk.fun.as_str() {
-        "jobs.lookup_jid" => {
-            let jid = jid_arg();
-            let job = list_job(api, &mut conn, &jid).await?;
-            let mut ret = Map::new();
-            let results = job
-                .get("Result")
-                .and_then(Value::as_object)
-                .cloned()
-                .unwrap_or_default();
-            if bound.get("returned").is_some_and(master_funs::truthy) {
-                for (id, r) in &results {
-                    ret.insert(id.clone(), r.get("return").cloned().unwrap_or(Value::Null));
-                }
-            }
-            if bound.get("missing").is_some_and(master_funs::truthy) {
-                for id in job
-                    .get("Minions")
-                    .and_then(Value::as_array)
-                    .into_iter()
-                    .flatten()
-                {
-                    if let Some(id) = id.as_str().filter(|id| !results.contains_key(*id)) {
-                        ret.insert(id.into(), json!("Minion did not return"));
-                    }
-                }
-            }
-            Value::Object(ret)
-        }
-        "jobs.list_job" => Value::Object(list_job(api, &mut conn, &jid_arg()).await?),
-        "jobs.print_job" => {
-            let jid = jid_arg();
-            let mut job = list_job(api, &mut conn, &jid).await?;
-            job.remove("jid");
-            job.remove("Minions");
-            json!({jid: job})
-        }
-        "jobs.exit_success" => {
-            let job = list_job(api, &mut conn, &jid_arg()).await?;
-            let results = job
-                .get("Result")
-                .and_then(Value::as_object)
-                .cloned()
-                .unwrap_or_default();
-            let mut ret = Map::new();
-            for id in job
-                .get("Minions")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-            {
-                if let Some(id) = id.as_str() {
-                    let ok = results
-                        .get(id)
-                        .and_then(|r| r.get("return"))
-                        .is_some_and(master_funs::truthy);
-                    ret.insert(id.into(), json!(ok));
-                }
-            }
-            for (id, r) in &results {
-                if r.get("return").is_some_and(master_funs::truthy) {
-                    ret.insert(id.clone(), json!(true));
-                }
-            }
-            Value::Object(ret)
-        }
-        "jobs.list_jobs" => {
-            let mut described = Map::new();
-            for load in jobcache::all(&mut conn).await? {
-                if api.may_see(user, &load.jid) || load.user == user {
-                    described.insert(load.jid.clone(), Value::Object(load.describe()));
-                }
-            }
-            match master_funs::filter_jobs(described, bound) {
-                Ok(v) => v,
-                Err(e) => return Ok(Err(e)),
-            }
-        }
-        "manage.status" | "manage.up" | "manage.down" => {
-            let (up, down) = manage_ping(api, bound, user).await?;
-            match chunk.fun.as_str() {
-                "manage.up" => json!(up),
-                "manage.down" => json!(down),
-                _ => json!({"up": up, "down": down}),
-            }
-        }
-        other => return Ok(Err(BadCall(format!("'{other}' is not available")))),
-    }))
+    let visible = |load: &jobcache::Load| api.may_see(user, &load.jid) || load.user == user;
+    Ok(master_funs::jobs_runner(&mut conn, api.pki.as_ref(), &chunk.fun, bound, visible).await?)
 }
 
 /// `manage.status`: ping the targeted minions; `up` returned, `down` were
@@ -571,45 +484,6 @@ async fn manage_ping(
     Ok((returned.into_iter().collect(), down))
 }
 
-/// Salt's `jobs.list_job`: the job's description from its load, the
-/// minions it expected, and each return with its retcode and success.
-async fn list_job(
-    api: &Api,
-    conn: &mut crate::bus::Conn,
-    jid: &str,
-) -> Result<Map<String, Value>, ApiError> {
-    let mut out = Map::new();
-    out.insert("jid".into(), json!(jid));
-    match jobcache::get(conn, jid).await? {
-        Some(load) => {
-            // Salt's order: the description, the minions, the start time.
-            let mut described = load.describe();
-            let start = described.remove("StartTime");
-            out.extend(described);
-            out.insert("Minions".into(), json!(load.minions));
-            out.extend(start.map(|s| ("StartTime".to_string(), s)));
-        }
-        None => {
-            out.insert(
-                "Error".into(),
-                json!("Cannot contact returner or no job with this jid"),
-            );
-            out.insert("StartTime".into(), json!(jobcache::jid_to_time(jid)));
-        }
-    }
-    let cached = jobs::cached(conn, jid, api.pki.as_ref()).await?;
-    let mut result = Map::new();
-    for r in &cached.returns {
-        let mut m = Map::new();
-        m.insert("return".into(), r.ret.clone());
-        m.insert("retcode".into(), json!(r.retcode));
-        m.insert("success".into(), json!(r.success));
-        result.insert(r.id.clone(), Value::Object(m));
-    }
-    out.insert("Result".into(), Value::Object(result));
-    Ok(out)
-}
-
 /// The `maid` object of a `local` chunk.
 fn report_json(r: &Report) -> Value {
     json!({
@@ -664,7 +538,7 @@ pub async fn job(
         )));
     }
     let mut conn = api.hub.conn().await?;
-    let info = list_job(&api, &mut conn, &jid)
+    let info = master_funs::list_job(&mut conn, api.pki.as_ref(), &jid)
         .await
         .inspect_err(|_| api.hub.reset())?;
     let returns: Map<String, Value> = info

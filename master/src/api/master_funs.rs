@@ -18,7 +18,9 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value, json};
 
+use crate::bus::{BusError, Conn};
 use crate::pki::{KeyState, Pki};
+use crate::{jobcache, jobs};
 
 /// Which of the master's clients runs a function.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -296,6 +298,140 @@ pub fn filter_jobs(described: Map<String, Value>, bound: &Bound) -> Result<Value
         Some(o) => json!({"outputter": o, "data": out}),
         None => Value::Object(out),
     })
+}
+
+/// Salt's `jobs.list_job`: the job's description from its load, the
+/// minions it expected, and each return with its retcode and success
+/// (with the key store `pki`, only the returns its accepted keys signed).
+pub async fn list_job(
+    conn: &mut Conn,
+    pki: Option<&Pki>,
+    jid: &str,
+) -> Result<Map<String, Value>, BusError> {
+    let mut out = Map::new();
+    out.insert("jid".into(), json!(jid));
+    match jobcache::get(conn, jid).await? {
+        Some(load) => {
+            // Salt's order: the description, the minions, the start time.
+            let mut described = load.describe();
+            let start = described.remove("StartTime");
+            out.extend(described);
+            out.insert("Minions".into(), json!(load.minions));
+            out.extend(start.map(|s| ("StartTime".to_string(), s)));
+        }
+        None => {
+            out.insert(
+                "Error".into(),
+                json!("Cannot contact returner or no job with this jid"),
+            );
+            out.insert("StartTime".into(), json!(jobcache::jid_to_time(jid)));
+        }
+    }
+    let cached = jobs::cached(conn, jid, pki).await?;
+    let mut result = Map::new();
+    for r in &cached.returns {
+        result.insert(
+            r.id.clone(),
+            json!({"return": r.ret, "retcode": r.retcode, "success": r.success}),
+        );
+    }
+    out.insert("Result".into(), Value::Object(result));
+    Ok(out)
+}
+
+/// The runner functions over the job cache (`jobs.*`), `visible` saying
+/// which cached jobs the caller may list.
+pub async fn jobs_runner(
+    conn: &mut Conn,
+    pki: Option<&Pki>,
+    fun: &str,
+    bound: &Bound,
+    visible: impl Fn(&jobcache::Load) -> bool,
+) -> Result<Result<Value, BadCall>, BusError> {
+    let jid = bound.get("jid").map(jid_text).unwrap_or_default();
+    let results = |job: &Map<String, Value>| {
+        job.get("Result")
+            .and_then(Value::as_object)
+            .cloned()
+            .unwrap_or_default()
+    };
+    let minions = |job: &Map<String, Value>| -> Vec<String> {
+        job.get("Minions")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .map(str::to_string)
+            .collect()
+    };
+    Ok(Ok(match fun {
+        "jobs.lookup_jid" => {
+            let job = list_job(conn, pki, &jid).await?;
+            let results = results(&job);
+            let mut ret = Map::new();
+            if bound.get("returned").is_some_and(truthy) {
+                for (id, r) in &results {
+                    ret.insert(id.clone(), r.get("return").cloned().unwrap_or(Value::Null));
+                }
+            }
+            if bound.get("missing").is_some_and(truthy) {
+                for id in minions(&job) {
+                    if !results.contains_key(&id) {
+                        ret.insert(id, json!("Minion did not return"));
+                    }
+                }
+            }
+            Value::Object(ret)
+        }
+        "jobs.list_job" => Value::Object(list_job(conn, pki, &jid).await?),
+        "jobs.print_job" => {
+            let mut job = list_job(conn, pki, &jid).await?;
+            job.remove("jid");
+            job.remove("Minions");
+            json!({jid: job})
+        }
+        "jobs.exit_success" => {
+            let job = list_job(conn, pki, &jid).await?;
+            let results = results(&job);
+            let mut ret = Map::new();
+            for id in minions(&job) {
+                let ok = results
+                    .get(&id)
+                    .and_then(|r| r.get("return"))
+                    .is_some_and(truthy);
+                ret.insert(id, json!(ok));
+            }
+            for (id, r) in &results {
+                if r.get("return").is_some_and(truthy) {
+                    ret.insert(id.clone(), json!(true));
+                }
+            }
+            Value::Object(ret)
+        }
+        "jobs.list_jobs" => {
+            let described: Map<String, Value> = jobcache::all(conn)
+                .await?
+                .into_iter()
+                .filter(|load| visible(load))
+                .map(|load| (load.jid.clone(), Value::Object(load.describe())))
+                .collect();
+            match filter_jobs(described, bound) {
+                Ok(v) => v,
+                Err(e) => return Ok(Err(e)),
+            }
+        }
+        other => return Ok(Err(BadCall(format!("'{other}' is not available")))),
+    }))
+}
+
+/// `manage.status`, `manage.up` or `manage.down` from a ping's outcome:
+/// the minions that answered and those expected that did not, sorted.
+pub fn manage_answer(fun: &str, up: Vec<String>, down: Vec<String>) -> Value {
+    match fun {
+        "manage.up" => json!(up),
+        "manage.down" => json!(down),
+        _ => json!({"up": up, "down": down}),
+    }
 }
 
 /// The key states as Salt's `list_keys` names them, each sorted as

@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, HashSet};
 use std::io::IsTerminal;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -130,6 +130,26 @@ pub struct ReportOpts {
     pub no_color: bool,
 }
 
+impl ReportOpts {
+    /// Defaults that print nothing extra, for jobs the master runs for
+    /// itself (`manage.status`).
+    pub(super) fn quiet(out: Out, out_indent: Option<i64>) -> ReportOpts {
+        ReportOpts {
+            timeout: 5.0,
+            out,
+            out_indent,
+            exclude: None,
+            summary: false,
+            run_async: false,
+            show_jid: false,
+            hide_timeout: false,
+            static_out: false,
+            preview_target: false,
+            no_color: false,
+        }
+    }
+}
+
 #[derive(Debug, Args)]
 pub struct RunArgs {
     #[command(flatten)]
@@ -171,7 +191,7 @@ fn print_one(out: &Out, indent: Option<i64>, id: &str, value: Value) {
 }
 
 /// What to run, on whom.
-struct Spec {
+pub(super) struct Spec {
     tgt: Value,
     tgt_type: &'static str,
     fun: String,
@@ -183,13 +203,47 @@ struct Spec {
     batch: Option<String>,
 }
 
-/// Publish, stream returns as they come, then report what is missing.
-fn run_and_report(
+impl Spec {
+    /// `fun` with no arguments on `tgt`.
+    pub(super) fn new(tgt: Value, tgt_type: &'static str, fun: &str) -> Spec {
+        Spec {
+            tgt,
+            tgt_type,
+            fun: fun.into(),
+            arg: vec![],
+            kwarg: Map::new(),
+            source_hashes: Default::default(),
+            batch: None,
+        }
+    }
+}
+
+/// A job ready to go out, or why none goes.
+pub(super) enum Prepared {
+    /// Nothing to publish; exit so (the nodegroup error, the preview).
+    Done(ExitCode),
+    /// No maid matches the target.
+    NoMatch,
+    /// Publish `req` to `selected`.
+    Ready(Box<Ready>),
+}
+
+/// A job to publish and whom it selects.
+pub(super) struct Ready {
+    pub(super) bus: crate::bus::Bus,
+    pub(super) req: JobRequest,
+    pub(super) selected: std::collections::BTreeSet<String>,
+}
+
+const NO_MATCH: &str = "No minions matched the target. No command was sent, no jid was assigned.";
+
+/// The job `spec` describes (its batch aside), and whom it selects: the
+/// checks, nodegroups and registry lookup `salt` does before it publishes.
+pub(super) fn prepare(
     master: &MasterOpts,
     report_opts: &ReportOpts,
     spec: Spec,
-    verbose: bool,
-) -> anyhow::Result<ExitCode> {
+) -> anyhow::Result<Prepared> {
     let Spec {
         tgt,
         tgt_type,
@@ -197,7 +251,7 @@ fn run_and_report(
         arg,
         kwarg,
         source_hashes,
-        batch,
+        batch: _,
     } = spec;
     let max = maid_protocol::protocol::MAX_TIMEOUT_SECS;
     if !(report_opts.timeout.is_finite() && report_opts.timeout > 0.0 && report_opts.timeout <= max)
@@ -218,7 +272,7 @@ fn run_and_report(
                     |p| p.display().to_string(),
                 );
                 out.display_value(&Value::String(format!("{e} in {conf}")), indent);
-                return Ok(ExitCode::SUCCESS);
+                return Ok(Prepared::Done(ExitCode::SUCCESS));
             }
         };
     let req = JobRequest {
@@ -244,27 +298,47 @@ fn run_and_report(
     if report_opts.preview_target {
         let ids = selected.into_iter().map(Value::String).collect();
         out.display_value(&Value::Array(ids), indent);
-        return Ok(ExitCode::SUCCESS);
+        return Ok(Prepared::Done(ExitCode::SUCCESS));
     }
-    const NO_MATCH: &str =
-        "No minions matched the target. No command was sent, no jid was assigned.";
     if selected.is_empty() {
-        // As `salt`: nothing is published, and the outputter shows `{}`
-        // (a batch says it once more).
-        println!("{NO_MATCH}");
-        if batch.is_some() && !report_opts.run_async {
-            println!("No minions matched the target.");
+        return Ok(Prepared::NoMatch);
+    }
+    Ok(Prepared::Ready(Box::new(Ready { bus, req, selected })))
+}
+
+/// Publish, stream returns as they come, then report what is missing.
+fn run_and_report(
+    master: &MasterOpts,
+    report_opts: &ReportOpts,
+    mut spec: Spec,
+    verbose: bool,
+) -> anyhow::Result<ExitCode> {
+    let (out, indent) = (&report_opts.out, report_opts.out_indent);
+    let batch = spec.batch.take();
+    let (bus, req, selected) = match prepare(master, report_opts, spec)? {
+        Prepared::Done(code) => return Ok(code),
+        Prepared::NoMatch => {
+            // As `salt`: nothing is published, and the outputter shows `{}`
+            // (a batch says it once more).
+            println!("{NO_MATCH}");
+            if batch.is_some() && !report_opts.run_async {
+                println!("No minions matched the target.");
+                eprintln!("ERROR: No return received");
+                return Ok(ExitCode::from(2));
+            }
+            if report_opts.run_async {
+                println!("Executed command with job ID: 0");
+                return Ok(ExitCode::SUCCESS);
+            }
+            out.display(&Map::new(), indent);
             eprintln!("ERROR: No return received");
             return Ok(ExitCode::from(2));
         }
-        if report_opts.run_async {
-            println!("Executed command with job ID: 0");
-            return Ok(ExitCode::SUCCESS);
+        Prepared::Ready(ready) => {
+            let Ready { bus, req, selected } = *ready;
+            (bus, req, selected)
         }
-        out.display(&Map::new(), indent);
-        eprintln!("ERROR: No return received");
-        return Ok(ExitCode::from(2));
-    }
+    };
     let jid = crate::jid::new_jid();
     if let Some(batch) = batch
         && !report_opts.run_async
@@ -506,10 +580,10 @@ pub struct CpArgs {
     pub target: TargetOpts,
     /// Target expression.
     pub tgt: String,
-    /// Local file to copy.
-    pub src: PathBuf,
-    /// Destination path on the minions.
-    pub dest: String,
+    /// Local files to copy, then the destination on the minions: a file
+    /// (one source), or a directory they are copied into.
+    #[arg(required = true, num_args = 2.., value_name = "SOURCE... DEST")]
+    pub paths: Vec<String>,
     /// Create missing directories of DEST.
     #[arg(long)]
     pub makedirs: bool,
@@ -519,47 +593,133 @@ pub struct CpArgs {
     pub master: MasterOpts,
 }
 
+/// What `salt-cp` shows for a minion whose destination directory is
+/// missing.
+const DEST_UNAVAILABLE: &str = "Destination unavailable";
+
+/// `salt-cp`: push each source to the file store, have the targeted maids
+/// fetch it with `cp.get_file` (pinned to the bytes pushed), and show, as
+/// salt-cp does, each minion's `{path written: true}` in one document, or
+/// `Destination unavailable`. Sources that are not there are skipped, a
+/// directory is refused; the exit status is 0 once the copy went out, as
+/// salt-cp's.
 pub fn cp(args: CpArgs, verbose: bool) -> anyhow::Result<ExitCode> {
-    let (bus, config) = args.master.bus()?;
-    let name = args
-        .src
-        .file_name()
-        .and_then(|n| n.to_str())
-        .context("SRC has no file name")?
-        .to_string();
-    // Signed like the job: the file then stays vouched for after this copy,
-    // for jobs that name it without a pin.
-    let key = args.master.signing_key(&config)?;
-    let pushed = block_on(async {
-        let mut conn = bus.connect().await?;
-        anyhow::Ok(filestore::push(&mut conn, &args.src, &name, key.as_ref()).await?)
-    })??;
-    if verbose {
-        eprintln!(
-            "pushed salt://{} ({} bytes, sha256 {}{})",
-            pushed.name,
-            pushed.size,
-            pushed.sha256,
-            signed_by(&pushed)
-        );
+    let (dest, sources) = args.paths.split_last().context("SOURCE... DEST")?;
+    let mut files = Vec::new();
+    for src in sources {
+        let path = Path::new(src);
+        if path.is_dir() {
+            println!(
+                "{src} is a directory, only files are supported in non-chunked mode. \
+                 Use \"--chunked\" command line argument."
+            );
+            return Ok(ExitCode::FAILURE);
+        }
+        // As salt-cp: what is neither file nor directory is left out.
+        if path.is_file() {
+            let name = path
+                .file_name()
+                .and_then(|n| n.to_str())
+                .with_context(|| format!("{src} has no file name"))?;
+            files.push((path.to_path_buf(), name.to_string()));
+        }
     }
     let mut kwarg = Map::new();
     if args.makedirs {
         kwarg.insert("makedirs".into(), Value::Bool(true));
     }
-    let url = format!("salt://{}", pushed.name);
     let spec = Spec {
         tgt: args.target.tgt(&args.tgt),
         tgt_type: args.target.tgt_type(),
         fun: "cp.get_file".into(),
-        arg: vec![Value::String(url.clone()), Value::String(args.dest.clone())],
+        arg: vec![],
         kwarg,
-        // The agents write exactly the bytes pushed here, whatever the
-        // Redis file store holds by the time they read it.
-        source_hashes: [(url, pushed.sha256.clone())].into(),
+        source_hashes: Default::default(),
         batch: None,
     };
-    run_and_report(&args.master, &args.report, spec, verbose)
+    let (out, indent) = (&args.report.out, args.report.out_indent);
+    let (bus, req, selected) = match prepare(&args.master, &args.report, spec)? {
+        Prepared::Done(code) => return Ok(code),
+        Prepared::NoMatch => {
+            println!("{NO_MATCH}");
+            return Ok(ExitCode::SUCCESS);
+        }
+        Prepared::Ready(ready) => {
+            let Ready { bus, req, selected } = *ready;
+            (bus, req, selected)
+        }
+    };
+    // Each selected minion's document: what it wrote, or why not.
+    let mut shown: BTreeMap<String, Value> = BTreeMap::new();
+    if files.is_empty() {
+        // Salt sends the minions an empty set of files: each answers `{}`.
+        shown.extend(
+            selected
+                .iter()
+                .map(|id| (id.clone(), Value::Object(Map::new()))),
+        );
+    }
+    let mut last = None;
+    for (path, name) in &files {
+        // Signed like the job: the file then stays vouched for after this
+        // copy, for jobs that name it without a pin.
+        let pushed = block_on(async {
+            let mut conn = bus.connect().await?;
+            anyhow::Ok(filestore::push(&mut conn, path, name, req.key.as_ref()).await?)
+        })??;
+        if verbose {
+            eprintln!(
+                "pushed salt://{} ({} bytes, sha256 {}{})",
+                pushed.name,
+                pushed.size,
+                pushed.sha256,
+                signed_by(&pushed)
+            );
+        }
+        let url = format!("salt://{}", pushed.name);
+        let mut one = req.clone();
+        one.arg = vec![Value::String(url.clone()), Value::String(dest.clone())];
+        // The agents write exactly the bytes pushed here, whatever the
+        // Redis file store holds by the time they read it.
+        one.source_hashes = [(url, pushed.sha256.clone())].into();
+        let report = block_on(jobs::run(&bus, &one, |_| {}, |_| {}))??;
+        for r in &report.returns {
+            let entry = shown
+                .entry(r.id.clone())
+                .or_insert_with(|| Value::Object(Map::new()));
+            match (&r.ret, r.retcode) {
+                (Value::String(written), 0) if !written.is_empty() => {
+                    if let Value::Object(m) = entry {
+                        m.insert(written.clone(), Value::Bool(true));
+                    }
+                }
+                (Value::String(_), 0) => {}
+                // The agent's words for a missing destination directory
+                // are salt-cp's `Destination unavailable`.
+                (Value::String(why), _) if why.contains("does not exist; pass makedirs") => {
+                    *entry = Value::String(DEST_UNAVAILABLE.into());
+                }
+                (other, _) => *entry = other.clone(),
+            }
+        }
+        let missed = report.missed_minions.iter().chain(&report.missed_maids);
+        for id in missed.filter(|id| selected.contains(*id)) {
+            shown.insert(
+                id.clone(),
+                Value::String("Minion did not return. [No response]".into()),
+            );
+        }
+        for (id, reason) in &report.rejected {
+            shown.insert(id.clone(), Value::String(format!("Job rejected: {reason}")));
+        }
+        report_forged(&report.forged);
+        last = Some(report);
+    }
+    out.display(&shown.into_iter().collect(), indent);
+    if let (Some(report), true) = (last, args.report.summary) {
+        print!("{}", summary(&report));
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 #[derive(Debug, Args)]

@@ -1,0 +1,117 @@
+//! `maid runner FUN [ARGS...]`: Salt's `salt-run`, for the runner
+//! functions the master runs itself — `jobs.lookup_jid`,
+//! `jobs.list_job`, `jobs.list_jobs`, `jobs.print_job`,
+//! `jobs.exit_success`, `manage.status`, `manage.up`, `manage.down` —
+//! the same functions `maid api`'s `runner` client runs. As `salt-run`,
+//! it exits 0 when it could ask, even when the function could not run.
+
+use std::process::ExitCode;
+
+use clap::Args;
+use maid_protocol::salt::args::parse_input;
+use maid_protocol::salt::output::Out;
+use serde_json::Value;
+
+use super::fleet::{self, Prepared, Ready, ReportOpts, Spec};
+use super::{MasterOpts, block_on};
+use crate::api::master_funs::{self, Form};
+use crate::jobs;
+use crate::target::TargetType;
+
+#[derive(Debug, Args)]
+pub struct RunnerArgs {
+    /// `module.function`.
+    pub fun: String,
+    /// Arguments: `key=value` keyword, else positional (YAML values).
+    pub args: Vec<String>,
+    /// Seconds `manage.*` waits for the minions to answer.
+    #[arg(short = 't', long, default_value_t = 5.0)]
+    pub timeout: f64,
+    /// Outputter, as `maid run --out`.
+    #[arg(long, default_value_t = Out::default())]
+    pub out: Out,
+    /// Indent json/yaml/pprint output by N.
+    #[arg(long, alias = "output-indent", allow_negative_numbers = true)]
+    pub out_indent: Option<i64>,
+    #[command(flatten)]
+    pub master: MasterOpts,
+}
+
+pub fn run(args: RunnerArgs) -> anyhow::Result<ExitCode> {
+    let (out, indent) = (&args.out, args.out_indent);
+    if !master_funs::exists(Form::Runner, &args.fun) {
+        // As salt-run: said, and exit 0.
+        out.display_value(
+            &Value::String(format!("'{}' is not available.", args.fun)),
+            indent,
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    let words = args.args.iter().cloned().map(Value::String).collect();
+    let (positional, kwargs) = parse_input(words, false);
+    let bound = match master_funs::bind(Form::Runner, &args.fun, positional, &kwargs) {
+        Ok(bound) => bound,
+        Err(bad) => {
+            out.display_value(
+                &Value::String(format!("\nPassed invalid arguments: {bad}\n")),
+                indent,
+            );
+            return Ok(ExitCode::SUCCESS);
+        }
+    };
+    let ret = if args.fun.starts_with("manage.") {
+        let (up, down) = manage_ping(&args, &bound)?;
+        master_funs::manage_answer(&args.fun, up, down)
+    } else {
+        let (bus, config) = args.master.bus()?;
+        let pki = args.master.pki(&config);
+        let answer = block_on(async {
+            let mut conn = bus.connect().await?;
+            master_funs::jobs_runner(&mut conn, pki.as_ref(), &args.fun, &bound, |_| true).await
+        })??;
+        match answer {
+            Ok(ret) => ret,
+            Err(bad) => {
+                out.display_value(&Value::String(bad.0), indent);
+                return Ok(ExitCode::SUCCESS);
+            }
+        }
+    };
+    out.display_value(&ret, indent);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Ping the minions `tgt` selects, as `manage.status` does: those that
+/// answered, and those selected that did not, each sorted.
+fn manage_ping(
+    args: &RunnerArgs,
+    bound: &master_funs::Bound,
+) -> anyhow::Result<(Vec<String>, Vec<String>)> {
+    let tgt = bound.get("tgt").cloned().unwrap_or(Value::from("*"));
+    let tgt_type = bound
+        .get("tgt_type")
+        .and_then(Value::as_str)
+        .unwrap_or("glob");
+    let tgt_type = TargetType::parse(tgt_type)?.name();
+    let timeout = bound
+        .get("timeout")
+        .and_then(Value::as_f64)
+        .unwrap_or(args.timeout);
+    let report_opts = ReportOpts {
+        timeout,
+        ..ReportOpts::quiet(args.out.clone(), args.out_indent)
+    };
+    let spec = Spec::new(tgt, tgt_type, "test.ping");
+    let (bus, req, selected) = match fleet::prepare(&args.master, &report_opts, spec)? {
+        Prepared::Ready(ready) => {
+            let Ready { bus, req, selected } = *ready;
+            (bus, req, selected)
+        }
+        Prepared::Done(_) | Prepared::NoMatch => return Ok((vec![], vec![])),
+    };
+    let report = block_on(jobs::run(&bus, &req, |_| {}, |_| {}))??;
+    let up: std::collections::BTreeSet<String> =
+        report.returns.iter().map(|r| r.id.clone()).collect();
+    let down = selected.difference(&up).cloned().collect();
+    Ok((up.into_iter().collect(), down))
+}
