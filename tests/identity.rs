@@ -403,6 +403,24 @@ async fn redis_acls_hold_each_credential_to_what_it_must_do() {
             .await,
         "delete the registry",
     );
+    // A job's description (its load) is the master's word alone.
+    refused(
+        redis::cmd("SET")
+            .arg(maid_master::jobcache::load_key("1"))
+            .arg("{\"fun\": \"test.ping\"}")
+            .query_async(&mut conn)
+            .await,
+        "describe a job",
+    );
+    refused(
+        redis::cmd("ZADD")
+            .arg(maid_master::jobcache::INDEX_KEY)
+            .arg(1)
+            .arg("1")
+            .query_async(&mut conn)
+            .await,
+        "list a job",
+    );
     let mut pubsub = agent.get_async_pubsub().await.unwrap();
     let e = pubsub
         .subscribe("master-other")
