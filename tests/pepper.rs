@@ -149,6 +149,7 @@ fn corpus() -> Vec<(Vec<&'static str>, bool)> {
         (vec!["*", "no.such"], false),
         (vec!["-C", "m1 or L@m2", "test.ping"], false),
         (vec!["-G", "id:m1", "test.ping"], false),
+        (vec!["-I", "role:web", "test.ping"], false),
         (vec!["-t", "1", "*", "test.sleep", "2"], false),
         (vec!["--client", "local_async", "*", "test.ping"], false),
         (

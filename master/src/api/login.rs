@@ -67,7 +67,7 @@ pub async fn login(
         "expire": session.expire,
         "user": session.user,
         "eauth": "maid",
-        "perms": perms,
+        "perms": sorted_permissions(perms),
     }]}))
     .into_response();
     if let Ok(v) = HeaderValue::from_str(&session.token) {
@@ -132,6 +132,32 @@ pub fn refusal(refused: Refused) -> ApiError {
     }
 }
 
+/// Salt's `sorted_permissions`: the entries once each, the strings sorted
+/// first, then the tables sorted by their Python `repr`.
+fn sorted_permissions(perms: Vec<super::perms::PermEntry>) -> Vec<super::perms::PermEntry> {
+    use super::perms::PermEntry;
+    let mut strings: Vec<PermEntry> = Vec::new();
+    let mut tables: Vec<PermEntry> = Vec::new();
+    for p in perms {
+        let list = match p {
+            PermEntry::Fun(_) => &mut strings,
+            PermEntry::Targeted(_) => &mut tables,
+        };
+        if !list.contains(&p) {
+            list.push(p);
+        }
+    }
+    strings.sort_by(|a, b| match (a, b) {
+        (PermEntry::Fun(a), PermEntry::Fun(b)) => a.cmp(b),
+        _ => std::cmp::Ordering::Equal,
+    });
+    tables.sort_by_cached_key(|t| {
+        maid_protocol::salt::python::repr(&serde_json::to_value(t).unwrap_or_default())
+    });
+    strings.extend(tables);
+    strings
+}
+
 /// Forget the request's token.
 pub async fn logout(State(api): State<Api>, request: Request) -> Json<Value> {
     if let Some(token) = token(&request) {
@@ -174,4 +200,21 @@ pub async fn require_token(
     ))?;
     request.extensions_mut().insert(User(user));
     Ok(next.run(request).await)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn perms_are_sorted_as_salts_sorted_permissions() {
+        let perms: Vec<super::super::perms::PermEntry> = serde_json::from_value(json!([
+            "@wheel", ".*", {"b*": ["x"]}, "@jobs", ".*", {"a*": ["y"]}, {"b*": ["x"]}
+        ]))
+        .unwrap();
+        assert_eq!(
+            serde_json::to_value(sorted_permissions(perms)).unwrap(),
+            json!([".*", "@jobs", "@wheel", {"a*": ["y"]}, {"b*": ["x"]}])
+        );
+    }
 }

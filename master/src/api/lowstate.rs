@@ -64,6 +64,9 @@ impl Chunk {
     }
 }
 
+/// Salt's pillar target types.
+const PILLAR_TYPES: [&str; 3] = ["pillar", "pillar_pcre", "pillar_exact"];
+
 /// Keys of a chunk that are never a runner's or wheel's keyword argument
 /// (Salt pops the credentials and the client; netapi takes `timeout` and
 /// `full_return`).
@@ -179,8 +182,16 @@ fn chunk(
         }
         Err(e) => return Err(ApiError::bad(field("tgt"), e.to_string())),
     };
-    let tgt_type = TargetType::parse(&tgt_type_name)
-        .map_err(|e| ApiError::bad(field(type_field), e.to_string()))?;
+    // Pillar targets select no one: maids have no pillar, as a Salt
+    // master whose pillar lacks the key finds no minion. An empty list
+    // says so to every check after this.
+    let (tgt, tgt_type) = if PILLAR_TYPES.contains(&tgt_type_name.as_str()) {
+        (Value::Array(vec![]), TargetType::List)
+    } else {
+        let t = TargetType::parse(&tgt_type_name)
+            .map_err(|e| ApiError::bad(field(type_field), e.to_string()))?;
+        (tgt, t)
+    };
     // Evaluating the target once finds what every maid would reject.
     if let Err(e) = target::matches(&tgt, tgt_type, "", &Map::new()) {
         let name = match e {
@@ -361,6 +372,18 @@ mod tests {
             field_of(r#"{"client": "wheel", "fun": "key.nope"}"#),
             "[0].fun"
         );
+    }
+
+    #[test]
+    fn pillar_targets_select_no_one() {
+        for t in PILLAR_TYPES {
+            let body = format!(
+                r#"{{"client": "local", "tgt": "role:web", "tgt_type": "{t}", "fun": "test.ping"}}"#
+            );
+            let c = &parse(lit(&body), 60.0, &Map::new()).unwrap()[0];
+            assert_eq!((c.tgt_type, &c.tgt), (TargetType::List, &json!([])), "{t}");
+            assert_eq!(c.tgt_type_name, t);
+        }
     }
 
     #[test]
