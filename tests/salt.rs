@@ -563,6 +563,7 @@ async fn register_silent_maid(bus: &Bus, id: &str) {
         started_at: "2026-11-24T00:00:00".into(),
         last_seen: "2026-11-24T00:00:00".into(),
         pubkey: None,
+        syndic: false,
     };
     redis::cmd("HSET")
         .arg(maid_protocol::protocol::REGISTRY_KEY)

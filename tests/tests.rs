@@ -20,4 +20,5 @@ mod salt;
 mod salt_cli;
 mod sandbox;
 mod sync;
+mod syndic;
 mod trust;

@@ -32,6 +32,9 @@ pub enum Decision {
     Rejected,
     /// Not targeted at this maid.
     NotTargeted,
+    /// Relayed by this syndic maid to the maids beneath it; `reason`
+    /// names them.
+    Relayed,
     /// A jid this maid had already accepted.
     Duplicate,
     /// A plugin became callable (`module`, `plugin_sha256`, `source`, and
@@ -166,6 +169,7 @@ fn must_keep(decision: Decision) -> bool {
         decision,
         Decision::Ran
             | Decision::Denied
+            | Decision::Relayed
             | Decision::PluginLoaded
             | Decision::PluginRemoved
             | Decision::PluginRefused

@@ -75,6 +75,30 @@ pub struct Config {
     /// accepts.
     #[serde(default)]
     pub sync: SyncSettings,
+    /// A syndic maid: the Redis of the maids beneath it (PROTOCOL §7).
+    pub syndic: Option<SyndicSettings>,
+}
+
+/// `[syndic]`: this maid answers for the maids beneath it, on a Redis of
+/// their own. Each job it takes is relayed there unchanged, on the topic it
+/// arrived on (a signed job names that topic, and the maids beneath check
+/// it), and their replies come back up under this maid.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct SyndicSettings {
+    /// The downstream Redis (a single server, Sentinel or Cluster), where
+    /// the maids beneath register and take jobs.
+    pub redis: crate::bus::RedisConfig,
+    /// Seconds between reads of who is beneath (the downstream registry,
+    /// and what syndic maids beneath list) [default: 2].
+    #[serde(default = "SyndicSettings::default_refresh")]
+    pub refresh_secs: f64,
+}
+
+impl SyndicSettings {
+    fn default_refresh() -> f64 {
+        2.0
+    }
 }
 
 /// `[sync]`: plugins pushed through Redis with `maid plugin push`.
@@ -548,6 +572,13 @@ impl Config {
         if !seconds_in_range(a.shutdown_grace_secs) {
             return Err(ConfigError::Invalid(
                 "agent.shutdown_grace_secs must be a number of seconds, at most a year".into(),
+            ));
+        }
+        if let Some(syndic) = &self.syndic
+            && (!seconds_in_range(syndic.refresh_secs) || syndic.refresh_secs < 0.05)
+        {
+            return Err(ConfigError::Invalid(
+                "syndic.refresh_secs must be a number of seconds, from 0.05 to a year".into(),
             ));
         }
         for (name, grants) in &self.plugins {

@@ -84,7 +84,10 @@ impl Report {
     fn complete(&self, pinged: &BTreeSet<String>, counts: &BTreeMap<String, usize>) -> bool {
         !self.expected.is_empty()
             && self.expected.is_subset(pinged)
-            && self.targeted.iter().all(|t| counts.contains_key(t))
+            && self
+                .targeted
+                .iter()
+                .all(|t| counts.contains_key(t) || self.rejected.contains_key(t))
     }
 
     /// `salt`'s exit status for this report (3008): 0 when every targeted
@@ -138,6 +141,50 @@ pub async fn alive_maids(conn: &mut Conn) -> redis::RedisResult<Maids> {
     Ok(out)
 }
 
+/// The minions beneath syndic maids (PROTOCOL §7), by id: the syndic maid
+/// each is beneath, and its registration as the syndic maid listed it.
+pub type Beneath = BTreeMap<String, (String, Registration)>;
+
+/// The minions the alive syndic maids of `maids` list beneath them. A
+/// list that does not read is left out (and logged); an id the registry
+/// has itself stays the registry's.
+pub async fn beneath(conn: &mut Conn, maids: &Maids) -> redis::RedisResult<Beneath> {
+    let syndics: Vec<&String> = maids
+        .iter()
+        .filter(|(_, (alive, reg))| *alive && reg.as_ref().is_some_and(|r| r.syndic))
+        .map(|(id, _)| id)
+        .collect();
+    let mut out = Beneath::new();
+    for syndic in syndics {
+        let text: Option<String> = conn.get(protocol::syndic_key(syndic)).await?;
+        let Some(text) = text else { continue };
+        let listed: BTreeMap<String, Registration> = match serde_json::from_str(&text) {
+            Ok(listed) => listed,
+            Err(e) => {
+                tracing::warn!(%syndic, cause = %e, "the minions beneath a syndic maid do not read");
+                continue;
+            }
+        };
+        for (id, reg) in listed {
+            if !maids.contains_key(&id) {
+                out.entry(id).or_insert_with(|| (syndic.clone(), reg));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Every registration the master can see, for filing their keys: the
+/// registry's, and the minions' beneath syndic maids (never alive: they
+/// are not maids a job expects).
+pub async fn registrations(conn: &mut Conn) -> redis::RedisResult<Maids> {
+    let mut maids = alive_maids(conn).await?;
+    for (id, (_, reg)) in beneath(conn, &maids).await? {
+        maids.insert(id, (false, Some(reg)));
+    }
+    Ok(maids)
+}
+
 /// The maids a job expects: alive, not excluded, and accepted (when the
 /// master verifies, `accepted` is set).
 fn expected<'m>(
@@ -158,22 +205,43 @@ fn expected<'m>(
 /// evaluate selects nobody, as Salt's master finds no minion for it.
 pub async fn selected(conn: &mut Conn, req: &JobRequest) -> Result<BTreeSet<String>, BusError> {
     let maids = alive_maids(conn).await?;
-    let accepted = req.pki.as_ref().map(|pki| accepted_keys(pki, &maids));
-    Ok(matching(&maids, req, accepted.as_ref()))
+    let beneath = beneath(conn, &maids).await?;
+    let accepted = req
+        .pki
+        .as_ref()
+        .map(|pki| accepted_keys(pki, &maids, &beneath));
+    Ok(matching(&maids, &beneath, req, accepted.as_ref()))
 }
 
-/// The expected maids of `maids` that `req`'s target selects.
-fn matching(maids: &Maids, req: &JobRequest, accepted: Option<&AcceptedKeys>) -> BTreeSet<String> {
+/// The expected maids of `maids`, and the minions `beneath` them, that
+/// `req`'s target selects. A minion beneath counts when the syndic maid
+/// that lists it is expected; its key is checked by its syndic's side.
+fn matching(
+    maids: &Maids,
+    beneath: &Beneath,
+    req: &JobRequest,
+    accepted: Option<&AcceptedKeys>,
+) -> BTreeSet<String> {
     let Ok(tgt_type) = crate::target::TargetType::parse(&req.tgt_type) else {
         return BTreeSet::new();
     };
     let empty = Map::new();
-    expected(maids, req, accepted)
-        .filter(|(id, reg)| {
-            let grains = reg.map_or(&empty, |r| &r.grains);
-            crate::target::matches(&req.tgt, tgt_type, id, grains).unwrap_or(false)
+    let targets = |id: &str, grains: &Map<String, Value>| {
+        crate::target::matches(&req.tgt, tgt_type, id, grains).unwrap_or(false)
+    };
+    let expected: BTreeMap<&String, Option<&Registration>> =
+        expected(maids, req, accepted).collect();
+    let leaves = beneath
+        .iter()
+        .filter(|(id, (syndic, reg))| {
+            expected.contains_key(syndic) && !req.exclude.contains(*id) && targets(id, &reg.grains)
         })
-        .map(|(id, _)| id.clone())
+        .map(|(id, _)| id.clone());
+    expected
+        .iter()
+        .filter(|(id, reg)| targets(id, reg.map_or(&empty, |r| &r.grains)))
+        .map(|(id, _)| (*id).clone())
+        .chain(leaves)
         .collect()
 }
 
@@ -210,7 +278,10 @@ pub struct Cached {
 /// those the key accepted for their maid signed, the others as forged.
 pub async fn cached(conn: &mut Conn, jid: &str, pki: Option<&Pki>) -> redis::RedisResult<Cached> {
     let accepted = match pki {
-        Some(pki) => Some(accepted_keys(pki, &alive_maids(conn).await?)),
+        Some(pki) => {
+            let maids = alive_maids(conn).await?;
+            Some(accepted_keys(pki, &maids, &beneath(conn, &maids).await?))
+        }
         None => None,
     };
     let accepted = accepted.as_ref();
@@ -238,10 +309,16 @@ pub fn file_registered_keys(pki: &Pki, maids: &Maids) -> Result<(), crate::pki::
     )
 }
 
-/// The accepted keys of `pki`, after filing what the registry carries;
-/// none (so nothing counts) when the store cannot be read.
-pub fn accepted_keys(pki: &Pki, maids: &Maids) -> AcceptedKeys {
-    match file_registered_keys(pki, maids).and_then(|()| pki.accepted()) {
+/// The accepted keys of `pki`, after filing what the registry carries and
+/// what syndic maids list `beneath` them; none (so nothing counts) when
+/// the store cannot be read.
+pub fn accepted_keys(pki: &Pki, maids: &Maids, beneath: &Beneath) -> AcceptedKeys {
+    let leaves: Maids = beneath
+        .iter()
+        .map(|(id, (_, reg))| (id.clone(), (false, Some(reg.clone()))))
+        .collect();
+    let filed = file_registered_keys(pki, maids).and_then(|()| file_registered_keys(pki, &leaves));
+    match filed.and_then(|()| pki.accepted()) {
         Ok(keys) => keys,
         Err(e) => {
             tracing::error!(cause = %e, "cannot read the accepted maid keys: no reply counts");
@@ -388,12 +465,19 @@ pub async fn run_on(
         ..Default::default()
     };
     let maids = alive_maids(conn).await?;
-    let accepted = req.pki.as_ref().map(|pki| accepted_keys(pki, &maids));
+    let beneath = beneath(conn, &maids).await?;
+    let accepted = req
+        .pki
+        .as_ref()
+        .map(|pki| accepted_keys(pki, &maids, &beneath));
     report.expected = expected(&maids, req, accepted.as_ref())
         .map(|(id, _)| id.clone())
         .collect();
     let started = Instant::now();
-    let minions = matching(&maids, req, accepted.as_ref());
+    let minions = matching(&maids, &beneath, req, accepted.as_ref());
+    // The minions each syndic maid listed in its PING: the only ids other
+    // than its own it may return for.
+    let mut listed: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     publish_job(conn, req, &report.jid, topic, minions).await?;
 
     let mut pinged = BTreeSet::new();
@@ -427,15 +511,31 @@ pub async fn run_on(
         match reply {
             Reply::Ping(p) => {
                 pinged.insert(p.sub_ip.clone());
-                if p.matched {
-                    report.targeted.insert(p.sub_ip);
-                } else {
-                    report.empty.insert(p.sub_ip);
+                match p.minions {
+                    // A syndic maid: each listed minion is targeted.
+                    Some(minions) => {
+                        if minions.is_empty() {
+                            report.empty.insert(p.sub_ip.clone());
+                        }
+                        report.targeted.extend(minions.iter().cloned());
+                        listed.entry(p.sub_ip).or_default().extend(minions);
+                    }
+                    None if p.matched => {
+                        report.targeted.insert(p.sub_ip);
+                    }
+                    None => {
+                        report.empty.insert(p.sub_ip);
+                    }
                 }
             }
             Reply::Reject(r) => {
                 pinged.insert(r.sub_ip.clone());
                 report.rejected.insert(r.sub_ip, r.reason);
+            }
+            Reply::Return(r) if !returns_for(&r, &listed) => {
+                let why = format!("returned for {:?}, which it did not list", r.id);
+                tracing::warn!(jid = %r.jid, maid = %r.sub_ip, %why, "forged reply: not counted");
+                report.forged.insert(r.sub_ip, why);
             }
             Reply::Return(r) => {
                 let n = counts.entry(r.id.clone()).or_default();
@@ -457,7 +557,9 @@ pub async fn run_on(
     // Late repeats of a finished job still count.
     let linger_until = tokio::time::Instant::now() + req.linger;
     while let Ok(Some(msg)) = tokio::time::timeout_at(linger_until, replies.next()).await {
-        if let Some(Reply::Return(r)) = counted(&msg, &mut report, accepted.as_ref()) {
+        if let Some(Reply::Return(r)) = counted(&msg, &mut report, accepted.as_ref())
+            && returns_for(&r, &listed)
+        {
             let n = counts.entry(r.id.clone()).or_default();
             *n += 1;
             if *n > 1 {
@@ -468,6 +570,17 @@ pub async fn run_on(
     report.elapsed = started.elapsed();
     let returned: BTreeSet<String> = report.returns.iter().map(|r| r.id.clone()).collect();
     report.missed_maids = report.expected.difference(&pinged).cloned().collect();
-    report.missed_minions = report.targeted.difference(&returned).cloned().collect();
+    report.missed_minions = report
+        .targeted
+        .iter()
+        .filter(|id| !returned.contains(*id) && !report.rejected.contains_key(*id))
+        .cloned()
+        .collect();
     Ok(report)
+}
+
+/// Whether the maid that sent return `r` may return for its minion: its
+/// own id, or one it listed beneath it in its PING (`listed`).
+fn returns_for(r: &Return, listed: &BTreeMap<String, BTreeSet<String>>) -> bool {
+    r.id == r.sub_ip || listed.get(&r.sub_ip).is_some_and(|l| l.contains(&r.id))
 }

@@ -22,6 +22,13 @@ pub fn alive_key(id: &str) -> String {
     format!("maid:alive:{id}")
 }
 
+/// `maid:syndic:<id>`: the minions beneath syndic maid `id` (PROTOCOL §7),
+/// each id's registration as it registered beneath, kept fresh by its
+/// heartbeat.
+pub fn syndic_key(id: &str) -> String {
+    format!("maid:syndic:{id}")
+}
+
 /// `maid:job:<jid>`: the job cache (PROTOCOL §5).
 pub fn job_key(jid: &str) -> String {
     format!("maid:job:{jid}")
@@ -342,6 +349,11 @@ pub struct Ping {
     pub jid: String,
     #[serde(rename = "match")]
     pub matched: bool,
+    /// A syndic maid's targeted minions beneath it (itself included when
+    /// it is targeted), known before any of them ran (§3.1, §7); absent
+    /// from a maid that answers only for itself.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub minions: Option<Vec<String>>,
 }
 
 /// §3.2: one per targeted minion when its function finishes.
@@ -398,6 +410,10 @@ pub struct Registration {
     /// key of its own (§4); a master accepts it as `salt-key` does.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pubkey: Option<String>,
+    /// A syndic maid: it answers for the minions beneath it, which it
+    /// lists at [`syndic_key`] (§7).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub syndic: bool,
 }
 
 /// Whether `s` can name a module or function (`[A-Za-z_][A-Za-z0-9_]*`).
@@ -572,6 +588,7 @@ mod tests {
             sub_ip: "m".into(),
             jid: "1".into(),
             matched: true,
+            minions: None,
         });
         assert_eq!(
             ping.to_json(),
@@ -579,5 +596,9 @@ mod tests {
         );
         let back: Reply = serde_json::from_str(&ping.to_json()).unwrap();
         assert_eq!(back, ping);
+        // A syndic maid's PING lists the minions beneath it.
+        let syndic = r#"{"type":"ping","sub_ip":"s","jid":"1","match":true,"minions":["a","b"]}"#;
+        let back: Reply = serde_json::from_str(syndic).unwrap();
+        assert_eq!(back.to_json(), syndic);
     }
 }

@@ -85,7 +85,10 @@ pub fn start_agent_with_plugins(
         .arg(config.path())
         .env("MAID_PLUGIN_DIR", plugin_dir)
         .env("MAID_CACHE_DIR", super::shared_cache())
-        .env("MAID_LOG", "maid=warn")
+        .env(
+            "MAID_LOG",
+            std::env::var("TEST_MAID_LOG").unwrap_or("maid=warn".into()),
+        )
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .spawn()

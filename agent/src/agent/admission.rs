@@ -31,8 +31,15 @@ pub(super) enum Verdict {
     },
     /// A job for other maids: PING `match: false`.
     NotTargeted { job: Job, kid: Option<String> },
-    /// A job for this maid, new: PING, then run it.
-    Run { job: Job, kid: Option<String> },
+    /// A job for this maid or, on a syndic maid, for maids beneath it
+    /// (`beneath`, the targeted ids), new: PING, then run it here when
+    /// `own`, and relay it to those beneath.
+    Run {
+        job: Job,
+        kid: Option<String>,
+        own: bool,
+        beneath: Vec<String>,
+    },
 }
 
 /// Decide what `payload`, which arrived on the master topic `topic`, is.
@@ -105,7 +112,11 @@ pub(super) fn admit(shared: &Shared, topic: &str, payload: &[u8]) -> Verdict {
             return refused(rec, reply, "malformed", e.to_string());
         }
     };
-    if !matched {
+    let beneath = match &shared.syndic {
+        Some(syndic) => syndic.targeted(&job, &shared.id),
+        None => Vec::new(),
+    };
+    if !matched && beneath.is_empty() {
         return Verdict::NotTargeted { job, kid };
     }
     let now_ms = chrono::Utc::now().timestamp_millis();
@@ -115,7 +126,14 @@ pub(super) fn admit(shared: &Shared, topic: &str, payload: &[u8]) -> Verdict {
         .unwrap_or_else(|e| e.into_inner())
         .insert(&job.jid, now_ms);
     let (decision, reason, detail) = match inserted {
-        Insert::New => return Verdict::Run { job, kid },
+        Insert::New => {
+            return Verdict::Run {
+                job,
+                kid,
+                own: matched,
+                beneath,
+            };
+        }
         // A signed job seen before is an attack; an unsigned one a
         // master's retry.
         Insert::Seen if kid.is_some() => (

@@ -49,11 +49,24 @@ pub(super) fn handle_message(
             shared.audit.noise_with(Decision::NotTargeted, || {
                 record(shared, &job, &kid, Some(false), Decision::NotTargeted)
             });
-            start(shared, job, kid, false, received, done);
+            let target = Target::default();
+            start(shared, job, kid, target, received, done);
         }
-        Verdict::Run { job, kid } => {
+        Verdict::Run {
+            job,
+            kid,
+            own,
+            beneath,
+        } => {
             count_received(shared, &job.fun);
-            start(shared, job, kid, true, received, done);
+            // What arrived goes down unchanged: a signed envelope stays
+            // the master's.
+            let relay = (!beneath.is_empty()).then(|| Relay {
+                payload: String::from_utf8_lossy(payload).into_owned(),
+                topic: topic.to_string(),
+                expected: beneath,
+            });
+            start(shared, job, kid, Target { own, relay }, received, done);
         }
     }
 }
@@ -113,20 +126,49 @@ fn spawn_reject(
     });
 }
 
+/// Whom a job is for, on this maid.
+#[derive(Default)]
+struct Target {
+    /// This maid itself.
+    own: bool,
+    /// Maids beneath this syndic maid.
+    relay: Option<Relay>,
+}
+
+/// A job to relay to the maids beneath: as it arrived, and on what topic.
+struct Relay {
+    payload: String,
+    topic: String,
+    /// The targeted ids beneath.
+    expected: Vec<String>,
+}
+
 /// PING `job` at once and, when it targets this maid, run it and deliver
-/// its return.
+/// its return; relay it to the maids beneath it targets.
 fn start(
     shared: &Arc<Shared>,
     job: Job,
     kid: Option<String>,
-    matched: bool,
+    target: Target,
     received: std::time::Instant,
     done: &mpsc::Sender<()>,
 ) {
+    let Target {
+        own: matched,
+        relay,
+    } = target;
+    // A syndic maid lists whom it answers for: itself when targeted, and
+    // the targeted maids beneath it (§3.1).
+    let minions = shared.syndic.as_ref().map(|_| {
+        let own = matched.then(|| shared.id.clone());
+        let beneath = relay.iter().flat_map(|r| r.expected.iter().cloned());
+        own.into_iter().chain(beneath).collect::<Vec<_>>()
+    });
     let ping = Reply::Ping(Ping {
         sub_ip: shared.id.clone(),
         jid: job.jid.clone(),
-        matched,
+        matched: minions.as_ref().map_or(matched, |m| !m.is_empty()),
+        minions,
     });
     // Admission: running + waiting is bounded; past it the job is answered
     // busy at once.
@@ -145,6 +187,7 @@ fn start(
         // later, so a master still never sees a return before its PING.
         let conn = shared.conn.conn();
         let (pinged_tx, pinged) = tokio::sync::oneshot::channel::<()>();
+        let (relay_tx, relay_rx) = tokio::sync::oneshot::channel::<()>();
         let ping = async {
             shared.send(conn.clone(), &job.temp_topic, &ping).await;
             shared
@@ -152,6 +195,15 @@ fn start(
                 .ping_latency
                 .observe(received.elapsed().as_secs_f64());
             let _ = pinged_tx.send(());
+            let _ = relay_tx.send(());
+        };
+        // Replies from beneath go up after the PING.
+        let relayed = async {
+            if let Some(r) = &relay
+                && relay_rx.await.is_ok()
+            {
+                super::syndic::relay(&shared, &job, &kid, &r.payload, &r.topic, &r.expected).await;
+            }
         };
         let work = async {
             Requeue::default().await;
@@ -182,7 +234,7 @@ fn start(
                 shared.deliver(ret).await;
             }
         };
-        tokio::join!(ping, work);
+        tokio::join!(ping, work, relayed);
         drop(done);
     });
 }

@@ -19,6 +19,7 @@ mod admission;
 mod backoff;
 mod job;
 mod message;
+mod syndic;
 mod tasks;
 
 use std::future::Future;
@@ -122,6 +123,8 @@ struct Shared {
     sync: Option<Syncer>,
     /// Wakes the sync task (a new Redis session).
     sync_now: Notify,
+    /// The maids beneath, when this is a syndic maid (`[syndic]`).
+    syndic: Option<syndic::Syndic>,
 }
 
 /// How long to keep retrying a PING or reject before giving it up (a
@@ -145,20 +148,26 @@ impl Shared {
     /// current connection, retrying across reconnects for a while.
     async fn send(&self, first: Option<Conn>, topic: &str, reply: &Reply) {
         let payload = self.seal(reply.to_json());
+        self.send_payload(first, topic, reply.jid(), &payload).await;
+    }
+
+    /// [`Self::send`] of a reply already serialised (or sealed) as
+    /// `payload`, for job `jid`.
+    async fn send_payload(&self, first: Option<Conn>, topic: &str, jid: &str, payload: &str) {
         let deadline = tokio::time::Instant::now() + REPLY_RETRY_FOR;
         let mut backoff = Backoff::new(Duration::from_millis(50), Duration::from_secs(2));
         let mut first = first;
         loop {
             if let Some(mut conn) = first.take().or_else(|| self.conn.conn()) {
-                match publish(&mut conn, topic, &payload).await {
+                match publish(&mut conn, topic, payload).await {
                     Ok(()) => return,
                     Err(e) => {
-                        tracing::warn!(jid = reply.jid(), cause = %e, "publish failed; retrying")
+                        tracing::warn!(%jid, cause = %e, "publish failed; retrying")
                     }
                 }
             }
             if tokio::time::Instant::now() >= deadline {
-                tracing::error!(jid = reply.jid(), "reply not published: redis unreachable");
+                tracing::error!(%jid, "reply not published: redis unreachable");
                 return;
             }
             backoff.wait().await;
@@ -221,6 +230,7 @@ impl Shared {
                 .identity
                 .as_ref()
                 .map(|k| crate::trust::encode_verifying(&k.verifying_key())),
+            syndic: self.syndic.is_some(),
         }
     }
 
@@ -533,6 +543,11 @@ async fn serve_agent(parts: Parts, shutdown: impl Future<Output = ()>) -> Result
         }
         None => JidStore::memory(cap, retention_ms),
     };
+    let syndic = config
+        .syndic
+        .as_ref()
+        .map(syndic::Syndic::new)
+        .transpose()?;
     let grace = Duration::from_secs_f64(config.agent.shutdown_grace_secs);
     let config_agent = config.agent.clone();
     let shared = Arc::new(Shared {
@@ -557,8 +572,10 @@ async fn serve_agent(parts: Parts, shutdown: impl Future<Output = ()>) -> Result
         started_at: crate::jid::stamp(),
         sync: syncer,
         sync_now: Notify::new(),
+        syndic,
     });
     audit_loads(&shared, &Default::default(), "startup");
+    syndic::read_beneath_now(&shared).await;
     if let Some(sync) = &shared.sync {
         sync.load_installed(&shared.runtime, "startup").await;
     }
@@ -576,6 +593,7 @@ async fn serve_agent(parts: Parts, shutdown: impl Future<Output = ()>) -> Result
     let reloader = plugin_dir.map(|dir| tokio::spawn(reload_plugins(shared.clone(), dir, reload)));
     let (done_tx, mut done_rx) = mpsc::channel::<()>(1);
     let beat = tokio::spawn(heartbeat(shared.clone()));
+    let beneath = tokio::spawn(syndic::refresh_task(shared.clone()));
     // A task of its own, not part of this function's future: a message that
     // wakes a task is handled at once, while waking the runtime's main
     // future costs the runtime a poll for I/O (one `epoll_wait`) first.
@@ -610,6 +628,7 @@ async fn serve_agent(parts: Parts, shutdown: impl Future<Output = ()>) -> Result
             .await;
     }
     beat.abort();
+    beneath.abort();
     flusher.abort();
     syncing.abort();
     if let Some(r) = reloader {

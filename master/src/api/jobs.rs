@@ -358,7 +358,7 @@ async fn master_call(
                 // The keys maids submitted through the registry are filed
                 // first, as `maid key` does, so pending ones are listed.
                 let mut conn = api.hub.conn().await?;
-                let maids = jobs::alive_maids(&mut conn).await?;
+                let maids = jobs::registrations(&mut conn).await?;
                 if let Err(e) = jobs::file_registered_keys(pki, &maids) {
                     tracing::warn!(cause = %e, "cannot file the maids' registered keys");
                 }

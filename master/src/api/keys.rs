@@ -26,7 +26,7 @@ async fn wheel(
         return Err(ApiError::NotFound);
     };
     let mut conn = api.hub.conn().await?;
-    let maids = crate::jobs::alive_maids(&mut conn).await?;
+    let maids = crate::jobs::registrations(&mut conn).await?;
     if let Err(e) = crate::jobs::file_registered_keys(pki, &maids) {
         tracing::warn!(cause = %e, "cannot file the maids' registered keys");
     }

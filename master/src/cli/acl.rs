@@ -129,7 +129,7 @@ pub fn rules(
     Ok(format!(
         "user default off resetkeys resetchannels -@all\n\
          user {agent_user} on #{agent_hash} resetkeys resetchannels -@all \
-         ~maid:registry ~maid:alive:* ~maid:job:* \
+         ~maid:registry ~maid:alive:* ~maid:job:* ~maid:syndic:* \
          %R~maid:file:* %R~maid:plugins %R~maid:plugins:* \
          {reply} {agent_cmds} (+subscribe {topics})\n\
          user {master_user} on #{master_hash} resetkeys resetchannels -@all ~maid:* \

@@ -251,7 +251,7 @@ fn refresh(pki: &Pki, config: &crate::config::Config) -> anyhow::Result<()> {
     let bus = crate::bus::Bus::new(&config.redis)?;
     let result = block_on(async {
         let mut conn = bus.connect().await?;
-        let maids = crate::jobs::alive_maids(&mut conn).await?;
+        let maids = crate::jobs::registrations(&mut conn).await?;
         anyhow::Ok(maids)
     })?;
     match result {

@@ -1,0 +1,332 @@
+//! A syndic maid (PROTOCOL §7): it answers for the maids beneath it, which
+//! take their jobs from a Redis of their own.
+//!
+//! Who is beneath is read every `syndic.refresh_secs` from the downstream
+//! registry (alive maids and their grains) and, for a syndic maid beneath,
+//! from the list it keeps there; the same list, this maid's own, is kept
+//! upstream at `maid:syndic:<id>` for the master. For each job the syndic
+//! maid PINGs at once with the targeted ids of that list, relays the job
+//! downstream as it arrived (a signed envelope stays the master's), and
+//! sends each reply that comes back up: a return under its own `sub_ip`,
+//! or, when the maid beneath signed it, as that maid signed it, so the
+//! master verifies it end to end. It never signs what it relays.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use redis::AsyncCommands;
+
+use super::Shared;
+use crate::audit::Decision;
+use crate::bus::{Bus, BusError, Conn, publish};
+use crate::config::SyndicSettings;
+use crate::filestore::ConnSource;
+use crate::outbox::Pending;
+use crate::protocol::{self, Job, Registration, Reply};
+use crate::target::{TargetType, matches};
+
+/// The minions beneath, by id, as they registered.
+type Listed = BTreeMap<String, Registration>;
+
+/// The downstream side of a syndic maid.
+pub(super) struct Syndic {
+    bus: Bus,
+    refresh: Duration,
+    /// The downstream command connection, opened when first needed and
+    /// dropped when it fails.
+    conn: tokio::sync::Mutex<Option<Conn>>,
+    /// Who is beneath, as last read.
+    beneath: RwLock<Arc<Listed>>,
+    /// The list last written upstream, to write it again only when it
+    /// changed (it is kept alive in between).
+    mirrored: tokio::sync::Mutex<String>,
+}
+
+impl Syndic {
+    pub(super) fn new(settings: &SyndicSettings) -> Result<Syndic, BusError> {
+        Ok(Syndic {
+            bus: Bus::new(&settings.redis)?,
+            refresh: Duration::from_secs_f64(settings.refresh_secs),
+            conn: Default::default(),
+            beneath: Default::default(),
+            mirrored: Default::default(),
+        })
+    }
+
+    /// The ids beneath that `job` targets, in order; never `own` (the
+    /// syndic maid's own id, which its own grains decide).
+    pub(super) fn targeted(&self, job: &Job, own: &str) -> Vec<String> {
+        let Ok(tgt_type) = TargetType::parse(&job.tgt_type) else {
+            return Vec::new();
+        };
+        let beneath = self
+            .beneath
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        beneath
+            .iter()
+            .filter(|(id, reg)| {
+                id.as_str() != own && matches(&job.tgt, tgt_type, id, &reg.grains).unwrap_or(false)
+            })
+            .map(|(id, _)| id.clone())
+            .collect()
+    }
+
+    /// The keys the maids of `ids` registered beneath, by id.
+    fn keys(&self, ids: &[String]) -> crate::replies::AcceptedKeys {
+        let beneath = self
+            .beneath
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        ids.iter()
+            .filter_map(|id| {
+                let text = beneath.get(id)?.pubkey.as_deref()?;
+                let key = crate::trust::decode_verifying_key(text).ok()?;
+                Some((id.clone(), key))
+            })
+            .collect()
+    }
+
+    async fn conn(&self) -> Result<Conn, BusError> {
+        let mut slot = self.conn.lock().await;
+        if let Some(conn) = &*slot {
+            return Ok(conn.clone());
+        }
+        let conn = self.bus.connect().await?;
+        *slot = Some(conn.clone());
+        Ok(conn)
+    }
+
+    async fn forget_conn(&self) {
+        *self.conn.lock().await = None;
+    }
+
+    /// Read who is beneath from the downstream Redis.
+    async fn read(&self) -> Result<Listed, BusError> {
+        let mut conn = self.conn().await?;
+        let result = read_beneath(&mut conn).await;
+        if result.is_err() {
+            self.forget_conn().await;
+        }
+        Ok(result?)
+    }
+}
+
+/// The alive maids of the registry on `conn`, with, for each syndic maid
+/// among them, the minions it lists beneath it. An entry that does not
+/// read is left out.
+async fn read_beneath(conn: &mut Conn) -> redis::RedisResult<Listed> {
+    let all: BTreeMap<String, String> = conn.hgetall(protocol::REGISTRY_KEY).await?;
+    let ids: Vec<&String> = all.keys().collect();
+    let mut pipe = redis::pipe();
+    for id in &ids {
+        pipe.exists(protocol::alive_key(id));
+    }
+    let alive: Vec<bool> = if ids.is_empty() {
+        Vec::new()
+    } else {
+        pipe.query_async(conn).await?
+    };
+    let mut listed = Listed::new();
+    let mut syndics = Vec::new();
+    for (id, alive) in ids.into_iter().zip(alive) {
+        let Ok(reg) = serde_json::from_str::<Registration>(&all[id]) else {
+            continue;
+        };
+        if !alive || reg.id != *id {
+            continue;
+        }
+        if reg.syndic {
+            syndics.push(id.clone());
+        }
+        listed.insert(id.clone(), reg);
+    }
+    for syndic in syndics {
+        let text: Option<String> = conn.get(protocol::syndic_key(&syndic)).await?;
+        let Some(Ok(beneath)) = text.map(|t| serde_json::from_str::<Listed>(&t)) else {
+            continue;
+        };
+        for (id, reg) in beneath {
+            listed.entry(id).or_insert(reg);
+        }
+    }
+    Ok(listed)
+}
+
+/// Keep the list of who is beneath fresh, here and upstream, until the
+/// agent stops.
+pub(super) async fn refresh_task(shared: Arc<Shared>) {
+    let Some(syndic) = &shared.syndic else {
+        return;
+    };
+    loop {
+        tokio::time::sleep(syndic.refresh).await;
+        read_beneath_now(&shared).await;
+        if let Some(mut conn) = shared.conn.conn() {
+            mirror(&shared, &mut conn).await;
+        }
+    }
+}
+
+/// Read who is beneath once. A read that fails keeps the last list.
+pub(super) async fn read_beneath_now(shared: &Shared) {
+    let Some(syndic) = &shared.syndic else {
+        return;
+    };
+    match syndic.read().await {
+        Ok(mut listed) => {
+            listed.remove(&shared.id);
+            // What changes at every heartbeat is left out upstream, so the
+            // list is written again only when who is beneath changes.
+            for reg in listed.values_mut() {
+                reg.last_seen.clear();
+            }
+            *syndic.beneath.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(listed);
+        }
+        Err(e) => tracing::warn!(cause = %e, "cannot read the maids beneath"),
+    }
+}
+
+/// Keep the list of who is beneath upstream, on `conn`, at
+/// `maid:syndic:<id>` for three heartbeats.
+pub(super) async fn mirror(shared: &Shared, conn: &mut Conn) {
+    let Some(syndic) = &shared.syndic else {
+        return;
+    };
+    let text = {
+        let beneath = syndic
+            .beneath
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        serde_json::to_string(&*beneath).expect("registrations serialise")
+    };
+    let key = protocol::syndic_key(&shared.id);
+    let ttl = shared.config.agent.heartbeat_secs * 3;
+    let mut mirrored = syndic.mirrored.lock().await;
+    let kept: redis::RedisResult<()> = if *mirrored == text {
+        conn.expire::<_, bool>(&key, ttl as i64)
+            .await
+            .and_then(|kept| {
+                kept.then_some(()).ok_or_else(|| {
+                    redis::RedisError::from((redis::ErrorKind::Client, "the list expired"))
+                })
+            })
+    } else {
+        conn.set_ex(&key, &text, ttl).await
+    };
+    match kept {
+        Ok(()) => *mirrored = text,
+        Err(e) => {
+            mirrored.clear();
+            tracing::warn!(cause = %e, "cannot keep the list of maids beneath upstream");
+        }
+    }
+}
+
+/// Relay `job`, which arrived on `topic` as `payload`, to the maids
+/// beneath, and send their replies up until every id of `expected` has
+/// answered or the job's time is up.
+pub(super) async fn relay(
+    shared: &Shared,
+    job: &Job,
+    kid: &Option<String>,
+    payload: &str,
+    topic: &str,
+    expected: &[String],
+) {
+    let Some(syndic) = &shared.syndic else {
+        return;
+    };
+    let limit = job
+        .time_limit()
+        .unwrap_or(Duration::from_secs_f64(shared.config.limits.timeout_secs));
+    let deadline = tokio::time::Instant::now() + limit;
+    // Subscribed before the job goes down, so no reply is missed.
+    let sub = match syndic
+        .bus
+        .subscribe(std::slice::from_ref(&job.temp_topic))
+        .await
+    {
+        Ok(sub) => sub,
+        Err(e) => {
+            tracing::error!(jid = %job.jid, cause = %e, "cannot relay the job: downstream unreachable");
+            return;
+        }
+    };
+    let sent = match syndic.conn().await {
+        Ok(mut conn) => publish(&mut conn, topic, payload)
+            .await
+            .map_err(BusError::from),
+        Err(e) => Err(e),
+    };
+    if let Err(e) = sent {
+        syndic.forget_conn().await;
+        tracing::error!(jid = %job.jid, cause = %e, "cannot relay the job downstream");
+        return;
+    }
+    let mut rec = super::job::record(shared, job, kid, Some(true), Decision::Relayed);
+    rec.reason = Some(format!("to {}", expected.join(", ")));
+    shared.audit.record(rec);
+    let mut waiting: BTreeSet<&str> = expected.iter().map(String::as_str).collect();
+    let keys = syndic.keys(expected);
+    let mut messages = sub.into_on_message();
+    while !waiting.is_empty() {
+        let Ok(Some(msg)) = tokio::time::timeout_at(deadline, messages.next()).await else {
+            break;
+        };
+        let bytes = msg.get_payload_bytes();
+        let received = match crate::replies::receive(bytes) {
+            Ok(r) if r.reply.jid() == job.jid => r,
+            Ok(_) => continue,
+            Err(why) => {
+                tracing::warn!(jid = %job.jid, %why, "ignored a downstream reply");
+                continue;
+            }
+        };
+        let signed = received.envelope.is_some();
+        // An answer ends the wait for its maid only when that maid's key,
+        // if it registered one, signed it: a reply anyone else published
+        // here is relayed (and the master finds it forged), but cannot cut
+        // the wait for the real one short.
+        let answered = |id: &str| !keys.contains_key(id) || received.verify(&keys).is_ok();
+        let raw = || String::from_utf8_lossy(bytes).into_owned();
+        match &received.reply {
+            // Who is beneath was known before the job went down.
+            Reply::Ping(_) => {}
+            Reply::Reject(r) => {
+                if answered(&r.sub_ip) {
+                    waiting.remove(r.sub_ip.as_str());
+                }
+                shared
+                    .send_payload(None, &job.temp_topic, &job.jid, &raw())
+                    .await;
+            }
+            Reply::Return(r) => {
+                if answered(&r.id) {
+                    waiting.remove(r.id.as_str());
+                }
+                let mut r = r.clone();
+                let id = r.id.clone();
+                let payload = if signed {
+                    raw()
+                } else {
+                    r.sub_ip = shared.id.clone();
+                    Reply::Return(r).to_json()
+                };
+                let pending = Pending {
+                    topic: job.temp_topic.clone(),
+                    payload,
+                    jid: job.jid.clone(),
+                    id,
+                    published: false,
+                };
+                shared.deliver(pending).await;
+            }
+        }
+    }
+}
