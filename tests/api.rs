@@ -17,13 +17,13 @@ use maid_master::bus::{Bus, RedisConfig};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-const USER: &str = "tester";
+pub(crate) const USER: &str = "tester";
 /// May run `test.*` and `grains.items` on `web*` only, and see only their
 /// own jobs.
 const INTERN: &str = "intern";
 /// Knows the password, has no permissions: cannot log in.
 const NOBODY: &str = "nobody";
-const PASSWORD: &str = "correct horse";
+pub(crate) const PASSWORD: &str = "correct horse";
 
 /// A `maid api` process; killed on drop.
 pub(crate) struct ApiServer {
@@ -105,42 +105,37 @@ impl Fleet {
             ),
         )
         .unwrap();
-        self.start_api(dir, &config, extra_args)
+        start_api(dir, &config, extra_args)
     }
+}
 
-    /// Start `maid api` with the configuration file `config` (in `dir`).
-    pub(crate) fn start_api(
-        &self,
-        dir: tempfile::TempDir,
-        config: &Path,
-        extra_args: &[&str],
-    ) -> ApiServer {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_maid"))
-            .args(["api", "--listen", "127.0.0.1:0", "-c"])
-            .arg(config)
-            .args(extra_args)
-            .env("MAID_LOG", "maid=warn")
-            .env_remove("MAID_REDIS")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("start maid api");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let url = line
-            .trim()
-            .rsplit(' ')
-            .next()
-            .filter(|u| u.starts_with("http"))
-            .unwrap_or_else(|| panic!("maid api did not say where it listens: {line:?}"))
-            .to_string();
-        ApiServer {
-            child,
-            url,
-            _dir: dir,
-        }
+/// Start `maid api` with the configuration file `config` (in `dir`).
+pub(crate) fn start_api(dir: tempfile::TempDir, config: &Path, extra_args: &[&str]) -> ApiServer {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_maid"))
+        .args(["api", "--listen", "127.0.0.1:0", "-c"])
+        .arg(config)
+        .args(extra_args)
+        .env("MAID_LOG", "maid=warn")
+        .env_remove("MAID_REDIS")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("start maid api");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let url = line
+        .trim()
+        .rsplit(' ')
+        .next()
+        .filter(|u| u.starts_with("http"))
+        .unwrap_or_else(|| panic!("maid api did not say where it listens: {line:?}"))
+        .to_string();
+    ApiServer {
+        child,
+        url,
+        _dir: dir,
     }
 }
 

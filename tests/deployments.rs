@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::common::fleet::{request, run, start_agent, wait_registered};
+use crate::common::fleet::{TOPIC, request, run, start_agent, wait_registered};
 use crate::common::redis::{Cluster, Sentinel};
 use maid_master::bus::{Bus, RedisConfig};
 use serde_json::json;
@@ -95,4 +95,79 @@ async fn cluster_round_trip() {
     // Returns are in the job cache, whichever node holds the key.
     let cached = crate::common::fleet::cached_returns(&bus, &report.jid, 3).await;
     assert_eq!(cached.len(), 3);
+
+    // Redis 7 everywhere: replies went on sharded pub/sub. A classic
+    // subscriber of the reply topic hears none of them; the master does.
+    assert!(bus.sharded().await.unwrap());
+    let jid = maid::jid::new_jid();
+    let topic = maid_master::jobs::temp_topic(&jid);
+    let classic = bus.subscribe(std::slice::from_ref(&topic)).await.unwrap();
+    let replies = bus.replies(&topic).await.unwrap();
+    let mut conn = bus.connect().await.unwrap();
+    let req = request("*", "glob", "test.echo", json!(["sharded"]), json!({}));
+    let report = maid_master::jobs::run_on(&mut conn, replies, jid, &topic, &req, |_| {}, |_| {})
+        .await
+        .unwrap();
+    assert_eq!(report.returns.len(), 3, "{report:?}");
+    assert!(report.missed_maids.is_empty(), "{report:?}");
+    let mut heard = classic.into_on_message();
+    let classic_heard = tokio::time::timeout(
+        Duration::from_millis(500),
+        futures_util::StreamExt::next(&mut heard),
+    )
+    .await;
+    assert!(classic_heard.is_err(), "a classic subscriber heard a reply");
+
+    // `maid api` on the cluster subscribes each job's reply topic itself.
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("maid.toml");
+    let hash = maid_master::api::auth::hash_password(crate::api::PASSWORD).unwrap();
+    let user = crate::api::USER;
+    let nodes: Vec<String> = cluster.urls().iter().map(|u| format!("{u:?}")).collect();
+    std::fs::write(
+        &config,
+        format!(
+            "master_topics = [\"{TOPIC}\"]\n[redis]\ncluster = [{}]\n\
+             [api]\n[api.users]\n{user} = \"{hash}\"\n[api.perms]\n{user} = [\".*\"]\n",
+            nodes.join(", ")
+        ),
+    )
+    .unwrap();
+    let api = crate::api::start_api(dir, &config, &[]);
+    let body = json!([{"client": "local", "tgt": "*", "fun": "test.echo", "arg": ["api"],
+        "username": user, "password": crate::api::PASSWORD, "eauth": "pam"}]);
+    let answer: serde_json::Value = reqwest::Client::new()
+        .post(format!("{}/run", api.url))
+        .json(&body)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        answer["return"],
+        json!([{"c-1": "api", "c-2": "api", "c-3": "api"}]),
+        "{answer}"
+    );
+    assert_eq!(answer["maid"][0]["missed_maids"], json!([]), "{answer}");
+
+    // A fleet that says `sharded_replies = false` keeps classic pub/sub,
+    // as a cluster with nodes older than Redis 7 does.
+    let classic_redis = maid_master::bus::RedisConfig {
+        sharded_replies: Some(false),
+        ..redis.clone()
+    };
+    let classic_bus = Bus::new(&classic_redis).unwrap();
+    assert!(!classic_bus.sharded().await.unwrap());
+    let _d = start_agent(&classic_redis, "c-4", "");
+    wait_registered(&classic_bus, &["c-4"]).await;
+    let mut req = request("c-4", "glob", "test.echo", json!(["classic"]), json!({}));
+    req.exclude = ["c-1", "c-2", "c-3"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let report = run(&classic_bus, &req).await;
+    assert_eq!(report.returns.len(), 1, "{report:?}");
+    assert_eq!(report.returns[0].ret, json!("classic"));
 }

@@ -128,7 +128,7 @@ async fn maid_side(fleet: &mut Fleet) -> ApiServer {
         ),
     )
     .unwrap();
-    fleet.start_api(dir, &config, &[])
+    crate::api::start_api(dir, &config, &[])
 }
 
 /// The command lines, in order (later ones read the jid `{jid}` of the

@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::bus::{Conn, command, publish, publish_command};
+use crate::bus::{Conn, command, publish_command, publish_reply};
 use crate::metrics::Metrics;
 
 /// A return on its way: published on `topic`, stored at `maid:job:<jid>`.
@@ -86,7 +86,7 @@ pub async fn deliver(conn: &mut Conn, p: &mut Pending, ttl_secs: u64) -> redis::
         if published {
             Ok(())
         } else {
-            publish(conn, topic, payload).await
+            publish_reply(conn, topic, payload).await
         }
     };
     let (sent, cached) = tokio::join!(

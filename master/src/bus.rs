@@ -4,15 +4,18 @@
 //!
 //! Sentinel is resolved to the current master on every connect, so a
 //! caller that reconnects after an error follows a failover. In a Cluster,
-//! classic pub/sub is cluster-wide, so subscriptions go to any reachable
-//! node while keyed commands go through the slot-aware cluster connection.
+//! classic pub/sub is cluster-wide, so job topics are subscribed on any
+//! reachable node while keyed commands go through the slot-aware cluster
+//! connection. Replies, one topic per job, go on sharded pub/sub
+//! (`SPUBLISH`/`SSUBSCRIBE`, Redis ≥ 7) where every node has it: each
+//! reply then crosses only the shard of its topic, not every node.
 
 use std::time::Duration;
 
 use redis::aio::{ConnectionLike, MultiplexedConnection, PubSub};
 use redis::cluster_async::ClusterConnection;
 use redis::sentinel::{SentinelClient, SentinelNodeConnectionInfo, SentinelServerType};
-use redis::{Client, Cmd, IntoConnectionInfo, Pipeline, RedisFuture, RedisResult, Value};
+use redis::{Client, Cmd, IntoConnectionInfo, Pipeline, PushInfo, RedisFuture, RedisResult, Value};
 use serde::{Deserialize, Serialize};
 
 /// How long one connection attempt may take.
@@ -50,6 +53,10 @@ pub struct RedisConfig {
     pub tls_cert: Option<std::path::PathBuf>,
     /// The PEM private key of `tls_cert`.
     pub tls_key: Option<std::path::PathBuf>,
+    /// Cluster only: replies on sharded pub/sub (`SPUBLISH`/`SSUBSCRIBE`)
+    /// [default: when every node runs Redis 7 or later]. The master and
+    /// its maids must agree: a `SSUBSCRIBE` does not hear a `PUBLISH`.
+    pub sharded_replies: Option<bool>,
 }
 
 impl RedisConfig {
@@ -95,20 +102,27 @@ enum Endpoint {
 #[derive(Debug, Clone)]
 pub struct Bus {
     endpoint: Endpoint,
+    /// Whether replies go on sharded pub/sub: as configured, or found out
+    /// at the first connection.
+    sharded: std::sync::Arc<tokio::sync::OnceCell<bool>>,
 }
 
 /// A command connection; cheap to clone, safe to share.
 #[derive(Clone)]
 pub enum Conn {
     Single(MultiplexedConnection),
-    Cluster(ClusterConnection),
+    /// A cluster, and whether its replies go on sharded pub/sub.
+    Cluster(ClusterConnection, bool),
 }
+
+/// A stream of the messages published on a reply topic.
+pub type Replies = std::pin::Pin<Box<dyn futures_util::Stream<Item = redis::Msg> + Send>>;
 
 impl ConnectionLike for Conn {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         match self {
             Conn::Single(c) => c.req_packed_command(cmd),
-            Conn::Cluster(c) => c.req_packed_command(cmd),
+            Conn::Cluster(c, _) => c.req_packed_command(cmd),
         }
     }
 
@@ -120,14 +134,14 @@ impl ConnectionLike for Conn {
     ) -> RedisFuture<'a, Vec<Value>> {
         match self {
             Conn::Single(c) => c.req_packed_commands(cmd, offset, count),
-            Conn::Cluster(c) => c.req_packed_commands(cmd, offset, count),
+            Conn::Cluster(c, _) => c.req_packed_commands(cmd, offset, count),
         }
     }
 
     fn get_db(&self) -> i64 {
         match self {
             Conn::Single(c) => c.get_db(),
-            Conn::Cluster(c) => c.get_db(),
+            Conn::Cluster(c, _) => c.get_db(),
         }
     }
 }
@@ -232,7 +246,19 @@ impl Bus {
                 "redis.tls_ca and redis.tls_cert apply to redis.url only".into(),
             ));
         }
-        Ok(Bus { endpoint })
+        let sharded = tokio::sync::OnceCell::new_with(match &endpoint {
+            Endpoint::Cluster { .. } => config.sharded_replies,
+            _ if config.sharded_replies == Some(true) => {
+                return Err(BusError::Config(
+                    "redis.sharded_replies needs redis.cluster".into(),
+                ));
+            }
+            _ => Some(false),
+        });
+        Ok(Bus {
+            endpoint,
+            sharded: std::sync::Arc::new(sharded),
+        })
     }
 
     /// A bus for one URL.
@@ -287,19 +313,31 @@ impl Bus {
         }
     }
 
+    /// A cluster client of `nodes`, as configured.
+    fn cluster_builder(
+        nodes: &[String],
+        password: &Option<String>,
+    ) -> Result<redis::cluster::ClusterClientBuilder, BusError> {
+        let infos = nodes
+            .iter()
+            .map(|n| with_password(n, password))
+            .collect::<RedisResult<Vec<_>>>()?;
+        Ok(redis::cluster::ClusterClient::builder(infos)
+            .connection_timeout(CONNECT_TIMEOUT)
+            .response_timeout(RESPONSE_TIMEOUT))
+    }
+
     /// Open a command connection.
     pub async fn connect(&self) -> Result<Conn, BusError> {
         match &self.endpoint {
             Endpoint::Cluster { nodes, password } => {
-                let infos = nodes
-                    .iter()
-                    .map(|n| with_password(n, password))
-                    .collect::<RedisResult<Vec<_>>>()?;
-                let client = redis::cluster::ClusterClient::builder(infos)
-                    .connection_timeout(CONNECT_TIMEOUT)
-                    .response_timeout(RESPONSE_TIMEOUT)
-                    .build()?;
-                Ok(Conn::Cluster(timed(client.get_async_connection()).await?))
+                let client = Self::cluster_builder(nodes, password)?.build()?;
+                let mut conn = timed(client.get_async_connection()).await?;
+                let sharded = *self
+                    .sharded
+                    .get_or_try_init(|| every_node_has_sharded_pubsub(&mut conn))
+                    .await?;
+                Ok(Conn::Cluster(conn, sharded))
             }
             _ => {
                 let client = self.node_client().await?;
@@ -323,6 +361,63 @@ impl Bus {
         Ok(pubsub)
     }
 
+    /// Whether replies go on sharded pub/sub (found out by connecting once
+    /// where the configuration does not say).
+    pub async fn sharded(&self) -> Result<bool, BusError> {
+        if let Some(sharded) = self.sharded.get() {
+            return Ok(*sharded);
+        }
+        Ok(matches!(self.connect().await?, Conn::Cluster(_, true)))
+    }
+
+    /// Where replies are sharded: a cluster connection that takes
+    /// `SSUBSCRIBE`, and what it hears. `None` where they are not.
+    pub async fn sharded_subscriber(
+        &self,
+    ) -> Result<
+        Option<(
+            ClusterConnection,
+            tokio::sync::mpsc::UnboundedReceiver<PushInfo>,
+        )>,
+        BusError,
+    > {
+        let Endpoint::Cluster { nodes, password } = &self.endpoint else {
+            return Ok(None);
+        };
+        if !self.sharded().await? {
+            return Ok(None);
+        }
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let client = Self::cluster_builder(nodes, password)?
+            .use_protocol(redis::ProtocolVersion::RESP3)
+            .push_sender(tx)
+            .build()?;
+        let conn = timed(client.get_async_connection()).await?;
+        Ok(Some((conn, rx)))
+    }
+
+    /// Subscribe to the reply topic `topic`: on sharded pub/sub where
+    /// replies go there ([`RedisConfig::sharded_replies`]), else classic.
+    pub async fn replies(&self, topic: &str) -> Result<Replies, BusError> {
+        use futures_util::StreamExt;
+        let Some((mut conn, rx)) = self.sharded_subscriber().await? else {
+            let pubsub = self.subscribe(&[topic.to_string()]).await?;
+            return Ok(Box::pin(pubsub.into_on_message()));
+        };
+        timed(conn.ssubscribe(topic)).await?;
+        // The connection lives as long as the stream: dropping it ends
+        // the subscription.
+        let messages = futures_util::stream::unfold((rx, conn), |(mut rx, conn)| async move {
+            loop {
+                let push = rx.recv().await?;
+                if let Some(msg) = redis::Msg::from_push_info(push) {
+                    return Some((msg, (rx, conn)));
+                }
+            }
+        });
+        Ok(messages.boxed())
+    }
+
     /// A short description for logs (no passwords).
     pub fn describe(&self) -> String {
         match &self.endpoint {
@@ -338,6 +433,57 @@ impl Bus {
             Endpoint::Cluster { nodes, .. } => format!("cluster of {} seed nodes", nodes.len()),
         }
     }
+}
+
+/// Whether every node of the cluster behind `conn` runs Redis 7 or later,
+/// and so has sharded pub/sub.
+async fn every_node_has_sharded_pubsub(conn: &mut ClusterConnection) -> Result<bool, BusError> {
+    let info: Value = timed(redis::cmd("INFO").arg("server").query_async(conn)).await?;
+    let mut texts = Vec::new();
+    collect_texts(&info, &mut texts);
+    Ok(!texts.is_empty()
+        && texts
+            .iter()
+            .all(|t| major_version(t).is_some_and(|v| v >= 7)))
+}
+
+/// Every string in `value`, however nested (a cluster answers `INFO` with
+/// one text per node).
+fn collect_texts(value: &Value, out: &mut Vec<String>) {
+    match value {
+        Value::BulkString(b) => out.push(String::from_utf8_lossy(b).into_owned()),
+        Value::SimpleString(s) | Value::VerbatimString { text: s, .. } => out.push(s.clone()),
+        Value::Array(items) | Value::Set(items) => {
+            items.iter().for_each(|v| collect_texts(v, out));
+        }
+        Value::Map(pairs) => pairs.iter().for_each(|(_, v)| collect_texts(v, out)),
+        _ => {}
+    }
+}
+
+/// The major version in an `INFO server` text (`redis_version:7.0.15`).
+fn major_version(info: &str) -> Option<u32> {
+    let line = info
+        .lines()
+        .find_map(|l| l.strip_prefix("redis_version:"))?;
+    line.split('.').next()?.trim().parse().ok()
+}
+
+/// `PUBLISH` (or, where replies are sharded, `SPUBLISH`) of a reply.
+pub async fn publish_reply(conn: &mut Conn, topic: &str, payload: &str) -> RedisResult<()> {
+    reply_command(conn, topic, payload)
+        .query_async::<i64>(conn)
+        .await
+        .map(|_| ())
+}
+
+/// The command that publishes a reply on `conn`, for a pipeline.
+pub fn reply_command(conn: &Conn, topic: &str, payload: &str) -> Cmd {
+    let verb: &[u8] = match conn {
+        Conn::Cluster(_, true) => b"SPUBLISH",
+        _ => b"PUBLISH",
+    };
+    command(&[verb, topic.as_bytes(), payload.as_bytes()])
 }
 
 /// `PUBLISH topic payload`.

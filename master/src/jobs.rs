@@ -435,17 +435,8 @@ pub async fn run_as(
 ) -> Result<Report, BusError> {
     let mut conn = bus.connect().await?;
     let topic = temp_topic(&jid);
-    let pubsub = bus.subscribe(std::slice::from_ref(&topic)).await?;
-    run_on(
-        &mut conn,
-        pubsub.into_on_message(),
-        jid,
-        &topic,
-        req,
-        on_return,
-        progress,
-    )
-    .await
+    let replies = bus.replies(&topic).await?;
+    run_on(&mut conn, replies, jid, &topic, req, on_return, progress).await
 }
 
 /// [`run`] over connections the caller already holds: `replies` must

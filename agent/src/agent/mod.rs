@@ -32,7 +32,7 @@ use serde_json::{Map, Value};
 use tokio::sync::{Notify, Semaphore, mpsc};
 
 use crate::audit::Audit;
-use crate::bus::{Bus, BusError, Conn, publish};
+use crate::bus::{Bus, BusError, Conn, publish_reply};
 use crate::config::Config;
 use crate::filestore::{ConnSource, RedisFiles};
 use crate::jidstore::JidStore;
@@ -159,7 +159,7 @@ impl Shared {
         let mut first = first;
         loop {
             if let Some(mut conn) = first.take().or_else(|| self.conn.conn()) {
-                match publish(&mut conn, topic, payload).await {
+                match publish_reply(&mut conn, topic, payload).await {
                     Ok(()) => return,
                     Err(e) => {
                         tracing::warn!(%jid, cause = %e, "publish failed; retrying")

@@ -247,11 +247,7 @@ pub(super) async fn relay(
         .unwrap_or(Duration::from_secs_f64(shared.config.limits.timeout_secs));
     let deadline = tokio::time::Instant::now() + limit;
     // Subscribed before the job goes down, so no reply is missed.
-    let sub = match syndic
-        .bus
-        .subscribe(std::slice::from_ref(&job.temp_topic))
-        .await
-    {
+    let mut messages = match syndic.bus.replies(&job.temp_topic).await {
         Ok(sub) => sub,
         Err(e) => {
             tracing::error!(jid = %job.jid, cause = %e, "cannot relay the job: downstream unreachable");
@@ -274,7 +270,6 @@ pub(super) async fn relay(
     shared.audit.record(rec);
     let mut waiting: BTreeSet<&str> = expected.iter().map(String::as_str).collect();
     let keys = syndic.keys(expected);
-    let mut messages = sub.into_on_message();
     while !waiting.is_empty() {
         let Ok(Some(msg)) = tokio::time::timeout_at(deadline, messages.next()).await else {
             break;

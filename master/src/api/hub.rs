@@ -8,6 +8,11 @@
 //! listeners. The reader never waits on a consumer: routes are unbounded
 //! and the event broadcast drops what a slow listener cannot keep up
 //! with, so one slow request cannot hold up another.
+//!
+//! Where replies go on sharded pub/sub (a Redis 7 Cluster), no pattern
+//! hears them: each route then `SSUBSCRIBE`s its own topic on one shared
+//! cluster connection, and `/events` carries the replies of the jobs this
+//! API published.
 
 use std::collections::HashMap;
 use std::pin::Pin;
@@ -16,7 +21,8 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use futures_util::{Stream, StreamExt};
-use redis::Msg;
+use redis::cluster_async::ClusterConnection;
+use redis::{Msg, PushInfo};
 use serde::Serialize;
 use serde_json::Value;
 use tokio::sync::{broadcast, mpsc};
@@ -88,6 +94,8 @@ pub struct Hub {
     routes: Routes,
     events: broadcast::Sender<Arc<Event>>,
     reader: tokio::task::JoinHandle<()>,
+    /// Where replies are sharded: the connection routes subscribe on.
+    sharded: Option<ClusterConnection>,
 }
 
 impl Drop for Hub {
@@ -102,23 +110,28 @@ impl Hub {
     /// accepted for their maid, as `maid run` counts them.
     pub async fn start(bus: Bus, pki: Option<Pki>) -> Result<Hub, BusError> {
         let conn = bus.connect().await?;
-        let first = subscribe(&bus).await?;
         let routes = Routes::default();
         let (events, _) = broadcast::channel(EVENT_BACKLOG);
         let keys = pki.map(Keys::new);
-        let reader = tokio::spawn(read(
-            bus.clone(),
-            first,
-            routes.clone(),
-            events.clone(),
+        let dispatch = Dispatch {
+            routes: routes.clone(),
+            events: events.clone(),
             keys,
-        ));
+        };
+        let (reader, sharded) = match bus.sharded_subscriber().await? {
+            Some((sub, pushes)) => (tokio::spawn(read_sharded(pushes, dispatch)), Some(sub)),
+            None => {
+                let first = subscribe(&bus).await?;
+                (tokio::spawn(read(bus.clone(), first, dispatch)), None)
+            }
+        };
         Ok(Hub {
             bus,
             conn: Mutex::new(Some(conn)),
             routes,
             events,
             reader,
+            sharded,
         })
     }
 
@@ -138,17 +151,22 @@ impl Hub {
     }
 
     /// Start receiving what is published on `topic`.
-    pub fn route(&self, topic: &str) -> Route {
+    pub async fn route(&self, topic: &str) -> Result<Route, BusError> {
         let (tx, rx) = mpsc::unbounded_channel();
         self.routes
             .lock()
             .expect("routes poisoned")
             .insert(topic.to_string(), tx);
-        Route {
+        let route = Route {
             topic: topic.to_string(),
             routes: self.routes.clone(),
             rx,
+            sharded: self.sharded.clone(),
+        };
+        if let Some(mut sub) = self.sharded.clone() {
+            sub.ssubscribe(topic).await?;
         }
+        Ok(route)
     }
 
     /// Listen to every event from now on.
@@ -171,13 +189,7 @@ async fn subscribe(bus: &Bus) -> Result<redis::aio::PubSub, BusError> {
 
 /// The reader task: dispatch until the hub is dropped, subscribing again
 /// whenever the subscription is lost.
-async fn read(
-    bus: Bus,
-    first: redis::aio::PubSub,
-    routes: Routes,
-    events: broadcast::Sender<Arc<Event>>,
-    mut keys: Option<Keys>,
-) {
+async fn read(bus: Bus, first: redis::aio::PubSub, mut dispatch: Dispatch) {
     let mut pubsub = Some(first);
     loop {
         let sub = match pubsub.take() {
@@ -193,25 +205,51 @@ async fn read(
         };
         let mut messages = sub.into_on_message();
         while let Some(msg) = messages.next().await {
-            let topic = msg.get_channel_name().to_string();
-            if let Some(tx) = routes.lock().expect("routes poisoned").get(&topic) {
-                // The job may have finished and not yet dropped its route.
-                let _ = tx.send(msg.clone());
-            }
-            if events.receiver_count() > 0
-                && let Ok(received) = receive(msg.get_payload_bytes())
-            {
-                if let Some(keys) = &mut keys
-                    && let Err(why) = received.verify(keys.current())
-                {
-                    tracing::warn!(maid = received.maid(), %why, "forged reply: no event");
-                    continue;
-                }
-                let _ = events.send(Arc::new(Event::from_reply(received.reply)));
-            }
+            dispatch.send(msg);
         }
         tracing::warn!("lost the reply subscription; subscribing again");
         tokio::time::sleep(RESUBSCRIBE_AFTER).await;
+    }
+}
+
+/// The reader task where replies are sharded: the cluster connection
+/// subscribes each route's topic again after a reconnection itself.
+async fn read_sharded(mut pushes: mpsc::UnboundedReceiver<PushInfo>, mut dispatch: Dispatch) {
+    while let Some(push) = pushes.recv().await {
+        if let Some(msg) = Msg::from_push_info(push) {
+            dispatch.send(msg);
+        }
+    }
+}
+
+/// Where a reply goes: the job that routed its topic, and the `/events`
+/// listeners.
+struct Dispatch {
+    routes: Routes,
+    events: broadcast::Sender<Arc<Event>>,
+    keys: Option<Keys>,
+}
+
+impl Dispatch {
+    fn send(&mut self, msg: Msg) {
+        let topic = msg.get_channel_name().to_string();
+        if let Some(tx) = self.routes.lock().expect("routes poisoned").get(&topic) {
+            // The job may have finished and not yet dropped its route.
+            let _ = tx.send(msg.clone());
+        }
+        if self.events.receiver_count() > 0
+            && let Ok(received) = receive(msg.get_payload_bytes())
+        {
+            if let Some(keys) = &mut self.keys
+                && let Err(why) = received.verify(keys.current())
+            {
+                tracing::warn!(maid = received.maid(), %why, "forged reply: no event");
+                return;
+            }
+            let _ = self
+                .events
+                .send(Arc::new(Event::from_reply(received.reply)));
+        }
     }
 }
 
@@ -253,6 +291,8 @@ pub struct Route {
     topic: String,
     routes: Routes,
     rx: mpsc::UnboundedReceiver<Msg>,
+    /// Where replies are sharded: the connection its topic is subscribed on.
+    sharded: Option<ClusterConnection>,
 }
 
 impl Stream for Route {
@@ -269,5 +309,13 @@ impl Drop for Route {
             .lock()
             .expect("routes poisoned")
             .remove(&self.topic);
+        if let Some(mut sub) = self.sharded.take() {
+            let topic = std::mem::take(&mut self.topic);
+            tokio::spawn(async move {
+                if let Err(e) = sub.sunsubscribe(&topic).await {
+                    tracing::warn!(%topic, cause = %e, "cannot unsubscribe a reply topic");
+                }
+            });
+        }
     }
 }

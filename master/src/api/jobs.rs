@@ -228,7 +228,7 @@ async fn local(api: &Api, chunk: &Chunk, user: &str) -> Result<(Value, Value), A
     }
     let jid = jid::new_jid();
     let topic = jobs::temp_topic(&jid);
-    let route = api.hub.route(&topic);
+    let route = api.hub.route(&topic).await?;
     announce(api, &jid, &req, None);
     let report = jobs::run_on(&mut conn, route, jid, &topic, &req, |_| {}, |_| {}).await?;
     let mut returns: Map<String, Value> = report
@@ -296,11 +296,12 @@ async fn local_batch(
     let mut out = Vec::new();
     let launch = |sub: JobRequest, tx: tokio::sync::mpsc::UnboundedSender<Return>| {
         let topic = jobs::temp_topic(&jid);
-        let route = api.hub.route(&topic);
         let mut conn = conn.clone();
         let jid = jid.clone();
         announce(api, &jid, &sub, None);
+        let api = api.clone();
         async move {
+            let route = api.hub.route(&topic).await?;
             jobs::run_on(
                 &mut conn,
                 route,
@@ -476,7 +477,7 @@ async fn manage_ping(
     }
     let jid = jid::new_jid();
     let topic = jobs::temp_topic(&jid);
-    let route = api.hub.route(&topic);
+    let route = api.hub.route(&topic).await?;
     announce(api, &jid, &req, None);
     let report = jobs::run_on(&mut conn, route, jid, &topic, &req, |_| {}, |_| {}).await?;
     let returned: BTreeSet<String> = report.returns.iter().map(|r| r.id.clone()).collect();
