@@ -340,3 +340,66 @@ async fn signed_jobs_reach_the_maids_beneath_and_their_replies_verify_end_to_end
     assert!(r.missed_minions.is_empty(), "{r:?}");
     drop(agents);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_syndic_maid_over_a_real_salt_master_relays_its_minions() {
+    let user = "maid-syndic";
+    let salt = tokio::task::spawn_blocking(move || {
+        crate::common::salt::RealSalt::start(&["sm1", "sm2"], true, user)
+    })
+    .await
+    .unwrap();
+    let top = RedisServer::start();
+    let bus = Bus::new(&top.config()).unwrap();
+    // salt-api's `auto` eauth takes any password.
+    let toml = format!(
+        "[syndic.salt_api]\nurl = \"{}\"\nusername = \"{user}\"\npassword = \"any\"\neauth = \"auto\"\n",
+        salt.api_url.as_deref().unwrap()
+    );
+    let _syndic = start_agent(&top.config(), "salt-syn", &toml);
+    wait_registered(&bus, &["salt-syn"]).await;
+
+    // Everyone: the syndic maid itself and the Salt master's minions.
+    let r = run(&bus, &ping("*", "glob", 30)).await;
+    let all = set(&["salt-syn", "sm1", "sm2"]);
+    assert_eq!(r.targeted, all, "{r:?}");
+    assert_eq!(returned(&r), all, "{r:?}");
+    assert!(
+        r.missed_minions.is_empty() && r.missed_maids.is_empty(),
+        "{r:?}"
+    );
+    assert_eq!(sent_by(&r, "sm1"), "salt-syn");
+    assert!(r.returns.iter().all(|r| r.ret == json!(true)), "{r:?}");
+
+    // Salt's own targeting decides beneath, and Salt's retcodes come up.
+    let mut req = request("sm2", "list", "test.retcode", json!([3]), json!({}));
+    req.timeout = Duration::from_secs(30);
+    let r = run(&bus, &req).await;
+    assert_eq!(r.targeted, set(&["sm2"]), "{r:?}");
+    assert_eq!(returned(&r), set(&["sm2"]), "{r:?}");
+    assert_eq!(r.returns[0].retcode, 3, "{r:?}");
+    assert_eq!(r.exit_code(), 1);
+
+    // No Salt minion matches: the syndic maid is empty.
+    let r = run(&bus, &ping("nobody*", "glob", 10)).await;
+    assert_eq!(r.empty, set(&["salt-syn"]), "{r:?}");
+    assert!(r.returns.is_empty(), "{r:?}");
+
+    // `maid run` names a Salt minion beneath.
+    let dir = tempfile::tempdir().unwrap();
+    let out = maid_cli(
+        &top.url(),
+        &[
+            "run",
+            "sm1",
+            "test.ping",
+            "--master-topic",
+            TOPIC,
+            "-t",
+            "30",
+        ],
+        dir.path(),
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "sm1:\n    True\n");
+    assert_eq!(out.status.code(), Some(0));
+}

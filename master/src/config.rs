@@ -79,16 +79,20 @@ pub struct Config {
     pub syndic: Option<SyndicSettings>,
 }
 
-/// `[syndic]`: this maid answers for the maids beneath it, on a Redis of
-/// their own. Each job it takes is relayed there unchanged, on the topic it
-/// arrived on (a signed job names that topic, and the maids beneath check
-/// it), and their replies come back up under this maid.
+/// `[syndic]`: this maid answers for the minions beneath it: maids on a
+/// Redis of their own (`redis`), or the minions of a Salt master on this
+/// host (`salt_api`). To maids beneath, each job it takes is relayed
+/// unchanged, on the topic it arrived on (a signed job names that topic,
+/// and the maids beneath check it); to a Salt master, it is published
+/// through salt-api. Their replies come back up under this maid.
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct SyndicSettings {
     /// The downstream Redis (a single server, Sentinel or Cluster), where
     /// the maids beneath register and take jobs.
-    pub redis: crate::bus::RedisConfig,
+    pub redis: Option<crate::bus::RedisConfig>,
+    /// A Salt master's salt-api (rest_cherrypy), whose minions are beneath.
+    pub salt_api: Option<SaltApiSettings>,
     /// Seconds between reads of who is beneath (the downstream registry,
     /// and what syndic maids beneath list) [default: 2].
     #[serde(default = "SyndicSettings::default_refresh")]
@@ -98,6 +102,47 @@ pub struct SyndicSettings {
 impl SyndicSettings {
     fn default_refresh() -> f64 {
         2.0
+    }
+}
+
+/// `[syndic.salt_api]`: how a syndic maid reaches the Salt master beneath
+/// it. The user's `external_auth` must allow the functions jobs ask for;
+/// the maid uses `POST /login`, `local_async` and `GET /events`.
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct SaltApiSettings {
+    /// Where salt-api listens (`http://127.0.0.1:8000`).
+    pub url: String,
+    pub username: String,
+    /// The password, or `password_file`'s first line.
+    pub password: Option<String>,
+    pub password_file: Option<PathBuf>,
+    /// Salt's eauth backend [default: `pam`].
+    #[serde(default = "SaltApiSettings::default_eauth")]
+    pub eauth: String,
+}
+
+impl SaltApiSettings {
+    fn default_eauth() -> String {
+        "pam".into()
+    }
+
+    /// The password, from the file when one is named.
+    pub fn password(&self) -> Result<String, ConfigError> {
+        match (&self.password, &self.password_file) {
+            (Some(p), None) => Ok(p.clone()),
+            (None, Some(path)) => std::fs::read_to_string(path)
+                .map(|t| t.lines().next().unwrap_or_default().to_string())
+                .map_err(|e| {
+                    ConfigError::Invalid(format!(
+                        "syndic.salt_api.password_file {}: {e}",
+                        path.display()
+                    ))
+                }),
+            _ => Err(ConfigError::Invalid(
+                "syndic.salt_api needs one of password and password_file".into(),
+            )),
+        }
     }
 }
 
@@ -574,12 +619,22 @@ impl Config {
                 "agent.shutdown_grace_secs must be a number of seconds, at most a year".into(),
             ));
         }
-        if let Some(syndic) = &self.syndic
-            && (!seconds_in_range(syndic.refresh_secs) || syndic.refresh_secs < 0.05)
-        {
-            return Err(ConfigError::Invalid(
-                "syndic.refresh_secs must be a number of seconds, from 0.05 to a year".into(),
-            ));
+        if let Some(syndic) = &self.syndic {
+            if !seconds_in_range(syndic.refresh_secs) || syndic.refresh_secs < 0.05 {
+                return Err(ConfigError::Invalid(
+                    "syndic.refresh_secs must be a number of seconds, from 0.05 to a year".into(),
+                ));
+            }
+            if syndic.redis.is_some() == syndic.salt_api.is_some() {
+                return Err(ConfigError::Invalid(
+                    "[syndic] needs exactly one of syndic.redis (maids beneath) and \
+                     syndic.salt_api (a Salt master beneath)"
+                        .into(),
+                ));
+            }
+            if let Some(api) = &syndic.salt_api {
+                api.password()?;
+            }
         }
         for (name, grants) in &self.plugins {
             self.limits
@@ -653,6 +708,21 @@ mod tests {
         assert_eq!(l.memory_mb, 64);
         assert_eq!(l.timeout_secs, 2.0);
         assert_eq!(config.limits_for("y").timeout_secs, 300.0);
+    }
+
+    #[test]
+    fn a_syndic_has_exactly_one_thing_beneath() {
+        let parse = |t: &str| toml::from_str::<Config>(t).unwrap().validate();
+        let redis = "[syndic.redis]\nurl = \"redis://127.0.0.1:6380/\"\n";
+        let salt = "[syndic.salt_api]\nurl = \"http://127.0.0.1:8000\"\nusername = \"m\"\n";
+        assert!(parse(redis).is_ok());
+        assert!(parse(&format!("{salt}password = \"p\"\n")).is_ok());
+        // Neither, both, or a Salt master without a password.
+        assert!(parse("[syndic]\n").is_err());
+        assert!(parse(&format!("{redis}{salt}password = \"p\"\n")).is_err());
+        let err = parse(salt).unwrap_err().to_string();
+        assert!(err.contains("password"), "{err}");
+        assert!(parse(&format!("[syndic]\nrefresh_secs = 0\n{redis}")).is_err());
     }
 
     #[test]

@@ -237,9 +237,18 @@ fn matching(
             expected.contains_key(syndic) && !req.exclude.contains(*id) && targets(id, &reg.grains)
         })
         .map(|(id, _)| id.clone());
+    // A syndic maid that lists no one beneath it (over a Salt master,
+    // whose own targeting decides) may have anyone there: it is sent the
+    // job, and its PING says whom it targeted.
+    let listing: BTreeSet<&String> = beneath.values().map(|(syndic, _)| syndic).collect();
+    let unknown_beneath = |id: &String, reg: Option<&Registration>| {
+        reg.is_some_and(|r| r.syndic) && !listing.contains(id)
+    };
     expected
         .iter()
-        .filter(|(id, reg)| targets(id, reg.map_or(&empty, |r| &r.grains)))
+        .filter(|(id, reg)| {
+            targets(id, reg.map_or(&empty, |r| &r.grains)) || unknown_beneath(id, **reg)
+        })
         .map(|(id, _)| (*id).clone())
         .chain(leaves)
         .collect()

@@ -39,6 +39,9 @@ pub(super) enum Verdict {
         kid: Option<String>,
         own: bool,
         beneath: Vec<String>,
+        /// Also publish it to the Salt master beneath, which says whom it
+        /// targets there.
+        salt: bool,
     },
 }
 
@@ -116,7 +119,8 @@ pub(super) fn admit(shared: &Shared, topic: &str, payload: &[u8]) -> Verdict {
         Some(syndic) => syndic.targeted(&job, &shared.id),
         None => Vec::new(),
     };
-    if !matched && beneath.is_empty() {
+    let salt = shared.salt.is_some();
+    if !matched && beneath.is_empty() && !salt {
         return Verdict::NotTargeted { job, kid };
     }
     let now_ms = chrono::Utc::now().timestamp_millis();
@@ -132,6 +136,7 @@ pub(super) fn admit(shared: &Shared, topic: &str, payload: &[u8]) -> Verdict {
                 kid,
                 own: matched,
                 beneath,
+                salt,
             };
         }
         // A signed job seen before is an attack; an unsigned one a

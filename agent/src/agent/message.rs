@@ -57,6 +57,7 @@ pub(super) fn handle_message(
             kid,
             own,
             beneath,
+            salt,
         } => {
             count_received(shared, &job.fun);
             // What arrived goes down unchanged: a signed envelope stays
@@ -66,7 +67,8 @@ pub(super) fn handle_message(
                 topic: topic.to_string(),
                 expected: beneath,
             });
-            start(shared, job, kid, Target { own, relay }, received, done);
+            let target = Target { own, relay, salt };
+            start(shared, job, kid, target, received, done);
         }
     }
 }
@@ -133,6 +135,8 @@ struct Target {
     own: bool,
     /// Maids beneath this syndic maid.
     relay: Option<Relay>,
+    /// The Salt master beneath this syndic maid.
+    salt: bool,
 }
 
 /// A job to relay to the maids beneath: as it arrived, and on what topic.
@@ -156,20 +160,8 @@ fn start(
     let Target {
         own: matched,
         relay,
+        salt,
     } = target;
-    // A syndic maid lists whom it answers for: itself when targeted, and
-    // the targeted maids beneath it (§3.1).
-    let minions = shared.syndic.as_ref().map(|_| {
-        let own = matched.then(|| shared.id.clone());
-        let beneath = relay.iter().flat_map(|r| r.expected.iter().cloned());
-        own.into_iter().chain(beneath).collect::<Vec<_>>()
-    });
-    let ping = Reply::Ping(Ping {
-        sub_ip: shared.id.clone(),
-        jid: job.jid.clone(),
-        matched: minions.as_ref().map_or(matched, |m| !m.is_empty()),
-        minions,
-    });
     // Admission: running + waiting is bounded; past it the job is answered
     // busy at once.
     let limit = shared.config.agent.concurrency + shared.config.agent.queue;
@@ -185,27 +177,66 @@ fn start(
         // acknowledged came after the PING. If that attempt fails, the
         // return waits for the PING's retries to end before it is kept for
         // later, so a master still never sees a return before its PING.
+        //
+        // Over a Salt master, whom the job targets beneath is known once
+        // that master took it: the PING waits for that, and the work for
+        // the PING.
         let conn = shared.conn.conn();
-        let (pinged_tx, pinged) = tokio::sync::oneshot::channel::<()>();
-        let (relay_tx, relay_rx) = tokio::sync::oneshot::channel::<()>();
+        let (pinged_tx, mut pinged) = tokio::sync::watch::channel(false);
+        let (relay_tx, relay_rx) = tokio::sync::oneshot::channel();
         let ping = async {
+            let salt_job = match (&shared.salt, salt) {
+                (Some(bridge), true) => match bridge.start(&job).await {
+                    Ok(started) => Some(started),
+                    Err(e) => {
+                        tracing::error!(jid = %job.jid, cause = %e, "cannot publish the job to the Salt master");
+                        None
+                    }
+                },
+                _ => None,
+            };
+            // A syndic maid lists whom it answers for: itself when
+            // targeted, and the targeted minions beneath it (§3.1).
+            let minions = (shared.syndic.is_some() || shared.salt.is_some()).then(|| {
+                let own = matched.then(|| shared.id.clone());
+                let beneath = relay.iter().flat_map(|r| r.expected.iter().cloned());
+                let salted = salt_job.iter().flat_map(|j| j.minions.iter().cloned());
+                own.into_iter()
+                    .chain(beneath)
+                    .chain(salted)
+                    .collect::<Vec<_>>()
+            });
+            let ping = Reply::Ping(Ping {
+                sub_ip: shared.id.clone(),
+                jid: job.jid.clone(),
+                matched: minions.as_ref().map_or(matched, |m| !m.is_empty()),
+                minions,
+            });
             shared.send(conn.clone(), &job.temp_topic, &ping).await;
             shared
                 .metrics
                 .ping_latency
                 .observe(received.elapsed().as_secs_f64());
-            let _ = pinged_tx.send(());
-            let _ = relay_tx.send(());
+            let _ = pinged_tx.send(true);
+            let _ = relay_tx.send(salt_job);
         };
         // Replies from beneath go up after the PING.
         let relayed = async {
-            if let Some(r) = &relay
-                && relay_rx.await.is_ok()
-            {
+            let Ok(salt_job) = relay_rx.await else {
+                return;
+            };
+            if let Some(r) = &relay {
                 super::syndic::relay(&shared, &job, &kid, &r.payload, &r.topic, &r.expected).await;
             }
+            if let Some(salt_job) = salt_job {
+                super::salt_bridge::relay(&shared, &job, salt_job).await;
+            }
         };
+        let mut pinged_first = pinged.clone();
         let work = async {
+            if salt {
+                let _ = pinged_first.wait_for(|p| *p).await;
+            }
             Requeue::default().await;
             let ret = if busy {
                 shared.pending.fetch_sub(1, Ordering::Relaxed);
@@ -230,7 +261,7 @@ fn start(
             let (delivered, ()) =
                 tokio::join!(shared.try_deliver(conn.clone(), &mut ret), teardown);
             if !delivered {
-                let _ = pinged.await;
+                let _ = pinged.wait_for(|p| *p).await;
                 shared.deliver(ret).await;
             }
         };

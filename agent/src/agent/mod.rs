@@ -19,6 +19,7 @@ mod admission;
 mod backoff;
 mod job;
 mod message;
+mod salt_bridge;
 mod syndic;
 mod tasks;
 
@@ -123,8 +124,12 @@ struct Shared {
     sync: Option<Syncer>,
     /// Wakes the sync task (a new Redis session).
     sync_now: Notify,
-    /// The maids beneath, when this is a syndic maid (`[syndic]`).
+    /// The maids beneath, when this is a syndic maid over maids
+    /// (`[syndic] redis`).
     syndic: Option<syndic::Syndic>,
+    /// The Salt master beneath, when this is a syndic maid over Salt
+    /// (`[syndic] salt_api`).
+    salt: Option<salt_bridge::SaltBridge>,
 }
 
 /// How long to keep retrying a PING or reject before giving it up (a
@@ -230,7 +235,7 @@ impl Shared {
                 .identity
                 .as_ref()
                 .map(|k| crate::trust::encode_verifying(&k.verifying_key())),
-            syndic: self.syndic.is_some(),
+            syndic: self.syndic.is_some() || self.salt.is_some(),
         }
     }
 
@@ -546,7 +551,17 @@ async fn serve_agent(parts: Parts, shutdown: impl Future<Output = ()>) -> Result
     let syndic = config
         .syndic
         .as_ref()
-        .map(syndic::Syndic::new)
+        .and_then(|s| {
+            s.redis
+                .as_ref()
+                .map(|r| syndic::Syndic::new(r, s.refresh_secs))
+        })
+        .transpose()?;
+    let salt = config
+        .syndic
+        .as_ref()
+        .and_then(|s| s.salt_api.as_ref())
+        .map(salt_bridge::SaltBridge::new)
         .transpose()?;
     let grace = Duration::from_secs_f64(config.agent.shutdown_grace_secs);
     let config_agent = config.agent.clone();
@@ -573,6 +588,7 @@ async fn serve_agent(parts: Parts, shutdown: impl Future<Output = ()>) -> Result
         sync: syncer,
         sync_now: Notify::new(),
         syndic,
+        salt,
     });
     audit_loads(&shared, &Default::default(), "startup");
     syndic::read_beneath_now(&shared).await;

@@ -20,8 +20,7 @@ use redis::AsyncCommands;
 
 use super::Shared;
 use crate::audit::Decision;
-use crate::bus::{Bus, BusError, Conn, publish};
-use crate::config::SyndicSettings;
+use crate::bus::{Bus, BusError, Conn, RedisConfig, publish};
 use crate::filestore::ConnSource;
 use crate::outbox::Pending;
 use crate::protocol::{self, Job, Registration, Reply};
@@ -45,10 +44,10 @@ pub(super) struct Syndic {
 }
 
 impl Syndic {
-    pub(super) fn new(settings: &SyndicSettings) -> Result<Syndic, BusError> {
+    pub(super) fn new(redis: &RedisConfig, refresh_secs: f64) -> Result<Syndic, BusError> {
         Ok(Syndic {
-            bus: Bus::new(&settings.redis)?,
-            refresh: Duration::from_secs_f64(settings.refresh_secs),
+            bus: Bus::new(redis)?,
+            refresh: Duration::from_secs_f64(refresh_secs),
             conn: Default::default(),
             beneath: Default::default(),
             mirrored: Default::default(),
