@@ -4,8 +4,9 @@
 It speaks raw RESP over a socket (no Redis library): subscribe to a fresh
 reply topic, publish one job on the master topic, collect PINGs and
 returns until every expected maid (the registry's ids whose alive key
-exists, PROTOCOL §4) has pinged and every maid that pinged `match: true`
-has returned, and print what came back as JSON.
+exists, PROTOCOL §4) has pinged and every targeted minion has returned
+(each maid that pinged `match: true`, or the ids a syndic maid listed in
+its PING's `minions`, §3.1), and print what came back as JSON.
 
 usage: foreign_master.py PORT MASTER_TOPIC FUN [ARG...]
 """
@@ -63,7 +64,7 @@ def main():
     pub.sendall(encode("PUBLISH", topic, json.dumps(job)))
     read(pubf)
 
-    pings, returns = {}, {}
+    pings, listed, returns = {}, {}, {}
     sub.settimeout(30)
     deadline = time.time() + 30
     while time.time() < deadline:
@@ -72,12 +73,18 @@ def main():
         assert reply["jid"] == jid
         if reply["type"] == "ping":
             pings[reply["sub_ip"]] = reply["match"]
+            if reply.get("minions") is not None:
+                listed[reply["sub_ip"]] = sorted(reply["minions"])
         elif reply["type"] == "return":
             returns[reply["id"]] = {k: reply[k] for k in ("return", "retcode", "success", "fun", "fun_args")}
-        targeted = {m for m, hit in pings.items() if hit}
+        targeted = {m for m, hit in pings.items() if hit and m not in listed}
+        targeted |= {m for ids in listed.values() for m in ids}
         if expected <= set(pings) and targeted <= set(returns):
             break
-    print(json.dumps({"pings": pings, "returns": returns}, sort_keys=True))
+    out = {"pings": pings, "returns": returns}
+    if listed:
+        out["minions"] = listed
+    print(json.dumps(out, sort_keys=True))
 
 
 if __name__ == "__main__":

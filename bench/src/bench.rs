@@ -59,7 +59,9 @@ use maid_testkit::Proc;
 use maid_testkit::redis::{RedisServer, free_port, redis_server_bin};
 
 mod soak;
+mod syndic;
 pub use soak::{SoakArgs, soak};
+pub use syndic::{SyndicArgs, syndic};
 
 /// The seed baseline, compiled in so the binary always runs the repo's copy.
 const SEED_PY: &str = include_str!("../seed.py");

@@ -27,6 +27,8 @@ enum Command {
     Run(bench::BenchArgs),
     /// Soak test: many agents, many jobs, Redis restarted under them.
     Soak(bench::SoakArgs),
+    /// A flat fleet against fleets behind syndic maids.
+    Syndic(bench::SyndicArgs),
     /// The benchmark's raw Redis responder (used by `run`).
     #[command(hide = true)]
     Raw(bench::RawArgs),
@@ -60,6 +62,7 @@ fn main() -> ExitCode {
     let result = match Cli::parse().command {
         Command::Run(args) => bench::bench(args),
         Command::Soak(args) => bench::soak(args),
+        Command::Syndic(args) => bench::syndic(args),
         Command::Raw(args) => bench::raw(args),
         Command::Fleet(args) => bench::fleet(args),
     };

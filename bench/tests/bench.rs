@@ -240,3 +240,44 @@ fn soak_loses_nothing_across_redis_restarts() {
     assert_eq!(figure("wrong returns"), 0, "{stdout}");
     assert_eq!(figure("reply subscription re-made"), 2, "{stdout}");
 }
+
+/// `maid-bench syndic` on a tiny setting: every fleet, flat and behind
+/// syndic maids, returns every minion, and the tables and the goal row are
+/// printed (no timing is asserted).
+#[test]
+fn syndic_bench_loses_nothing_on_a_tiny_setting() {
+    let bench = std::path::Path::new(env!("CARGO_BIN_EXE_maid-bench"));
+    let out = std::process::Command::new(bench)
+        .args(["syndic", "--flat", "20", "--syndics", "2", "--big", "40"])
+        .args(["--rounds", "2", "--maid"])
+        .arg(bench.with_file_name("maid"))
+        .env("MAID_PLUGIN_DIR", maid_test_guests::PLUGINS_DIR)
+        .env_remove("MAID_CONFIG")
+        .env("MAID_LOG", "maid=error")
+        .output()
+        .expect("run maid-bench syndic");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "maid-bench syndic failed ({}):\n{stderr}\n{stdout}",
+        out.status
+    );
+    for (fleet, minions) in [
+        ("flat, 20 maids", "20"),
+        ("tiered, 20 maids behind 2 syndic maids", "22"),
+        ("tiered, 40 maids behind 2 syndic maids", "42"),
+    ] {
+        let line = stdout
+            .lines()
+            .find(|l| l.starts_with(fleet))
+            .unwrap_or_else(|| panic!("no {fleet:?} row in:\n{stdout}"));
+        let cells: Vec<&str> = line[fleet.len()..].split_whitespace().collect();
+        assert_eq!(cells.first(), Some(&minions), "{line}");
+        assert_eq!(cells.last(), Some(&"0"), "lost, in {line}");
+    }
+    assert!(
+        stdout.contains("tiered (--big) expected set known / flat fleet pinged, p50"),
+        "{stdout}"
+    );
+}
