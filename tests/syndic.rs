@@ -190,10 +190,10 @@ async fn a_syndic_beneath_a_syndic_relays_three_levels() {
         RedisServer::start(),
     );
     let bus = Bus::new(&top.config()).unwrap();
-    let _deep = start_agent(&low.config(), "deep", "");
+    let mut deep = start_agent(&low.config(), "deep", "");
     let _side = start_agent(&mid.config(), "side", "");
     // `mid-s` is a maid beneath `top-s` and a syndic maid itself.
-    let _mid_s = start_agent(&mid.config(), "mid-s", &syndic(&low));
+    let mut mid_s = start_agent(&mid.config(), "mid-s", &syndic(&low));
     let _top_s = start_agent(&top.config(), "top-s", &syndic(&mid));
     wait_registered(&Bus::new(&low.config()).unwrap(), &["deep"]).await;
     wait_registered(&Bus::new(&mid.config()).unwrap(), &["side", "mid-s"]).await;
@@ -215,6 +215,23 @@ async fn a_syndic_beneath_a_syndic_relays_three_levels() {
     assert_eq!(r.targeted, set(&["deep"]), "{r:?}");
     assert_eq!(returned(&r), set(&["deep"]), "{r:?}");
     assert_eq!(r.returns[0].ret, json!(true));
+
+    // The deepest maid stops: a missed minion, two levels down; no syndic
+    // maid is missed.
+    deep.kill();
+    let r = run(&bus, &ping("*", "glob", 3)).await;
+    assert_eq!(r.missed_minions, set(&["deep"]), "{r:?}");
+    assert!(r.missed_maids.is_empty(), "{r:?}");
+    assert_eq!(returned(&r), set(&["top-s", "mid-s", "side"]), "{r:?}");
+
+    // The middle syndic maid stops: to the master, everything beneath
+    // `top-s` is a minion, so it and what it answered for are missed
+    // minions, and `top-s` (which pinged) is not a missed maid.
+    mid_s.kill();
+    let r = run(&bus, &ping("*", "glob", 3)).await;
+    assert_eq!(r.missed_minions, set(&["mid-s", "deep"]), "{r:?}");
+    assert!(r.missed_maids.is_empty(), "{r:?}");
+    assert_eq!(returned(&r), set(&["top-s", "side"]), "{r:?}");
 }
 
 /// `maid key --pki-dir PKI -A -y`: accept every pending key.
