@@ -513,22 +513,8 @@ async fn a_master_in_another_language_drives_the_agents() {
     let _a = start_agent(&redis, "py-1", "");
     let _b = start_agent(&redis, "py-2", "");
     wait_registered(&bus, &["py-1", "py-2"]).await;
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/foreign_master.py");
-    let port = server.port().to_string();
-    let out = tokio::task::spawn_blocking(move || {
-        std::process::Command::new("python3")
-            .args([script, &port, TOPIC, "test.echo", "from python"])
-            .output()
-            .expect("python3 is needed for this test")
-    })
-    .await
-    .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let got: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let got =
+        crate::common::fleet::foreign_master(server.port(), "test.echo", &["from python"]).await;
     let one = json!({"return": "from python", "retcode": 0, "success": true,
         "fun": "test.echo", "fun_args": ["from python"]});
     assert_eq!(

@@ -101,22 +101,7 @@ async fn syndic_maids_answer_for_the_maids_beneath_and_misses_are_told_apart() {
     assert_eq!(sent_by(&r, "s1"), "s1");
 
     // A master written from PROTOCOL.md alone, in Python, drives them too.
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/foreign_master.py");
-    let port = top.port().to_string();
-    let out = tokio::task::spawn_blocking(move || {
-        std::process::Command::new("python3")
-            .args([script, &port, TOPIC, "test.echo", "from python"])
-            .output()
-            .expect("python3 is needed for this test")
-    })
-    .await
-    .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let got: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let got = crate::common::fleet::foreign_master(top.port(), "test.echo", &["from python"]).await;
     assert_eq!(got["pings"], json!({"s1": true, "s2": true}), "{got}");
     assert_eq!(
         got["minions"],

@@ -342,6 +342,14 @@ struct ReplyHead {
     ret: Value,
     #[serde(default)]
     reason: String,
+    /// A return's minion (a syndic maid's differs from `sub_ip`).
+    #[serde(default)]
+    id: String,
+    #[serde(default, rename = "match")]
+    matched: bool,
+    /// A syndic maid's PING: whom it answers for.
+    #[serde(default)]
+    minions: Option<Vec<String>>,
 }
 
 /// A failed return or a reject: the benchmark measures nothing but success.

@@ -209,3 +209,24 @@ pub fn maid_cli(redis_url: &str, args: &[&str], cwd: &Path) -> Output {
         .output()
         .expect("run maid")
 }
+
+/// `tests/foreign_master.py`, a master written from PROTOCOL.md alone in
+/// Python, run once against the Redis on `port`: `fun ARGS` to `*`; what
+/// it printed.
+pub async fn foreign_master(port: u16, fun: &str, args: &[&str]) -> Value {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../tests/foreign_master.py");
+    let mut cmd = Command::new("python3");
+    cmd.arg(script)
+        .args([port.to_string().as_str(), TOPIC, fun])
+        .args(args);
+    let out =
+        tokio::task::spawn_blocking(move || cmd.output().expect("python3 is needed for this test"))
+            .await
+            .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}

@@ -26,10 +26,9 @@ use futures_util::StreamExt;
 use maid_testkit::Proc;
 use maid_testkit::redis::RedisServer;
 use redis::AsyncCommands;
-use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{Scratch, Table, clock_ticks, cpu_ticks, fmt_dur, fmt_ratio, p50, stage};
+use super::{ReplyHead, Scratch, Table, clock_ticks, cpu_ticks, fmt_dur, fmt_ratio, p50, stage};
 
 const TOPIC: &str = "bench-syndic";
 
@@ -62,22 +61,6 @@ pub struct SyndicArgs {
     /// Also write the tables, in Markdown, to this file.
     #[arg(long)]
     pub markdown: Option<PathBuf>,
-}
-
-/// What the master reads of a reply.
-#[derive(Deserialize)]
-struct Head {
-    #[serde(rename = "type")]
-    kind: String,
-    jid: String,
-    #[serde(default)]
-    sub_ip: String,
-    #[serde(default)]
-    id: String,
-    #[serde(default, rename = "match")]
-    matched: bool,
-    #[serde(default)]
-    minions: Option<Vec<String>>,
 }
 
 /// One fleet's measured rounds.
@@ -304,7 +287,7 @@ async fn rounds(
             let Ok(Some(msg)) = tokio::time::timeout_at(deadline, replies.next()).await else {
                 break;
             };
-            let Ok(head) = serde_json::from_slice::<Head>(msg.get_payload_bytes()) else {
+            let Ok(head) = serde_json::from_slice::<ReplyHead>(msg.get_payload_bytes()) else {
                 continue;
             };
             if head.jid != jid {
