@@ -219,6 +219,38 @@ async fn a_syndic_beneath_a_syndic_relays_three_levels() {
     assert_eq!(returned(&r), set(&["top-s", "side"]), "{r:?}");
 }
 
+/// Run `req` while publishing `message(jid)` ten times, 50 ms apart, on
+/// its reply topic on `redis`: what someone who can publish there sends.
+async fn run_injecting(
+    bus: &Bus,
+    req: &maid_master::jobs::JobRequest,
+    redis: &RedisServer,
+    message: impl Fn(&str) -> String,
+) -> Report {
+    let jid = maid::jid::new_jid();
+    let topic = maid_master::jobs::temp_topic(&jid);
+    let replies = bus.replies(&topic).await.unwrap();
+    let mut conn = bus.connect().await.unwrap();
+    let job = tokio::spawn({
+        let (jid, topic, req) = (jid.clone(), topic.clone(), req.clone());
+        async move {
+            maid_master::jobs::run_on(&mut conn, replies, jid, &topic, &req, |_| {}, |_| {})
+                .await
+                .unwrap()
+        }
+    });
+    let mut conn = redis
+        .client()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    for _ in 0..10 {
+        let _: i64 = conn.publish(&topic, message(&jid)).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    job.await.unwrap()
+}
+
 /// `maid key --pki-dir PKI -A -y`: accept every pending key.
 fn accept_all(url: &str, pki: &Path) {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_maid"))
@@ -328,50 +360,51 @@ async fn signed_jobs_reach_the_maids_beneath_and_their_replies_verify_end_to_end
     // Someone who can publish on the Redis beneath sends a return for
     // leaf-a while its job runs: relayed, but not as genuine, and it does
     // not cut short the wait for the real one.
-    let jid = maid::jid::new_jid();
-    let topic = maid_master::jobs::temp_topic(&jid);
-    let replies = bus.subscribe(std::slice::from_ref(&topic)).await.unwrap();
-    let mut conn = bus.connect().await.unwrap();
     let req = {
         let mut req = request("leaf-a", "glob", "test.sleep", json!([1]), json!({}));
         req.key = Some(master.clone());
         req.pki = Some(maid_master::pki::Pki::new(&pki));
         req
     };
-    let job = tokio::spawn({
-        let (jid, topic) = (jid.clone(), topic.clone());
-        async move {
-            maid_master::jobs::run_on(
-                &mut conn,
-                replies.into_on_message(),
-                jid,
-                &topic,
-                &req,
-                |_| {},
-                |_| {},
-            )
-            .await
-            .unwrap()
-        }
-    });
-    let forged = json!({"type": "return", "sub_ip": "leaf-a", "jid": jid, "id": "leaf-a",
-        "fun": "test.sleep", "fun_args": [1], "return": "forged", "retcode": 0,
-        "success": true, "out": "nested", "_stamp": "2026-11-25T00:00:00.000000",
-        "ret_": {"leaf-a": "forged"}});
-    let mut low_conn = low
+    let forged = |jid: &str, sub_ip: &str| {
+        json!({"type": "return", "sub_ip": sub_ip, "jid": jid, "id": "leaf-a",
+            "fun": "test.sleep", "fun_args": [1], "return": "forged", "retcode": 0,
+            "success": true, "out": "nested", "_stamp": "2026-11-25T00:00:00.000000",
+            "ret_": {"leaf-a": "forged"}})
+        .to_string()
+    };
+    let r = run_injecting(&bus, &req, &low, |jid| forged(jid, "leaf-a")).await;
+    assert_eq!(returned(&r), set(&["leaf-a"]), "{r:?}");
+    assert_eq!(r.returns[0].ret, json!(true), "{r:?}");
+    assert!(r.forged["syn"].contains("unsigned"), "{r:?}");
+    assert!(r.missed_minions.is_empty(), "{r:?}");
+
+    // Nor can the syndic maid itself, with its own key, answer for a
+    // maid beneath whose key the master accepted: that maid signs its own.
+    let syn_key = maid::identity::load_or_create(&dir.path().join("state-syn")).unwrap();
+    let sealed = |payload: String| maid::replies::seal(payload, &syn_key);
+    let r = run_injecting(&bus, &req, &top, |jid| sealed(forged(jid, "syn"))).await;
+    assert_eq!(r.returns.len(), 1, "{r:?}");
+    assert_eq!(r.returns[0].ret, json!(true), "{r:?}");
+    assert!(r.forged["syn"].contains("own accepted key"), "{r:?}");
+
+    // ...nor list a maid the master reaches itself as one beneath it.
+    let _: i64 = top
         .client()
         .get_multiplexed_async_connection()
         .await
+        .unwrap()
+        .hset("maid:registry", "direct", "{}")
+        .await
         .unwrap();
-    for _ in 0..10 {
-        let _: i64 = low_conn.publish(&topic, forged.to_string()).await.unwrap();
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    let r = job.await.unwrap();
-    assert_eq!(returned(&r), set(&["leaf-a"]), "{r:?}");
-    assert_eq!(r.returns[0].ret, json!(true), "{r:?}");
-    assert!(r.forged.contains_key("syn"), "{r:?}");
-    assert!(r.missed_minions.is_empty(), "{r:?}");
+    let ping = |jid: &str| {
+        let ping = json!({"type": "ping", "sub_ip": "syn", "jid": jid, "match": true,
+            "minions": ["leaf-a", "direct"]});
+        sealed(ping.to_string())
+    };
+    let r = run_injecting(&bus, &req, &top, ping).await;
+    assert!(r.forged["syn"].contains("\"direct\""), "{r:?}");
+    assert!(!r.targeted.contains("direct"), "{r:?}");
     drop(agents);
 }
 

@@ -512,8 +512,19 @@ pub async fn run_on(
             Reply::Ping(p) => {
                 pinged.insert(p.sub_ip.clone());
                 match p.minions {
-                    // A syndic maid: each listed minion is targeted.
-                    Some(minions) => {
+                    // A syndic maid: each listed minion is targeted. It
+                    // cannot answer for a maid the master reaches itself.
+                    Some(mut minions) => {
+                        let sub_ip = p.sub_ip.clone();
+                        minions.retain(|m| {
+                            let own = *m == sub_ip || !maids.contains_key(m);
+                            if !own {
+                                let why = format!("listed {m:?}, a maid of the registry's own");
+                                tracing::warn!(jid = %p.jid, maid = %sub_ip, %why, "forged reply");
+                                report.forged.insert(sub_ip.clone(), why);
+                            }
+                            own
+                        });
                         if minions.is_empty() {
                             report.empty.insert(p.sub_ip.clone());
                         }
@@ -532,12 +543,12 @@ pub async fn run_on(
                 pinged.insert(r.sub_ip.clone());
                 report.rejected.insert(r.sub_ip, r.reason);
             }
-            Reply::Return(r) if !returns_for(&r, &listed) => {
-                let why = format!("returned for {:?}, which it did not list", r.id);
-                tracing::warn!(jid = %r.jid, maid = %r.sub_ip, %why, "forged reply: not counted");
-                report.forged.insert(r.sub_ip, why);
-            }
             Reply::Return(r) => {
+                if let Err(why) = vouched(&r, &listed, accepted.as_ref()) {
+                    tracing::warn!(jid = %r.jid, maid = %r.sub_ip, %why, "forged reply: not counted");
+                    report.forged.insert(r.sub_ip, why);
+                    continue;
+                }
                 let n = counts.entry(r.id.clone()).or_default();
                 *n += 1;
                 if *n == 1 {
@@ -558,7 +569,7 @@ pub async fn run_on(
     let linger_until = tokio::time::Instant::now() + req.linger;
     while let Ok(Some(msg)) = tokio::time::timeout_at(linger_until, replies.next()).await {
         if let Some(Reply::Return(r)) = counted(&msg, &mut report, accepted.as_ref())
-            && returns_for(&r, &listed)
+            && vouched(&r, &listed, accepted.as_ref()).is_ok()
         {
             let n = counts.entry(r.id.clone()).or_default();
             *n += 1;
@@ -579,8 +590,26 @@ pub async fn run_on(
     Ok(report)
 }
 
-/// Whether the maid that sent return `r` may return for its minion: its
-/// own id, or one it listed beneath it in its PING (`listed`).
-fn returns_for(r: &Return, listed: &BTreeMap<String, BTreeSet<String>>) -> bool {
-    r.id == r.sub_ip || listed.get(&r.sub_ip).is_some_and(|l| l.contains(&r.id))
+/// Whether the maid that sent return `r` may answer for its minion: its
+/// own id, or one it listed beneath it in its PING (`listed`) that has no
+/// accepted key of its own (a minion with one signs its returns itself,
+/// and a syndic maid relays them as signed).
+fn vouched(
+    r: &Return,
+    listed: &BTreeMap<String, BTreeSet<String>>,
+    accepted: Option<&AcceptedKeys>,
+) -> Result<(), String> {
+    if r.id == r.sub_ip {
+        return Ok(());
+    }
+    if !listed.get(&r.sub_ip).is_some_and(|l| l.contains(&r.id)) {
+        return Err(format!("returned for {:?}, which it did not list", r.id));
+    }
+    if accepted.is_some_and(|keys| keys.contains_key(&r.id)) {
+        return Err(format!(
+            "returned for {:?}, whose own accepted key must sign its returns",
+            r.id
+        ));
+    }
+    Ok(())
 }
