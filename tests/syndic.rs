@@ -219,6 +219,35 @@ async fn a_syndic_beneath_a_syndic_relays_three_levels() {
     assert_eq!(returned(&r), set(&["top-s", "side"]), "{r:?}");
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_maids_beneath_may_share_a_redis_cluster() {
+    let top = RedisServer::start();
+    let cluster = tokio::task::spawn_blocking(crate::common::redis::Cluster::start)
+        .await
+        .unwrap();
+    let bus = Bus::new(&top.config()).unwrap();
+    let below = cluster.config();
+    let _leaves = [
+        start_agent(&below, "cl-1", ""),
+        start_agent(&below, "cl-2", ""),
+    ];
+    let nodes: Vec<String> = cluster.urls().iter().map(|u| format!("{u:?}")).collect();
+    let toml = format!(
+        "[syndic]\nrefresh_secs = 0.2\n[syndic.redis]\ncluster = [{}]\n",
+        nodes.join(", ")
+    );
+    let _syndic = start_agent(&top.config(), "cl-s", &toml);
+    wait_registered(&Bus::new(&below).unwrap(), &["cl-1", "cl-2"]).await;
+    wait_registered(&bus, &["cl-s"]).await;
+    wait_beneath(&top, "cl-s", &["cl-1", "cl-2"]).await;
+    // The replies beneath go on sharded pub/sub there; the syndic maid
+    // hears them as the master would.
+    let r = run(&bus, &ping("cl-1,cl-2", "list", 10)).await;
+    assert_eq!(r.targeted, set(&["cl-1", "cl-2"]), "{r:?}");
+    assert_eq!(returned(&r), set(&["cl-1", "cl-2"]), "{r:?}");
+    assert_eq!(sent_by(&r, "cl-2"), "cl-s");
+}
+
 /// Run `req` while publishing `message(jid)` ten times, 50 ms apart, on
 /// its reply topic on `redis`: what someone who can publish there sends.
 async fn run_injecting(

@@ -121,15 +121,14 @@ impl Syndic {
 async fn read_beneath(conn: &mut Conn) -> redis::RedisResult<Listed> {
     let all: BTreeMap<String, String> = conn.hgetall(protocol::REGISTRY_KEY).await?;
     let ids: Vec<&String> = all.keys().collect();
-    let mut pipe = redis::pipe();
-    for id in &ids {
-        pipe.exists(protocol::alive_key(id));
-    }
-    let alive: Vec<bool> = if ids.is_empty() {
-        Vec::new()
-    } else {
-        pipe.query_async(conn).await?
-    };
+    // One request per key, all in flight at once on the multiplexed
+    // connection: in a Cluster the keys live in different slots, which a
+    // pipeline may not cross.
+    let alive: Vec<bool> = futures_util::future::try_join_all(ids.iter().map(|id| {
+        let mut conn = conn.clone();
+        async move { conn.exists(protocol::alive_key(id)).await }
+    }))
+    .await?;
     let mut listed = Listed::new();
     let mut syndics = Vec::new();
     for (id, alive) in ids.into_iter().zip(alive) {
