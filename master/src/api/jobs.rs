@@ -9,7 +9,7 @@
 //! fields are read, and the jid, reply topic, user and signature are the
 //! API's own.
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::HashSet;
 
 use axum::body::Bytes;
 use axum::extract::{ConnectInfo, Path, State};
@@ -25,7 +25,6 @@ use super::master_funs::{self, BadCall, Bound, Form};
 use super::{Api, ClientAddr, media, perms};
 use crate::jobs::{self, JobRequest, Report};
 use crate::protocol::Return;
-use crate::target::TargetType;
 use crate::{batch, jid, jobcache};
 
 /// How long a `local` call keeps listening for repeated returns once
@@ -437,30 +436,20 @@ async fn manage_ping(
     bound: &Bound,
     user: &str,
 ) -> Result<(Vec<String>, Vec<String>), ApiError> {
-    let tgt = bound.get("tgt").cloned().unwrap_or(json!("*"));
-    let tgt_type_name = bound
-        .get("tgt_type")
-        .and_then(Value::as_str)
-        .unwrap_or("glob")
-        .to_string();
-    let tgt_type =
-        TargetType::parse(&tgt_type_name).map_err(|e| ApiError::bad("tgt_type", e.to_string()))?;
-    let timeout = bound
-        .get("timeout")
-        .and_then(|t| {
-            t.as_f64()
-                .or_else(|| t.as_str().and_then(|s| s.parse().ok()))
-        })
-        .filter(|t| t.is_finite() && *t > 0.0 && *t <= api.max_timeout_secs)
+    let target = master_funs::ManageTarget::of(bound)
+        .map_err(|e| ApiError::bad("tgt_type", e.to_string()))?;
+    let timeout = target
+        .timeout
+        .filter(|t| *t <= api.max_timeout_secs)
         .map_or(
             lowstate::DEFAULT_TIMEOUT,
             std::time::Duration::from_secs_f64,
         );
     let ping = Chunk {
         client: Client::Local,
-        tgt,
-        tgt_type,
-        tgt_type_name,
+        tgt: target.tgt,
+        tgt_type: target.tgt_type,
+        tgt_type_name: target.tgt_type.name().to_string(),
         fun: "test.ping".into(),
         arg: vec![],
         kwarg: Map::new(),
@@ -480,9 +469,7 @@ async fn manage_ping(
     let route = api.hub.route(&topic).await?;
     announce(api, &jid, &req, None);
     let report = jobs::run_on(&mut conn, route, jid, &topic, &req, |_| {}, |_| {}).await?;
-    let returned: BTreeSet<String> = report.returns.iter().map(|r| r.id.clone()).collect();
-    let down = selected.difference(&returned).cloned().collect();
-    Ok((returned.into_iter().collect(), down))
+    Ok(master_funs::up_down(&selected, &report))
 }
 
 /// The `maid` object of a `local` chunk.

@@ -45,6 +45,45 @@ struct Param(&'static str, Option<Value>);
 /// What a master function is called with once bound to its parameters.
 pub type Bound = Map<String, Value>;
 
+/// Whom `manage.status`/`up`/`down` ping, from their bound arguments:
+/// `tgt` (default `*`), `tgt_type` (default `glob`) and `timeout` in
+/// seconds when one is given (a number, or a string that reads as one).
+pub struct ManageTarget {
+    pub tgt: Value,
+    pub tgt_type: crate::target::TargetType,
+    pub timeout: Option<f64>,
+}
+
+impl ManageTarget {
+    pub fn of(bound: &Bound) -> Result<ManageTarget, crate::target::TargetError> {
+        let tgt_type = bound
+            .get("tgt_type")
+            .and_then(Value::as_str)
+            .unwrap_or("glob");
+        let timeout = bound.get("timeout").and_then(|t| {
+            t.as_f64()
+                .or_else(|| t.as_str().and_then(|s| s.parse().ok()))
+        });
+        Ok(ManageTarget {
+            tgt: bound.get("tgt").cloned().unwrap_or(json!("*")),
+            tgt_type: crate::target::TargetType::parse(tgt_type)?,
+            timeout: timeout.filter(|t| t.is_finite() && *t > 0.0),
+        })
+    }
+}
+
+/// `manage`'s split of the `selected` minions of a `test.ping` job into
+/// those that returned (up) and the rest (down), each sorted.
+pub fn up_down(
+    selected: &std::collections::BTreeSet<String>,
+    report: &jobs::Report,
+) -> (Vec<String>, Vec<String>) {
+    let up: std::collections::BTreeSet<String> =
+        report.returns.iter().map(|r| r.id.clone()).collect();
+    let down = selected.difference(&up).cloned().collect();
+    (up.into_iter().collect(), down)
+}
+
 /// The functions, with their parameters in Salt's order.
 fn signature(form: Form, fun: &str) -> Option<Vec<Param>> {
     let none = || Some(Value::Null);

@@ -16,7 +16,6 @@ use super::fleet::{self, Prepared, Ready, ReportOpts, Spec};
 use super::{MasterOpts, block_on};
 use crate::api::master_funs::{self, Form};
 use crate::jobs;
-use crate::target::TargetType;
 
 #[derive(Debug, Args)]
 pub struct RunnerArgs {
@@ -87,21 +86,13 @@ fn manage_ping(
     args: &RunnerArgs,
     bound: &master_funs::Bound,
 ) -> anyhow::Result<(Vec<String>, Vec<String>)> {
-    let tgt = bound.get("tgt").cloned().unwrap_or(Value::from("*"));
-    let tgt_type = bound
-        .get("tgt_type")
-        .and_then(Value::as_str)
-        .unwrap_or("glob");
-    let tgt_type = TargetType::parse(tgt_type)?.name();
-    let timeout = bound
-        .get("timeout")
-        .and_then(Value::as_f64)
-        .unwrap_or(args.timeout);
+    let target = master_funs::ManageTarget::of(bound)?;
+    let timeout = target.timeout.unwrap_or(args.timeout);
     let report_opts = ReportOpts {
         timeout,
         ..ReportOpts::quiet(args.out.clone(), args.out_indent)
     };
-    let spec = Spec::new(tgt, tgt_type, "test.ping");
+    let spec = Spec::new(target.tgt, target.tgt_type.name(), "test.ping");
     let (bus, req, selected) = match fleet::prepare(&args.master, &report_opts, spec)? {
         Prepared::Ready(ready) => {
             let Ready { bus, req, selected } = *ready;
@@ -110,8 +101,5 @@ fn manage_ping(
         Prepared::Done(_) | Prepared::NoMatch => return Ok((vec![], vec![])),
     };
     let report = block_on(jobs::run(&bus, &req, |_| {}, |_| {}))??;
-    let up: std::collections::BTreeSet<String> =
-        report.returns.iter().map(|r| r.id.clone()).collect();
-    let down = selected.difference(&up).cloned().collect();
-    Ok((up.into_iter().collect(), down))
+    Ok(master_funs::up_down(&selected, &report))
 }
