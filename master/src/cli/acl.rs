@@ -44,10 +44,11 @@ pub const MASTER_PASSWORD_ENV: &str = "MAID_REDIS_MASTER_PASSWORD";
 
 /// What an agent sends: its connection set-up needs no permission (AUTH);
 /// these are every command of its registry, job cache, file and plugin
-/// reads and replies.
+/// reads and replies (`spublish` where a Redis 7 Cluster shards them,
+/// which `info` tells).
 const AGENT_COMMANDS: &[&str] = &[
     "hset", "setex", "set", "expire", "hget", "hgetall", "hmget", "hexists", "get", "getrange",
-    "strlen", "exists", "publish",
+    "strlen", "exists", "publish", "spublish", "info",
 ];
 
 /// What the master side sends: publishing jobs, collecting replies,
@@ -58,6 +59,9 @@ const MASTER_COMMANDS: &[&str] = &[
     "unsubscribe",
     "psubscribe",
     "punsubscribe",
+    "ssubscribe",
+    "sunsubscribe",
+    "info",
     "ping",
     "hset",
     "hmset",
