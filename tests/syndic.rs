@@ -248,6 +248,33 @@ async fn the_maids_beneath_may_share_a_redis_cluster() {
     assert_eq!(sent_by(&r, "cl-2"), "cl-s");
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_maids_beneath_may_sit_behind_sentinel() {
+    let top = RedisServer::start();
+    let sentinel = tokio::task::spawn_blocking(crate::common::redis::Sentinel::start)
+        .await
+        .unwrap();
+    let bus = Bus::new(&top.config()).unwrap();
+    let below = maid_master::bus::RedisConfig {
+        sentinels: sentinel.sentinel_urls(),
+        service: Some(sentinel.service_name().to_string()),
+        ..Default::default()
+    };
+    let _leaf = start_agent(&below, "sn-1", "");
+    let toml = format!(
+        "[syndic]\nrefresh_secs = 0.2\n[syndic.redis]\n{}",
+        toml::to_string(&below).unwrap()
+    );
+    let _syndic = start_agent(&top.config(), "sn-s", &toml);
+    wait_registered(&Bus::new(&below).unwrap(), &["sn-1"]).await;
+    wait_registered(&bus, &["sn-s"]).await;
+    wait_beneath(&top, "sn-s", &["sn-1"]).await;
+    let r = run(&bus, &ping("sn-1", "glob", 10)).await;
+    assert_eq!(r.targeted, set(&["sn-1"]), "{r:?}");
+    assert_eq!(returned(&r), set(&["sn-1"]), "{r:?}");
+    assert_eq!(sent_by(&r, "sn-1"), "sn-s");
+}
+
 /// Run `req` while publishing `message(jid)` ten times, 50 ms apart, on
 /// its reply topic on `redis`: what someone who can publish there sends.
 async fn run_injecting(
