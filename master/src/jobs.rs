@@ -179,10 +179,18 @@ pub async fn beneath(conn: &mut Conn, maids: &Maids) -> redis::RedisResult<Benea
 /// are not maids a job expects).
 pub async fn registrations(conn: &mut Conn) -> redis::RedisResult<Maids> {
     let mut maids = alive_maids(conn).await?;
-    for (id, (_, reg)) in beneath(conn, &maids).await? {
-        maids.insert(id, (false, Some(reg)));
-    }
+    let beneath = beneath(conn, &maids).await?;
+    maids.extend(as_maids(&beneath));
     Ok(maids)
+}
+
+/// The minions `beneath` as registry entries that are never alive: what
+/// their keys are filed from.
+fn as_maids(beneath: &Beneath) -> Maids {
+    beneath
+        .iter()
+        .map(|(id, (_, reg))| (id.clone(), (false, Some(reg.clone()))))
+        .collect()
 }
 
 /// The maids a job expects: alive, not excluded, and accepted (when the
@@ -322,11 +330,8 @@ pub fn file_registered_keys(pki: &Pki, maids: &Maids) -> Result<(), crate::pki::
 /// what syndic maids list `beneath` them; none (so nothing counts) when
 /// the store cannot be read.
 pub fn accepted_keys(pki: &Pki, maids: &Maids, beneath: &Beneath) -> AcceptedKeys {
-    let leaves: Maids = beneath
-        .iter()
-        .map(|(id, (_, reg))| (id.clone(), (false, Some(reg.clone()))))
-        .collect();
-    let filed = file_registered_keys(pki, maids).and_then(|()| file_registered_keys(pki, &leaves));
+    let filed = file_registered_keys(pki, maids)
+        .and_then(|()| file_registered_keys(pki, &as_maids(beneath)));
     match filed.and_then(|()| pki.accepted()) {
         Ok(keys) => keys,
         Err(e) => {

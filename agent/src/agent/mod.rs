@@ -249,6 +249,13 @@ impl Shared {
         funs
     }
 
+    /// How long a syndic maid relays `job`'s replies: the job's own
+    /// timeout, else the longest a call may run here.
+    fn relay_limit(&self, job: &Job) -> Duration {
+        job.time_limit()
+            .unwrap_or(Duration::from_secs_f64(self.config.limits.timeout_secs))
+    }
+
     /// Re-register, so the registry's function list follows the plugins.
     async fn plugins_changed(&self) {
         metrics_plugins(self);

@@ -183,10 +183,7 @@ struct Refused;
 /// Send up each return of `salt_job` (job `job` here) until every minion
 /// it listed returned or the job's time is up.
 pub(super) async fn relay(shared: &Shared, job: &Job, mut salt_job: SaltJob) {
-    let limit = job
-        .time_limit()
-        .unwrap_or(Duration::from_secs_f64(shared.config.limits.timeout_secs));
-    let deadline = tokio::time::Instant::now() + limit;
+    let deadline = tokio::time::Instant::now() + shared.relay_limit(job);
     let mut waiting: BTreeSet<String> = salt_job.minions.iter().cloned().collect();
     let prefix = format!("salt/job/{}/ret/", salt_job.jid);
     let mut buffer = String::new();

@@ -240,10 +240,7 @@ pub(super) async fn relay(
     let Some(syndic) = &shared.syndic else {
         return;
     };
-    let limit = job
-        .time_limit()
-        .unwrap_or(Duration::from_secs_f64(shared.config.limits.timeout_secs));
-    let deadline = tokio::time::Instant::now() + limit;
+    let deadline = tokio::time::Instant::now() + shared.relay_limit(job);
     // Subscribed before the job goes down, so no reply is missed.
     let mut messages = match syndic.bus.replies(&job.temp_topic).await {
         Ok(sub) => sub,
