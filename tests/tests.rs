@@ -13,6 +13,7 @@ mod deployments;
 mod fleet;
 mod harness;
 mod identity;
+mod modules;
 mod pepper;
 mod reliability;
 mod runtime;

@@ -67,6 +67,27 @@ fn addresses() -> (Vec<String>, Vec<String>) {
     (v4.into_iter().collect(), v6.into_iter().collect())
 }
 
+/// Salt's `osarch`: the package architecture, which Debian's family names
+/// its own way (`dpkg --print-architecture`); elsewhere the CPU's.
+fn osarch(g: &Map<String, Value>) -> String {
+    let arch = std::env::consts::ARCH;
+    if g.get("os_family").and_then(Value::as_str) != Some("Debian") {
+        return arch.to_string();
+    }
+    match arch {
+        "x86_64" => "amd64",
+        "x86" => "i386",
+        "aarch64" => "arm64",
+        "arm" => "armhf",
+        "powerpc64" => "ppc64el",
+        "loongarch64" => "loong64",
+        "riscv64" => "riscv64",
+        "s390x" => "s390x",
+        other => other,
+    }
+    .to_string()
+}
+
 /// Detected grains for minion `id`, with `custom` merged over them.
 pub fn collect(id: &str, custom: &Map<String, Value>) -> Map<String, Value> {
     let release = os_release();
@@ -109,7 +130,12 @@ pub fn collect(id: &str, custom: &Map<String, Value>) -> Map<String, Value> {
             .cloned()
             .unwrap_or(Value::Null),
     );
+    g.insert(
+        "osfullname".into(),
+        release.get("NAME").cloned().unwrap_or(Value::Null),
+    );
     g.insert("cpuarch".into(), json!(std::env::consts::ARCH));
+    g.insert("osarch".into(), json!(osarch(&g)));
     g.insert(
         "num_cpus".into(),
         json!(

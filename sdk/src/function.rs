@@ -50,11 +50,13 @@ impl Call {
     fn bind_map(&self, names: &[&str]) -> Result<Map<String, Value>, Error> {
         let varargs = names.contains(&"*args");
         let varkw = names.contains(&"**kwargs");
-        let named: Vec<&str> = names
+        let specs: Vec<(&str, Option<&str>)> = names
             .iter()
             .copied()
             .filter(|n| !n.starts_with('*'))
+            .map(split_default)
             .collect();
+        let named: Vec<&str> = specs.iter().map(|(n, _)| *n).collect();
         if self.args.len() > named.len() && !varargs {
             return Err(Error::bad_arguments(format!(
                 "{}() takes {} positional argument{} but {} {} given",
@@ -89,7 +91,26 @@ impl Call {
                 invalid.join(", ")
             )));
         }
+        for (name, default) in &specs {
+            if let Some(default) = default
+                && !bound.contains_key(*name)
+            {
+                let value = serde_json::from_str(default)
+                    .map_err(|e| Error::failed(format!("default of {name} is not JSON: {e}"), 1))?;
+                bound.insert((*name).to_string(), value);
+            }
+        }
         Ok(bound)
+    }
+}
+
+/// An argument as a function lists it: `name`, or `name=default` with the
+/// default as JSON (`code=42`, `hash_type=null`, `delimiter=":"`), which
+/// binding fills in and `sys.argspec` reports.
+pub fn split_default(spec: &str) -> (&str, Option<&str>) {
+    match spec.split_once('=') {
+        Some((name, default)) => (name, Some(default)),
+        None => (spec, None),
     }
 }
 
@@ -285,6 +306,24 @@ mod tests {
             "m.f() missing 1 required positional argument: 'a'"
         );
         assert_eq!(err.kind, crate::ErrorKind::BadArguments);
+    }
+
+    #[test]
+    fn defaults_fill_what_the_call_left_out() {
+        let got: Ab = call(json!(["x"]), json!({})).bind(&["a", "b=7"]).unwrap();
+        assert_eq!(got.b, Some(7));
+        let got: Ab = call(json!(["x", 1]), json!({}))
+            .bind(&["a", "b=7"])
+            .unwrap();
+        assert_eq!(got.b, Some(1));
+        let got: Ab = call(json!([]), json!({"b": 2, "a": "y"}))
+            .bind(&["a", "b=7"])
+            .unwrap();
+        assert_eq!(got.b, Some(2));
+        let err = call(json!([]), json!({"b=7": 1}))
+            .bind::<Ab>(&["a", "b=7"])
+            .unwrap_err();
+        assert!(err.message.contains("not valid"), "{}", err.message);
     }
 
     #[test]

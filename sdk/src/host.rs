@@ -235,3 +235,31 @@ pub fn dirs() -> Vec<GrantedDir> {
         })
         .collect()
 }
+
+/// The manifest of every module loaded on this agent, sorted by module
+/// name (what `sys.list_functions` reports).
+pub fn modules() -> Vec<crate::Manifest> {
+    wit::modules()
+}
+
+/// Where [`Command`] would find `program` on the grants' `PATH`, when the
+/// grants would start it (Salt's `cmd.which`). Needs the `exec`
+/// capability; `Ok(None)` when it is missing or not allowed.
+pub fn which(program: &str) -> Result<Option<String>, Error> {
+    Ok(wit::which(program)?)
+}
+
+pub use wit::FileStat;
+
+/// `stat` a path in a granted directory, following links (inside the
+/// granted directories only) or not: owner, group and permission bits,
+/// which `std::fs` cannot see under WASI. Needs `fs-read`.
+pub fn stat(path: &str, follow: bool) -> Result<FileStat, Error> {
+    Ok(wit::stat(path, follow)?)
+}
+
+/// Set the permission bits of a path in a directory granted read-write.
+/// Needs `fs-write`.
+pub fn set_mode(path: &str, mode: u32) -> Result<(), Error> {
+    Ok(wit::set_mode(path, mode)?)
+}

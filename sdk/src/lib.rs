@@ -82,8 +82,14 @@ pub mod fs;
 mod function;
 pub mod host;
 
+/// Python's `str()` and `repr()` of JSON values, as Salt prints them
+/// (`test.arg_repr`, messages that quote a value). The same code the
+/// master's outputters use.
+#[path = "../../protocol/src/salt/python.rs"]
+pub mod python;
+
 pub use error::{Error, ErrorKind};
-pub use function::{Call, Function};
+pub use function::{Call, Function, split_default};
 pub use serde;
 pub use serde_json;
 pub use wit_bindgen;

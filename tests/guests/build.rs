@@ -11,12 +11,19 @@ use std::env;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// Shipped plugins: package name -> module name.
-const PLUGINS: &[(&str, &str)] = &[
-    ("maid-mod-test", "test"),
-    ("maid-mod-cmd", "cmd"),
-    ("maid-mod-cp", "cp"),
-];
+/// Shipped plugins: every `plugins/<module>/` with a `Cargo.toml`, whose
+/// package is `maid-mod-<module>` (as `./dev` finds them).
+fn plugins(root: &Path) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = std::fs::read_dir(root.join("plugins"))
+        .unwrap()
+        .flatten()
+        .filter(|e| e.path().join("Cargo.toml").is_file())
+        .filter_map(|e| e.file_name().into_string().ok())
+        .map(|module| (format!("maid-mod-{module}"), module))
+        .collect();
+    out.sort();
+    out
+}
 
 /// Test-only plugins: package name -> module name.
 const FIXTURES: &[(&str, &str)] = &[
@@ -24,6 +31,12 @@ const FIXTURES: &[(&str, &str)] = &[
     ("maid-fixture-older-wit", "older"),
     ("maid-fixture-sockets", "sockets"),
 ];
+
+fn owned(list: &[(&str, &str)]) -> Vec<(String, String)> {
+    list.iter()
+        .map(|(p, m)| (p.to_string(), m.to_string()))
+        .collect()
+}
 
 fn main() {
     let manifest_dir = PathBuf::from(env::var("CARGO_MANIFEST_DIR").unwrap());
@@ -48,7 +61,9 @@ fn main() {
         .env_remove("CARGO_ENCODED_RUSTFLAGS")
         .env_remove("RUSTFLAGS")
         .env_remove("CARGO_TARGET_DIR");
-    for (package, _) in PLUGINS.iter().chain(FIXTURES) {
+    let plugins = plugins(&root);
+    let fixtures = owned(FIXTURES);
+    for (package, _) in plugins.iter().chain(&fixtures) {
         cmd.args(["-p", package]);
     }
     let status = cmd.status().expect("run cargo for the guests");
@@ -61,7 +76,7 @@ fn main() {
 
     let built = guest_target.join("wasm32-wasip2/guest");
     let mut consts = String::new();
-    for (group, list) in [("plugins", PLUGINS), ("fixtures", FIXTURES)] {
+    for (group, list) in [("plugins", &plugins), ("fixtures", &fixtures)] {
         let dir = out.join(group);
         std::fs::create_dir_all(&dir).unwrap();
         for (package, module) in list {

@@ -109,6 +109,56 @@ def arguments(doc):
     return out
 
 
+def modules(doc):
+    """Salt's execution modules, called as `salt-call --local` calls them.
+
+    Input: {"calls": [[fun, word, ...], ...], "grains": {...}}: each call's
+    words are read as salt-call reads its command line (`parse_input`, then
+    `load_args_and_kwargs` against the function). `grains`, when given, are
+    the minion's grains instead of the ones Salt detects. Output, for each call: {"return": value} or
+    {"error": exception class name, "message": str(exception)}; and the
+    retcode the call left in `__context__`, when it set one.
+    """
+    import tempfile
+
+    import salt.minion
+    import salt.utils.args
+
+    tmp = tempfile.mkdtemp()
+    opts = salt.config.minion_config(None)
+    opts.update(
+        file_client="local",
+        id="local",
+        cachedir=f"{tmp}/cache",
+        pki_dir=f"{tmp}/pki",
+        sock_dir=f"{tmp}/sock",
+        extension_modules=f"{tmp}/extmods",
+        grains_cache=False,
+        file_roots={"base": [doc.get("file_root") or tmp]},
+    )
+    if doc.get("grains") is not None:
+        opts["grains"] = doc["grains"]
+    else:
+        opts["grains"] = salt.loader.grains(opts)
+    funcs = salt.loader.minion_mods(opts, utils=salt.loader.utils(opts))
+    out = []
+    for fun, *words in doc["calls"]:
+        func = funcs[fun]
+        funcs.pack["__context__"].pop("retcode", None)
+        try:
+            args, kwargs = salt.minion.load_args_and_kwargs(
+                func, salt.utils.args.parse_input(list(words))
+            )
+            ret = {"return": _wire(func(*args, **kwargs))}
+        except Exception as exc:  # pylint: disable=broad-except
+            ret = {"error": type(exc).__name__, "message": str(exc)}
+        retcode = funcs.pack["__context__"].get("retcode")
+        if retcode is not None:
+            ret["retcode"] = retcode
+        out.append(ret)
+    return out
+
+
 def output(doc):
     """What `salt-call --out OUT` prints for each return, byte for byte.
 
@@ -177,6 +227,7 @@ COMMANDS = {
     "arguments": arguments,
     "output": output,
     "nodegroups": nodegroups,
+    "modules": modules,
 }
 
 if __name__ == "__main__":

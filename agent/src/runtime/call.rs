@@ -137,6 +137,7 @@ impl Runtime {
             jid: Arc::from(jid),
             grants,
             services: self.settings.services.clone(),
+            catalog: self.plugins.clone(),
             limits: limits.clone(),
             deadline,
             retcode: None,

@@ -66,6 +66,34 @@ fn resolve(program: &str, path_var: &OsStr) -> Result<PathBuf, HostError> {
         .map_err(|_| failed(format!("{program}: command not found")))
 }
 
+/// Where `exec` would find `program`, when the grants would start it
+/// (`host.which`): `None` when it is not on the grant's `PATH` or not
+/// allowed, so the answer says nothing of programs outside the allow-list.
+pub(crate) fn which(grants: &Grants, program: &str) -> Result<Option<String>, HostError> {
+    if grants.exec.is_empty() {
+        return Err(HostError::Denied(
+            "exec is not granted to this plugin".into(),
+        ));
+    }
+    if program.is_empty() || (program.contains('/') && !Path::new(program).is_absolute()) {
+        return Ok(None);
+    }
+    let path_var = grants
+        .passed_env
+        .get("PATH")
+        .unwrap_or(OsStr::new(DEFAULT_PATH));
+    let Ok(found) = which::which_in(program, Some(path_var), "/") else {
+        return Ok(None);
+    };
+    let Ok(real) = found.canonicalize() else {
+        return Ok(None);
+    };
+    Ok(grants
+        .check_program(&found, &real)
+        .ok()
+        .map(|()| found.to_string_lossy().into_owned()))
+}
+
 /// The user a program may run as, after the grant and root checks.
 fn runas_user(grants: &Grants, name: &str) -> Result<nix::unistd::User, HostError> {
     if !grants.runas.is_match(name) {

@@ -17,8 +17,9 @@ use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use super::Services;
 use super::bindings::maid::plugin::host::{self as wit, HostError, Level};
-use super::exec;
+use super::bindings::maid::plugin::types::Manifest;
 use super::policy::Grants;
+use super::{exec, files};
 use crate::config::Limits;
 use crate::fileserver::{OpenError, SourceReader};
 use crate::salt::files::salt_path;
@@ -31,6 +32,16 @@ pub enum CapabilityUse {
     Exec { argv: Vec<String>, allowed: bool },
     /// A `salt://` source was opened (or refused).
     Fetch { url: String, allowed: bool },
+    /// A program was looked up (`which`), or the lookup refused.
+    Which { program: String, allowed: bool },
+    /// A path's owner and mode were read (`stat`), or refused.
+    Stat { path: String, allowed: bool },
+    /// A path's mode was set (`set-mode`), or refused.
+    SetMode {
+        path: String,
+        mode: u32,
+        allowed: bool,
+    },
 }
 
 /// The per-call state of a store.
@@ -58,6 +69,9 @@ pub(crate) struct JobState {
     pub grants: Arc<Grants>,
     /// Grains and the file server.
     pub services: Arc<Services>,
+    /// Every loaded plugin, for `modules` (read when asked, so a call sees
+    /// the modules loaded at that moment).
+    pub catalog: Arc<super::PluginMap>,
     /// Limits of this call.
     pub limits: Limits,
     /// When the call must be done; programs started by `exec` are killed by
@@ -75,6 +89,16 @@ pub(crate) struct JobState {
     /// ([`super::CallRequest::source_hashes`]): such a source is served
     /// with exactly that content or not at all.
     pub source_hashes: Arc<BTreeMap<String, String>>,
+}
+
+impl JobState {
+    /// Record a capability use for the audit trail, and log a refusal.
+    fn audit<T>(&mut self, used: CapabilityUse, result: &Result<T, HostError>) {
+        if let Err(HostError::Denied(why)) = result {
+            tracing::warn!(plugin = &*self.plugin, jid = &*self.jid, "denied: {why}");
+        }
+        self.used.push(used);
+    }
 }
 
 impl WasiView for HostState {
@@ -194,6 +218,53 @@ impl wit::Host for HostState {
         if let Err(HostError::Denied(why)) = &result {
             tracing::warn!(plugin = &*job.plugin, jid = &*job.jid, "exec denied: {why}");
         }
+        result
+    }
+
+    async fn modules(&mut self) -> Vec<Manifest> {
+        self.job
+            .catalog
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .map(|p| Manifest::from(&p.manifest))
+            .collect()
+    }
+
+    async fn which(&mut self, program: String) -> Result<Option<String>, HostError> {
+        let result = exec::which(&self.job.grants, &program);
+        self.job.audit(
+            CapabilityUse::Which {
+                program,
+                allowed: !matches!(result, Err(HostError::Denied(_))),
+            },
+            &result,
+        );
+        result
+    }
+
+    async fn stat(&mut self, path: String, follow: bool) -> Result<wit::FileStat, HostError> {
+        let result = files::stat(&self.job.grants, &path, follow);
+        self.job.audit(
+            CapabilityUse::Stat {
+                path,
+                allowed: !matches!(result, Err(HostError::Denied(_))),
+            },
+            &result,
+        );
+        result
+    }
+
+    async fn set_mode(&mut self, path: String, mode: u32) -> Result<(), HostError> {
+        let result = files::set_mode(&self.job.grants, &path, mode);
+        self.job.audit(
+            CapabilityUse::SetMode {
+                path,
+                mode,
+                allowed: !matches!(result, Err(HostError::Denied(_))),
+            },
+            &result,
+        );
         result
     }
 

@@ -59,6 +59,37 @@ pub struct Manifest {
     pub capabilities: Vec<Capability>,
 }
 
+impl From<Capability> for wit::Capability {
+    fn from(c: Capability) -> Self {
+        match c {
+            Capability::Exec => wit::Capability::Exec,
+            Capability::Shell => wit::Capability::Shell,
+            Capability::Fetch => wit::Capability::Fetch,
+            Capability::FsRead => wit::Capability::FsRead,
+            Capability::FsWrite => wit::Capability::FsWrite,
+        }
+    }
+}
+
+impl From<&Manifest> for wit::Manifest {
+    fn from(m: &Manifest) -> Self {
+        wit::Manifest {
+            module: m.module.clone(),
+            version: m.version.clone(),
+            functions: m
+                .functions
+                .iter()
+                .map(|f| wit::FunctionInfo {
+                    name: f.name.clone(),
+                    doc: f.doc.clone(),
+                    args: f.args.clone(),
+                })
+                .collect(),
+            capabilities: m.capabilities.iter().map(|&c| c.into()).collect(),
+        }
+    }
+}
+
 impl From<wit::Manifest> for Manifest {
     fn from(m: wit::Manifest) -> Self {
         let mut capabilities: Vec<Capability> =

@@ -21,6 +21,7 @@ mod bindings;
 mod cache;
 mod call;
 mod exec;
+mod files;
 mod host;
 pub mod manifest;
 pub mod policy;
@@ -253,6 +254,9 @@ impl RuntimeSettings {
     }
 }
 
+/// The loaded plugins, by module name.
+pub(crate) type PluginMap = RwLock<BTreeMap<String, Arc<LoadedPlugin>>>;
+
 /// Loads plugins and runs calls.
 pub struct Runtime {
     engine: Engine,
@@ -260,7 +264,8 @@ pub struct Runtime {
     linker: Linker<HostState>,
     cache: ArtifactCache,
     settings: RuntimeSettings,
-    plugins: RwLock<BTreeMap<String, Arc<LoadedPlugin>>>,
+    /// Shared with every call's store, for `host.modules` (`sys.*`).
+    plugins: Arc<PluginMap>,
     /// Why each plugin file that failed its last load did, by module (its
     /// file stem), with the file: a call of the module says why it is not
     /// available, as Salt's loader does for a module that did not load.
@@ -309,7 +314,7 @@ impl Runtime {
             ticker,
             linker,
             cache: ArtifactCache::new(settings.cache_dir.clone(), base),
-            plugins: RwLock::new(BTreeMap::new()),
+            plugins: Arc::default(),
             failed: RwLock::new(BTreeMap::new()),
             slots: Arc::new(tokio::sync::Semaphore::new(settings.pool_slots() as usize)),
             spare: std::sync::Mutex::new(None),

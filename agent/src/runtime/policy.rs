@@ -705,6 +705,44 @@ impl Grants {
         ))
     }
 
+    /// The granted directory `path` lies in (the innermost one, read-write
+    /// when `write`) and `path` relative to it, for the host's own file
+    /// calls (`stat`, `set-mode`). Checked lexically here, with `..`
+    /// refused outright; the caller opens the directory with cap-std, which
+    /// refuses a link that leads out of it.
+    pub fn fs_path(&self, path: &str, write: bool) -> Result<(&DirGrant, PathBuf), String> {
+        let need = if write { "fs-write" } else { "fs-read" };
+        if !self.fs || (write && !self.dirs.iter().any(|d| d.writable)) {
+            return Err(format!("{need} is not granted to this plugin"));
+        }
+        let p = Path::new(path);
+        if !p.is_absolute() {
+            return Err(format!("{path} is not an absolute path"));
+        }
+        if p.components().any(|c| c == Component::ParentDir) {
+            return Err(format!("{path}: '..' is not allowed here"));
+        }
+        let dir = self
+            .dirs
+            .iter()
+            .filter(|d| p.starts_with(&d.path) && (d.writable || !write))
+            .max_by_key(|d| d.path.components().count())
+            .ok_or_else(|| {
+                if write && self.dirs.iter().any(|d| p.starts_with(&d.path)) {
+                    format!("{path} is in a directory granted read-only")
+                } else {
+                    format!("{path} is outside the directories granted to this plugin")
+                }
+            })?;
+        let rel = p.strip_prefix(&dir.path).unwrap_or(Path::new(""));
+        let rel = if rel.as_os_str().is_empty() {
+            PathBuf::from(".")
+        } else {
+            rel.to_path_buf()
+        };
+        Ok((dir, rel))
+    }
+
     /// Whether `url` may be fetched.
     pub fn check_fetch(&self, url: &str) -> Result<(), String> {
         if self.fetch.is_empty() {

@@ -111,6 +111,15 @@ fn argv(a: &RunArgs) -> Result<Vec<String>, Error> {
 }
 
 fn run(a: &RunArgs, merge_stderr: bool) -> Result<Ran, Error> {
+    run_inner(a, merge_stderr, None)
+}
+
+/// [`run`] with `bytes` on standard input instead of `stdin=`.
+fn run_with_stdin(a: &RunArgs, bytes: Vec<u8>) -> Result<Ran, Error> {
+    run_inner(a, false, Some(bytes))
+}
+
+fn run_inner(a: &RunArgs, merge_stderr: bool, input: Option<Vec<u8>>) -> Result<Ran, Error> {
     let argv = argv(a)?;
     if argv.is_empty() || argv[0].is_empty() {
         return Err(Error::bad_arguments("cmd is empty"));
@@ -124,6 +133,9 @@ fn run(a: &RunArgs, merge_stderr: bool) -> Result<Ran, Error> {
     }
     if let Some(stdin) = &a.stdin {
         cmd = cmd.stdin(stdin.as_bytes().to_vec());
+    }
+    if let Some(bytes) = input {
+        cmd = cmd.stdin(bytes);
     }
     if let Some(t) = a.timeout {
         if !(t.is_finite() && t > 0.0) {
@@ -173,10 +185,150 @@ fn text(bytes: &[u8], a: &RunArgs) -> String {
     }
 }
 
+#[derive(Deserialize)]
+struct Which {
+    cmd: Value,
+}
+
+/// Salt's `cmd.which`, through the host: the path, when the grants would
+/// start the program.
+fn which(cmd: &Value) -> Result<Option<String>, Error> {
+    host::which(&scalar_to_string(cmd))
+}
+
+#[derive(Deserialize)]
+struct ScriptArgs {
+    source: String,
+    #[serde(default)]
+    args: Option<Value>,
+    #[serde(flatten)]
+    run: ScriptRun,
+}
+
+/// The `cmd.run_all` options `cmd.script` passes on.
+#[derive(Deserialize)]
+struct ScriptRun {
+    #[serde(default)]
+    cwd: Option<String>,
+    #[serde(default)]
+    stdin: Option<String>,
+    #[serde(default)]
+    runas: Option<String>,
+    #[serde(default)]
+    env: Option<Env>,
+    #[serde(default)]
+    timeout: Option<f64>,
+    #[serde(default)]
+    hide_output: bool,
+    #[serde(default)]
+    success_retcodes: Option<Vec<i32>>,
+}
+
+const SCRIPT_ARGS: &[&str] = &[
+    "source",
+    "args",
+    "cwd",
+    "stdin",
+    "runas",
+    "shell",
+    "python_shell",
+    "env",
+    "template",
+    "timeout",
+    "hide_output",
+    "success_retcodes",
+    "saltenv",
+    "output_loglevel",
+    "**kwargs",
+];
+
+/// What a script's first line asks to run it with: `#!/usr/bin/env bash`
+/// and `#!/bin/bash -e` both work; no `#!` means `/bin/sh`, as a shell
+/// runs such a file.
+fn interpreter(script: &[u8]) -> Vec<String> {
+    let Some(line) = script.strip_prefix(b"#!") else {
+        return vec![DEFAULT_SHELL.into()];
+    };
+    let line = line.split(|&b| b == b'\n').next().unwrap_or_default();
+    let line = String::from_utf8_lossy(line);
+    let mut words = line.split_whitespace().map(str::to_string);
+    let Some(first) = words.next() else {
+        return vec![DEFAULT_SHELL.into()];
+    };
+    // The kernel passes the rest of the line as one argument.
+    let rest: Vec<String> = words.collect();
+    let mut argv = vec![first];
+    if !rest.is_empty() {
+        argv.push(rest.join(" "));
+    }
+    // `env NAME` is how scripts find their interpreter on the PATH; the
+    // agent does that lookup itself (and `env` would run anything).
+    if argv[0].ends_with("/env") && argv.len() == 2 {
+        argv.remove(0);
+    }
+    argv
+}
+
+/// Salt's `cmd.script`: fetch SOURCE under the fetch grant and run it
+/// with ARGS under the exec grant. The script reaches its interpreter on
+/// standard input (`/dev/stdin`), so nothing is written to disk; a script
+/// that reads its own standard input cannot also take `stdin=`.
+fn script(a: ScriptArgs) -> Result<Value, Error> {
+    use std::io::Read;
+    let cache_error =
+        || json!({"pid": 0, "retcode": 1, "stdout": "", "stderr": "", "cache_error": true});
+    // Salt returns this shape, retcode and all, without failing the job.
+    let Some(mut source) = host::fetch(&a.source)? else {
+        return Ok(cache_error());
+    };
+    let mut body = Vec::new();
+    source
+        .read_to_end(&mut body)
+        .map_err(|e| Error::failed(format!("{}: {e}", a.source), 1))?;
+    if a.run.stdin.is_some() {
+        return Err(Error::bad_arguments(
+            "cmd.script feeds the script to its interpreter on standard input, so stdin= \
+             cannot be given as well",
+        ));
+    }
+    let mut argv = interpreter(&body);
+    argv.push("/dev/stdin".into());
+    match &a.args {
+        None | Some(Value::Null) => {}
+        Some(Value::String(s)) => argv.extend(shlex::split(s).ok_or_else(|| {
+            Error::bad_arguments(format!("cannot split args (unbalanced quotes): {s}"))
+        })?),
+        Some(Value::Array(items)) => argv.extend(items.iter().map(scalar_to_string)),
+        Some(other) => argv.push(scalar_to_string(other)),
+    }
+    let run_args = RunArgs {
+        cmd: json!(argv),
+        cwd: a.run.cwd,
+        stdin: None,
+        runas: a.run.runas,
+        shell: None,
+        python_shell: Some(false),
+        env: a.run.env,
+        rstrip: None,
+        timeout: a.run.timeout,
+        ignore_retcode: false,
+        hide_output: a.run.hide_output,
+        success_retcodes: a.run.success_retcodes,
+    };
+    let ran = run_with_stdin(&run_args, body)?;
+    Ok(json!({
+        "pid": ran.out.pid,
+        "retcode": ran.retcode,
+        "stdout": text(&ran.out.stdout, &run_args),
+        "stderr": text(&ran.out.stderr, &run_args),
+    }))
+}
+
 impl Plugin for Cmd {
     const MODULE: &'static str = "cmd";
     const VERSION: &'static str = env!("CARGO_PKG_VERSION");
-    const CAPABILITIES: &'static [Capability] = &[Capability::Exec, Capability::Shell];
+    const CAPABILITIES: &'static [Capability] =
+        &[Capability::Exec, Capability::Shell, Capability::Fetch];
 
     fn functions() -> Vec<Function> {
         vec![
@@ -226,6 +378,24 @@ impl Plugin for Cmd {
                 "Run a command; return its exit code",
                 RUN_ARGS,
                 |a: RunArgs, _: &Call| Ok(run(&a, false)?.retcode),
+            ),
+            Function::new(
+                "which",
+                "Return the path of an executable, or None",
+                &["cmd"],
+                |a: Which, _: &Call| which(&a.cmd),
+            ),
+            Function::new(
+                "has_exec",
+                "Return whether an executable is available",
+                &["cmd"],
+                |a: Which, _: &Call| Ok(which(&a.cmd)?.is_some()),
+            ),
+            Function::new(
+                "script",
+                "Fetch a salt:// script and run it with ARGS; return {pid, retcode, stdout, stderr}",
+                SCRIPT_ARGS,
+                |a: ScriptArgs, _: &Call| script(a),
             ),
         ]
     }

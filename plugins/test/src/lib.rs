@@ -1,11 +1,11 @@
 //! Salt's `test` module: the functions every fleet uses to check that
 //! minions answer and that returns, retcodes and failures travel intact.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use maid_sdk::{Call, Error, Function, Plugin, export_plugin, host};
+use maid_sdk::{Call, Error, Function, Plugin, export_plugin, host, python};
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
 struct Test;
 
@@ -62,6 +62,188 @@ struct Exception {
 
 fn default_exception() -> String {
     "Test Exception".into()
+}
+
+/// Python's `int()` of a job argument, as Salt's functions take it.
+fn int(v: &Value, what: &str) -> Result<i64, Error> {
+    match v {
+        Value::Number(n) if n.is_i64() => Ok(n.as_i64().unwrap_or_default()),
+        Value::Number(n) => Ok(n.as_f64().unwrap_or_default().trunc() as i64),
+        other => seconds(other).map(|f| f as i64).ok_or_else(|| {
+            Error::bad_arguments(format!(
+                "{what}: invalid literal for int() with base 10: {}",
+                python::repr(other)
+            ))
+        }),
+    }
+}
+
+/// Python's name for the type a JSON value arrives as.
+fn type_name(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "<class 'NoneType'>",
+        Value::Bool(_) => "<class 'bool'>",
+        Value::Number(n) if n.is_f64() => "<class 'float'>",
+        Value::Number(_) => "<class 'int'>",
+        Value::String(_) => "<class 'str'>",
+        Value::Array(_) => "<class 'list'>",
+        Value::Object(_) => "<class 'dict'>",
+    }
+}
+
+/// Python's truth value of a JSON value.
+fn truthy(v: &Value) -> bool {
+    match v {
+        Value::Null => false,
+        Value::Bool(b) => *b,
+        Value::Number(n) => n.as_f64().is_some_and(|f| f != 0.0),
+        Value::String(s) => !s.is_empty(),
+        Value::Array(a) => !a.is_empty(),
+        Value::Object(o) => !o.is_empty(),
+    }
+}
+
+/// The keyword arguments a user gave, as a map.
+fn user_kwargs(call: &Call) -> Map<String, Value> {
+    call.user_kwargs()
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
+}
+
+/// Python's `repr()` of a tuple.
+fn tuple_repr(items: &[Value]) -> String {
+    let inner: Vec<String> = items.iter().map(python::repr).collect();
+    match inner.len() {
+        1 => format!("({},)", inner[0]),
+        _ => format!("({})", inner.join(", ")),
+    }
+}
+
+#[derive(Deserialize)]
+struct RandomHash {
+    #[serde(default = "default_size")]
+    size: Value,
+    #[serde(default)]
+    hash_type: Option<String>,
+}
+
+fn default_size() -> Value {
+    json!(9_999_999_999_i64)
+}
+
+/// Salt's `salt.utils.hashutils.random_hash`: a random number from 1 to
+/// `size`, hashed as text.
+fn random_hash(a: RandomHash) -> Result<String, Error> {
+    use sha2::Digest;
+    let size = int(&a.size, "size")?;
+    if size < 1 {
+        return Err(Error::failed(
+            format!("empty range for randrange() (1, {}, {})", size + 1, size),
+            1,
+        ));
+    }
+    let mut bytes = [0u8; 8];
+    getrandom::fill(&mut bytes).map_err(|e| Error::failed(e.to_string(), 1))?;
+    let n = u64::from_le_bytes(bytes) % (size as u64) + 1;
+    let text = n.to_string();
+    let hex = |d: &[u8]| d.iter().map(|b| format!("{b:02x}")).collect::<String>();
+    let kind = a.hash_type.as_deref().unwrap_or("sha256");
+    Ok(match kind {
+        "md5" => hex(&md5::Md5::digest(&text)),
+        "sha1" => hex(&sha1::Sha1::digest(&text)),
+        "sha224" => hex(&sha2::Sha224::digest(&text)),
+        "sha256" => hex(&sha2::Sha256::digest(&text)),
+        "sha384" => hex(&sha2::Sha384::digest(&text)),
+        "sha512" => hex(&sha2::Sha512::digest(&text)),
+        other => {
+            return Err(Error::failed(format!("unsupported hash type {other}"), 1));
+        }
+    })
+}
+
+/// Every module loaded on this maid and its version.
+fn module_versions() -> Map<String, Value> {
+    host::modules()
+        .into_iter()
+        .map(|m| (m.module, json!(m.version)))
+        .collect()
+}
+
+/// What `test.versions_information` reports: maid's version, the modules'
+/// and the system's, by section.
+fn versions_information() -> Value {
+    let grains = host::grains();
+    let g = |k: &str| grains.get(k).cloned().unwrap_or(Value::Null);
+    json!({
+        "Maid Version": {"Maid": g("maidversion")},
+        "Modules": module_versions(),
+        "System Versions": {
+            "kernel": g("kernelrelease"),
+            "os": g("osfinger"),
+            "machine": g("cpuarch"),
+        },
+    })
+}
+
+/// `test.versions_report`: [`versions_information`] as the lines Salt
+/// prints, each section's names right-aligned.
+fn versions_report() -> Vec<String> {
+    let info = versions_information();
+    let mut lines = Vec::new();
+    let Value::Object(sections) = info else {
+        return lines;
+    };
+    let width = sections
+        .values()
+        .filter_map(Value::as_object)
+        .flat_map(|m| m.keys())
+        .map(String::len)
+        .max()
+        .unwrap_or(0);
+    for (i, (title, items)) in sections.iter().enumerate() {
+        if i > 0 {
+            lines.push(" ".into());
+        }
+        lines.push(format!("{title}:"));
+        for (name, v) in items.as_object().into_iter().flatten() {
+            let v = match v {
+                Value::Null => "Not Installed".to_string(),
+                other => python::str(other),
+            };
+            lines.push(format!("{name:>width$}: {v}"));
+        }
+    }
+    lines
+}
+
+#[derive(Deserialize)]
+struct Num {
+    num: Value,
+}
+
+#[derive(Deserialize)]
+struct Start {
+    start: Value,
+}
+
+#[derive(Deserialize)]
+struct Data {
+    data: Value,
+}
+
+#[derive(Deserialize)]
+struct Assertion {
+    assertion: Value,
+}
+
+#[derive(Deserialize)]
+struct RandSleep {
+    #[serde(default = "default_max")]
+    max: Value,
+}
+
+fn default_max() -> Value {
+    json!(60)
 }
 
 impl Plugin for Test {
@@ -126,7 +308,7 @@ impl Plugin for Test {
             Function::new(
                 "retcode",
                 "Return True and end the job with retcode CODE (default 42)",
-                &["code"],
+                &["code=42"],
                 |a: Retcode, _: &Call| {
                     host::set_retcode(a.code);
                     Ok(true)
@@ -135,8 +317,215 @@ impl Plugin for Test {
             Function::new(
                 "exception",
                 "Fail on purpose, as an uncaught exception does",
-                &["message"],
+                &["message=\"Test Exception\""],
                 |a: Exception, _: &Call| -> Result<bool, Error> { panic!("{}", a.message) },
+            ),
+            Function::new("true", "Always return True", &[], |(): (), _: &Call| {
+                Ok(true)
+            }),
+            Function::new("false", "Always return False", &[], |(): (), _: &Call| {
+                Ok(false)
+            }),
+            Function::raw(
+                "kwarg",
+                "Return the keyword arguments given",
+                &["**kwargs"],
+                |call: &Call| {
+                    if !call.args.is_empty() {
+                        return Err(Error::bad_arguments(format!(
+                            "{}() takes 0 positional arguments but {} were given",
+                            call.fun(),
+                            call.args.len()
+                        )));
+                    }
+                    Ok(user_kwargs(call))
+                },
+            ),
+            Function::raw(
+                "arg_clean",
+                "Return the positional and keyword arguments, without Salt's own",
+                &["*args", "**kwargs"],
+                |call: &Call| Ok(json!({"args": call.args, "kwargs": user_kwargs(call)})),
+            ),
+            Function::raw(
+                "arg_type",
+                "Return the Python type of each argument given",
+                &["*args", "**kwargs"],
+                |call: &Call| {
+                    let args: Vec<&str> = call.args.iter().map(type_name).collect();
+                    let kwargs: Map<String, Value> = call
+                        .user_kwargs()
+                        .map(|(k, v)| (k.clone(), json!(type_name(v))))
+                        .collect();
+                    Ok(json!({"args": args, "kwargs": kwargs}))
+                },
+            ),
+            Function::raw(
+                "arg_repr",
+                "Return the Python repr() of the arguments given",
+                &["*args", "**kwargs"],
+                |call: &Call| {
+                    Ok(json!({
+                        "args": tuple_repr(&call.args),
+                        "kwargs": python::repr(&Value::Object(user_kwargs(call))),
+                    }))
+                },
+            ),
+            Function::new(
+                "outputter",
+                "Return DATA, to try an outputter on it",
+                &["data"],
+                |a: Data, _: &Call| Ok(a.data),
+            ),
+            Function::new(
+                "assertion",
+                "Fail with an AssertionError unless ASSERTION is true",
+                &["assertion"],
+                |a: Assertion, _: &Call| {
+                    if truthy(&a.assertion) {
+                        Ok(Value::Null)
+                    } else {
+                        Err(Error::failed("AssertionError", 1))
+                    }
+                },
+            ),
+            Function::new(
+                "fib",
+                "Return [the NUM-th Fibonacci number, seconds taken]",
+                &["num"],
+                |a: Num, _: &Call| {
+                    let num = int(&a.num, "num")?;
+                    if num < 0 {
+                        return Err(Error::failed("Negative number is not allowed!", 1));
+                    }
+                    let start = Instant::now();
+                    let (mut prev, mut curr) = (0u128, 1u128);
+                    let value: Value = if num < 2 {
+                        json!(num)
+                    } else {
+                        for _ in 1..num {
+                            let Some(next) = prev.checked_add(curr) else {
+                                return Err(Error::failed(
+                                    format!("fib({num}) does not fit in 128 bits"),
+                                    1,
+                                ));
+                            };
+                            (prev, curr) = (curr, next);
+                        }
+                        match u64::try_from(curr) {
+                            Ok(n) => json!(n),
+                            Err(_) => json!(curr.to_string()),
+                        }
+                    };
+                    Ok(json!([value, start.elapsed().as_secs_f64()]))
+                },
+            ),
+            Function::new(
+                "collatz",
+                "Return [the Collatz sequence from START, seconds taken]",
+                &["start"],
+                |a: Start, _: &Call| {
+                    let mut n = int(&a.start, "start")?;
+                    if n < 1 {
+                        // Salt loops forever here; refuse instead.
+                        return Err(Error::bad_arguments("start must be at least 1"));
+                    }
+                    let begin = Instant::now();
+                    // Python 3's `/` makes a float of every value after
+                    // the first halving; the return shows it.
+                    let mut halved = false;
+                    let mut steps = Vec::new();
+                    while n != 1 {
+                        steps.push(if halved { json!(n as f64) } else { json!(n) });
+                        if n % 2 == 0 {
+                            n /= 2;
+                            halved = true;
+                        } else {
+                            n = n
+                                .checked_mul(3)
+                                .and_then(|m| m.checked_add(1))
+                                .ok_or_else(|| Error::failed("collatz sequence overflowed", 1))?;
+                        }
+                    }
+                    Ok(json!([steps, begin.elapsed().as_secs_f64()]))
+                },
+            ),
+            Function::new(
+                "random_hash",
+                "Hash a random number from 1 to SIZE with HASH_TYPE (default sha256)",
+                &["size=9999999999", "hash_type=null"],
+                |a: RandomHash, _: &Call| random_hash(a),
+            ),
+            Function::new(
+                "rand_str",
+                "The old name of test.random_hash",
+                &["size=9999999999", "hash_type=null"],
+                |a: RandomHash, _: &Call| random_hash(a),
+            ),
+            Function::new(
+                "rand_sleep",
+                "Sleep a random number of seconds from 0 to MAX (default 60)",
+                &["max=60"],
+                |a: RandSleep, _: &Call| {
+                    let max = int(&a.max, "max")?.max(0) as u64;
+                    let mut bytes = [0u8; 8];
+                    getrandom::fill(&mut bytes).map_err(|e| Error::failed(e.to_string(), 1))?;
+                    let secs = u64::from_le_bytes(bytes) % (max + 1);
+                    std::thread::sleep(Duration::from_secs(secs));
+                    Ok(secs)
+                },
+            ),
+            Function::new(
+                "versions_information",
+                "Return the versions of maid, its modules and the system",
+                &[],
+                |(): (), _: &Call| Ok(versions_information()),
+            ),
+            Function::new(
+                "versions",
+                "Return the versions of maid, its modules and the system, as lines",
+                &[],
+                |(): (), _: &Call| Ok(versions_report()),
+            ),
+            Function::new(
+                "versions_report",
+                "Return the versions of maid, its modules and the system, as lines",
+                &[],
+                |(): (), _: &Call| Ok(versions_report()),
+            ),
+            Function::new(
+                "module_report",
+                "Return the functions each loaded module provides",
+                &[],
+                |(): (), _: &Call| {
+                    let modules = host::modules();
+                    let names: Vec<&str> = modules.iter().map(|m| m.module.as_str()).collect();
+                    let functions: Vec<String> = modules
+                        .iter()
+                        .flat_map(|m| {
+                            m.functions
+                                .iter()
+                                .map(move |f| format!("{}.{}", m.module, f.name))
+                        })
+                        .collect();
+                    // Every function is reachable both ways here, as in a
+                    // healthy Salt loader.
+                    Ok(json!({
+                        "functions": functions,
+                        "function_attrs": functions,
+                        "function_subs": functions,
+                        "modules": names,
+                        "module_attrs": names,
+                        "missing_attrs": [],
+                        "missing_subs": [],
+                    }))
+                },
+            ),
+            Function::raw(
+                "tty",
+                "Deprecated in Salt: moved to cmd.tty",
+                &["*args", "**kwargs"],
+                |_: &Call| Ok("ERROR: This function has been moved to cmd.tty"),
             ),
         ]
     }

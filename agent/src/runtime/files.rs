@@ -1,0 +1,153 @@
+//! The host's own file calls (`stat`, `set-mode`): what WASI does not
+//! carry (owners, permission bits), inside the plugin's granted
+//! directories only.
+//!
+//! The path is checked lexically against the grants
+//! ([`Grants::fs_path`]), then resolved with cap-std from the granted
+//! directory, which refuses any link that leads out of it: the same rule
+//! the WASI preopens follow.
+
+use std::path::{Component, Path, PathBuf};
+
+use cap_std::fs::{Dir, FileTypeExt, MetadataExt, Permissions, PermissionsExt};
+
+use super::bindings::maid::plugin::host::{FileStat, HostError};
+use super::policy::Grants;
+
+/// An I/O error as the plugin sees it: escaping the granted directory is a
+/// denial, the rest are failures.
+fn io_error(path: &str, e: std::io::Error) -> HostError {
+    if e.kind() == std::io::ErrorKind::PermissionDenied {
+        HostError::Denied(format!("{path}: {e}"))
+    } else {
+        HostError::Failed(format!("{path}: {e}"))
+    }
+}
+
+/// The granted directory `path` lies in, opened with cap-std at its real
+/// path, and `path` relative to it with every link resolved (the last
+/// component only when `follow`). A link may point anywhere by absolute
+/// path, which cap-std alone refuses even inside the directory; so the
+/// real path is found first, must lie inside the real directory, and is
+/// then reached through cap-std, which refuses a link swapped in since.
+fn open(
+    grants: &Grants,
+    path: &str,
+    write: bool,
+    follow: bool,
+) -> Result<(Dir, PathBuf), HostError> {
+    let (dir, _) = grants.fs_path(path, write).map_err(HostError::Denied)?;
+    let root = dir
+        .path
+        .canonicalize()
+        .map_err(|e| HostError::Failed(format!("{}: {e}", dir.path.display())))?;
+    let p = Path::new(path);
+    let real = if follow {
+        p.canonicalize().map_err(|e| io_error(path, e))?
+    } else {
+        match (p.parent(), p.file_name()) {
+            (Some(parent), Some(name)) => parent
+                .canonicalize()
+                .map_err(|e| io_error(path, e))?
+                .join(name),
+            _ => p.canonicalize().map_err(|e| io_error(path, e))?,
+        }
+    };
+    let Ok(rel) = real.strip_prefix(&root) else {
+        return Err(HostError::Denied(format!(
+            "{path} leads to {}, outside the directories granted to this plugin",
+            real.display()
+        )));
+    };
+    let rel = if rel.as_os_str().is_empty() {
+        PathBuf::from(".")
+    } else {
+        rel.to_path_buf()
+    };
+    let opened = Dir::open_ambient_dir(&root, cap_std::ambient_authority())
+        .map_err(|e| HostError::Failed(format!("{}: {e}", root.display())))?;
+    Ok((opened, rel))
+}
+
+/// The real path of the granted directory `path` lies in.
+fn root_path(grants: &Grants, path: &str) -> Result<PathBuf, HostError> {
+    let (dir, _) = grants.fs_path(path, false).map_err(HostError::Denied)?;
+    dir.path
+        .canonicalize()
+        .map_err(|e| HostError::Failed(format!("{}: {e}", dir.path.display())))
+}
+
+/// `.` components dropped.
+fn normalize(p: &Path) -> PathBuf {
+    p.components().filter(|c| *c != Component::CurDir).collect()
+}
+
+fn seconds(secs: i64, nanos: i64) -> f64 {
+    secs as f64 + nanos as f64 / 1e9
+}
+
+/// `stat` of `path`, links followed (inside the granted directory only)
+/// or not.
+pub(crate) fn stat(grants: &Grants, path: &str, follow: bool) -> Result<FileStat, HostError> {
+    let (root, rel) = open(grants, path, false, follow)?;
+    let md = root.symlink_metadata(&rel).map_err(|e| io_error(path, e))?;
+    let ft = md.file_type();
+    let kind = if ft.is_symlink() {
+        "link"
+    } else if ft.is_dir() {
+        "dir"
+    } else if ft.is_file() {
+        "file"
+    } else if ft.is_fifo() {
+        "pipe"
+    } else if ft.is_socket() {
+        "socket"
+    } else if ft.is_block_device() {
+        "block"
+    } else {
+        "char"
+    };
+    let target = if follow {
+        Some(root_path(grants, path)?.join(&rel))
+            .map(|p| normalize(&p).to_string_lossy().into_owned())
+    } else if ft.is_symlink() {
+        root.read_link_contents(&rel)
+            .ok()
+            .map(|t| t.to_string_lossy().into_owned())
+    } else {
+        None
+    };
+    let user = nix::unistd::User::from_uid(md.uid().into())
+        .ok()
+        .flatten()
+        .map(|u| u.name);
+    let group = nix::unistd::Group::from_gid(md.gid().into())
+        .ok()
+        .flatten()
+        .map(|g| g.name);
+    Ok(FileStat {
+        kind: kind.into(),
+        mode: md.mode() & 0o7777,
+        uid: md.uid(),
+        gid: md.gid(),
+        user,
+        group,
+        size: md.len(),
+        inode: md.ino(),
+        atime: seconds(md.atime(), md.atime_nsec()),
+        mtime: seconds(md.mtime(), md.mtime_nsec()),
+        ctime: seconds(md.ctime(), md.ctime_nsec()),
+        target,
+    })
+}
+
+/// Set the permission bits of `path` (a link on the way is followed only
+/// while it stays in the granted directory).
+pub(crate) fn set_mode(grants: &Grants, path: &str, mode: u32) -> Result<(), HostError> {
+    if mode > 0o7777 {
+        return Err(HostError::Failed(format!("{mode:o} is not a file mode")));
+    }
+    let (root, rel) = open(grants, path, true, true)?;
+    root.set_permissions(&rel, Permissions::from_mode(mode))
+        .map_err(|e| io_error(path, e))
+}

@@ -1,0 +1,401 @@
+//! Salt's `grains` module, read side: the grains the agent detected and
+//! registered (the same ones `-G` targets), read with Salt's rules for
+//! nested keys (`pkg:apache`, list indexes, a `delimiter`), defaults and
+//! `filter_by`. It needs no capability at all.
+
+use maid_sdk::{Call, Error, Function, Plugin, export_plugin, host, python};
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+
+struct Grains;
+
+/// Salt's `DEFAULT_TARGET_DELIM`.
+const DELIMITER: &str = ":";
+
+/// Salt's `traverse_dict_and_list`: follow `key`, split on `delimiter`,
+/// through dicts and lists (a numeric part indexes a list, negative from
+/// the end; a word looks into the dicts a list holds). `None` where Salt
+/// returns its default.
+fn traverse<'a>(data: &'a Value, key: &str, delimiter: &str) -> Option<&'a Value> {
+    if delimiter.is_empty() {
+        // Python's `str.split('')` raises; Salt then gives up on the key.
+        return None;
+    }
+    let mut ptr = data;
+    for each in key.split(delimiter) {
+        ptr = match ptr {
+            Value::Array(items) => match python_int(each) {
+                None => items
+                    .iter()
+                    .filter_map(Value::as_object)
+                    .find_map(|m| m.get(each))?,
+                Some(idx) => {
+                    let len = i64::try_from(items.len()).ok()?;
+                    let i = if idx < 0 { idx + len } else { idx };
+                    items.get(usize::try_from(i).ok()?)?
+                }
+            },
+            Value::Object(map) => map.get(each)?,
+            _ => return None,
+        };
+    }
+    Some(ptr)
+}
+
+/// Python's `int(text)`: optional sign, digits with single underscores
+/// between them, surrounding whitespace.
+fn python_int(text: &str) -> Option<i64> {
+    let t = text.trim();
+    let digits = t.strip_prefix(['+', '-']).unwrap_or(t);
+    let ok = !digits.is_empty()
+        && !digits.starts_with('_')
+        && !digits.ends_with('_')
+        && !digits.contains("__")
+        && digits.chars().all(|c| c.is_ascii_digit() || c == '_');
+    ok.then(|| t.replace('_', "").parse().ok()).flatten()
+}
+
+/// A key as the master sent it: a word the master read as a number is
+/// looked up as text, which is what Salt's lookup of it comes to on grains
+/// (their keys are strings).
+fn key_text(key: &Value) -> Option<String> {
+    match key {
+        Value::String(s) => Some(s.clone()),
+        _ => None,
+    }
+}
+
+/// Salt's `salt.utils.data.is_true`.
+fn is_true(v: &Value) -> bool {
+    match v {
+        Value::Bool(b) => *b,
+        Value::Number(n) => n.as_f64().is_some_and(|f| f > 0.0),
+        Value::String(s) => match python_int(s) {
+            Some(n) => n > 0,
+            None => s.eq_ignore_ascii_case("true"),
+        },
+        Value::Null => false,
+        Value::Array(a) => !a.is_empty(),
+        Value::Object(o) => !o.is_empty(),
+    }
+}
+
+/// Salt's `_SANITIZERS`: what `sanitize=True` hides.
+fn sanitize(key: &str, value: &Value) -> Option<Value> {
+    let hidden = match key {
+        "serialnumber" => {
+            let s = python::str(value);
+            let chars: Vec<char> = s.chars().collect();
+            let keep = chars.len() * 3 / 4;
+            let mut out: String = chars[..keep].iter().collect();
+            out.push_str(&"X".repeat(chars.len() - keep));
+            out
+        }
+        "domain" => "DOMAINNAME".into(),
+        "fqdn" | "id" => "MINION.DOMAINNAME".into(),
+        "host" | "localhost" | "nodename" => "MINION".into(),
+        _ => return None,
+    };
+    Some(json!(hidden))
+}
+
+fn sanitized(mut map: Map<String, Value>) -> Map<String, Value> {
+    for (k, v) in map.iter_mut() {
+        if let Some(hidden) = sanitize(k, v) {
+            *v = hidden;
+        }
+    }
+    map
+}
+
+fn grains() -> Value {
+    Value::Object(host::grains())
+}
+
+#[derive(Deserialize)]
+struct Items {
+    #[serde(default)]
+    sanitize: Value,
+}
+
+#[derive(Deserialize)]
+struct Get {
+    key: Value,
+    #[serde(default = "empty")]
+    default: Value,
+    #[serde(default = "default_delimiter")]
+    delimiter: String,
+    #[serde(default)]
+    #[allow(dead_code)] // Salt's `ordered`: JSON objects keep their order anyway.
+    ordered: Value,
+}
+
+fn empty() -> Value {
+    json!("")
+}
+
+fn default_delimiter() -> String {
+    DELIMITER.into()
+}
+
+fn get(a: &Get) -> Value {
+    let grains = grains();
+    key_text(&a.key)
+        .and_then(|k| traverse(&grains, &k, &a.delimiter).cloned())
+        .unwrap_or_else(|| a.default.clone())
+}
+
+#[derive(Deserialize)]
+struct Key {
+    key: Value,
+}
+
+#[derive(Deserialize)]
+struct Equals {
+    key: Value,
+    value: Value,
+}
+
+#[derive(Deserialize)]
+struct FilterBy {
+    lookup_dict: Value,
+    #[serde(default = "os_family")]
+    grain: String,
+    #[serde(default)]
+    merge: Value,
+    #[serde(default = "default_key")]
+    default: Value,
+    #[serde(default)]
+    base: Value,
+}
+
+fn os_family() -> String {
+    "os_family".into()
+}
+
+fn default_key() -> Value {
+    json!("default")
+}
+
+/// Salt's `salt.utils.dictupdate.update`: merge `upd` into `dest`,
+/// recursively where both hold a dict under the same key.
+fn update(dest: &mut Map<String, Value>, upd: &Map<String, Value>) {
+    for (k, v) in upd {
+        match (dest.get_mut(k), v) {
+            (Some(Value::Object(d)), Value::Object(u)) => update(d, u),
+            _ => {
+                dest.insert(k.clone(), v.clone());
+            }
+        }
+    }
+}
+
+/// Python's `fnmatch.fnmatchcase`.
+fn fnmatch(text: &str, pattern: &str) -> bool {
+    let options = glob::MatchOptions {
+        case_sensitive: true,
+        require_literal_separator: false,
+        require_literal_leading_dot: false,
+    };
+    match glob::Pattern::new(pattern) {
+        Ok(p) => p.matches_with(text, options),
+        Err(_) => text == pattern,
+    }
+}
+
+/// Salt's `salt.utils.data.filter_by` over the grains.
+fn filter_by(a: FilterBy) -> Result<Value, Error> {
+    let Value::Object(lookup) = a.lookup_dict else {
+        return Err(Error::bad_arguments("lookup_dict must be a dictionary"));
+    };
+    let grains = grains();
+    let val = traverse(&grains, &a.grain, DELIMITER)
+        .cloned()
+        .unwrap_or(json!([]));
+    let vals = match val {
+        Value::Array(items) => items,
+        other => vec![other],
+    };
+    let mut ret = vals.iter().find_map(|each| {
+        let each = python::str(each);
+        lookup
+            .iter()
+            .find(|(key, _)| fnmatch(&each, key))
+            .map(|(_, v)| v.clone())
+    });
+    // A value of None counts as no match, as in Salt.
+    if ret.as_ref().is_some_and(Value::is_null) {
+        ret = None;
+    }
+    if ret.is_none() {
+        ret = key_text(&a.default)
+            .and_then(|k| lookup.get(&k).cloned())
+            .filter(|v| !v.is_null());
+    }
+    if let Some(base) = key_text(&a.base).filter(|b| !b.is_empty())
+        && let Some(base_values) = lookup.get(&base)
+    {
+        ret = match (ret, base_values) {
+            (None, b) => Some(b.clone()),
+            (Some(r), Value::Object(b)) => {
+                let Value::Object(r) = r else {
+                    return Err(Error::failed(
+                        "filter_by default and look-up values must both be dictionaries.",
+                        1,
+                    ));
+                };
+                let mut merged = b.clone();
+                update(&mut merged, &r);
+                Some(Value::Object(merged))
+            }
+            (Some(r), _) => Some(r),
+        };
+    }
+    if is_true_ish(&a.merge) {
+        let Value::Object(merge) = &a.merge else {
+            return Err(Error::failed(
+                "filter_by merge argument must be a dictionary.",
+                1,
+            ));
+        };
+        ret = match ret {
+            None => Some(a.merge.clone()),
+            Some(Value::Object(mut r)) => {
+                update(&mut r, merge);
+                Some(Value::Object(r))
+            }
+            Some(_) => {
+                return Err(Error::failed(
+                    "Cannot update using non-dict types in dictupdate.update()",
+                    1,
+                ));
+            }
+        };
+    }
+    Ok(ret.unwrap_or(Value::Null))
+}
+
+/// Python truth of a value (`if merge:`).
+fn is_true_ish(v: &Value) -> bool {
+    match v {
+        Value::Null => false,
+        Value::Bool(b) => *b,
+        Value::Number(n) => n.as_f64().is_some_and(|f| f != 0.0),
+        Value::String(s) => !s.is_empty(),
+        Value::Array(a) => !a.is_empty(),
+        Value::Object(o) => !o.is_empty(),
+    }
+}
+
+impl Plugin for Grains {
+    const MODULE: &'static str = "grains";
+    const VERSION: &'static str = env!("CARGO_PKG_VERSION");
+
+    fn functions() -> Vec<Function> {
+        vec![
+            Function::new(
+                "items",
+                "Return all of the minion's grains (sanitize=True hides host names and serials)",
+                &["sanitize=false"],
+                |a: Items, _: &Call| {
+                    let all = host::grains();
+                    Ok(if is_true(&a.sanitize) {
+                        sanitized(all)
+                    } else {
+                        all
+                    })
+                },
+            ),
+            Function::raw(
+                "item",
+                "Return the grains named, as {key: value} (nested keys with ':')",
+                &["*args", "**kwargs"],
+                |call: &Call| {
+                    let kw = |k: &str| call.kwargs.get(k).cloned();
+                    let default = kw("default").unwrap_or_else(empty);
+                    let delimiter = match kw("delimiter") {
+                        Some(Value::String(d)) => d,
+                        Some(_) => return Err(Error::bad_arguments("delimiter must be a string")),
+                        None => DELIMITER.into(),
+                    };
+                    let grains = grains();
+                    let mut ret = Map::new();
+                    for arg in &call.args {
+                        let name = python::str(arg);
+                        let value = key_text(arg)
+                            .and_then(|k| traverse(&grains, &k, &delimiter).cloned())
+                            .unwrap_or_else(|| default.clone());
+                        ret.insert(name, value);
+                    }
+                    Ok(if kw("sanitize").is_some_and(|v| is_true(&v)) {
+                        sanitized(ret)
+                    } else {
+                        ret
+                    })
+                },
+            ),
+            Function::new(
+                "get",
+                "Return a grain, nested keys with ':' (or DELIMITER); DEFAULT when absent",
+                &["key", "default=\"\"", "delimiter=\":\"", "ordered=true"],
+                |a: Get, _: &Call| Ok(get(&a)),
+            ),
+            Function::new(
+                "fetch",
+                "The same as grains.get",
+                &["key", "default=\"\"", "delimiter=\":\"", "ordered=true"],
+                |a: Get, _: &Call| Ok(get(&a)),
+            ),
+            Function::new(
+                "ls",
+                "Return the names of the grains, sorted",
+                &[],
+                |(): (), _: &Call| {
+                    let mut keys: Vec<String> = host::grains().keys().cloned().collect();
+                    keys.sort();
+                    Ok(keys)
+                },
+            ),
+            Function::new(
+                "has_value",
+                "Return whether a grain (nested keys with ':') exists",
+                &["key"],
+                |a: Key, _: &Call| {
+                    let grains = grains();
+                    Ok(
+                        key_text(&a.key)
+                            .is_some_and(|k| traverse(&grains, &k, DELIMITER).is_some()),
+                    )
+                },
+            ),
+            Function::new(
+                "equals",
+                "Return whether a grain's value, as text, equals VALUE's",
+                &["key", "value"],
+                |a: Equals, _: &Call| {
+                    let got = get(&Get {
+                        key: a.key,
+                        default: empty(),
+                        delimiter: default_delimiter(),
+                        ordered: Value::Null,
+                    });
+                    Ok(python::str(&a.value) == python::str(&got))
+                },
+            ),
+            Function::new(
+                "filter_by",
+                "Return the LOOKUP_DICT entry whose key matches the GRAIN's value (default os_family)",
+                &[
+                    "lookup_dict",
+                    "grain=\"os_family\"",
+                    "merge=null",
+                    "default=\"default\"",
+                    "base=null",
+                ],
+                |a: FilterBy, _: &Call| filter_by(a),
+            ),
+        ]
+    }
+}
+
+export_plugin!(Grains);

@@ -1,0 +1,563 @@
+//! The execution modules as a Salt operator calls them, compared with
+//! Salt 3008.4's own modules (`salt-call --local`, through
+//! `tests/salt/oracle.py modules`): the same words to both, the returns
+//! compared as JSON; files in twin temporary directories, compared after.
+//! Each module also refuses what its default grants (`maid init`'s
+//! configuration) do not give it, with retcode 77.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use serde_json::{Value, json};
+
+use crate::common::guests;
+use crate::common::salt::oracle;
+
+/// `maid call --local --out json WORDS` in `cwd` (which the local grants
+/// let every plugin read and write), with `file_root` serving `salt://`.
+fn maid_call(cwd: &Path, config: Option<&Path>, words: &[String]) -> Output {
+    maid_call_with(cwd, config, &[], words)
+}
+
+/// [`maid_call`] with `flags` before the words.
+fn maid_call_with(cwd: &Path, config: Option<&Path>, flags: &[&str], words: &[String]) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_maid"));
+    cmd.args(["call", "--local", "--out", "json"])
+        .arg("--file-root")
+        .arg(cwd)
+        .current_dir(cwd)
+        .env("MAID_PLUGIN_DIR", guests::PLUGINS_DIR)
+        .env("MAID_CACHE_DIR", crate::common::shared_cache())
+        .env_remove("MAID_CONFIG");
+    if let Some(c) = config {
+        cmd.arg("-c").arg(c);
+    }
+    cmd.args(flags)
+        .arg("--")
+        .args(words)
+        .output()
+        .expect("run maid")
+}
+
+/// The return of one `maid call`, or `None` when it failed (non-zero exit).
+fn maid_return(cwd: &Path, words: &[String]) -> Option<Value> {
+    let out = maid_call(cwd, None, words);
+    if !out.status.success() {
+        return None;
+    }
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "maid call {words:?}: {e}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    Some(v["local"].clone())
+}
+
+/// A directory tree both sides start from: a text file (mode 0640), a
+/// second file, a subdirectory with a file, a link, a script.
+fn seed(dir: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::write(dir.join("a.txt"), "hello\nworld\nfoo=1\n").unwrap();
+    std::fs::set_permissions(dir.join("a.txt"), std::fs::Permissions::from_mode(0o640)).unwrap();
+    std::fs::write(dir.join("b.txt"), "no newline at the end").unwrap();
+    std::fs::create_dir(dir.join("sub")).unwrap();
+    std::fs::write(dir.join("sub/c.txt"), "c\n").unwrap();
+    std::os::unix::fs::symlink(dir.join("a.txt"), dir.join("link")).unwrap();
+    std::fs::write(
+        dir.join("s.sh"),
+        "#!/bin/sh\necho \"args: $*\"\necho oops >&2\nexit 3\n",
+    )
+    .unwrap();
+}
+
+/// Every file under `dir`: relative path, type, mode and content.
+fn tree(dir: &Path) -> Vec<(String, String)> {
+    use std::os::unix::fs::PermissionsExt;
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let p = e.path();
+            let rel = p.strip_prefix(dir).unwrap().display().to_string();
+            let md = std::fs::symlink_metadata(&p).unwrap();
+            let mode = md.permissions().mode() & 0o7777;
+            let what = if md.file_type().is_symlink() {
+                let t = std::fs::read_link(&p).unwrap().display().to_string();
+                format!("link -> {}", t.replace(&dir.display().to_string(), "{d}"))
+            } else if md.is_dir() {
+                stack.push(p.clone());
+                format!("dir {mode:o}")
+            } else {
+                format!(
+                    "file {mode:o} {:?}",
+                    String::from_utf8_lossy(&std::fs::read(&p).unwrap())
+                )
+            };
+            out.push((rel, what));
+        }
+    }
+    out.sort();
+    out
+}
+
+/// What can differ between two runs of the same call and is not the
+/// module's doing: times, inodes, pids, the directory's own name.
+fn comparable(fun: &str, v: &Value, dir: &Path) -> Value {
+    let text = v.to_string().replace(&dir.display().to_string(), "{d}");
+    let mut v: Value = serde_json::from_str(&text).unwrap();
+    match fun {
+        "test.fib" | "test.collatz" => v = v[0].clone(),
+        "test.random_hash" | "test.rand_str" => v = json!(v.as_str().map(str::len)),
+        "file.stats" => {
+            for k in ["atime", "mtime", "ctime", "inode"] {
+                v.as_object_mut().map(|m| m.remove(k));
+            }
+        }
+        "cmd.script" | "cmd.run_all" => {
+            v.as_object_mut().map(|m| m.remove("pid"));
+        }
+        _ => {}
+    }
+    v
+}
+
+#[test]
+fn modules_answer_as_salt_call_local() {
+    let salt_dir = tempfile::tempdir().unwrap();
+    let maid_dir = tempfile::tempdir().unwrap();
+    seed(salt_dir.path());
+    seed(maid_dir.path());
+
+    // Salt's grains modules read the grains this maid registered.
+    let grains = maid_return(maid_dir.path(), &["grains.items".to_string()]).unwrap();
+
+    let corpus: &[&str] = &[
+        // test
+        "test.true",
+        "test.false",
+        "test.ping",
+        "test.echo 'hello world'",
+        "test.kwarg a=1 b=x c='[1, 2]'",
+        "test.arg_clean 1 two k=v",
+        "test.arg_type 1 x 1.5 [1] '{a: 1}' null True",
+        "test.arg_repr 1 \"x'y\" k=True",
+        "test.arg_repr",
+        "test.outputter '{a: [1, 2.5, null]}'",
+        "test.fib 0",
+        "test.fib 30",
+        "test.collatz 6",
+        "test.collatz 27",
+        "test.random_hash",
+        "test.random_hash hash_type=md5",
+        "test.rand_str 100 sha512",
+        "test.retcode",
+        "test.retcode 3",
+        "test.assertion 1",
+        "test.assertion ''",
+        "test.tty",
+        // grains, on the same grains
+        "grains.items",
+        "grains.items sanitize=True",
+        "grains.ls",
+        "grains.get os",
+        "grains.get os_family",
+        "grains.get ipv4:0",
+        "grains.get nope",
+        "grains.get nope default=zz",
+        "grains.get cpu_flags default='[1]'",
+        "grains.item os kernel nope",
+        "grains.item id sanitize=True",
+        "grains.item os_family delimiter=|",
+        "grains.fetch kernel",
+        "grains.has_value os",
+        "grains.has_value os:x",
+        "grains.has_value nope",
+        "grains.equals os_family Debian",
+        "grains.equals kernel linux",
+        "grains.filter_by '{Debian: deb, RedHat: rpm}'",
+        "grains.filter_by '{Deb*: deb, default: other}'",
+        "grains.filter_by '{Linux: {a: 1}, default: {b: 2}}' grain=kernel",
+        "grains.filter_by '{x: 1, default: 2}'",
+        "grains.filter_by '{A: B, C: {D: {E: F, G: H}}}' xxx '{D: {E: I}, J: K}' C",
+        "grains.filter_by '{default: {A: {B: C}, D: E}, F: {A: {B: G}}, H: {D: I}}' xxx '{D: J}' F default",
+        // file, in the twin directories
+        "file.file_exists {d}/a.txt",
+        "file.file_exists {d}/sub",
+        "file.file_exists {d}/missing",
+        "file.directory_exists {d}/sub",
+        "file.directory_exists {d}/a.txt",
+        "file.read {d}/a.txt",
+        "file.contains {d}/a.txt world",
+        "file.contains {d}/a.txt '  world  '",
+        "file.contains {d}/a.txt nope",
+        "file.contains {d}/missing x",
+        "file.search {d}/a.txt '^w.*d$'",
+        "file.search {d}/a.txt '^W' flags=0",
+        "file.search {d}/a.txt '^W' flags='[IGNORECASE, MULTILINE]'",
+        "file.search {d}/missing x ignore_if_missing=True",
+        "file.get_hash {d}/a.txt",
+        "file.get_hash {d}/a.txt md5",
+        "file.get_hash {d}/a.txt form=sha1",
+        "file.get_hash {d}/a.txt sha512",
+        "file.get_mode {d}/a.txt",
+        "file.get_mode {d}/sub",
+        "file.stats {d}/a.txt",
+        "file.stats {d}/a.txt hash_type=md5",
+        "file.stats {d}/link",
+        "file.stats {d}/link follow_symlinks=False",
+        "file.stats {d}/sub",
+        "file.set_mode {d}/b.txt 0600",
+        "file.set_mode {d}/b.txt 755",
+        "file.get_mode {d}/b.txt",
+        "file.write {d}/w.txt one two 'three four'",
+        "file.append {d}/b.txt x y",
+        "file.append {d}/a.txt z",
+        "file.touch {d}/t.txt",
+        "file.file_exists {d}/t.txt",
+        "file.touch {d}/t.txt atime=1000 mtime=2000",
+        "file.mkdir {d}/m1/m2 mode=0700",
+        "file.mkdir {d}/sub",
+        "file.makedirs {d}/n1/n2/file",
+        "file.makedirs {d}/n1/n2/file",
+        "file.makedirs {d}/a.txt/x",
+        "file.copy {d}/a.txt {d}/a2.txt",
+        "file.copy {d}/sub {d}/sub2",
+        "file.copy {d}/sub {d}/sub2 recurse=True",
+        "file.rename {d}/a2.txt {d}/a3.txt",
+        "file.replace {d}/a.txt '^foo=.*$' repl=foo=2",
+        "file.replace {d}/a.txt '^(w)orld$' '\\1ORLD' show_changes=False",
+        "file.replace {d}/a.txt nomatch x show_changes=False",
+        "file.replace {d}/a.txt pattern=bar=1 repl=bar=1 append_if_not_found=True",
+        "file.replace {d}/w.txt one ONE backup=False",
+        "file.remove {d}/a3.txt",
+        "file.remove {d}/sub2",
+        "file.remove {d}/missing",
+        // cmd
+        "cmd.which ls",
+        "cmd.which no-such-program-anywhere",
+        "cmd.has_exec sh",
+        "cmd.has_exec no-such-program-anywhere",
+        "cmd.run_stdout 'echo out; echo err >&2' python_shell=True",
+        "cmd.run_stderr 'echo out; echo err >&2' python_shell=True",
+        "cmd.script salt://s.sh 'a \"b c\"'",
+        "cmd.script salt://missing.sh",
+        // sys: argument specifications of what both define
+        "sys.argspec test.retcode",
+        "sys.argspec test.echo",
+        "sys.argspec test.arg",
+        "sys.argspec grains.get",
+        "sys.argspec file.get_hash",
+        "sys.argspec file.stats",
+        "sys.argspec file.replace",
+        "sys.argspec cmd.which",
+    ];
+
+    let words = |dir: &Path, line: &str| -> Vec<String> {
+        let line = line.replace("{d}", &dir.display().to_string());
+        shlex::split(&line).unwrap()
+    };
+    let calls: Vec<Vec<String>> = corpus.iter().map(|l| words(salt_dir.path(), l)).collect();
+    let salt = oracle(
+        "modules",
+        &json!({
+            "calls": calls,
+            "grains": grains,
+            "file_root": salt_dir.path(),
+        }),
+    );
+    let salt = salt.as_array().unwrap();
+
+    let mut differences = Vec::new();
+    for (line, salt) in corpus.iter().zip(salt) {
+        let w = words(maid_dir.path(), line);
+        let fun = w[0].as_str();
+        let out = maid_call(maid_dir.path(), None, &w);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        match salt.get("return") {
+            Some(want) => {
+                let Ok(got) = serde_json::from_str::<Value>(&stdout) else {
+                    differences.push(format!("{line}: maid printed {stdout}{stderr}"));
+                    continue;
+                };
+                let got = comparable(fun, &got["local"], maid_dir.path());
+                let want = comparable(fun, want, salt_dir.path());
+                if got != want {
+                    differences.push(format!("{line}:\n  maid {got}\n  Salt {want}"));
+                }
+                // A retcode Salt set, maid sets (salt-call exits 1 for it).
+                let failed = salt.get("retcode").is_some_and(|r| r != 0);
+                if failed != (out.status.code() != Some(0)) {
+                    differences.push(format!(
+                        "{line}: maid exited {:?}, Salt's retcode {:?}",
+                        out.status.code(),
+                        salt.get("retcode")
+                    ));
+                }
+            }
+            None => {
+                // Salt raised: maid must fail too.
+                if out.status.success() {
+                    differences.push(format!(
+                        "{line}: Salt raised {} ({}), maid returned {stdout}",
+                        salt["error"], salt["message"]
+                    ));
+                }
+            }
+        }
+    }
+    assert!(
+        differences.is_empty(),
+        "{} of {} calls differ from Salt {}:\n{}",
+        differences.len(),
+        corpus.len(),
+        crate::common::salt::SALT_VERSION,
+        differences.join("\n")
+    );
+    // What the calls did to the files is the same, too.
+    assert_eq!(tree(maid_dir.path()), tree(salt_dir.path()));
+}
+
+/// The functions each maid module lists all exist in Salt's module of the
+/// same name, and the grains both detect agree.
+#[test]
+fn functions_and_grains_are_salts() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut differences = Vec::new();
+    let modules = ["test", "grains", "sys", "cmd", "file", "cp"];
+    let calls: Vec<Value> = modules
+        .iter()
+        .map(|m| json!(["sys.list_functions", m]))
+        .chain([json!([
+            "grains.item",
+            "os",
+            "os_family",
+            "kernel",
+            "osarch",
+            "cpuarch",
+            "osrelease",
+            "oscodename",
+            "osfullname",
+            "num_cpus",
+            "mem_total",
+            "ipv4",
+            "ipv6"
+        ])])
+        .collect();
+    let salt = oracle("modules", &json!({"calls": calls}));
+    for (i, m) in modules.iter().enumerate() {
+        let ours = maid_return(dir.path(), &["sys.list_functions".into(), m.to_string()])
+            .unwrap_or_else(|| panic!("sys.list_functions {m} failed"));
+        let theirs = salt[i]["return"].as_array().unwrap();
+        let ours = ours.as_array().unwrap();
+        assert!(!ours.is_empty(), "{m} lists no functions");
+        for f in ours {
+            if !theirs.contains(f) {
+                differences.push(format!("{f} is not a Salt function"));
+            }
+        }
+    }
+    let words: Vec<String> = calls.last().unwrap().as_array().unwrap()[..]
+        .iter()
+        .map(|w| w.as_str().unwrap().to_string())
+        .collect();
+    let ours = maid_return(dir.path(), &words).unwrap();
+    let theirs = &salt[modules.len()]["return"];
+    for (k, v) in theirs.as_object().unwrap() {
+        if &ours[k] != v {
+            differences.push(format!("grain {k}: maid {}, Salt {v}", ours[k]));
+        }
+    }
+    assert!(differences.is_empty(), "{}", differences.join("\n"));
+}
+
+/// `maid init`'s configuration, with the plugin and cache directories the
+/// tests use.
+fn default_config(dir: &Path) -> std::path::PathBuf {
+    let path = dir.join("maid.toml");
+    std::fs::write(&path, maid_master::config::TEMPLATE).unwrap();
+    path
+}
+
+/// Outside its default grants, each module is refused with retcode 77 and
+/// says why; a module that asks for no capability has none to misuse.
+#[test]
+fn modules_refuse_what_their_default_grants_do_not_give() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = default_config(dir.path());
+    let refused = |words: &[&str], why: &str| {
+        let words: Vec<String> = words.iter().map(|w| w.to_string()).collect();
+        let out = maid_call(dir.path(), Some(&config), &words);
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(out.status.code(), Some(1), "{words:?}: {text}");
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+        let ret = v["local"].as_str().unwrap_or_default();
+        assert!(
+            ret.starts_with("Denied: ") && ret.contains(why),
+            "{words:?} should be denied ({why}): {text}"
+        );
+        // The retcode itself, passed through.
+        let out = maid_call_with(
+            dir.path(),
+            Some(&config),
+            &["--retcode-passthrough"],
+            &words,
+        );
+        assert_eq!(out.status.code(), Some(77), "{words:?}");
+    };
+    // file: only /srv/maid.
+    refused(
+        &["file.read", "/etc/hostname"],
+        "outside the directories granted",
+    );
+    refused(
+        &["file.write", "/etc/maid-test", "x"],
+        "outside the directories granted",
+    );
+    refused(
+        &["file.stats", "/etc/hostname"],
+        "outside the directories granted",
+    );
+    refused(
+        &["file.set_mode", "/etc/hostname", "0777"],
+        "outside the directories granted",
+    );
+    refused(&["file.mkdir", "/srv/maid/x", "user=root"], "owner");
+    // cmd: programs outside its allow-list, even through which.
+    refused(
+        &[
+            "cmd.run_stdout",
+            "/usr/lib/os-release",
+            "python_shell=False",
+        ],
+        "not in the exec allow-list",
+    );
+    // cmd.script: only salt:// sources.
+    refused(&["cmd.script", "file:///etc/hostname"], "fetch");
+    // cmd.which names only what the grants would start: a program that
+    // exists but is not allowed is as absent; without exec, it is denied.
+    let which = dir.path().join("which.toml");
+    std::fs::write(
+        &which,
+        "[plugins.cmd]\nexec = [\"/usr/bin/ls\"]\nenv = [\"PATH\"]\n",
+    )
+    .unwrap();
+    let ask = |config: &Path, words: &[&str]| {
+        let words: Vec<String> = words.iter().map(|w| w.to_string()).collect();
+        let out = maid_call(dir.path(), Some(config), &words);
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+        (out.status.code(), v["local"].clone())
+    };
+    assert_eq!(
+        ask(&which, &["cmd.which", "ls"]),
+        (Some(0), json!("/usr/bin/ls"))
+    );
+    assert!(Path::new("/usr/bin/cat").exists());
+    assert_eq!(ask(&which, &["cmd.which", "cat"]), (Some(0), Value::Null));
+    assert_eq!(
+        ask(&which, &["cmd.which", "/usr/bin/cat"]),
+        (Some(0), Value::Null)
+    );
+    assert_eq!(
+        ask(&which, &["cmd.has_exec", "cat"]),
+        (Some(0), json!(false))
+    );
+    std::fs::write(&which, "[plugins.cmd]\n").unwrap();
+    let (code, ret) = ask(&which, &["cmd.which", "ls"]);
+    assert_eq!(code, Some(1));
+    assert!(
+        ret.as_str().unwrap_or_default().starts_with("Denied: exec"),
+        "{ret}"
+    );
+
+    // A link inside a granted directory that leads out of it: the host's
+    // own file calls (owner and mode, which WASI lacks) refuse it too, and
+    // the file it points at keeps its mode.
+    let outside = tempfile::tempdir().unwrap();
+    let target = outside.path().join("secret");
+    std::fs::write(&target, "x").unwrap();
+    std::fs::set_permissions(&target, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    let granted = dir.path().join("granted");
+    std::fs::create_dir(&granted).unwrap();
+    std::os::unix::fs::symlink(&target, granted.join("out")).unwrap();
+    // The same, by a relative path.
+    let name = outside.path().file_name().unwrap().to_str().unwrap();
+    std::os::unix::fs::symlink(format!("../../{name}"), granted.join("up")).unwrap();
+    let config = dir.path().join("links.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[plugins.file]\ndirs = [{{ path = \"{}\", writable = true }}]\n",
+            granted.display()
+        ),
+    )
+    .unwrap();
+    let link = granted.join("out").display().to_string();
+    let up = granted.join("up/secret").display().to_string();
+    for words in [
+        vec!["file.stats", link.as_str()],
+        vec!["file.get_mode", link.as_str()],
+        vec!["file.set_mode", link.as_str(), "0666"],
+        vec!["file.read", link.as_str()],
+        vec!["file.stats", up.as_str()],
+    ] {
+        let words: Vec<String> = words.iter().map(|w| w.to_string()).collect();
+        let out = maid_call_with(
+            dir.path(),
+            Some(&config),
+            &["--retcode-passthrough"],
+            &words,
+        );
+        assert_eq!(
+            out.status.code(),
+            Some(77),
+            "{words:?}: {}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+    }
+    let mode =
+        std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(&target).unwrap().permissions());
+    assert_eq!(mode & 0o777, 0o600, "the file outside kept its mode");
+    // The same link's own entry may be read without following it.
+    let out = maid_call(
+        dir.path(),
+        Some(&config),
+        &[
+            "file.stats".into(),
+            link.clone(),
+            "follow_symlinks=False".into(),
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["local"]["type"], "link");
+
+    // test, grains and sys ask for nothing, so nothing is granted them.
+    for m in ["test", "grains", "sys"] {
+        let out = Command::new(env!("CARGO_BIN_EXE_maid"))
+            .args(["plugin", "inspect", "--format", "json"])
+            .arg(format!("{}/{m}.wasm", guests::PLUGINS_DIR))
+            .arg("-c")
+            .arg(&config)
+            .env("MAID_CACHE_DIR", crate::common::shared_cache())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(v["requested"], json!([]), "{m}: {v}");
+    }
+}
