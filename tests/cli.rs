@@ -303,7 +303,10 @@ fn policy_shows_what_is_trusted_and_granted() {
         .iter()
         .find(|p| p["module"] == "cmd")
         .unwrap();
-    assert_eq!(cmd["requested"], serde_json::json!(["exec", "shell"]));
+    assert_eq!(
+        cmd["requested"],
+        serde_json::json!(["exec", "shell", "fetch"])
+    );
     assert_eq!(cmd["granted"]["exec"], serde_json::json!(["/usr/bin/*"]));
     assert_eq!(cmd["granted"]["shell"], false);
     assert_eq!(cmd["granted"]["runas"], serde_json::json!(["nobody"]));

@@ -118,9 +118,31 @@ fn comparable(fun: &str, v: &Value, dir: &Path) -> Value {
         "cmd.script" | "cmd.run_all" => {
             v.as_object_mut().map(|m| m.remove("pid"));
         }
+        // Readings that change from one moment to the next: which there
+        // are, not what they read.
+        "status.meminfo" | "status.loadavg" | "status.uptime" | "status.diskusage" => {
+            v = keys(&v);
+        }
+        "status.cpuinfo" => {
+            for k in ["cpu MHz", "bogomips"] {
+                v.as_object_mut().map(|m| m.remove(k));
+            }
+        }
+        "disk.usage" | "disk.inodeusage" => {
+            for entry in v.as_object_mut().into_iter().flat_map(|m| m.values_mut()) {
+                *entry = entry["filesystem"].clone();
+            }
+        }
         _ => {}
     }
     v
+}
+
+/// The sorted keys of an object.
+fn keys(v: &Value) -> Value {
+    let mut k: Vec<&String> = v.as_object().into_iter().flat_map(|m| m.keys()).collect();
+    k.sort();
+    json!(k)
 }
 
 #[test]
@@ -243,6 +265,47 @@ fn modules_answer_as_salt_call_local() {
         "cmd.run_stderr 'echo out; echo err >&2' python_shell=True",
         "cmd.script salt://s.sh 'a \"b c\"'",
         "cmd.script salt://missing.sh",
+        // status, disk: what this host reads
+        "status.uptime",
+        "status.loadavg",
+        "status.meminfo",
+        "status.cpuinfo",
+        "status.diskusage",
+        "status.diskusage /",
+        "status.diskusage tmpfs",
+        "disk.usage",
+        "disk.inodeusage",
+        "disk.usage args=z",
+        // network
+        "network.interfaces",
+        "network.ip_addrs",
+        "network.ip_addrs include_loopback=True",
+        "network.ip_addrs interface=lo* include_loopback=True",
+        "network.ip_addrs cidr=127.0.0.0/8 include_loopback=True",
+        "network.ip_addrs cidr=127.0.0.1/8 include_loopback=True",
+        "network.ip_addrs type=private include_loopback=True",
+        "network.ip_addrs type=public",
+        "network.ip_addrs6",
+        "network.ip_addrs6 include_loopback=True",
+        "network.ipaddrs6 interface=lo include_loopback=True",
+        "network.hw_addr lo",
+        "network.hwaddr no-such-iface",
+        "network.interface lo",
+        "network.interface_ip lo",
+        "network.is_private 10.1.2.3",
+        "network.is_private 8.8.8.8",
+        "network.is_private fe80::1",
+        // user, group: the local account files
+        "user.info root",
+        "user.info nobody",
+        "user.info no-such-user",
+        "user.list_users",
+        "user.getent",
+        "user.list_groups root",
+        "user.primary_group root",
+        "group.info root",
+        "group.info no-such-group",
+        "group.getent",
         // sys: argument specifications of what both define
         "sys.argspec test.retcode",
         "sys.argspec test.echo",
@@ -326,7 +389,9 @@ fn modules_answer_as_salt_call_local() {
 fn functions_and_grains_are_salts() {
     let dir = tempfile::tempdir().unwrap();
     let mut differences = Vec::new();
-    let modules = ["test", "grains", "sys", "cmd", "file", "cp"];
+    let modules = [
+        "test", "grains", "sys", "cmd", "file", "cp", "status", "disk", "network", "user", "group",
+    ];
     let calls: Vec<Value> = modules
         .iter()
         .map(|m| json!(["sys.list_functions", m]))
@@ -440,6 +505,48 @@ fn modules_refuse_what_their_default_grants_do_not_give() {
     );
     // cmd.script: only salt:// sources.
     refused(&["cmd.script", "file:///etc/hostname"], "fetch");
+    // status, disk, user and group: with the grants they need taken away,
+    // or only some of them, each says what is missing.
+    let narrow = dir.path().join("narrow.toml");
+    std::fs::write(
+        &narrow,
+        "[plugins.status]\nfiles = [\"/proc/uptime\"]\n\
+         [plugins.disk]\n\
+         [plugins.user]\nfiles = [\"/etc/group\"]\n\
+         [plugins.group]\nfiles = [\"/etc/passwd\"]\n",
+    )
+    .unwrap();
+    for (words, why) in [
+        (
+            &["status.meminfo"][..],
+            "/proc/meminfo is not among the files granted",
+        ),
+        (
+            &["status.diskusage"][..],
+            "/proc/mounts is not among the files granted",
+        ),
+        (&["disk.usage"][..], "exec is not granted"),
+        (
+            &["user.info", "root"][..],
+            "/etc/passwd is not among the files granted",
+        ),
+        (
+            &["group.getent"][..],
+            "/etc/group is not among the files granted",
+        ),
+    ] {
+        let words: Vec<String> = words.iter().map(|w| w.to_string()).collect();
+        let out = maid_call_with(
+            dir.path(),
+            Some(&narrow),
+            &["--retcode-passthrough"],
+            &words,
+        );
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(out.status.code(), Some(77), "{words:?}: {text}");
+        assert!(text.contains(why), "{words:?} should say {why}: {text}");
+    }
+
     // cmd.which names only what the grants would start: a program that
     // exists but is not allowed is as absent; without exec, it is denied.
     let which = dir.path().join("which.toml");
@@ -542,8 +649,9 @@ fn modules_refuse_what_their_default_grants_do_not_give() {
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["local"]["type"], "link");
 
-    // test, grains and sys ask for nothing, so nothing is granted them.
-    for m in ["test", "grains", "sys"] {
+    // test, grains, sys and network ask for nothing, so nothing is granted
+    // them.
+    for m in ["test", "grains", "sys", "network"] {
         let out = Command::new(env!("CARGO_BIN_EXE_maid"))
             .args(["plugin", "inspect", "--format", "json"])
             .arg(format!("{}/{m}.wasm", guests::PLUGINS_DIR))

@@ -67,6 +67,88 @@ fn addresses() -> (Vec<String>, Vec<String>) {
     (v4.into_iter().collect(), v6.into_iter().collect())
 }
 
+/// This host's interfaces in the shape of Salt's `network.interfaces`
+/// (what `ip addr show` says, as Salt reads it): by name, in the kernel's
+/// order, each with `up` and `hwaddr`, and `inet` / `inet6` lists when it
+/// has addresses.
+pub fn interfaces() -> Value {
+    use nix::net::if_::InterfaceFlags;
+    let mut out = Map::new();
+    let Ok(addrs) = nix::ifaddrs::getifaddrs() else {
+        return Value::Object(out);
+    };
+    for ifaddr in addrs {
+        // An alias (`eth0:1`) belongs to its interface and labels its
+        // addresses.
+        let label = ifaddr.interface_name.clone();
+        let name = label.split(':').next().unwrap_or(&label).to_string();
+        let entry = out
+            .entry(name)
+            .or_insert_with(|| json!({}))
+            .as_object_mut()
+            .expect("an object");
+        entry.insert(
+            "up".into(),
+            json!(ifaddr.flags.contains(InterfaceFlags::IFF_UP)),
+        );
+        let Some(address) = ifaddr.address else {
+            continue;
+        };
+        if let Some(link) = address.as_link_addr() {
+            if let Some(mac) = link.addr() {
+                let hex: Vec<String> = mac.iter().map(|b| format!("{b:02x}")).collect();
+                entry.insert("hwaddr".into(), json!(hex.join(":")));
+            }
+        } else if let Some(sin) = address.as_sockaddr_in() {
+            let netmask = ifaddr
+                .netmask
+                .as_ref()
+                .and_then(|m| m.as_sockaddr_in())
+                .map(|m| m.ip().to_string());
+            let broadcast = ifaddr
+                .broadcast
+                .as_ref()
+                .and_then(|b| b.as_sockaddr_in())
+                .map(|b| b.ip().to_string());
+            let inet = entry.entry("inet").or_insert_with(|| json!([]));
+            if let Some(list) = inet.as_array_mut() {
+                list.push(json!({
+                    "address": sin.ip().to_string(),
+                    "netmask": netmask,
+                    "broadcast": broadcast,
+                    "label": label,
+                }));
+            }
+        } else if let Some(sin6) = address.as_sockaddr_in6() {
+            let ip = sin6.ip();
+            let prefix: u32 = ifaddr
+                .netmask
+                .as_ref()
+                .and_then(|m| m.as_sockaddr_in6())
+                .map(|m| m.ip().octets().iter().map(|b| b.count_ones()).sum())
+                .unwrap_or(128);
+            let scope = if ip.is_loopback() {
+                "host"
+            } else if ip.segments()[0] & 0xffc0 == 0xfe80 {
+                "link"
+            } else if ip.segments()[0] & 0xffc0 == 0xfec0 {
+                "site"
+            } else {
+                "global"
+            };
+            let inet6 = entry.entry("inet6").or_insert_with(|| json!([]));
+            if let Some(list) = inet6.as_array_mut() {
+                list.push(json!({
+                    "address": ip.to_string(),
+                    "prefixlen": prefix.to_string(),
+                    "scope": scope,
+                }));
+            }
+        }
+    }
+    Value::Object(out)
+}
+
 /// Salt's `osarch`: the package architecture, which Debian's family names
 /// its own way (`dpkg --print-architecture`); elsewhere the CPU's.
 fn osarch(g: &Map<String, Value>) -> String {

@@ -88,6 +88,7 @@ pub fn local_grants() -> anyhow::Result<PluginGrants> {
         env: vec!["*".into()],
         fetch: vec!["**".into()],
         dirs,
+        files: vec!["/**".into()],
         runas: vec!["*".into()],
         limits: None,
     })

@@ -562,6 +562,11 @@ pub struct PluginGrants {
     /// Host directories preopened for the plugin at the same path.
     #[serde(default)]
     pub dirs: Vec<DirGrant>,
+    /// Single files the plugin may read whole through the host (globs over
+    /// absolute paths, e.g. `"/proc/meminfo"`): system files whose
+    /// directory holds more than the plugin should see.
+    #[serde(default)]
+    pub files: Vec<String>,
     /// Users programs may be started as (`runas=`), when the agent runs as
     /// root.
     #[serde(default)]
@@ -640,6 +645,11 @@ impl Config {
             self.limits
                 .with(grants.limits.as_ref())
                 .validate(&format!("plugins.{name}.limits"))?;
+            if let Some(f) = grants.files.iter().find(|f| !f.starts_with('/')) {
+                return Err(ConfigError::Invalid(format!(
+                    "plugins.{name}.files: {f} is not an absolute path"
+                )));
+            }
             for dir in &grants.dirs {
                 if !dir.path.is_absolute() {
                     return Err(ConfigError::Invalid(format!(

@@ -263,3 +263,15 @@ pub fn stat(path: &str, follow: bool) -> Result<FileStat, Error> {
 pub fn set_mode(path: &str, mode: u32) -> Result<(), Error> {
     Ok(wit::set_mode(path, mode)?)
 }
+
+/// The whole of a file the grants name by path (`files`, e.g.
+/// `/proc/meminfo`). Needs `fs-read`.
+pub fn read_file(path: &str) -> Result<Vec<u8>, Error> {
+    Ok(wit::read_file(path)?)
+}
+
+/// This host's network interfaces by name, in the shape of Salt's
+/// `network.interfaces`.
+pub fn interfaces() -> Map<String, Value> {
+    serde_json::from_str(&wit::interfaces()).unwrap_or_default()
+}

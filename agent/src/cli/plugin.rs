@@ -103,7 +103,7 @@ fn text(r: &Report) -> String {
         .collect();
     let requested: Vec<String> = r.requested.iter().map(|s| s.to_string()).collect();
     let mut out = format!(
-        "module:    {}\nversion:   {}\nfile:      {}\nsha256:    {}\nrequests:  {}\ngranted:\n  exec:    {}\n  shell:   {}\n  env:     {}\n  runas:   {}\n  fetch:   {}\n  dirs:    {}\nfunctions:\n",
+        "module:    {}\nversion:   {}\nfile:      {}\nsha256:    {}\nrequests:  {}\ngranted:\n  exec:    {}\n  shell:   {}\n  env:     {}\n  runas:   {}\n  fetch:   {}\n  dirs:    {}\n  files:   {}\nfunctions:\n",
         r.module,
         r.version,
         r.file,
@@ -115,6 +115,7 @@ fn text(r: &Report) -> String {
         list_or_none(&g.runas),
         list_or_none(&g.fetch),
         list_or_none(&dirs),
+        list_or_none(&g.files),
     );
     // Grants that do less than they seem to: a reviewer reads these first.
     let warnings: String = g

@@ -1,6 +1,6 @@
-//! The host's own file calls (`stat`, `set-mode`): what WASI does not
+//! The host's own file calls: `stat` and `set-mode`, what WASI does not
 //! carry (owners, permission bits), inside the plugin's granted
-//! directories only.
+//! directories only; and `read-file`, single files the grants name.
 //!
 //! The path is checked lexically against the grants
 //! ([`Grants::fs_path`]), then resolved with cap-std from the granted
@@ -13,6 +13,7 @@ use cap_std::fs::{Dir, FileTypeExt, MetadataExt, Permissions, PermissionsExt};
 
 use super::bindings::maid::plugin::host::{FileStat, HostError};
 use super::policy::Grants;
+use crate::config::Limits;
 
 /// An I/O error as the plugin sees it: escaping the granted directory is a
 /// denial, the rest are failures.
@@ -150,4 +151,29 @@ pub(crate) fn set_mode(grants: &Grants, path: &str, mode: u32) -> Result<(), Hos
     let (root, rel) = open(grants, path, true, true)?;
     root.set_permissions(&rel, Permissions::from_mode(mode))
         .map_err(|e| io_error(path, e))
+}
+
+/// The whole of a file the grants name (`files`), up to the plugin's
+/// output limit.
+pub(crate) fn read_file(
+    grants: &Grants,
+    limits: &Limits,
+    path: &str,
+) -> Result<Vec<u8>, HostError> {
+    use std::io::Read;
+    let real = grants
+        .check_file(Path::new(path))
+        .map_err(HostError::Denied)?;
+    let file = std::fs::File::open(&real).map_err(|e| io_error(path, e))?;
+    let cap = u64::try_from(limits.max_output_bytes).unwrap_or(u64::MAX);
+    let mut out = Vec::new();
+    file.take(cap.saturating_add(1))
+        .read_to_end(&mut out)
+        .map_err(|e| io_error(path, e))?;
+    if out.len() as u64 > cap {
+        return Err(HostError::Failed(format!(
+            "{path} is larger than the plugin's output limit ({cap} bytes)"
+        )));
+    }
+    Ok(out)
 }

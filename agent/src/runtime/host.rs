@@ -42,6 +42,8 @@ pub enum CapabilityUse {
         mode: u32,
         allowed: bool,
     },
+    /// A granted file was read (`read-file`), or refused.
+    ReadFile { path: String, allowed: bool },
 }
 
 /// The per-call state of a store.
@@ -266,6 +268,22 @@ impl wit::Host for HostState {
             &result,
         );
         result
+    }
+
+    async fn read_file(&mut self, path: String) -> Result<Vec<u8>, HostError> {
+        let result = files::read_file(&self.job.grants, &self.job.limits, &path);
+        self.job.audit(
+            CapabilityUse::ReadFile {
+                path,
+                allowed: !matches!(result, Err(HostError::Denied(_))),
+            },
+            &result,
+        );
+        result
+    }
+
+    async fn interfaces(&mut self) -> String {
+        crate::grains::interfaces().to_string()
     }
 
     async fn fetch(&mut self, url: String) -> Result<Option<Resource<SourceHandle>>, HostError> {

@@ -397,6 +397,8 @@ pub struct Grants {
     /// Granted directories: preopened when `fs`, places to run programs in
     /// when exec is granted.
     pub dirs: Vec<DirGrant>,
+    /// Single files `read-file` may read; empty unless `fs-read` is asked.
+    pub files: Patterns,
     /// Whether the plugin asked for filesystem access at all.
     pub fs: bool,
     /// Users programs may run as.
@@ -414,6 +416,8 @@ pub struct GrantSummary {
     pub env: Vec<String>,
     pub fetch: Vec<String>,
     pub dirs: Vec<DirGrant>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub files: Vec<String>,
     pub runas: Vec<String>,
     /// What a reviewer should know about these grants: programs named that
     /// run only with `shell`, variables named that never pass.
@@ -431,6 +435,7 @@ impl Grants {
             passed_env: PassedEnv::default(),
             fetch: Patterns::empty(),
             dirs: Vec::new(),
+            files: Patterns::empty(),
             fs: false,
             runas: Patterns::empty(),
             writable_anywhere: Vec::new(),
@@ -476,6 +481,11 @@ impl Grants {
             Patterns::empty()
         };
         let read = has(Capability::FsRead) || has(Capability::FsWrite);
+        let files = if read {
+            Patterns::new(&granted.files, true).map_err(|e| bad("files", e))?
+        } else {
+            Patterns::empty()
+        };
         let dirs = granted
             .dirs
             .iter()
@@ -492,6 +502,7 @@ impl Grants {
             env,
             fetch,
             dirs,
+            files,
             fs: read,
             runas,
             writable_anywhere: Vec::new(),
@@ -511,6 +522,7 @@ impl Grants {
             env: self.env.patterns().to_vec(),
             fetch: self.fetch.patterns().to_vec(),
             dirs: self.dirs.clone(),
+            files: self.files.patterns().to_vec(),
             runas: self.runas.patterns().to_vec(),
             warnings: self.warnings(),
         }
@@ -743,6 +755,34 @@ impl Grants {
         Ok((dir, rel))
     }
 
+    /// Whether `path` may be read whole by `read-file`: the path asked
+    /// for and the real path it leads to must both be granted.
+    pub fn check_file(&self, path: &Path) -> Result<PathBuf, String> {
+        if self.files.is_empty() {
+            return Err("no files are granted to this plugin".into());
+        }
+        if !path.is_absolute() || path.components().any(|c| c == Component::ParentDir) {
+            return Err(format!(
+                "{} is not an absolute path without '..'",
+                path.display()
+            ));
+        }
+        if !self.files.is_match(path) {
+            return Err(format!("{} is not among the files granted", path.display()));
+        }
+        let real = path
+            .canonicalize()
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        if !self.files.is_match(&real) {
+            return Err(format!(
+                "{} leads to {}, which is not among the files granted",
+                path.display(),
+                real.display()
+            ));
+        }
+        Ok(real)
+    }
+
     /// Whether `url` may be fetched.
     pub fn check_fetch(&self, url: &str) -> Result<(), String> {
         if self.fetch.is_empty() {
@@ -780,6 +820,37 @@ mod tests {
         let none = Patterns::new(&["MAID_NO_SUCH_*".to_string()], false).unwrap();
         assert_eq!(PassedEnv::of(&none).vars().count(), 0);
         assert_eq!(PassedEnv::of(&Patterns::empty()).vars().count(), 0);
+    }
+
+    #[test]
+    fn a_granted_file_must_be_named_and_lead_where_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let named = dir.path().join("named");
+        std::fs::write(&named, "x").unwrap();
+        let outside = dir.path().join("outside");
+        std::fs::write(&outside, "secret").unwrap();
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&outside, &link).unwrap();
+        let g = PluginGrants {
+            files: vec![named.display().to_string(), link.display().to_string()],
+            ..Default::default()
+        };
+        let eff = Grants::effective(&[Capability::FsRead], &g).unwrap();
+        assert_eq!(
+            eff.check_file(&named).unwrap(),
+            named.canonicalize().unwrap()
+        );
+        let err = eff.check_file(&link).unwrap_err();
+        assert!(err.contains("leads to"), "{err}");
+        let err = eff.check_file(&outside).unwrap_err();
+        assert!(err.contains("not among the files granted"), "{err}");
+        let dotted = dir.path().join("x/../named");
+        assert!(eff.check_file(&dotted).is_err());
+        assert!(eff.check_file(Path::new("named")).is_err());
+        // Not asked for in the manifest: nothing.
+        let eff = Grants::effective(&[Capability::Exec], &g).unwrap();
+        let err = eff.check_file(&named).unwrap_err();
+        assert!(err.contains("no files are granted"), "{err}");
     }
 
     #[test]
