@@ -725,11 +725,18 @@ async fn an_instance_made_ahead_gives_way() {
     rt.retire(teardown).await;
     assert_eq!(rt.spare_module().as_deref(), Some("test"));
 
-    // A reload drops it.
-    assert_eq!(rt.spare_module().as_deref(), Some("test"));
-    rt.load_file(&Path::new(guests::PLUGINS_DIR).join("test.wasm"))
+    // Loading the same bytes from the same file again keeps the plugin,
+    // and so its spare; replacing the plugin drops it.
+    let same = rt
+        .load_file(&Path::new(guests::PLUGINS_DIR).join("test.wasm"))
         .await
         .unwrap();
+    assert!(Arc::ptr_eq(&same, &rt.plugin("test").unwrap()));
+    assert_eq!(rt.spare_module().as_deref(), Some("test"));
+    let elsewhere = tempfile::tempdir().unwrap();
+    let copy = elsewhere.path().join("test.wasm");
+    std::fs::copy(guests::PLUGIN_TEST, &copy).unwrap();
+    rt.load_file(&copy).await.unwrap();
     assert_eq!(rt.spare_module(), None);
     let out = call(&rt, "test.ping", json!([]), json!({})).await;
     assert_eq!((out.ret, out.retcode), (json!(true), 0));
@@ -745,15 +752,21 @@ async fn compiled_plugins_are_cached_and_corrupt_entries_rebuilt() {
     let first = rt.load_file(wasm).await.unwrap();
     assert_eq!(first.cache, CacheStatus::Miss);
     assert!(rt.compiler_set_up());
-    // A warm cache: loaded without ever setting the compiler up.
+    assert_eq!(first.artifact(), Some(CacheStatus::Miss));
+    // A warm cache: loaded from the manifest kept with the artifact, no
+    // code loaded until the first call, which loads it from the cache
+    // without ever setting the compiler up.
     let rt = bare_runtime(cache.path());
     let second = rt.load_file(wasm).await.unwrap();
-    assert_eq!(second.cache, CacheStatus::Hit);
-    assert!(!rt.compiler_set_up());
+    assert_eq!(second.cache, CacheStatus::Deferred);
+    assert_eq!(second.artifact(), None);
+    assert_eq!(second.manifest, first.manifest);
     assert_eq!(
         call(&rt, "test.ping", json!([]), json!({})).await.ret,
         json!(true)
     );
+    assert_eq!(second.artifact(), Some(CacheStatus::Hit));
+    assert!(!rt.compiler_set_up());
 
     // Flip bytes in the middle of the artifact: never trusted, rebuilt.
     let entry = std::fs::read_dir(cache.path())
@@ -769,15 +782,11 @@ async fn compiled_plugins_are_cached_and_corrupt_entries_rebuilt() {
     std::fs::write(&entry, &bytes).unwrap();
     let rt = bare_runtime(cache.path());
     let third = rt.load_file(wasm).await.unwrap();
-    assert_eq!(third.cache, CacheStatus::Rebuilt);
     let out = call(&rt, "test.ping", json!([]), json!({})).await;
     assert_eq!(out.ret, json!(true));
+    assert_eq!(third.artifact(), Some(CacheStatus::Rebuilt));
     assert_eq!(
-        bare_runtime(cache.path())
-            .load_file(wasm)
-            .await
-            .unwrap()
-            .cache,
+        first_call_artifact(cache.path(), wasm).await,
         CacheStatus::Hit
     );
 
@@ -789,8 +798,10 @@ async fn compiled_plugins_are_cached_and_corrupt_entries_rebuilt() {
         sha256_hex(b"not an artifact"),
     )
     .unwrap();
-    let fourth = bare_runtime(cache.path()).load_file(wasm).await.unwrap();
-    assert_eq!(fourth.cache, CacheStatus::Rebuilt);
+    assert_eq!(
+        first_call_artifact(cache.path(), wasm).await,
+        CacheStatus::Rebuilt
+    );
 
     // A real artifact of the same plugin compiled under other engine
     // settings (wasmtime's defaults: no epoch interruption, other stack
@@ -802,13 +813,57 @@ async fn compiled_plugins_are_cached_and_corrupt_entries_rebuilt() {
         .unwrap();
     std::fs::write(&entry, &foreign).unwrap();
     std::fs::write(entry.with_extension("cwasm.sha256"), sha256_hex(&foreign)).unwrap();
-    let rt = bare_runtime(cache.path());
-    let fifth = rt.load_file(wasm).await.unwrap();
-    assert_eq!(fifth.cache, CacheStatus::Rebuilt);
     assert_eq!(
-        call(&rt, "test.ping", json!([]), json!({})).await.ret,
-        json!(true)
+        first_call_artifact(cache.path(), wasm).await,
+        CacheStatus::Rebuilt
     );
+
+    // Without the kept manifest the plugin is described at load again.
+    for e in std::fs::read_dir(cache.path()).unwrap().flatten() {
+        if e.path().to_string_lossy().ends_with(".manifest.json") {
+            std::fs::remove_file(e.path()).unwrap();
+        }
+    }
+    let sixth = bare_runtime(cache.path()).load_file(wasm).await.unwrap();
+    assert_eq!(sixth.cache, CacheStatus::Hit);
+}
+
+/// What the cache did for the code of `wasm`, loaded into a new runtime
+/// over `cache` and called once.
+async fn first_call_artifact(cache: &Path, wasm: &Path) -> CacheStatus {
+    let rt = bare_runtime(cache);
+    let plugin = rt.load_file(wasm).await.unwrap();
+    assert_eq!(plugin.cache, CacheStatus::Deferred);
+    let out = call(&rt, "test.ping", json!([]), json!({})).await;
+    assert_eq!(out.ret, json!(true));
+    plugin.artifact().unwrap()
+}
+
+#[tokio::test]
+async fn a_deferred_plugin_runs_only_the_bytes_its_manifest_was_kept_for() {
+    let cache = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("test.wasm");
+    std::fs::copy(guests::PLUGIN_TEST, &path).unwrap();
+    // Compiled and described once: the manifest is kept.
+    bare_runtime(cache.path()).load_file(&path).await.unwrap();
+    let rt = bare_runtime(cache.path());
+    let plugin = rt.load_file(&path).await.unwrap();
+    assert_eq!(plugin.cache, CacheStatus::Deferred);
+    // Another plugin's bytes under its name before its first call: the
+    // call is refused rather than running what nobody described.
+    std::fs::copy(guests::PLUGIN_CMD, &path).unwrap();
+    let out = call(&rt, "test.ping", json!([]), json!({})).await;
+    assert_ne!(out.retcode, 0, "{}", out.ret);
+    assert!(
+        out.ret
+            .as_str()
+            .unwrap_or_default()
+            .contains("changed since it was loaded"),
+        "{}",
+        out.ret
+    );
+    assert_eq!(plugin.artifact(), None);
 }
 
 #[tokio::test]

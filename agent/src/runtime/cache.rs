@@ -45,6 +45,9 @@ pub enum CacheStatus {
     Rebuilt,
     /// No cache directory configured: compiled in memory only.
     Disabled,
+    /// Loaded from the manifest kept beside the artifact: the compiled code
+    /// is loaded (or compiled) at the plugin's first call.
+    Deferred,
 }
 
 /// A directory of compiled plugins, and the compiler that fills it.
@@ -117,6 +120,39 @@ impl ArtifactCache {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .is_some()
+    }
+
+    /// The manifest `describe` gave for a wasm with this hash, kept when it
+    /// was compiled: what lets an agent start without loading any compiled
+    /// code. `None` when there is none or it does not parse (the plugin is
+    /// then loaded and described now).
+    pub fn manifest(&self, wasm_sha256: &str) -> Option<super::Manifest> {
+        let path = self.dir.as_ref()?.join(Self::manifest_key(wasm_sha256));
+        let bytes = std::fs::read(path).ok()?;
+        serde_json::from_slice(&bytes).ok()
+    }
+
+    /// Keep `manifest` for a wasm with this hash (best effort).
+    pub fn store_manifest(&self, wasm_sha256: &str, manifest: &super::Manifest) {
+        let Some(dir) = &self.dir else {
+            return;
+        };
+        let write = || -> std::io::Result<()> {
+            std::fs::create_dir_all(dir)?;
+            let json = serde_json::to_vec(manifest)?;
+            let staged = crate::fsutil::staged_in(dir, |w| w.write_all(&json))?;
+            staged
+                .persist(dir.join(Self::manifest_key(wasm_sha256)))
+                .map_err(|e| e.error)?;
+            Ok(())
+        };
+        if let Err(e) = write() {
+            tracing::warn!(cause = %e, "cannot keep the plugin's manifest in the cache");
+        }
+    }
+
+    fn manifest_key(wasm_sha256: &str) -> String {
+        format!("{wasm_sha256}-wasmtime{WASMTIME_VERSION}-{ENGINE_SETTINGS}.manifest.json")
     }
 
     /// The file name of the entry for a wasm with this hash.

@@ -287,7 +287,12 @@ impl Runtime {
         let run = async {
             let instance = match made {
                 Some(instance) => instance,
-                None => plugin.pre.instantiate_async(&mut store).await?,
+                None => {
+                    self.pre(&plugin)
+                        .await?
+                        .instantiate_async(&mut store)
+                        .await?
+                }
             };
             instance
                 .call_call(&mut store, function, &args, &kwargs, &ctx)

@@ -118,11 +118,23 @@ pub struct LoadedPlugin {
     pub grants: Arc<Grants>,
     /// Limits it runs under.
     pub limits: Limits,
-    /// What the compiled-artifact cache did when it was loaded.
+    /// What the compiled-artifact cache did when it was loaded
+    /// ([`CacheStatus::Deferred`]: nothing yet, see [`LoadedPlugin::artifact`]).
     pub cache: CacheStatus,
     /// Bounds the instances running at once (`limits.max_concurrent`).
     slots: Arc<tokio::sync::Semaphore>,
-    pre: PluginPre<HostState>,
+    /// The compiled, linked plugin, and what the cache did for it: made
+    /// when it was loaded, or at its first call when its manifest came from
+    /// the cache.
+    pre: tokio::sync::OnceCell<(PluginPre<HostState>, CacheStatus)>,
+}
+
+impl LoadedPlugin {
+    /// What the compiled-artifact cache did for this plugin's code, once
+    /// it was loaded (at load, or at the first call of a deferred plugin).
+    pub fn artifact(&self) -> Option<CacheStatus> {
+        self.pre.get().map(|(_, status)| *status)
+    }
 }
 
 impl std::fmt::Debug for LoadedPlugin {

@@ -75,9 +75,23 @@ impl Runtime {
     }
 
     /// Load (or replace) one plugin from `path`, named after its file stem.
+    /// A plugin whose manifest the cache kept is loaded from it alone: its
+    /// compiled code waits for its first call, so an agent with many
+    /// plugins starts without loading any.
     pub async fn load_file(&self, path: &Path) -> Result<Arc<LoadedPlugin>, LoadError> {
         let stem = path.file_stem().and_then(|s| s.to_str()).map(str::to_owned);
-        let inspected = self.inspect_file(path).await;
+        // The same bytes from the same file: keep the plugin, code and all
+        // (a reload after another plugin changed costs this one nothing).
+        if let Some(loaded) = stem.as_deref().and_then(|s| self.plugin(s))
+            && loaded.path == path
+            && std::fs::read(path).is_ok_and(|w| cache::sha256_hex(&w) == loaded.sha256)
+        {
+            return Ok(loaded);
+        }
+        let inspected = match self.load_deferred(path)? {
+            Some(plugin) => Ok(plugin),
+            None => self.inspect_file(path).await,
+        };
         if let Some(stem) = stem {
             let mut failed = self.failed.write().unwrap_or_else(|e| e.into_inner());
             match &inspected {
@@ -93,6 +107,109 @@ impl Runtime {
         // A spare of the plugin replaced would only hold its slot.
         self.drop_spare();
         Ok(plugin)
+    }
+
+    /// The plugin at `path` from the manifest the cache kept for its exact
+    /// bytes, validated and granted as a described one is; `None` when the
+    /// cache has no manifest for them.
+    fn load_deferred(&self, path: &Path) -> Result<Option<LoadedPlugin>, LoadError> {
+        let invalid = |message: String| LoadError::Invalid {
+            path: path.to_path_buf(),
+            message,
+        };
+        let Some(stem) = path.file_stem().and_then(|s| s.to_str()) else {
+            return Ok(None);
+        };
+        let wasm = std::fs::read(path).map_err(|error| LoadError::Io {
+            path: path.to_path_buf(),
+            error,
+        })?;
+        let sha256 = cache::sha256_hex(&wasm);
+        let Some(manifest) = self.cache.manifest(&sha256) else {
+            return Ok(None);
+        };
+        manifest.validate(stem).map_err(invalid)?;
+        Ok(Some(self.granted(path, stem, sha256, manifest, None)?))
+    }
+
+    /// A plugin ready to call: `manifest` validated, its grants worked out
+    /// from the configuration, its compiled code `pre` when already made.
+    fn granted(
+        &self,
+        path: &Path,
+        stem: &str,
+        sha256: String,
+        manifest: Manifest,
+        pre: Option<(PluginPre<HostState>, CacheStatus)>,
+    ) -> Result<LoadedPlugin, LoadError> {
+        let config = &self.settings.config;
+        let limits = config.limits_for(stem);
+        let grants = Grants::effective(&manifest.capabilities, &config.grants(stem))
+            .map_err(|e| LoadError::Invalid {
+                path: path.to_path_buf(),
+                message: format!("config for plugins.{stem}: {e}"),
+            })?
+            .with_writable_dirs(&config.writable_dirs());
+        let cache = pre.as_ref().map_or(CacheStatus::Deferred, |(_, s)| *s);
+        Ok(LoadedPlugin {
+            path: path.to_path_buf(),
+            sha256,
+            manifest,
+            grants: Arc::new(grants),
+            slots: Arc::new(tokio::sync::Semaphore::new(limits.max_concurrent)),
+            limits,
+            cache,
+            pre: tokio::sync::OnceCell::new_with(pre),
+        })
+    }
+
+    /// The compiled, linked code of `plugin`, loaded from the cache (or
+    /// compiled) at its first call when it was loaded from its manifest.
+    /// The file must still hold the bytes the manifest was kept for.
+    pub(super) async fn pre<'a>(
+        &self,
+        plugin: &'a LoadedPlugin,
+    ) -> wasmtime::Result<&'a PluginPre<HostState>> {
+        let (pre, _) = plugin
+            .pre
+            .get_or_try_init(|| async {
+                let wasm = std::fs::read(&plugin.path)
+                    .map_err(|e| wasmtime::format_err!("{}: {e}", plugin.path.display()))?;
+                let sha256 = cache::sha256_hex(&wasm);
+                if sha256 != plugin.sha256 {
+                    return Err(wasmtime::format_err!(
+                        "{} changed since it was loaded (sha256 {sha256}, loaded {}); \
+                         it is loaded again at the next reload",
+                        plugin.path.display(),
+                        plugin.sha256
+                    ));
+                }
+                self.link(wasm, sha256).await
+            })
+            .await?;
+        Ok(pre)
+    }
+
+    /// Compile (through the cache) and link `wasm`.
+    async fn link(
+        &self,
+        wasm: Vec<u8>,
+        sha256: String,
+    ) -> wasmtime::Result<(PluginPre<HostState>, CacheStatus)> {
+        let engine = self.engine.clone();
+        let cache = self.cache.clone();
+        let (component, status) =
+            tokio::task::spawn_blocking(move || cache.load(&engine, &wasm, &sha256))
+                .await
+                .map_err(|e| wasmtime::format_err!("compile task failed: {e}"))?
+                .map_err(|e| wasmtime::format_err!("not a valid component: {e:#}"))?;
+        let instance_pre = self
+            .linker
+            .instantiate_pre(&component)
+            .map_err(|e| wasmtime::format_err!("cannot link: {e:#}"))?;
+        let pre = PluginPre::new(instance_pre)
+            .map_err(|e| wasmtime::format_err!("does not implement maid:plugin/plugin: {e:#}"))?;
+        Ok((pre, status))
     }
 
     /// Compile, describe and validate the plugin at `path` without making it
@@ -112,23 +229,12 @@ impl Runtime {
             error,
         })?;
         let sha256 = cache::sha256_hex(&wasm);
-        let engine = self.engine.clone();
-        let cache = self.cache.clone();
-        let sha = sha256.clone();
-        let (component, cache_status) =
-            tokio::task::spawn_blocking(move || cache.load(&engine, &wasm, &sha))
-                .await
-                .map_err(|e| invalid(format!("compile task failed: {e}")))?
-                .map_err(|e| invalid(format!("not a valid component: {e:#}")))?;
-        let instance_pre = self
-            .linker
-            .instantiate_pre(&component)
-            .map_err(|e| invalid(format!("cannot link: {e:#}")))?;
-        let pre = PluginPre::new(instance_pre)
-            .map_err(|e| invalid(format!("does not implement maid:plugin/plugin: {e:#}")))?;
+        let (pre, cache_status) = self
+            .link(wasm, sha256.clone())
+            .await
+            .map_err(|e| invalid(format!("{e:#}")))?;
 
-        let config = &self.settings.config;
-        let limits = config.limits_for(&stem);
+        let limits = self.settings.config.limits_for(&stem);
         let store = self.store(
             WasiCtxBuilder::new().build(),
             self.job_state(
@@ -152,19 +258,8 @@ impl Runtime {
         .map_err(|e| invalid(format!("describe failed: {e:#}")))?;
         let manifest = Manifest::from(described);
         manifest.validate(&stem).map_err(invalid)?;
-        let grants = Grants::effective(&manifest.capabilities, &config.grants(&stem))
-            .map_err(|e| invalid(format!("config for plugins.{stem}: {e}")))?
-            .with_writable_dirs(&config.writable_dirs());
-        Ok(LoadedPlugin {
-            path: path.to_path_buf(),
-            sha256,
-            manifest,
-            grants: Arc::new(grants),
-            slots: Arc::new(tokio::sync::Semaphore::new(limits.max_concurrent)),
-            limits,
-            cache: cache_status,
-            pre,
-        })
+        self.cache.store_manifest(&sha256, &manifest);
+        self.granted(path, &stem, sha256, manifest, Some((pre, cache_status)))
     }
 
     /// The loaded plugins, by module name.

@@ -73,10 +73,9 @@ impl Runtime {
             deadline,
         );
         let mut store = self.store(WasiCtxBuilder::new().build(), job);
-        let made = tokio::time::timeout(
-            limit + EPOCH_TICK * 4,
-            plugin.pre.instantiate_async(&mut store),
-        )
+        let made = tokio::time::timeout(limit + EPOCH_TICK * 4, async {
+            self.pre(&plugin).await?.instantiate_async(&mut store).await
+        })
         .await;
         match made {
             Ok(Ok(instance)) => {
