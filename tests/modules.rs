@@ -295,6 +295,15 @@ fn modules_answer_as_salt_call_local() {
         "network.is_private 10.1.2.3",
         "network.is_private 8.8.8.8",
         "network.is_private fe80::1",
+        // pkg: the real dpkg database
+        "pkg.list_pkgs",
+        "pkg.list_pkgs versions_as_list=True",
+        "pkg.list_pkgs removed=True",
+        "pkg.version bash",
+        "pkg.version bash coreutils no-such-package",
+        "pkg.version 'lib*'",
+        "pkg.version no-such-package",
+        "pkg.version bash versions_as_list=True",
         // user, group: the local account files
         "user.info root",
         "user.info nobody",
@@ -315,6 +324,8 @@ fn modules_answer_as_salt_call_local() {
         "sys.argspec file.stats",
         "sys.argspec file.replace",
         "sys.argspec cmd.which",
+        "sys.argspec pkg.version",
+        "sys.argspec pkg.list_pkgs",
     ];
 
     let words = |dir: &Path, line: &str| -> Vec<String> {
@@ -391,6 +402,7 @@ fn functions_and_grains_are_salts() {
     let mut differences = Vec::new();
     let modules = [
         "test", "grains", "sys", "cmd", "file", "cp", "status", "disk", "network", "user", "group",
+        "pkg",
     ];
     let calls: Vec<Value> = modules
         .iter()
@@ -512,6 +524,7 @@ fn modules_refuse_what_their_default_grants_do_not_give() {
         &narrow,
         "[plugins.status]\nfiles = [\"/proc/uptime\"]\n\
          [plugins.disk]\n\
+         [plugins.pkg]\n\
          [plugins.user]\nfiles = [\"/etc/group\"]\n\
          [plugins.group]\nfiles = [\"/etc/passwd\"]\n",
     )
@@ -526,6 +539,7 @@ fn modules_refuse_what_their_default_grants_do_not_give() {
             "/proc/mounts is not among the files granted",
         ),
         (&["disk.usage"][..], "exec is not granted"),
+        (&["pkg.list_pkgs"][..], "exec is not granted"),
         (
             &["user.info", "root"][..],
             "/etc/passwd is not among the files granted",

@@ -51,8 +51,8 @@ fn argspec(args: &[String]) -> Value {
     let (mut varargs, mut kwargs) = (false, false);
     for a in args {
         match a.as_str() {
-            "*args" => varargs = true,
-            "**kwargs" => kwargs = true,
+            s if s.starts_with("**") => kwargs = true,
+            s if s.starts_with('*') => varargs = true,
             spec => {
                 let (name, default) = split_default(spec);
                 plain.push(json!(name));
