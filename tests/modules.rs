@@ -402,7 +402,7 @@ fn functions_and_grains_are_salts() {
     let mut differences = Vec::new();
     let modules = [
         "test", "grains", "sys", "cmd", "file", "cp", "status", "disk", "network", "user", "group",
-        "pkg",
+        "pkg", "saltutil",
     ];
     let calls: Vec<Value> = modules
         .iter()
@@ -681,5 +681,182 @@ fn modules_refuse_what_their_default_grants_do_not_give() {
         );
         let v: Value = serde_json::from_slice(&out.stdout).unwrap();
         assert_eq!(v["requested"], json!([]), "{m}: {v}");
+    }
+}
+
+/// The one return of `report` (from the maid its job targeted).
+fn only_return(report: &maid_master::jobs::Report) -> &maid::protocol::Return {
+    assert_eq!(report.returns.len(), 1, "{report:?}");
+    &report.returns[0]
+}
+
+/// Whether a process whose command line holds `marker` is running.
+fn process_running(marker: &str) -> bool {
+    std::fs::read_dir("/proc").unwrap().flatten().any(|e| {
+        std::fs::read(e.path().join("cmdline")).is_ok_and(|c| {
+            String::from_utf8_lossy(&c)
+                .replace('\0', " ")
+                .contains(marker)
+        })
+    })
+}
+
+/// `saltutil` on a real agent: a running `cmd.run 'sleep …'` is listed,
+/// found, and stopped by `kill_job`; its program is gone and its return
+/// says it was stopped. Without the `jobs` grant, the same calls are
+/// refused with 77.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn saltutil_kill_job_stops_a_running_command() {
+    use crate::common::fleet::{request, run, run_watching, start_agent, wait_registered};
+    use std::time::{Duration, Instant};
+
+    let server = crate::common::redis::RedisServer::start();
+    let redis = server.config();
+    let bus = maid_master::bus::Bus::new(&redis).unwrap();
+    let _k = start_agent(
+        &redis,
+        "maid-k",
+        "[plugins.cmd]\nexec = [\"*\"]\nshell = true\nenv = [\"PATH\"]\n\
+         [plugins.saltutil]\njobs = true\n",
+    );
+    let _n = start_agent(&redis, "maid-n", "[plugins.saltutil]\n");
+    wait_registered(&bus, &["maid-k", "maid-n"]).await;
+
+    // A marker no other test's program carries.
+    let marker = "59.4217";
+    let mut sleeper = request(
+        "maid-k",
+        "glob",
+        "cmd.run",
+        json!([format!("sleep {marker}")]),
+        json!({}),
+    );
+    sleeper.timeout = Duration::from_secs(120);
+    let (job, pinged) = run_watching(&bus, sleeper, "maid-k").await;
+    pinged.await.unwrap();
+
+    // Listed once it has its slot and its program runs.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let data = loop {
+        let report = run(
+            &bus,
+            &request(
+                "maid-k",
+                "glob",
+                "saltutil.is_running",
+                json!(["cmd.*"]),
+                json!({}),
+            ),
+        )
+        .await;
+        let ret = &only_return(&report).ret;
+        if let Some(d) = ret.as_array().and_then(|l| l.first()).cloned()
+            && process_running(marker)
+        {
+            break d;
+        }
+        assert!(Instant::now() < deadline, "never listed: {ret}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(data["fun"], "cmd.run");
+    assert_eq!(data["arg"], json!([format!("sleep {marker}")]));
+    assert_eq!(data["tgt"], "maid-k");
+    assert_eq!(data["user"], "tester");
+    let jid = data["jid"].as_str().unwrap().to_string();
+    let found = run(
+        &bus,
+        &request(
+            "maid-k",
+            "glob",
+            "saltutil.find_job",
+            json!([jid]),
+            json!({}),
+        ),
+    )
+    .await;
+    assert_eq!(only_return(&found).ret, data);
+
+    let asked = Instant::now();
+    let killed = run(
+        &bus,
+        &request(
+            "maid-k",
+            "glob",
+            "saltutil.kill_job",
+            json!([jid]),
+            json!({}),
+        ),
+    )
+    .await;
+    let said = only_return(&killed).ret.as_str().unwrap().to_string();
+    assert!(
+        said.starts_with(&format!("Signal 9 sent to job {jid} at pid ")),
+        "{said}"
+    );
+    let report = job.await.unwrap();
+    let stopped = only_return(&report);
+    // Stopped, not run out: far inside the minute it would have slept.
+    let took = asked.elapsed();
+    eprintln!("kill_job asked to the stopped job's return: {took:?}");
+    assert!(took < Duration::from_secs(30), "{took:?}");
+    assert_eq!(stopped.retcode, 137, "{:?}", stopped.ret);
+    assert!(
+        stopped
+            .ret
+            .as_str()
+            .unwrap_or_default()
+            .contains("stopped by signal 9"),
+        "{:?}",
+        stopped.ret
+    );
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while process_running(marker) {
+        assert!(Instant::now() < deadline, "sleep {marker} still runs");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Gone from the table; a second kill finds nothing.
+    let found = run(
+        &bus,
+        &request(
+            "maid-k",
+            "glob",
+            "saltutil.find_job",
+            json!([jid]),
+            json!({}),
+        ),
+    )
+    .await;
+    assert_eq!(only_return(&found).ret, json!({}));
+    let again = run(
+        &bus,
+        &request(
+            "maid-k",
+            "glob",
+            "saltutil.kill_job",
+            json!([jid]),
+            json!({}),
+        ),
+    )
+    .await;
+    assert_eq!(only_return(&again).ret, json!(""));
+
+    // Without the jobs grant: refused.
+    for fun in ["saltutil.running", "saltutil.kill_job"] {
+        let args = if fun.ends_with("kill_job") {
+            json!([jid])
+        } else {
+            json!([])
+        };
+        let report = run(&bus, &request("maid-n", "glob", fun, args, json!({}))).await;
+        let ret = only_return(&report);
+        assert_eq!(ret.retcode, 77, "{fun}: {:?}", ret.ret);
+        assert!(
+            ret.ret
+                .as_str()
+                .unwrap_or_default()
+                .contains("jobs is not granted"),
+            "{fun}: {:?}",
+            ret.ret
+        );
     }
 }

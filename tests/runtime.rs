@@ -564,6 +564,7 @@ fn runtime_of(cache: &Path, instances: u32) -> Runtime {
         services: Arc::new(Services {
             grains_json: "{}".into(),
             files: Arc::new(NoFiles),
+            jobs: Default::default(),
         }),
         instances,
     })

@@ -90,6 +90,7 @@ pub fn local_grants() -> anyhow::Result<PluginGrants> {
         dirs,
         files: vec!["/**".into()],
         runas: vec!["*".into()],
+        jobs: true,
         limits: None,
     })
 }
@@ -184,6 +185,7 @@ pub fn runtime(
     let services = Arc::new(Services {
         grains_json: serde_json::to_string(grains).expect("grains serialise"),
         files,
+        jobs: Default::default(),
     });
     Runtime::new(RuntimeSettings {
         config: Arc::new(config.clone()),

@@ -571,6 +571,11 @@ pub struct PluginGrants {
     /// root.
     #[serde(default)]
     pub runas: Vec<String>,
+    /// See and signal this maid's running jobs (`saltutil.running`,
+    /// `kill_job`, ...). Granted by the configuration alone: plugin
+    /// manifests of WIT 0.1.0 cannot name it.
+    #[serde(default)]
+    pub jobs: bool,
     /// Limits for this plugin only.
     #[serde(default)]
     pub limits: Option<LimitsOverride>,

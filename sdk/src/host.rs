@@ -275,3 +275,16 @@ pub fn read_file(path: &str) -> Result<Vec<u8>, Error> {
 pub fn interfaces() -> Map<String, Value> {
     serde_json::from_str(&wit::interfaces()).unwrap_or_default()
 }
+
+/// The jobs this maid is running, as Salt's job data (`saltutil.running`).
+/// Needs the `jobs` grant.
+pub fn running_jobs() -> Result<Vec<Value>, Error> {
+    let text = wit::running_jobs()?;
+    serde_json::from_str(&text).map_err(|e| Error::failed(e.to_string(), 1))
+}
+
+/// Send `signal` to job `jid` (`saltutil.signal_job`); Salt's words when
+/// it was sent, `None` when no such job runs here. Needs the `jobs` grant.
+pub fn signal_job(jid: &str, signal: i32) -> Result<Option<String>, Error> {
+    Ok(wit::signal_job(jid, signal)?)
+}

@@ -40,6 +40,7 @@ pub async fn runtime_with(config: Config, file_root: Option<&Path>) -> Runtime {
         services: Arc::new(Services {
             grains_json: Value::Object(grains).to_string(),
             files,
+            jobs: Default::default(),
         }),
         instances: RuntimeSettings::instances_for(64),
     })

@@ -24,28 +24,36 @@ pub(super) async fn run_job(
     let Ok(_slot) = shared.slots.acquire().await else {
         return None;
     };
+    // Listed for `saltutil.running`/`kill_job` while it runs.
+    let mut listed = shared.runtime.jobs().start(&job.jid, job_data(job));
+    let started = std::time::Instant::now();
     let (outcome, teardown) = match &shared.sync {
         Some(sync) if job.fun == SYNC_MODULES => {
             (sync_modules(shared, sync, job).await, Teardown::default())
         }
         _ => {
-            shared
-                .runtime
-                .call_deferred(CallRequest {
-                    fun: job.fun.clone(),
-                    args: job.arg.clone(),
-                    kwargs: job.kwarg.clone(),
-                    jid: job.jid.clone(),
-                    minion_id: shared.id.clone(),
-                    user: job.user.clone(),
-                    timeout: job.time_limit(),
-                    // Where signatures are required, only signed jobs get
-                    // here: a pin is then the master's word.
-                    source_hashes: job.source_hashes.clone(),
-                })
-                .await
+            let call = shared.runtime.call_deferred(CallRequest {
+                fun: job.fun.clone(),
+                args: job.arg.clone(),
+                kwargs: job.kwarg.clone(),
+                jid: job.jid.clone(),
+                minion_id: shared.id.clone(),
+                user: job.user.clone(),
+                timeout: job.time_limit(),
+                // Where signatures are required, only signed jobs get
+                // here: a pin is then the master's word.
+                source_hashes: job.source_hashes.clone(),
+            });
+            tokio::select! {
+                done = call => done,
+                // Stopped by `saltutil.kill_job` (or term/signal): the
+                // call is dropped, which kills what is left of its
+                // programs, and the job returns saying so.
+                signal = listed.stopped() => (stopped(job, signal, started), Teardown::default()),
+            }
         }
     };
+    drop(listed);
     tracing::info!(
         jid = %job.jid,
         fun = %job.fun,
@@ -76,6 +84,37 @@ pub(super) async fn run_job(
         .observe(outcome.duration.as_secs_f64());
     let ret = return_of(shared, job, outcome.ret, outcome.retcode);
     Some((ret, teardown))
+}
+
+/// Salt's job data for `saltutil.running`: what the job asked, and this
+/// agent's pid (jobs run inside it).
+fn job_data(job: &Job) -> Value {
+    serde_json::json!({
+        "jid": job.jid,
+        "fun": job.fun,
+        "arg": job.arg,
+        "tgt": job.tgt,
+        "tgt_type": job.tgt_type,
+        "user": job.user.clone().unwrap_or_default(),
+        "pid": std::process::id(),
+        "ret": "",
+    })
+}
+
+/// The outcome of a job stopped by `signal`: retcode 128 + the signal, as
+/// a shell reports a program it killed.
+fn stopped(job: &Job, signal: i32, started: std::time::Instant) -> Outcome {
+    Outcome {
+        ret: Value::String(format!(
+            "Job {} ({}) was stopped by signal {signal} (saltutil.signal_job)",
+            job.jid, job.fun
+        )),
+        retcode: 128 + signal,
+        failure: Some(Failure::Function),
+        duration: started.elapsed(),
+        used: Vec::new(),
+        plugin_sha256: None,
+    }
 }
 
 /// `saltutil.sync_modules`, which the agent answers itself: Salt's list of

@@ -22,6 +22,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::net::unix::pipe;
 
 use super::bindings::maid::plugin::host::{ExecOutput, ExecRequest, HostError};
+use super::jobs::JobTable;
 use super::policy::Grants;
 use crate::config::Limits;
 
@@ -37,6 +38,15 @@ impl Drop for GroupGuard {
         if let Some(pgid) = self.0.take() {
             kill_group(pgid);
         }
+    }
+}
+
+/// Takes a program's process group off its job's list when dropped.
+struct Listed<'a>(&'a JobTable, &'a str, i32);
+
+impl Drop for Listed<'_> {
+    fn drop(&mut self) {
+        self.0.program_ended(self.1, self.2);
     }
 }
 
@@ -133,11 +143,14 @@ async fn read_capped(r: impl AsyncRead + Unpin, cap: usize) -> (Vec<u8>, bool) {
 }
 
 /// Run one program for a plugin.
+/// Its process group is listed with job `jid` in `jobs` while it runs, so
+/// `saltutil.signal_job` reaches it.
 pub(crate) async fn run(
     grants: &Grants,
     limits: &Limits,
     deadline: Instant,
     req: ExecRequest,
+    (jobs, jid): (&JobTable, &str),
 ) -> Result<ExecOutput, HostError> {
     let Some(program) = req.argv.first().filter(|p| !p.is_empty()) else {
         return Err(failed("argv is empty"));
@@ -221,6 +234,10 @@ pub(crate) async fn run(
     drop(cmd);
     let pid = child.id().unwrap_or_default();
     let mut guard = GroupGuard(i32::try_from(pid).ok());
+    let _listed = i32::try_from(pid).ok().map(|pgid| {
+        jobs.program_started(jid, pgid);
+        Listed(jobs, jid, pgid)
+    });
 
     if let (Some(bytes), Some(mut stdin)) = (req.stdin, child.stdin.take()) {
         tokio::spawn(async move {

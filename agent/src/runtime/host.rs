@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use serde::Serialize;
+use serde_json::Value;
 use wasmtime::component::{Resource, ResourceTable};
 use wasmtime::{ResourceLimiter, Result};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
@@ -44,6 +45,14 @@ pub enum CapabilityUse {
     },
     /// A granted file was read (`read-file`), or refused.
     ReadFile { path: String, allowed: bool },
+    /// The running jobs were listed (`running-jobs`), or refused.
+    Jobs { allowed: bool },
+    /// A job was signalled (`signal-job`), or refused.
+    SignalJob {
+        jid: String,
+        signal: i32,
+        allowed: bool,
+    },
 }
 
 /// The per-call state of a store.
@@ -212,7 +221,15 @@ impl wit::Host for HostState {
     async fn exec(&mut self, request: wit::ExecRequest) -> Result<wit::ExecOutput, HostError> {
         let job = &mut self.job;
         let argv = request.argv.clone();
-        let result = exec::run(&job.grants, &job.limits, job.deadline, request).await;
+        let jobs = job.services.jobs.clone();
+        let result = exec::run(
+            &job.grants,
+            &job.limits,
+            job.deadline,
+            request,
+            (&jobs, &job.jid),
+        )
+        .await;
         job.used.push(CapabilityUse::Exec {
             argv,
             allowed: !matches!(result, Err(HostError::Denied(_))),
@@ -275,6 +292,45 @@ impl wit::Host for HostState {
         self.job.audit(
             CapabilityUse::ReadFile {
                 path,
+                allowed: !matches!(result, Err(HostError::Denied(_))),
+            },
+            &result,
+        );
+        result
+    }
+
+    async fn running_jobs(&mut self) -> Result<String, HostError> {
+        let result = if self.job.grants.jobs {
+            Ok(Value::Array(self.job.services.jobs.running()).to_string())
+        } else {
+            Err(denied("jobs is not granted to this plugin"))
+        };
+        self.job.audit(
+            CapabilityUse::Jobs {
+                allowed: result.is_ok(),
+            },
+            &result,
+        );
+        result
+    }
+
+    async fn signal_job(&mut self, jid: String, signal: i32) -> Result<Option<String>, HostError> {
+        let result = if self.job.grants.jobs {
+            self.job
+                .services
+                .jobs
+                .signal(&jid, signal)
+                .map_err(HostError::Failed)
+        } else {
+            Err(denied("jobs is not granted to this plugin"))
+        };
+        if let Ok(Some(_)) = &result {
+            tracing::warn!(plugin = &*self.job.plugin, jid = &*self.job.jid, target = %jid, signal, "job signalled");
+        }
+        self.job.audit(
+            CapabilityUse::SignalJob {
+                jid,
+                signal,
                 allowed: !matches!(result, Err(HostError::Denied(_))),
             },
             &result,

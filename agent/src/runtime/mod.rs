@@ -23,6 +23,7 @@ mod call;
 mod exec;
 mod files;
 mod host;
+pub mod jobs;
 pub mod manifest;
 pub mod policy;
 mod pool;
@@ -92,6 +93,8 @@ pub struct Services {
     pub grains_json: String,
     /// Where `salt://` sources come from.
     pub files: Arc<dyn FileServer>,
+    /// The jobs running, for `saltutil` (empty outside an agent).
+    pub jobs: Arc<jobs::JobTable>,
 }
 
 /// Why a plugin could not be loaded.
@@ -336,6 +339,11 @@ impl Runtime {
 
     /// Whether this runtime has set up its compiler, which it does only
     /// when a plugin is not in the compiled-plugin cache.
+    /// The jobs running on this runtime's agent.
+    pub fn jobs(&self) -> &Arc<jobs::JobTable> {
+        &self.settings.services.jobs
+    }
+
     pub fn compiler_set_up(&self) -> bool {
         self.cache.compiler_set_up()
     }

@@ -403,6 +403,8 @@ pub struct Grants {
     pub fs: bool,
     /// Users programs may run as.
     pub runas: Patterns,
+    /// May see and signal the running jobs.
+    pub jobs: bool,
     /// Directories any plugin may write into (their real paths): a
     /// program there may be one a job wrote, so it is as good as a shell.
     pub writable_anywhere: Vec<PathBuf>,
@@ -419,6 +421,8 @@ pub struct GrantSummary {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub files: Vec<String>,
     pub runas: Vec<String>,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub jobs: bool,
     /// What a reviewer should know about these grants: programs named that
     /// run only with `shell`, variables named that never pass.
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -438,6 +442,7 @@ impl Grants {
             files: Patterns::empty(),
             fs: false,
             runas: Patterns::empty(),
+            jobs: false,
             writable_anywhere: Vec::new(),
         }
     }
@@ -505,6 +510,7 @@ impl Grants {
             files,
             fs: read,
             runas,
+            jobs: granted.jobs,
             writable_anywhere: Vec::new(),
         })
     }
@@ -524,6 +530,7 @@ impl Grants {
             dirs: self.dirs.clone(),
             files: self.files.patterns().to_vec(),
             runas: self.runas.patterns().to_vec(),
+            jobs: self.jobs,
             warnings: self.warnings(),
         }
     }

@@ -1,0 +1,145 @@
+//! The jobs this agent is running, for `saltutil.running`, `find_job`,
+//! `kill_job`, `term_job` and `signal_job`: each job's Salt job data, the
+//! process groups of the programs it started, and a way to stop its call.
+//!
+//! A job is listed from when it gets a slot until its call ends. Stopping
+//! one sends the signal to the programs it started and, for the signals
+//! that end a process (`KILL`, `TERM`, `INT`, `HUP`, `QUIT`), ends its
+//! call too: the instance is dropped, which kills what is left of its
+//! programs, and the job returns saying it was stopped.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Mutex;
+
+use serde_json::Value;
+use tokio::sync::watch;
+
+/// One running job.
+struct Running {
+    /// Salt's job data (`jid`, `fun`, `arg`, `tgt`, `tgt_type`, `user`,
+    /// `pid`, `ret`).
+    data: Value,
+    /// Process groups of the programs it started that are still running.
+    groups: BTreeSet<i32>,
+    /// Set to the signal that stops it.
+    stop: watch::Sender<Option<i32>>,
+}
+
+/// The running jobs of one agent.
+#[derive(Default)]
+pub struct JobTable {
+    jobs: Mutex<BTreeMap<String, Running>>,
+}
+
+/// A job's place in the table, for as long as it runs; dropping it takes
+/// the job off.
+pub struct JobEntry<'a> {
+    table: &'a JobTable,
+    jid: String,
+    stopped: watch::Receiver<Option<i32>>,
+}
+
+impl JobEntry<'_> {
+    /// The signal that stopped this job, once one has.
+    pub async fn stopped(&mut self) -> i32 {
+        loop {
+            if let Some(sig) = *self.stopped.borrow_and_update() {
+                return sig;
+            }
+            if self.stopped.changed().await.is_err() {
+                // The table entry is gone: never stopped.
+                std::future::pending::<()>().await;
+            }
+        }
+    }
+}
+
+impl Drop for JobEntry<'_> {
+    fn drop(&mut self) {
+        self.table.lock().remove(&self.jid);
+    }
+}
+
+/// The signals that end a job's call, not only its programs.
+const ENDING: &[i32] = &[
+    libc_signal::HUP,
+    libc_signal::INT,
+    libc_signal::QUIT,
+    libc_signal::KILL,
+    libc_signal::TERM,
+];
+
+/// Signal numbers (Linux), without a libc dependency.
+pub mod libc_signal {
+    pub const HUP: i32 = 1;
+    pub const INT: i32 = 2;
+    pub const QUIT: i32 = 3;
+    pub const KILL: i32 = 9;
+    pub const TERM: i32 = 15;
+}
+
+impl JobTable {
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Running>> {
+        self.jobs.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// List job `jid` with its Salt job data until the entry is dropped.
+    pub fn start(&self, jid: &str, data: Value) -> JobEntry<'_> {
+        let (stop, stopped) = watch::channel(None);
+        self.lock().insert(
+            jid.to_string(),
+            Running {
+                data,
+                groups: BTreeSet::new(),
+                stop,
+            },
+        );
+        JobEntry {
+            table: self,
+            jid: jid.to_string(),
+            stopped,
+        }
+    }
+
+    /// Salt's job data of every running job, by jid.
+    pub fn running(&self) -> Vec<Value> {
+        self.lock().values().map(|r| r.data.clone()).collect()
+    }
+
+    /// A program job `jid` started runs in process group `pgid`.
+    pub fn program_started(&self, jid: &str, pgid: i32) {
+        if let Some(r) = self.lock().get_mut(jid) {
+            r.groups.insert(pgid);
+        }
+    }
+
+    /// That program ended.
+    pub fn program_ended(&self, jid: &str, pgid: i32) {
+        if let Some(r) = self.lock().get_mut(jid) {
+            r.groups.remove(&pgid);
+        }
+    }
+
+    /// Send `signal` to job `jid`: to the programs it started, and, for a
+    /// signal that ends a process, to its call. Salt's words when it was
+    /// sent; `None` when no such job runs here.
+    pub fn signal(&self, jid: &str, signal: i32) -> Result<Option<String>, String> {
+        use nix::sys::signal::{Signal, killpg};
+        use nix::unistd::Pid;
+        let sig = Signal::try_from(signal).map_err(|_| format!("{signal} is not a signal"))?;
+        let jobs = self.lock();
+        let Some(r) = jobs.get(jid) else {
+            return Ok(None);
+        };
+        for &pgid in &r.groups {
+            let _ = killpg(Pid::from_raw(pgid), sig);
+        }
+        if ENDING.contains(&signal) {
+            r.stop.send_replace(Some(signal));
+        }
+        let pid = r.data.get("pid").cloned().unwrap_or(Value::Null);
+        Ok(Some(format!(
+            "Signal {signal} sent to job {jid} at pid {pid}"
+        )))
+    }
+}
