@@ -342,6 +342,7 @@ fn modules_answer_as_salt_call_local() {
         }),
     );
     let salt = salt.as_array().unwrap();
+    assert_eq!(salt.len(), corpus.len(), "{salt:?}");
 
     let mut differences = Vec::new();
     for (line, salt) in corpus.iter().zip(salt) {
@@ -859,4 +860,191 @@ async fn saltutil_kill_job_stops_a_running_command() {
             ret.ret
         );
     }
+}
+
+/// `grains.setval` and its kin, in order, against Salt's on the same
+/// grains: the same returns, and the same grains kept in the grains file.
+#[test]
+fn grains_are_set_as_salt_sets_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    std::fs::create_dir(&state).unwrap();
+    let config = dir.path().join("maid.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[security]\nstate_dir = \"{}\"\n[plugins.grains]\nset_grains = true\n",
+            state.display()
+        ),
+    )
+    .unwrap();
+    let call = |words: &[String]| {
+        let out = maid_call(dir.path(), Some(&config), words);
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+            panic!(
+                "{words:?}: {e}: {}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            )
+        });
+        v["local"].clone()
+    };
+    let grains = call(&["grains.items".to_string()]);
+    let corpus: &[&str] = &[
+        "grains.setval role web",
+        "grains.get role",
+        "grains.setvals '{a: 1, b: [x], c: {d: e}}'",
+        "grains.append b y",
+        "grains.append b y",
+        "grains.append newlist 1",
+        "grains.append role z",
+        "grains.append role z convert=True",
+        "grains.append c:f 1",
+        "grains.remove b x",
+        "grains.remove b q",
+        "grains.set nested:key v",
+        "grains.set nested:key v",
+        "grains.set nested:other 2",
+        "grains.set b q",
+        "grains.set b q force=True",
+        "grains.set c:d '[1, 2]'",
+        "grains.set c:d '[1, 2]' force=True",
+        "grains.delval a",
+        "grains.delkey a",
+        "grains.delval nested:key destructive=True",
+        "grains.delkey c",
+        "grains.setvals '{gone: null}' destructive=True",
+        "grains.setvals notadict",
+        "grains.item role b nested newlist",
+        "grains.items",
+    ];
+    let calls: Vec<Vec<String>> = corpus.iter().map(|l| shlex::split(l).unwrap()).collect();
+    let salt = oracle(
+        "modules",
+        &json!({"calls": calls, "grains": grains, "grains_file": true}),
+    );
+    let salt = salt.as_array().unwrap();
+    assert_eq!(salt.len(), corpus.len() + 1, "{salt:?}");
+    let mut differences = Vec::new();
+    for ((line, words), salt) in corpus.iter().zip(&calls).zip(salt) {
+        let out = maid_call(dir.path(), Some(&config), words);
+        let got: Option<Value> = serde_json::from_slice::<Value>(&out.stdout)
+            .ok()
+            .map(|v| v["local"].clone());
+        match (salt.get("return"), got) {
+            (Some(want), Some(got)) if out.status.success() => {
+                if &got != want {
+                    differences.push(format!("{line}:\n  maid {got}\n  Salt {want}"));
+                }
+            }
+            (None, _) if !out.status.success() => {}
+            (want, got) => differences.push(format!(
+                "{line}: maid exited {:?} with {got:?}; Salt {want:?} {salt}",
+                out.status.code()
+            )),
+        }
+    }
+    let kept: Value =
+        serde_json::from_slice(&std::fs::read(state.join("grains.json")).unwrap()).unwrap();
+    let salt_kept = &salt.last().unwrap()["grains_file"];
+    if &kept != salt_kept {
+        differences.push(format!("grains file:\n  maid {kept}\n  Salt {salt_kept}"));
+    }
+    assert!(
+        differences.is_empty(),
+        "{} differences from Salt {}:\n{}",
+        differences.len(),
+        crate::common::salt::SALT_VERSION,
+        differences.join("\n")
+    );
+}
+
+/// A grain set on a running maid is what targeting matches at once, on the
+/// maid and in the registry the master selects from; it survives a
+/// restart. Without the grant it is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grain_set_is_targeted_at_once_and_kept() {
+    use crate::common::fleet::{request, run, start_agent, wait_registered};
+    use std::time::{Duration, Instant};
+
+    let server = crate::common::redis::RedisServer::start();
+    let redis = server.config();
+    let bus = maid_master::bus::Bus::new(&redis).unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let extra = format!(
+        "[security]\nrequire_signed = false\nstate_dir = \"{}\"\n\
+         [plugins.grains]\nset_grains = true\n",
+        state.path().display()
+    );
+    let mut g = start_agent(&redis, "maid-g", &extra);
+    let _n = start_agent(&redis, "maid-ng", "");
+    wait_registered(&bus, &["maid-g", "maid-ng"]).await;
+
+    let ping_role = || request("role:db", "grain", "test.ping", json!([]), json!({}));
+    assert!(run(&bus, &ping_role()).await.returns.is_empty());
+    let set = run(
+        &bus,
+        &request(
+            "maid-g",
+            "glob",
+            "grains.setval",
+            json!(["role", "db"]),
+            json!({}),
+        ),
+    )
+    .await;
+    assert_eq!(only_return(&set).ret, json!({"role": "db"}));
+    // The maid matches it at once.
+    let report = run(&bus, &ping_role()).await;
+    assert_eq!(only_return(&report).id, "maid-g");
+    // The registry follows without waiting for a heartbeat.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut conn = bus.connect().await.unwrap();
+    loop {
+        let reg = maid_master::jobs::alive_maids(&mut conn).await.unwrap()["maid-g"]
+            .1
+            .clone()
+            .unwrap();
+        if reg.grains.get("role") == Some(&json!("db")) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "registry grains: {:?}",
+            reg.grains
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Kept across a restart.
+    g.kill();
+    let _g = start_agent(&redis, "maid-g", &extra);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    wait_registered(&bus, &["maid-g"]).await;
+    let report = run(&bus, &ping_role()).await;
+    assert_eq!(only_return(&report).id, "maid-g");
+
+    // Without the grant: refused, and nothing changes.
+    let refused = run(
+        &bus,
+        &request(
+            "maid-ng",
+            "glob",
+            "grains.setval",
+            json!(["role", "db"]),
+            json!({}),
+        ),
+    )
+    .await;
+    let ret = only_return(&refused);
+    assert_eq!(ret.retcode, 77, "{:?}", ret.ret);
+    assert!(
+        ret.ret
+            .as_str()
+            .unwrap_or_default()
+            .contains("set_grains is not granted"),
+        "{:?}",
+        ret.ret
+    );
+    let report = run(&bus, &ping_role()).await;
+    assert_eq!(report.returns.len(), 1, "{report:?}");
 }

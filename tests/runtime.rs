@@ -562,7 +562,7 @@ fn runtime_of(cache: &Path, instances: u32) -> Runtime {
         config: Arc::new(Config::default()),
         cache_dir: Some(cache.to_path_buf()),
         services: Arc::new(Services {
-            grains_json: "{}".into(),
+            grains: Arc::new(maid::grains::GrainStore::new(Default::default(), None)),
             files: Arc::new(NoFiles),
             jobs: Default::default(),
         }),

@@ -5,6 +5,8 @@
 //! grains from the config are merged over them.
 
 use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::sync::RwLock;
 
 use serde_json::{Map, Value, json};
 
@@ -237,6 +239,102 @@ pub fn collect(id: &str, custom: &Map<String, Value>) -> Map<String, Value> {
     g
 }
 
+/// The file under `security.state_dir` that keeps the grains set with
+/// `grains.setval` and its kin (Salt keeps them in `/etc/salt/grains`).
+pub const GRAINS_FILE: &str = "grains.json";
+
+/// The grains kept in `state_dir`'s [`GRAINS_FILE`] (none when it is
+/// missing or unreadable, which is logged).
+pub fn persisted(state_dir: Option<&Path>) -> Map<String, Value> {
+    let Some(path) = state_dir.map(|d| d.join(GRAINS_FILE)) else {
+        return Map::new();
+    };
+    match std::fs::read(&path) {
+        Ok(bytes) => serde_json::from_slice(&bytes).unwrap_or_else(|e| {
+            tracing::error!(path = %path.display(), cause = %e, "grains file unreadable; ignored");
+            Map::new()
+        }),
+        Err(_) => Map::new(),
+    }
+}
+
+/// The operator's grains as Salt ranks them: the kept ones (`grains.setval`)
+/// under the configuration's, which win.
+pub fn custom(state_dir: Option<&Path>, config: &Map<String, Value>) -> Map<String, Value> {
+    let mut out = persisted(state_dir);
+    for (k, v) in config {
+        out.insert(k.clone(), v.clone());
+    }
+    out
+}
+
+/// A maid's live grains: read by targeting, the registry and plugins;
+/// changed by `grains.setval` and its kin, which also keep them in the
+/// grains file so they survive a restart.
+pub struct GrainStore {
+    live: RwLock<Map<String, Value>>,
+    /// The grains file, when the maid has a `state_dir`.
+    file: Option<PathBuf>,
+    /// Woken when the grains change: the registry is written at once.
+    changed: tokio::sync::Notify,
+}
+
+impl GrainStore {
+    /// `grains`, kept in `state_dir` when there is one.
+    pub fn new(grains: Map<String, Value>, state_dir: Option<&Path>) -> Self {
+        Self {
+            live: RwLock::new(grains),
+            file: state_dir.map(|d| d.join(GRAINS_FILE)),
+            changed: tokio::sync::Notify::new(),
+        }
+    }
+
+    /// The grains now.
+    pub fn read(&self) -> std::sync::RwLockReadGuard<'_, Map<String, Value>> {
+        self.live.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The grains now, as JSON.
+    pub fn json(&self) -> String {
+        Value::Object(self.read().clone()).to_string()
+    }
+
+    /// Set grain `key` to `value`, or remove it (`None`): first in the
+    /// grains file, then live. Without a `state_dir` nothing can be kept,
+    /// and nothing changes.
+    pub fn set(&self, key: &str, value: Option<Value>) -> Result<(), String> {
+        let Some(file) = &self.file else {
+            return Err("grains cannot be kept: this maid has no security.state_dir".into());
+        };
+        let dir = file.parent().unwrap_or(Path::new("/"));
+        let mut kept = persisted(Some(dir));
+        match &value {
+            Some(v) => kept.insert(key.to_string(), v.clone()),
+            None => kept.remove(key),
+        };
+        let json = serde_json::to_vec_pretty(&kept).map_err(|e| e.to_string())?;
+        let staged = crate::fsutil::staged_in(dir, |w| std::io::Write::write_all(w, &json))
+            .map_err(|e| format!("{}: {e}", file.display()))?;
+        staged
+            .persist(file)
+            .map_err(|e| format!("{}: {}", file.display(), e.error))?;
+        {
+            let mut live = self.live.write().unwrap_or_else(|e| e.into_inner());
+            match value {
+                Some(v) => live.insert(key.to_string(), v),
+                None => live.remove(key),
+            };
+        }
+        self.changed.notify_waiters();
+        Ok(())
+    }
+
+    /// Wait until the grains change.
+    pub async fn changed(&self) {
+        self.changed.notified().await;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -253,5 +351,25 @@ mod tests {
         assert_eq!(g["roles"], json!(["web"]));
         assert!(g["num_cpus"].as_u64().unwrap() >= 1);
         assert!(g["mem_total"].as_u64().unwrap() > 0);
+    }
+
+    #[test]
+    fn set_grains_are_kept_and_ranked_under_the_config() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = GrainStore::new(collect("m1", &Map::new()), Some(dir.path()));
+        store.set("role", Some(json!("db"))).unwrap();
+        store.set("os", Some(json!("Mine"))).unwrap();
+        assert_eq!(store.read()["role"], "db");
+        assert_eq!(persisted(Some(dir.path()))["role"], "db");
+        store.set("os", None).unwrap();
+        assert!(!store.read().contains_key("os"));
+        let mut config = Map::new();
+        config.insert("role".into(), json!("web"));
+        let merged = custom(Some(dir.path()), &config);
+        assert_eq!(merged["role"], "web", "the configuration wins, as in Salt");
+        // Without a state_dir nothing is kept and nothing changes.
+        let store = GrainStore::new(Map::new(), None);
+        assert!(store.set("x", Some(json!(1))).is_err());
+        assert!(store.read().is_empty());
     }
 }

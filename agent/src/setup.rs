@@ -91,6 +91,7 @@ pub fn local_grants() -> anyhow::Result<PluginGrants> {
         files: vec!["/**".into()],
         runas: vec!["*".into()],
         jobs: true,
+        set_grains: true,
         limits: None,
     })
 }
@@ -142,7 +143,11 @@ impl Setup {
 
     /// Grains of minion `id`: detected, with the config's own merged over.
     pub fn grains(&self, id: &str) -> Map<String, Value> {
-        crate::grains::collect(id, &self.config.grains)
+        let custom = crate::grains::custom(
+            self.config.security.state_dir.as_deref(),
+            &self.config.grains,
+        );
+        crate::grains::collect(id, &custom)
     }
 
     /// A runtime over this setup offering `grains` to plugins, serving
@@ -183,7 +188,10 @@ pub fn runtime(
         _ => Arc::new(Chain(servers)),
     };
     let services = Arc::new(Services {
-        grains_json: serde_json::to_string(grains).expect("grains serialise"),
+        grains: Arc::new(crate::grains::GrainStore::new(
+            grains.clone(),
+            config.security.state_dir.as_deref(),
+        )),
         files,
         jobs: Default::default(),
     });

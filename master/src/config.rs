@@ -576,6 +576,11 @@ pub struct PluginGrants {
     /// manifests of WIT 0.1.0 cannot name it.
     #[serde(default)]
     pub jobs: bool,
+    /// Set and remove grains (`grains.setval` and its kin), which changes
+    /// what targets this maid. Granted by the configuration alone, as
+    /// `jobs` is.
+    #[serde(default)]
+    pub set_grains: bool,
     /// Limits for this plugin only.
     #[serde(default)]
     pub limits: Option<LimitsOverride>,

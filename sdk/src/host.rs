@@ -288,3 +288,10 @@ pub fn running_jobs() -> Result<Vec<Value>, Error> {
 pub fn signal_job(jid: &str, signal: i32) -> Result<Option<String>, Error> {
     Ok(wit::signal_job(jid, signal)?)
 }
+
+/// Set grain `key` to `value`, or remove it (`None`), as Salt's
+/// `grains.setval` does: kept across restarts and seen by targeting at
+/// once. Needs the `set_grains` grant.
+pub fn set_grain(key: &str, value: Option<&Value>) -> Result<(), Error> {
+    Ok(wit::set_grain(key, value.map(Value::to_string).as_deref())?)
+}

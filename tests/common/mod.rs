@@ -38,7 +38,7 @@ pub async fn runtime_with(config: Config, file_root: Option<&Path>) -> Runtime {
         config: Arc::new(config),
         cache_dir: Some(shared_cache()),
         services: Arc::new(Services {
-            grains_json: Value::Object(grains).to_string(),
+            grains: Arc::new(maid::grains::GrainStore::new(grains, None)),
             files,
             jobs: Default::default(),
         }),

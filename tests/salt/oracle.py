@@ -135,6 +135,9 @@ def modules(doc):
         extension_modules=f"{tmp}/extmods",
         grains_cache=False,
         file_roots={"base": [doc.get("file_root") or tmp]},
+        # grains.setval writes `grains` beside the config file: here.
+        conf_file=f"{tmp}/minion",
+        local=True,
     )
     if doc.get("grains") is not None:
         opts["grains"] = doc["grains"]
@@ -156,6 +159,17 @@ def modules(doc):
         if retcode is not None:
             ret["retcode"] = retcode
         out.append(ret)
+    if doc.get("grains_file"):
+        import os
+
+        import salt.utils.yaml
+
+        path = f"{tmp}/grains"
+        kept = None
+        if os.path.exists(path):
+            with open(path, encoding="utf-8") as f:
+                kept = salt.utils.yaml.safe_load(f)
+        out.append({"grains_file": _wire(kept)})
     return out
 
 

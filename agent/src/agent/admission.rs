@@ -106,7 +106,7 @@ pub(super) fn admit(shared: &Shared, topic: &str, payload: &[u8]) -> Verdict {
         }
     };
     let matched = TargetType::parse(&job.tgt_type)
-        .and_then(|t| matches(&job.tgt, t, &shared.id, &shared.grains));
+        .and_then(|t| matches(&job.tgt, t, &shared.id, &shared.grains.read()));
     let matched = match matched {
         Ok(m) => m,
         Err(e) => {

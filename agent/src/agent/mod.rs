@@ -104,7 +104,8 @@ struct Shared {
     identity: Option<SigningKey>,
     config: Config,
     runtime: Arc<Runtime>,
-    grains: Map<String, Value>,
+    /// Live: `grains.setval` changes them and the registry at once.
+    grains: Arc<crate::grains::GrainStore>,
     conn: Arc<ConnSlot>,
     slots: Semaphore,
     /// Job ids accepted (persisted when a state_dir is configured).
@@ -228,7 +229,7 @@ impl Shared {
             version: env!("CARGO_PKG_VERSION").into(),
             master_topics: self.config.master_topics.clone(),
             functions: self.functions(),
-            grains: self.grains.clone(),
+            grains: self.grains.read().clone(),
             started_at: self.started_at.clone(),
             last_seen: crate::jid::stamp(),
             pubkey: self
@@ -329,9 +330,12 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(
     let conn = Arc::new(ConnSlot::default());
     let files = RedisFiles::new(conn.clone(), keys.clone(), config.security.signed());
     let files = Arc::new(files);
-    let grains = crate::grains::collect(&id, &config.grains);
+    let custom = crate::grains::custom(config.security.state_dir.as_deref(), &config.grains);
+    let grains = crate::grains::collect(&id, &custom);
     let instances = RuntimeSettings::instances_for(config.agent.concurrency);
     let runtime = plugin_runtime(&config, &grains, Some(files), instances).await?;
+    // One store: what plugins set is what targeting and the registry see.
+    let grains = runtime.grains().clone();
     let plugin_dir = config.plugin_dir.clone();
     let audit = open_audit(&config).await?;
     let reload = Arc::new(Notify::new());
@@ -378,6 +382,8 @@ pub async fn run_fleet(
     for (i, id) in ids.iter().enumerate() {
         let mut grains = grains.clone();
         grains.insert("id".into(), Value::String(id.clone()));
+        // Stand-ins for many hosts keep no grains file.
+        let grains = Arc::new(crate::grains::GrainStore::new(grains, None));
         let parts = Parts {
             id: id.clone(),
             keys: keys.clone(),
@@ -483,7 +489,7 @@ struct Parts {
     identity: Option<SigningKey>,
     config: Config,
     runtime: Arc<Runtime>,
-    grains: Map<String, Value>,
+    grains: Arc<crate::grains::GrainStore>,
     /// The command connection slot, shared with the runtime's `salt://`
     /// file server.
     conn: Arc<ConnSlot>,

@@ -266,7 +266,11 @@ pub(super) async fn sync_task(shared: Arc<Shared>) {
 pub(super) async fn heartbeat(shared: Arc<Shared>) {
     let period = Duration::from_secs(shared.config.agent.heartbeat_secs);
     loop {
-        tokio::time::sleep(period).await;
+        // Also at once when the grains change, so targeting sees them.
+        tokio::select! {
+            () = tokio::time::sleep(period) => {}
+            () = shared.grains.changed() => {}
+        }
         if let Some(mut conn) = shared.conn.conn()
             && let Err(e) = shared.register(&mut conn).await
         {

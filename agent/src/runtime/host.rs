@@ -45,6 +45,8 @@ pub enum CapabilityUse {
     },
     /// A granted file was read (`read-file`), or refused.
     ReadFile { path: String, allowed: bool },
+    /// A grain was set or removed (`set-grain`), or refused.
+    SetGrain { key: String, allowed: bool },
     /// The running jobs were listed (`running-jobs`), or refused.
     Jobs { allowed: bool },
     /// A job was signalled (`signal-job`), or refused.
@@ -200,7 +202,7 @@ impl wit::Host for HostState {
     }
 
     async fn grains(&mut self) -> String {
-        self.job.services.grains_json.clone()
+        self.job.services.grains.json()
     }
 
     async fn set_retcode(&mut self, retcode: i32) {
@@ -331,6 +333,34 @@ impl wit::Host for HostState {
             CapabilityUse::SignalJob {
                 jid,
                 signal,
+                allowed: !matches!(result, Err(HostError::Denied(_))),
+            },
+            &result,
+        );
+        result
+    }
+
+    async fn set_grain(&mut self, key: String, value: Option<String>) -> Result<(), HostError> {
+        let result = if !self.job.grants.set_grains {
+            Err(denied("set_grains is not granted to this plugin"))
+        } else {
+            match value
+                .as_deref()
+                .map(serde_json::from_str::<Value>)
+                .transpose()
+            {
+                Err(e) => Err(HostError::Failed(format!("grain value is not JSON: {e}"))),
+                Ok(v) => self
+                    .job
+                    .services
+                    .grains
+                    .set(&key, v)
+                    .map_err(HostError::Failed),
+            }
+        };
+        self.job.audit(
+            CapabilityUse::SetGrain {
+                key,
                 allowed: !matches!(result, Err(HostError::Denied(_))),
             },
             &result,

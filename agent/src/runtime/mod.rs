@@ -89,8 +89,8 @@ pub mod retcode {
 
 /// What plugins can reach through the host: grains and `salt://` files.
 pub struct Services {
-    /// The minion's grains, serialised once.
-    pub grains_json: String,
+    /// The minion's grains, live.
+    pub grains: Arc<crate::grains::GrainStore>,
     /// Where `salt://` sources come from.
     pub files: Arc<dyn FileServer>,
     /// The jobs running, for `saltutil` (empty outside an agent).
@@ -339,6 +339,11 @@ impl Runtime {
 
     /// Whether this runtime has set up its compiler, which it does only
     /// when a plugin is not in the compiled-plugin cache.
+    /// The grains plugins read and `grains.setval` changes.
+    pub fn grains(&self) -> &Arc<crate::grains::GrainStore> {
+        &self.settings.services.grains
+    }
+
     /// The jobs running on this runtime's agent.
     pub fn jobs(&self) -> &Arc<jobs::JobTable> {
         &self.settings.services.jobs

@@ -405,6 +405,8 @@ pub struct Grants {
     pub runas: Patterns,
     /// May see and signal the running jobs.
     pub jobs: bool,
+    /// May set and remove grains.
+    pub set_grains: bool,
     /// Directories any plugin may write into (their real paths): a
     /// program there may be one a job wrote, so it is as good as a shell.
     pub writable_anywhere: Vec<PathBuf>,
@@ -423,6 +425,8 @@ pub struct GrantSummary {
     pub runas: Vec<String>,
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub jobs: bool,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub set_grains: bool,
     /// What a reviewer should know about these grants: programs named that
     /// run only with `shell`, variables named that never pass.
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -443,6 +447,7 @@ impl Grants {
             fs: false,
             runas: Patterns::empty(),
             jobs: false,
+            set_grains: false,
             writable_anywhere: Vec::new(),
         }
     }
@@ -511,6 +516,7 @@ impl Grants {
             fs: read,
             runas,
             jobs: granted.jobs,
+            set_grains: granted.set_grains,
             writable_anywhere: Vec::new(),
         })
     }
@@ -531,6 +537,7 @@ impl Grants {
             files: self.files.patterns().to_vec(),
             runas: self.runas.patterns().to_vec(),
             jobs: self.jobs,
+            set_grains: self.set_grains,
             warnings: self.warnings(),
         }
     }

@@ -1,7 +1,10 @@
-//! Salt's `grains` module, read side: the grains the agent detected and
-//! registered (the same ones `-G` targets), read with Salt's rules for
-//! nested keys (`pkg:apache`, list indexes, a `delimiter`), defaults and
-//! `filter_by`. It needs no capability at all.
+//! Salt's `grains` module: the grains the agent detected and registered
+//! (the same ones `-G` targets), read with Salt's rules for nested keys
+//! (`pkg:apache`, list indexes, a `delimiter`), defaults and `filter_by`;
+//! and set (`setval`, `setvals`, `set`, `append`, `remove`, `delval`,
+//! `delkey`) through the host, which keeps them in the maid's grains file
+//! and re-registers them at once. Reading needs no grant; setting needs
+//! `set_grains`.
 
 use maid_sdk::{Call, Error, Function, Plugin, export_plugin, host, python};
 use serde::Deserialize;
@@ -287,6 +290,244 @@ fn is_true_ish(v: &Value) -> bool {
     }
 }
 
+/// Salt's `setvals`: each key set (or, destructive with None, removed) in
+/// the grains file and in the live grains, which targeting sees at once.
+fn setvals(grains: &Value, destructive: bool) -> Result<Value, Error> {
+    let Value::Object(new) = grains else {
+        return Err(Error::failed("setvals grains must be a dictionary.", 1));
+    };
+    for (key, val) in new {
+        if val.is_null() && destructive {
+            host::set_grain(key, None)?;
+        } else {
+            host::set_grain(key, Some(val))?;
+        }
+    }
+    Ok(grains.clone())
+}
+
+fn setval(key: &str, val: Value, destructive: bool) -> Result<Value, Error> {
+    setvals(&one(key, val), destructive)
+}
+
+/// `{key: value}`.
+fn one(key: &str, value: Value) -> Value {
+    let mut m = Map::new();
+    m.insert(key.to_string(), value);
+    Value::Object(m)
+}
+
+/// Whether a value is a dict or a list (Salt's "complex").
+fn complex(v: &Value) -> bool {
+    v.is_object() || v.is_array()
+}
+
+/// Salt's `grains.set`: the value at KEY (nested with DELIMITER), with
+/// its rules for overwriting dicts and lists (`force`).
+fn set(
+    key: &str,
+    val: Value,
+    force: bool,
+    destructive: bool,
+    delimiter: &str,
+) -> Result<Value, Error> {
+    let mut ret = json!({"comment": "", "changes": {}, "result": true});
+    let grains = grains();
+    let existing = traverse(&grains, key, delimiter).cloned();
+    if let Some(e) = &existing
+        && *e == val
+        && (!val.is_null() || !destructive)
+    {
+        ret["comment"] = json!("Grain is already set");
+        return Ok(ret);
+    }
+    let exists_not_null = existing.as_ref().is_some_and(|e| !e.is_null());
+    if exists_not_null && !force {
+        let e = existing.as_ref().unwrap_or(&Value::Null);
+        if complex(e) {
+            ret["comment"] = json!(format!(
+                "The key '{key}' exists but is a dict or a list. Use 'force=True' to overwrite."
+            ));
+            ret["result"] = json!(false);
+            return Ok(ret);
+        }
+        if complex(&val) {
+            ret["comment"] = json!(format!(
+                "The key '{key}' exists and the given value is a dict or a list. \
+                 Use 'force=True' to overwrite."
+            ));
+            ret["result"] = json!(false);
+            return Ok(ret);
+        }
+    }
+    let mut value = val;
+    let mut key = key.to_string();
+    while !delimiter.is_empty() && key.contains(delimiter) {
+        let (head, rest) = key.rsplit_once(delimiter).unwrap_or_default();
+        let (head, rest) = (head.to_string(), rest.to_string());
+        let current = traverse(&grains, &head, delimiter).cloned();
+        let updated = match current {
+            None => {
+                let mut m = Map::new();
+                if !(value.is_null() && destructive) {
+                    m.insert(rest.clone(), value.clone());
+                }
+                Value::Object(m)
+            }
+            Some(Value::Object(mut m)) => {
+                if value.is_null() && destructive {
+                    m.remove(&rest);
+                } else {
+                    m.insert(rest.clone(), value.clone());
+                }
+                Value::Object(m)
+            }
+            Some(Value::Array(mut items)) => {
+                let mut updated = false;
+                for item in items.iter_mut() {
+                    if item.as_str() == Some(rest.as_str()) {
+                        *item = one(&rest, value.clone());
+                        updated = true;
+                    } else if let Some(m) = item.as_object_mut()
+                        && m.contains_key(&rest)
+                    {
+                        m.insert(rest.clone(), value.clone());
+                        updated = true;
+                    }
+                }
+                if !updated {
+                    items.push(one(&rest, value.clone()));
+                }
+                Value::Array(items)
+            }
+            Some(other) if other.as_str() == Some(rest.as_str()) || force => {
+                one(&rest, value.clone())
+            }
+            Some(other) => {
+                ret["comment"] = json!(format!(
+                    "The key '{head}' value is '{}', which is different from the provided \
+                     key '{rest}'. Use 'force=True' to overwrite.",
+                    python::str(&other)
+                ));
+                ret["result"] = json!(false);
+                return Ok(ret);
+            }
+        };
+        value = updated;
+        key = head;
+    }
+    ret["changes"] = setval(&key, value, destructive)?;
+    Ok(ret)
+}
+
+#[derive(Deserialize)]
+struct SetVals {
+    grains: Value,
+    #[serde(default)]
+    destructive: bool,
+    #[serde(default)]
+    #[allow(dead_code)] // maid has no pillar to refresh.
+    refresh_pillar: Value,
+}
+
+#[derive(Deserialize)]
+struct SetVal {
+    key: Value,
+    val: Value,
+    #[serde(default)]
+    destructive: bool,
+    #[serde(default)]
+    #[allow(dead_code)] // maid has no pillar to refresh.
+    refresh_pillar: Value,
+}
+
+#[derive(Deserialize)]
+struct Append {
+    key: Value,
+    val: Value,
+    #[serde(default)]
+    convert: bool,
+    #[serde(default = "default_delimiter")]
+    delimiter: String,
+}
+
+#[derive(Deserialize)]
+struct Set {
+    key: Value,
+    #[serde(default = "empty")]
+    val: Value,
+    #[serde(default)]
+    force: bool,
+    #[serde(default)]
+    destructive: bool,
+    #[serde(default = "default_delimiter")]
+    delimiter: String,
+}
+
+#[derive(Deserialize)]
+struct DelVal {
+    key: Value,
+    #[serde(default)]
+    destructive: bool,
+    #[serde(default)]
+    force: bool,
+}
+
+/// Salt's `grains.append` and `grains.remove`: the list at KEY (nested
+/// with DELIMITER) with VAL added or taken out, set back whole.
+fn edit_list(a: Append, add: bool) -> Result<Value, Error> {
+    let key = python::str(&a.key);
+    let grains = grains();
+    let mut list = traverse(&grains, &key, &a.delimiter)
+        .cloned()
+        .unwrap_or(json!([]));
+    if add && a.convert && !list.is_array() {
+        list = if list.is_null() {
+            json!([])
+        } else {
+            json!([list])
+        };
+    }
+    let Value::Array(mut items) = list else {
+        return Ok(json!(format!("The key {key} is not a valid list")));
+    };
+    let shown = python::str(&a.val);
+    if add {
+        if items.contains(&a.val) {
+            return Ok(json!(format!(
+                "The val {shown} was already in the list {key}"
+            )));
+        }
+        match a.val {
+            Value::Array(vals) => items.extend(vals),
+            other => items.push(other),
+        }
+    } else {
+        let Some(at) = items.iter().position(|v| *v == a.val) else {
+            return Ok(json!(format!("The val {shown} was not in the list {key}")));
+        };
+        items.remove(at);
+    }
+    let mut value = Value::Array(items);
+    let mut key = key;
+    while !a.delimiter.is_empty() && key.contains(&a.delimiter) {
+        let (head, rest) = key.rsplit_once(&a.delimiter).unwrap_or_default();
+        let (head, rest) = (head.to_string(), rest.to_string());
+        let parent = traverse(&grains, &head, &a.delimiter).cloned();
+        value = match parent {
+            Some(Value::Object(mut m)) => {
+                m.insert(rest, value);
+                Value::Object(m)
+            }
+            None if add => one(&rest, value),
+            Some(other) => other,
+            None => Value::Null,
+        };
+        key = head;
+    }
+    setval(&key, value, false)
+}
+
 impl Plugin for Grains {
     const MODULE: &'static str = "grains";
     const VERSION: &'static str = env!("CARGO_PKG_VERSION");
@@ -393,6 +634,72 @@ impl Plugin for Grains {
                     "base=null",
                 ],
                 |a: FilterBy, _: &Call| filter_by(a),
+            ),
+            Function::new(
+                "setvals",
+                "Set the grains of a dict (kept across restarts; None with destructive=True removes)",
+                &["grains", "destructive=false", "refresh_pillar=true"],
+                |a: SetVals, _: &Call| setvals(&a.grains, a.destructive),
+            ),
+            Function::new(
+                "setval",
+                "Set grain KEY to VAL (kept across restarts; targeting sees it at once)",
+                &["key", "val", "destructive=false", "refresh_pillar=true"],
+                |a: SetVal, _: &Call| setval(&python::str(&a.key), a.val, a.destructive),
+            ),
+            Function::new(
+                "append",
+                "Append VAL to the list grain KEY (convert=True makes a list of a value)",
+                &["key", "val", "convert=false", "delimiter=\":\""],
+                |a: Append, _: &Call| edit_list(a, true),
+            ),
+            Function::new(
+                "remove",
+                "Remove VAL from the list grain KEY",
+                &["key", "val", "delimiter=\":\""],
+                |a: Append, _: &Call| edit_list(a, false),
+            ),
+            Function::new(
+                "set",
+                "Set grain KEY (nested with DELIMITER) to VAL; force=True overwrites a dict or list",
+                &[
+                    "key",
+                    "val=\"\"",
+                    "force=false",
+                    "destructive=false",
+                    "delimiter=\":\"",
+                ],
+                |a: Set, _: &Call| {
+                    set(
+                        &python::str(&a.key),
+                        a.val,
+                        a.force,
+                        a.destructive,
+                        &a.delimiter,
+                    )
+                },
+            ),
+            Function::new(
+                "delval",
+                "Set grain KEY to None (destructive=True removes it)",
+                &["key", "destructive=false", "force=false"],
+                |a: DelVal, _: &Call| {
+                    set(
+                        &python::str(&a.key),
+                        Value::Null,
+                        a.force,
+                        a.destructive,
+                        DELIMITER,
+                    )
+                },
+            ),
+            Function::new(
+                "delkey",
+                "Remove grain KEY",
+                &["key", "force=false"],
+                |a: DelVal, _: &Call| {
+                    set(&python::str(&a.key), Value::Null, a.force, true, DELIMITER)
+                },
             ),
         ]
     }
