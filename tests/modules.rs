@@ -403,7 +403,7 @@ fn functions_and_grains_are_salts() {
     let mut differences = Vec::new();
     let modules = [
         "test", "grains", "sys", "cmd", "file", "cp", "status", "disk", "network", "user", "group",
-        "pkg", "saltutil",
+        "pkg", "saltutil", "service",
     ];
     let calls: Vec<Value> = modules
         .iter()
@@ -526,6 +526,7 @@ fn modules_refuse_what_their_default_grants_do_not_give() {
         "[plugins.status]\nfiles = [\"/proc/uptime\"]\n\
          [plugins.disk]\n\
          [plugins.pkg]\n\
+         [plugins.service]\n\
          [plugins.user]\nfiles = [\"/etc/group\"]\n\
          [plugins.group]\nfiles = [\"/etc/passwd\"]\n",
     )
@@ -541,6 +542,7 @@ fn modules_refuse_what_their_default_grants_do_not_give() {
         ),
         (&["disk.usage"][..], "exec is not granted"),
         (&["pkg.list_pkgs"][..], "exec is not granted"),
+        (&["service.get_all"][..], "exec is not granted"),
         (
             &["user.info", "root"][..],
             "/etc/passwd is not among the files granted",
@@ -1047,4 +1049,62 @@ async fn a_grain_set_is_targeted_at_once_and_kept() {
     );
     let report = run(&bus, &ping_role()).await;
     assert_eq!(report.returns.len(), 1, "{report:?}");
+}
+
+/// `service` against a unit tree (`root=`, `systemctl --root`), which works
+/// without a running systemd: enable, enabled, get_enabled, disable,
+/// disabled, available, get_all, with `maid init`'s grants for it.
+#[test]
+fn service_enables_and_disables_units_in_a_unit_tree() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("root");
+    std::fs::create_dir_all(root.join("etc/systemd/system")).unwrap();
+    std::fs::create_dir_all(root.join("usr/lib/systemd/system")).unwrap();
+    std::fs::write(
+        root.join("usr/lib/systemd/system/maidtest.service"),
+        "[Unit]\nDescription=maid test\n[Service]\nExecStart=/bin/true\n\
+         [Install]\nWantedBy=multi-user.target\n",
+    )
+    .unwrap();
+    let config = default_config(dir.path());
+    let r = format!("root={}", root.display());
+    let ask = |words: &[&str]| -> Value {
+        let words: Vec<String> = words.iter().map(|w| w.to_string()).collect();
+        let out = maid_call(dir.path(), Some(&config), &words);
+        assert!(
+            out.status.success(),
+            "{words:?}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice::<Value>(&out.stdout).unwrap()["local"].clone()
+    };
+    assert_eq!(ask(&["service.available", "maidtest", &r]), json!(true));
+    assert_eq!(ask(&["service.available", "nope", &r]), json!(false));
+    assert_eq!(ask(&["service.get_all", &r]), json!(["maidtest"]));
+    assert_eq!(ask(&["service.enabled", "maidtest", &r]), json!(false));
+    assert_eq!(ask(&["service.disabled", "maidtest", &r]), json!(true));
+    assert_eq!(ask(&["service.get_enabled", &r]), json!([]));
+    assert_eq!(ask(&["service.enable", "maidtest", &r]), json!(true));
+    assert!(
+        root.join("etc/systemd/system/multi-user.target.wants/maidtest.service")
+            .symlink_metadata()
+            .is_ok()
+    );
+    assert_eq!(
+        ask(&["service.enabled", "maidtest.service", &r]),
+        json!(true)
+    );
+    assert_eq!(ask(&["service.get_enabled", &r]), json!(["maidtest"]));
+    assert_eq!(ask(&["service.disable", "maidtest", &r]), json!(true));
+    assert_eq!(ask(&["service.enabled", "maidtest", &r]), json!(false));
+    assert_eq!(ask(&["service.enable", "nope", &r]), json!(false));
+    // A name that would be an option is refused, not passed on.
+    let out = maid_call(
+        dir.path(),
+        Some(&config),
+        &["service.enable".into(), "--now".into(), r.clone()],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("is not a unit name"));
 }

@@ -1,0 +1,282 @@
+//! Salt's `service` module for systemd (`systemd_service`): start, stop,
+//! enable and ask about units through `systemctl`, the one program its
+//! grants name. `root=` works on a unit tree that is not the running
+//! system's (`systemctl --root`), as in Salt; a running systemd is needed
+//! for `status`, `start`, `stop`, `restart` and `reload`.
+
+use maid_sdk::host::{Command, Output};
+use maid_sdk::{Call, Capability, Error, Function, Plugin, export_plugin, python};
+use serde::Deserialize;
+use serde_json::Value;
+
+struct Service;
+
+/// Salt's `VALID_UNIT_TYPES`.
+const UNIT_TYPES: &[&str] = &[
+    "service",
+    "socket",
+    "device",
+    "mount",
+    "automount",
+    "swap",
+    "target",
+    "path",
+    "timer",
+];
+
+/// Salt's `_canonical_unit_name`: `.service` unless the name has a unit
+/// type already.
+fn canonical(name: &str) -> String {
+    match name.rsplit_once('.') {
+        Some((_, kind)) if UNIT_TYPES.contains(&kind) => name.to_string(),
+        _ => format!("{name}.service"),
+    }
+}
+
+/// A unit name as a job gives it; never an option for `systemctl`.
+fn unit(name: &Value) -> Result<String, Error> {
+    let name = python::str(name);
+    if name.is_empty() || name.starts_with('-') {
+        return Err(Error::bad_arguments(format!("{name:?} is not a unit name")));
+    }
+    Ok(canonical(&name))
+}
+
+/// Salt's `_systemctl_cmd`.
+fn systemctl(
+    action: &[&str],
+    name: Option<&str>,
+    root: &Option<Value>,
+    no_block: bool,
+) -> Result<Output, Error> {
+    let mut cmd = Command::new("systemctl");
+    if no_block {
+        cmd = cmd.arg("--no-block");
+    }
+    if let Some(root) = root.as_ref().filter(|r| !r.is_null()) {
+        let root = python::str(root);
+        if !root.starts_with('/') {
+            return Err(Error::bad_arguments(format!(
+                "root must be an absolute path: {root}"
+            )));
+        }
+        cmd = cmd.args(["--root", root.as_str()]);
+    }
+    cmd = cmd.args(action.iter().copied());
+    if let Some(name) = name {
+        cmd = cmd.arg(name);
+    }
+    if action.contains(&"status") {
+        cmd = cmd.args(["-n", "0"]);
+    }
+    cmd.output()
+}
+
+#[derive(Deserialize)]
+struct Name {
+    name: Value,
+    #[serde(default)]
+    no_block: bool,
+    #[serde(default)]
+    root: Option<Value>,
+}
+
+#[derive(Deserialize)]
+struct Root {
+    #[serde(default)]
+    root: Option<Value>,
+}
+
+/// Salt's `enabled`: `is-enabled` succeeds (an alias counts as its
+/// target's answer).
+fn enabled(name: &str, root: &Option<Value>) -> Result<bool, Error> {
+    let out = systemctl(&["is-enabled"], Some(name), root, false)?;
+    let said = out.stdout_lossy();
+    if out.retcode == 0 && said.trim() != "alias" {
+        return Ok(true);
+    }
+    if said.trim() == "alias" {
+        let target = systemctl(&["show", "-P", "Id"], Some(name), root, false)?;
+        let target = target.stdout_lossy();
+        let again = systemctl(&["is-enabled"], Some(target.trim()), root, false)?;
+        return Ok(again.retcode == 0);
+    }
+    Ok(false)
+}
+
+/// The unit files `systemctl list-unit-files` names, with their state,
+/// as Salt names units (`name` for a service, `name.type` otherwise).
+fn unit_files(root: &Option<Value>) -> Result<Vec<(String, String)>, Error> {
+    let out = systemctl(
+        &["--full", "--no-legend", "--no-pager", "list-unit-files"],
+        None,
+        root,
+        false,
+    )?;
+    let mut units = Vec::new();
+    for line in out.stdout_lossy().lines() {
+        let mut cols = line.split_whitespace();
+        let (Some(full), Some(state)) = (cols.next(), cols.next()) else {
+            continue;
+        };
+        let Some((name, kind)) = full.rsplit_once('.') else {
+            continue;
+        };
+        if UNIT_TYPES.contains(&kind) {
+            let shown = if kind == "service" {
+                name.to_string()
+            } else {
+                full.to_string()
+            };
+            units.push((shown, state.to_string()));
+        }
+    }
+    Ok(units)
+}
+
+/// `systemctl ACTION NAME`, which must succeed (Salt raises with its
+/// standard error).
+fn act(action: &str, a: &Name) -> Result<bool, Error> {
+    let name = unit(&a.name)?;
+    let out = systemctl(&[action], Some(&name), &None, a.no_block)?;
+    if out.retcode != 0 {
+        return Err(Error::failed(out.stderr_lossy().trim().to_string(), 1));
+    }
+    Ok(true)
+}
+
+impl Plugin for Service {
+    const MODULE: &'static str = "service";
+    const VERSION: &'static str = env!("CARGO_PKG_VERSION");
+    const CAPABILITIES: &'static [Capability] = &[Capability::Exec];
+
+    fn functions() -> Vec<Function> {
+        vec![
+            Function::new(
+                "status",
+                "Return whether a unit is active (needs a running systemd)",
+                &["name", "sig=null"],
+                |a: Name, _: &Call| {
+                    let name = unit(&a.name)?;
+                    Ok(systemctl(&["is-active"], Some(&name), &None, false)?.retcode == 0)
+                },
+            ),
+            Function::new(
+                "start",
+                "Start a unit (needs a running systemd)",
+                &[
+                    "name",
+                    "no_block=false",
+                    "unmask=false",
+                    "unmask_runtime=false",
+                ],
+                |a: Name, _: &Call| act("start", &a),
+            ),
+            Function::new(
+                "stop",
+                "Stop a unit (needs a running systemd)",
+                &["name", "no_block=false"],
+                |a: Name, _: &Call| act("stop", &a),
+            ),
+            Function::new(
+                "restart",
+                "Restart a unit (needs a running systemd)",
+                &[
+                    "name",
+                    "no_block=false",
+                    "unmask=false",
+                    "unmask_runtime=false",
+                ],
+                |a: Name, _: &Call| act("restart", &a),
+            ),
+            Function::new(
+                "reload",
+                "Reload a unit (needs a running systemd)",
+                &[
+                    "name",
+                    "no_block=false",
+                    "unmask=false",
+                    "unmask_runtime=false",
+                ],
+                |a: Name, _: &Call| act("reload", &a),
+            ),
+            Function::new(
+                "enable",
+                "Enable a unit at boot (root=: in that unit tree)",
+                &[
+                    "name",
+                    "no_block=false",
+                    "unmask=false",
+                    "unmask_runtime=false",
+                    "root=null",
+                    "**kwargs",
+                ],
+                |a: Name, _: &Call| {
+                    let name = unit(&a.name)?;
+                    Ok(systemctl(&["enable"], Some(&name), &a.root, a.no_block)?.retcode == 0)
+                },
+            ),
+            Function::new(
+                "disable",
+                "Disable a unit at boot (root=: in that unit tree)",
+                &["name", "no_block=false", "root=null", "**kwargs"],
+                |a: Name, _: &Call| {
+                    let name = unit(&a.name)?;
+                    Ok(systemctl(&["disable"], Some(&name), &a.root, a.no_block)?.retcode == 0)
+                },
+            ),
+            Function::new(
+                "enabled",
+                "Return whether a unit is enabled at boot",
+                &["name", "root=null", "**kwargs"],
+                |a: Name, _: &Call| enabled(&unit(&a.name)?, &a.root),
+            ),
+            Function::new(
+                "disabled",
+                "Return whether a unit is not enabled at boot",
+                &["name", "root=null"],
+                |a: Name, _: &Call| Ok(!enabled(&unit(&a.name)?, &a.root)?),
+            ),
+            Function::new(
+                "available",
+                "Return whether a unit file exists for the name",
+                &["name", "root=null"],
+                |a: Name, _: &Call| {
+                    let name = python::str(&a.name);
+                    let shown = canonical(&name);
+                    let shown = shown.strip_suffix(".service").unwrap_or(&shown);
+                    Ok(unit_files(&a.root)?.iter().any(|(n, _)| n == shown))
+                },
+            ),
+            Function::new(
+                "get_all",
+                "Return every unit's name, sorted",
+                &["root=null"],
+                |a: Root, _: &Call| {
+                    let mut names: Vec<String> =
+                        unit_files(&a.root)?.into_iter().map(|(n, _)| n).collect();
+                    names.sort();
+                    names.dedup();
+                    Ok(names)
+                },
+            ),
+            Function::new(
+                "get_enabled",
+                "Return the names of the units enabled at boot, sorted",
+                &["root=null"],
+                |a: Root, _: &Call| {
+                    let mut names: Vec<String> = unit_files(&a.root)?
+                        .into_iter()
+                        .filter(|(_, state)| state == "enabled")
+                        .map(|(n, _)| n)
+                        .collect();
+                    names.sort();
+                    names.dedup();
+                    Ok(names)
+                },
+            ),
+        ]
+    }
+}
+
+export_plugin!(Service);
