@@ -81,6 +81,7 @@ mod error;
 pub mod fs;
 mod function;
 pub mod host;
+pub mod salt;
 
 /// Python's `str()` and `repr()` of JSON values, as Salt prints them
 /// (`test.arg_repr`, messages that quote a value). The same code the

@@ -6,6 +6,7 @@
 //! and re-registers them at once. Reading needs no grant; setting needs
 //! `set_grains`.
 
+use maid_sdk::salt::{fnmatch, is_true, python_int, truthy};
 use maid_sdk::{Call, Error, Function, Plugin, export_plugin, host, python};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
@@ -45,19 +46,6 @@ fn traverse<'a>(data: &'a Value, key: &str, delimiter: &str) -> Option<&'a Value
     Some(ptr)
 }
 
-/// Python's `int(text)`: optional sign, digits with single underscores
-/// between them, surrounding whitespace.
-fn python_int(text: &str) -> Option<i64> {
-    let t = text.trim();
-    let digits = t.strip_prefix(['+', '-']).unwrap_or(t);
-    let ok = !digits.is_empty()
-        && !digits.starts_with('_')
-        && !digits.ends_with('_')
-        && !digits.contains("__")
-        && digits.chars().all(|c| c.is_ascii_digit() || c == '_');
-    ok.then(|| t.replace('_', "").parse().ok()).flatten()
-}
-
 /// A key as the master sent it: a word the master read as a number is
 /// looked up as text, which is what Salt's lookup of it comes to on grains
 /// (their keys are strings).
@@ -65,21 +53,6 @@ fn key_text(key: &Value) -> Option<String> {
     match key {
         Value::String(s) => Some(s.clone()),
         _ => None,
-    }
-}
-
-/// Salt's `salt.utils.data.is_true`.
-fn is_true(v: &Value) -> bool {
-    match v {
-        Value::Bool(b) => *b,
-        Value::Number(n) => n.as_f64().is_some_and(|f| f > 0.0),
-        Value::String(s) => match python_int(s) {
-            Some(n) => n > 0,
-            None => s.eq_ignore_ascii_case("true"),
-        },
-        Value::Null => false,
-        Value::Array(a) => !a.is_empty(),
-        Value::Object(o) => !o.is_empty(),
     }
 }
 
@@ -193,19 +166,6 @@ fn update(dest: &mut Map<String, Value>, upd: &Map<String, Value>) {
     }
 }
 
-/// Python's `fnmatch.fnmatchcase`.
-fn fnmatch(text: &str, pattern: &str) -> bool {
-    let options = glob::MatchOptions {
-        case_sensitive: true,
-        require_literal_separator: false,
-        require_literal_leading_dot: false,
-    };
-    match glob::Pattern::new(pattern) {
-        Ok(p) => p.matches_with(text, options),
-        Err(_) => text == pattern,
-    }
-}
-
 /// Salt's `salt.utils.data.filter_by` over the grains.
 fn filter_by(a: FilterBy) -> Result<Value, Error> {
     let Value::Object(lookup) = a.lookup_dict else {
@@ -254,7 +214,7 @@ fn filter_by(a: FilterBy) -> Result<Value, Error> {
             (Some(r), _) => Some(r),
         };
     }
-    if is_true_ish(&a.merge) {
+    if truthy(&a.merge) {
         let Value::Object(merge) = &a.merge else {
             return Err(Error::failed(
                 "filter_by merge argument must be a dictionary.",
@@ -276,18 +236,6 @@ fn filter_by(a: FilterBy) -> Result<Value, Error> {
         };
     }
     Ok(ret.unwrap_or(Value::Null))
-}
-
-/// Python truth of a value (`if merge:`).
-fn is_true_ish(v: &Value) -> bool {
-    match v {
-        Value::Null => false,
-        Value::Bool(b) => *b,
-        Value::Number(n) => n.as_f64().is_some_and(|f| f != 0.0),
-        Value::String(s) => !s.is_empty(),
-        Value::Array(a) => !a.is_empty(),
-        Value::Object(o) => !o.is_empty(),
-    }
 }
 
 /// Salt's `setvals`: each key set (or, destructive with None, removed) in

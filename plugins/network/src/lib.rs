@@ -5,21 +5,12 @@
 
 use std::net::IpAddr;
 
+use maid_sdk::salt::fnmatch;
 use maid_sdk::{Call, Error, Function, Plugin, export_plugin, host, python};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
 struct Network;
-
-/// Python's `fnmatch.fnmatch` on POSIX.
-fn fnmatch(text: &str, pattern: &str) -> bool {
-    let options = glob::MatchOptions {
-        case_sensitive: true,
-        require_literal_separator: false,
-        require_literal_leading_dot: false,
-    };
-    glob::Pattern::new(pattern).is_ok_and(|p| p.matches_with(text, options))
-}
 
 /// Salt's `split_input`: a list, or text split on commas.
 fn split_input(v: &Value) -> Vec<String> {

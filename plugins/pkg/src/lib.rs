@@ -5,24 +5,12 @@
 use std::collections::BTreeMap;
 
 use maid_sdk::host::{self, Command};
+use maid_sdk::salt::{fnmatch, is_true};
 use maid_sdk::{Call, Capability, Error, Function, Plugin, export_plugin, python};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 struct Pkg;
-
-/// Salt's `salt.utils.data.is_true`.
-fn is_true(v: &Value) -> bool {
-    match v {
-        Value::Bool(b) => *b,
-        Value::Number(n) => n.as_f64().is_some_and(|f| f > 0.0),
-        Value::String(s) => match s.trim().parse::<i64>() {
-            Ok(n) => n > 0,
-            Err(_) => s.eq_ignore_ascii_case("true"),
-        },
-        _ => false,
-    }
-}
 
 /// Installed, removed and purge-desired packages: name -> sorted versions.
 type Lists = [BTreeMap<String, Vec<String>>; 3];
@@ -105,16 +93,6 @@ fn list_pkgs(a: &ListPkgs) -> Result<Map<String, Value>, Error> {
         ret.extend(installed);
     }
     Ok(shaped(ret, as_list))
-}
-
-/// Python's `fnmatch.fnmatch` on POSIX.
-fn fnmatch(text: &str, pattern: &str) -> bool {
-    let options = glob::MatchOptions {
-        case_sensitive: true,
-        require_literal_separator: false,
-        require_literal_leading_dot: false,
-    };
-    glob::Pattern::new(pattern).is_ok_and(|p| p.matches_with(text, options))
 }
 
 /// Salt's `pkg_resource.version`: one name gives its version text ("" when

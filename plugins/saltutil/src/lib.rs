@@ -3,6 +3,7 @@
 //! host's job table, which only the `jobs` grant opens.
 //! (`saltutil.sync_modules` is the agent's own, with `[sync]`.)
 
+use maid_sdk::salt::fnmatch;
 use maid_sdk::{Call, Error, Function, Plugin, export_plugin, host, python};
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -11,16 +12,6 @@ struct SaltUtil;
 
 const SIGKILL: i32 = 9;
 const SIGTERM: i32 = 15;
-
-/// Python's `fnmatch.fnmatch` on POSIX.
-fn fnmatch(text: &str, pattern: &str) -> bool {
-    let options = glob::MatchOptions {
-        case_sensitive: true,
-        require_literal_separator: false,
-        require_literal_leading_dot: false,
-    };
-    glob::Pattern::new(pattern).is_ok_and(|p| p.matches_with(text, options))
-}
 
 #[derive(Deserialize)]
 struct Jid {

@@ -4,6 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use maid_sdk::salt::fnmatch;
 use maid_sdk::{Call, Error, Function, Manifest, Plugin, export_plugin, host, split_default};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
@@ -21,16 +22,6 @@ fn functions(modules: &[Manifest]) -> BTreeMap<String, (&Manifest, usize)> {
                 .map(move |(i, f)| (format!("{}.{}", m.module, f.name), (m, i)))
         })
         .collect()
-}
-
-/// Python's `fnmatch.fnmatch` on POSIX (case-sensitive).
-fn fnmatch(text: &str, pattern: &str) -> bool {
-    let options = glob::MatchOptions {
-        case_sensitive: true,
-        require_literal_separator: false,
-        require_literal_leading_dot: false,
-    };
-    glob::Pattern::new(pattern).is_ok_and(|p| p.matches_with(text, options))
 }
 
 /// The names given, as text (the master may have read a word as a number).

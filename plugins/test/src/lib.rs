@@ -3,6 +3,7 @@
 
 use std::time::{Duration, Instant};
 
+use maid_sdk::salt::{python_int, truthy};
 use maid_sdk::{Call, Error, Function, Plugin, export_plugin, host, python};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
@@ -26,20 +27,8 @@ fn seconds(v: &Value) -> Option<f64> {
     match v {
         Value::Bool(b) => Some(f64::from(u8::from(*b))),
         Value::Number(n) => n.as_f64(),
-        // Python's `int(str)`: decimal digits, a sign, surrounding spaces
-        // and single underscores between digits.
-        Value::String(s) => {
-            let t = s.trim();
-            let digits = t.strip_prefix(['+', '-']).unwrap_or(t);
-            let ok = !digits.is_empty()
-                && !digits.starts_with('_')
-                && !digits.ends_with('_')
-                && !digits.contains("__")
-                && digits.chars().all(|c| c.is_ascii_digit() || c == '_');
-            ok.then(|| t.replace('_', "").parse::<i64>().ok())
-                .flatten()
-                .map(|n| n as f64)
-        }
+        // Python's `int(str)`.
+        Value::String(s) => python_int(s).map(|n| n as f64),
         _ => None,
     }
 }
@@ -88,18 +77,6 @@ fn type_name(v: &Value) -> &'static str {
         Value::String(_) => "<class 'str'>",
         Value::Array(_) => "<class 'list'>",
         Value::Object(_) => "<class 'dict'>",
-    }
-}
-
-/// Python's truth value of a JSON value.
-fn truthy(v: &Value) -> bool {
-    match v {
-        Value::Null => false,
-        Value::Bool(b) => *b,
-        Value::Number(n) => n.as_f64().is_some_and(|f| f != 0.0),
-        Value::String(s) => !s.is_empty(),
-        Value::Array(a) => !a.is_empty(),
-        Value::Object(o) => !o.is_empty(),
     }
 }
 
