@@ -325,7 +325,8 @@ impl GrainStore {
                 None => live.remove(key),
             };
         }
-        self.changed.notify_waiters();
+        // A permit is kept if the heartbeat is busy registering just now.
+        self.changed.notify_one();
         Ok(())
     }
 
