@@ -3,11 +3,12 @@
 //! directories only; and `read-file`, single files the grants name.
 //!
 //! The path is checked lexically against the grants
-//! ([`Grants::fs_path`]), then resolved with cap-std from the granted
-//! directory, which refuses any link that leads out of it: the same rule
-//! the WASI preopens follow.
+//! ([`Grants::fs_dir`]), its real path must lie in the same granted
+//! directory, and it is then reached with cap-std from that directory,
+//! which refuses any link that leads out of it: the same rule the WASI
+//! preopens follow.
 
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
 use cap_std::fs::{Dir, FileTypeExt, MetadataExt, Permissions, PermissionsExt};
 
@@ -25,19 +26,22 @@ fn io_error(path: &str, e: std::io::Error) -> HostError {
     }
 }
 
-/// The granted directory `path` lies in, opened with cap-std at its real
-/// path, and `path` relative to it with every link resolved (the last
-/// component only when `follow`). A link may point anywhere by absolute
-/// path, which cap-std alone refuses even inside the directory; so the
-/// real path is found first, must lie inside the real directory, and is
-/// then reached through cap-std, which refuses a link swapped in since.
-fn open(
-    grants: &Grants,
-    path: &str,
-    write: bool,
-    follow: bool,
-) -> Result<(Dir, PathBuf), HostError> {
-    let (dir, _) = grants.fs_path(path, write).map_err(HostError::Denied)?;
+/// An opened path: the granted directory (at its real path) as cap-std
+/// holds it, the path relative to it with every link resolved, and that
+/// real path.
+struct Opened {
+    root: Dir,
+    rel: PathBuf,
+    real: PathBuf,
+}
+
+/// `path` in its granted directory, links resolved (the last component
+/// only when `follow`). A link may point anywhere by absolute path, which
+/// cap-std alone refuses even inside the directory; so the real path is
+/// found first, must lie inside the real directory, and is then reached
+/// through cap-std, which refuses a link swapped in since.
+fn open(grants: &Grants, path: &str, write: bool, follow: bool) -> Result<Opened, HostError> {
+    let dir = grants.fs_dir(path, write).map_err(HostError::Denied)?;
     let root = dir
         .path
         .canonicalize()
@@ -67,20 +71,11 @@ fn open(
     };
     let opened = Dir::open_ambient_dir(&root, cap_std::ambient_authority())
         .map_err(|e| HostError::Failed(format!("{}: {e}", root.display())))?;
-    Ok((opened, rel))
-}
-
-/// The real path of the granted directory `path` lies in.
-fn root_path(grants: &Grants, path: &str) -> Result<PathBuf, HostError> {
-    let (dir, _) = grants.fs_path(path, false).map_err(HostError::Denied)?;
-    dir.path
-        .canonicalize()
-        .map_err(|e| HostError::Failed(format!("{}: {e}", dir.path.display())))
-}
-
-/// `.` components dropped.
-fn normalize(p: &Path) -> PathBuf {
-    p.components().filter(|c| *c != Component::CurDir).collect()
+    Ok(Opened {
+        root: opened,
+        rel,
+        real,
+    })
 }
 
 fn seconds(secs: i64, nanos: i64) -> f64 {
@@ -90,7 +85,7 @@ fn seconds(secs: i64, nanos: i64) -> f64 {
 /// `stat` of `path`, links followed (inside the granted directory only)
 /// or not.
 pub(crate) fn stat(grants: &Grants, path: &str, follow: bool) -> Result<FileStat, HostError> {
-    let (root, rel) = open(grants, path, false, follow)?;
+    let Opened { root, rel, real } = open(grants, path, false, follow)?;
     let md = root.symlink_metadata(&rel).map_err(|e| io_error(path, e))?;
     let ft = md.file_type();
     let kind = if ft.is_symlink() {
@@ -109,8 +104,7 @@ pub(crate) fn stat(grants: &Grants, path: &str, follow: bool) -> Result<FileStat
         "char"
     };
     let target = if follow {
-        Some(root_path(grants, path)?.join(&rel))
-            .map(|p| normalize(&p).to_string_lossy().into_owned())
+        Some(real.to_string_lossy().into_owned())
     } else if ft.is_symlink() {
         root.read_link_contents(&rel)
             .ok()
@@ -148,7 +142,7 @@ pub(crate) fn set_mode(grants: &Grants, path: &str, mode: u32) -> Result<(), Hos
     if mode > 0o7777 {
         return Err(HostError::Failed(format!("{mode:o} is not a file mode")));
     }
-    let (root, rel) = open(grants, path, true, true)?;
+    let Opened { root, rel, .. } = open(grants, path, true, true)?;
     root.set_permissions(&rel, Permissions::from_mode(mode))
         .map_err(|e| io_error(path, e))
 }

@@ -732,11 +732,10 @@ impl Grants {
     }
 
     /// The granted directory `path` lies in (the innermost one, read-write
-    /// when `write`) and `path` relative to it, for the host's own file
-    /// calls (`stat`, `set-mode`). Checked lexically here, with `..`
-    /// refused outright; the caller opens the directory with cap-std, which
-    /// refuses a link that leads out of it.
-    pub fn fs_path(&self, path: &str, write: bool) -> Result<(&DirGrant, PathBuf), String> {
+    /// when `write`), for the host's own file calls (`stat`, `set-mode`).
+    /// Checked lexically here, with `..` refused outright; the caller finds
+    /// the real path, which must lie in the same directory.
+    pub fn fs_dir(&self, path: &str, write: bool) -> Result<&DirGrant, String> {
         let need = if write { "fs-write" } else { "fs-read" };
         if !self.fs || (write && !self.dirs.iter().any(|d| d.writable)) {
             return Err(format!("{need} is not granted to this plugin"));
@@ -748,8 +747,7 @@ impl Grants {
         if p.components().any(|c| c == Component::ParentDir) {
             return Err(format!("{path}: '..' is not allowed here"));
         }
-        let dir = self
-            .dirs
+        self.dirs
             .iter()
             .filter(|d| p.starts_with(&d.path) && (d.writable || !write))
             .max_by_key(|d| d.path.components().count())
@@ -759,14 +757,7 @@ impl Grants {
                 } else {
                     format!("{path} is outside the directories granted to this plugin")
                 }
-            })?;
-        let rel = p.strip_prefix(&dir.path).unwrap_or(Path::new(""));
-        let rel = if rel.as_os_str().is_empty() {
-            PathBuf::from(".")
-        } else {
-            rel.to_path_buf()
-        };
-        Ok((dir, rel))
+            })
     }
 
     /// Whether `path` may be read whole by `read-file`: the path asked
