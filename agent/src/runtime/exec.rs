@@ -76,6 +76,25 @@ fn resolve(program: &str, path_var: &OsStr) -> Result<PathBuf, HostError> {
         .map_err(|_| failed(format!("{program}: command not found")))
 }
 
+/// `program` looked up as `exec` looks it up — on the grant's `PATH`,
+/// never the job's — and checked against the grants: the path it was
+/// found at and its real path (links and `..` resolved), which is what
+/// runs.
+fn locate(grants: &Grants, program: &str) -> Result<(PathBuf, PathBuf), HostError> {
+    let path_var = grants
+        .passed_env
+        .get("PATH")
+        .unwrap_or(OsStr::new(DEFAULT_PATH));
+    let resolved = resolve(program, path_var)?;
+    let real = resolved
+        .canonicalize()
+        .map_err(|e| failed(format!("{program}: {e}")))?;
+    grants
+        .check_program(&resolved, &real)
+        .map_err(HostError::Denied)?;
+    Ok((resolved, real))
+}
+
 /// Where `exec` would find `program`, when the grants would start it
 /// (`host.which`): `None` when it is not on the grant's `PATH` or not
 /// allowed, so the answer says nothing of programs outside the allow-list.
@@ -85,23 +104,9 @@ pub(crate) fn which(grants: &Grants, program: &str) -> Result<Option<String>, Ho
             "exec is not granted to this plugin".into(),
         ));
     }
-    if program.is_empty() || (program.contains('/') && !Path::new(program).is_absolute()) {
-        return Ok(None);
-    }
-    let path_var = grants
-        .passed_env
-        .get("PATH")
-        .unwrap_or(OsStr::new(DEFAULT_PATH));
-    let Ok(found) = which::which_in(program, Some(path_var), "/") else {
-        return Ok(None);
-    };
-    let Ok(real) = found.canonicalize() else {
-        return Ok(None);
-    };
-    Ok(grants
-        .check_program(&found, &real)
+    Ok(locate(grants, program)
         .ok()
-        .map(|()| found.to_string_lossy().into_owned()))
+        .map(|(found, _)| found.to_string_lossy().into_owned()))
 }
 
 /// The user a program may run as, after the grant and root checks.
@@ -162,16 +167,8 @@ pub(crate) async fn run(
     }
     grants.check_job_env(&req.env).map_err(HostError::Denied)?;
     let passed = &grants.passed_env;
-    // The grant's PATH, never the job's: a job may not set it at all.
-    let path_var = passed.get("PATH").unwrap_or(OsStr::new(DEFAULT_PATH));
-    let resolved = resolve(program, path_var)?;
     // Links and `..` resolved: what is checked is what runs.
-    let real = resolved
-        .canonicalize()
-        .map_err(|e| failed(format!("{program}: {e}")))?;
-    grants
-        .check_program(&resolved, &real)
-        .map_err(HostError::Denied)?;
+    let (_, real) = locate(grants, program)?;
     let cwd = match &req.cwd {
         Some(dir) => grants
             .check_cwd(Path::new(dir))
