@@ -11,6 +11,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
 
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
 use serde_json::Value;
 use tokio::sync::watch;
 
@@ -61,22 +63,13 @@ impl Drop for JobEntry<'_> {
 }
 
 /// The signals that end a job's call, not only its programs.
-const ENDING: &[i32] = &[
-    libc_signal::HUP,
-    libc_signal::INT,
-    libc_signal::QUIT,
-    libc_signal::KILL,
-    libc_signal::TERM,
+const ENDING: &[Signal] = &[
+    Signal::SIGHUP,
+    Signal::SIGINT,
+    Signal::SIGQUIT,
+    Signal::SIGKILL,
+    Signal::SIGTERM,
 ];
-
-/// Signal numbers (Linux), without a libc dependency.
-pub mod libc_signal {
-    pub const HUP: i32 = 1;
-    pub const INT: i32 = 2;
-    pub const QUIT: i32 = 3;
-    pub const KILL: i32 = 9;
-    pub const TERM: i32 = 15;
-}
 
 impl JobTable {
     fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Running>> {
@@ -124,8 +117,6 @@ impl JobTable {
     /// signal that ends a process, to its call. Salt's words when it was
     /// sent; `None` when no such job runs here.
     pub fn signal(&self, jid: &str, signal: i32) -> Result<Option<String>, String> {
-        use nix::sys::signal::{Signal, killpg};
-        use nix::unistd::Pid;
         let sig = Signal::try_from(signal).map_err(|_| format!("{signal} is not a signal"))?;
         let jobs = self.lock();
         let Some(r) = jobs.get(jid) else {
@@ -134,7 +125,7 @@ impl JobTable {
         for &pgid in &r.groups {
             let _ = killpg(Pid::from_raw(pgid), sig);
         }
-        if ENDING.contains(&signal) {
+        if ENDING.contains(&sig) {
             r.stop.send_replace(Some(signal));
         }
         let pid = r.data.get("pid").cloned().unwrap_or(Value::Null);
