@@ -105,12 +105,18 @@ pub(crate) struct JobState {
 }
 
 impl JobState {
-    /// Record a capability use for the audit trail, and log a refusal.
-    fn audit<T>(&mut self, used: CapabilityUse, result: &Result<T, HostError>) {
+    /// Record a capability use for the audit trail (`used` is told whether
+    /// it was allowed: anything but a denial), and log a refusal.
+    fn audit<T>(
+        &mut self,
+        result: &Result<T, HostError>,
+        used: impl FnOnce(bool) -> CapabilityUse,
+    ) {
+        let allowed = !matches!(result, Err(HostError::Denied(_)));
         if let Err(HostError::Denied(why)) = result {
             tracing::warn!(plugin = &*self.plugin, jid = &*self.jid, "denied: {why}");
         }
-        self.used.push(used);
+        self.used.push(used(allowed));
     }
 }
 
@@ -254,50 +260,32 @@ impl wit::Host for HostState {
 
     async fn which(&mut self, program: String) -> Result<Option<String>, HostError> {
         let result = exec::which(&self.job.grants, &program);
-        self.job.audit(
-            CapabilityUse::Which {
-                program,
-                allowed: !matches!(result, Err(HostError::Denied(_))),
-            },
-            &result,
-        );
+        self.job
+            .audit(&result, |allowed| CapabilityUse::Which { program, allowed });
         result
     }
 
     async fn stat(&mut self, path: String, follow: bool) -> Result<wit::FileStat, HostError> {
         let result = files::stat(&self.job.grants, &path, follow);
-        self.job.audit(
-            CapabilityUse::Stat {
-                path,
-                allowed: !matches!(result, Err(HostError::Denied(_))),
-            },
-            &result,
-        );
+        self.job
+            .audit(&result, |allowed| CapabilityUse::Stat { path, allowed });
         result
     }
 
     async fn set_mode(&mut self, path: String, mode: u32) -> Result<(), HostError> {
         let result = files::set_mode(&self.job.grants, &path, mode);
-        self.job.audit(
-            CapabilityUse::SetMode {
-                path,
-                mode,
-                allowed: !matches!(result, Err(HostError::Denied(_))),
-            },
-            &result,
-        );
+        self.job.audit(&result, |allowed| CapabilityUse::SetMode {
+            path,
+            mode,
+            allowed,
+        });
         result
     }
 
     async fn read_file(&mut self, path: String) -> Result<Vec<u8>, HostError> {
         let result = files::read_file(&self.job.grants, &self.job.limits, &path);
-        self.job.audit(
-            CapabilityUse::ReadFile {
-                path,
-                allowed: !matches!(result, Err(HostError::Denied(_))),
-            },
-            &result,
-        );
+        self.job
+            .audit(&result, |allowed| CapabilityUse::ReadFile { path, allowed });
         result
     }
 
@@ -307,12 +295,8 @@ impl wit::Host for HostState {
         } else {
             Err(denied("jobs is not granted to this plugin"))
         };
-        self.job.audit(
-            CapabilityUse::Jobs {
-                allowed: result.is_ok(),
-            },
-            &result,
-        );
+        self.job
+            .audit(&result, |allowed| CapabilityUse::Jobs { allowed });
         result
     }
 
@@ -329,14 +313,11 @@ impl wit::Host for HostState {
         if let Ok(Some(_)) = &result {
             tracing::warn!(plugin = &*self.job.plugin, jid = &*self.job.jid, target = %jid, signal, "job signalled");
         }
-        self.job.audit(
-            CapabilityUse::SignalJob {
-                jid,
-                signal,
-                allowed: !matches!(result, Err(HostError::Denied(_))),
-            },
-            &result,
-        );
+        self.job.audit(&result, |allowed| CapabilityUse::SignalJob {
+            jid,
+            signal,
+            allowed,
+        });
         result
     }
 
@@ -358,13 +339,8 @@ impl wit::Host for HostState {
                     .map_err(HostError::Failed),
             }
         };
-        self.job.audit(
-            CapabilityUse::SetGrain {
-                key,
-                allowed: !matches!(result, Err(HostError::Denied(_))),
-            },
-            &result,
-        );
+        self.job
+            .audit(&result, |allowed| CapabilityUse::SetGrain { key, allowed });
         result
     }
 

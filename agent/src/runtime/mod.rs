@@ -337,8 +337,6 @@ impl Runtime {
         })
     }
 
-    /// Whether this runtime has set up its compiler, which it does only
-    /// when a plugin is not in the compiled-plugin cache.
     /// The grains plugins read and `grains.setval` changes.
     pub fn grains(&self) -> &Arc<crate::grains::GrainStore> {
         &self.settings.services.grains
@@ -349,6 +347,8 @@ impl Runtime {
         &self.settings.services.jobs
     }
 
+    /// Whether this runtime has set up its compiler, which it does only
+    /// when a plugin is not in the compiled-plugin cache.
     pub fn compiler_set_up(&self) -> bool {
         self.cache.compiler_set_up()
     }
