@@ -5,6 +5,24 @@
 
 use super::*;
 
+/// A plugin file's module name (its stem), bytes and SHA-256.
+fn read_plugin(path: &Path) -> Result<(String, Vec<u8>, String), LoadError> {
+    let stem = path
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .ok_or_else(|| LoadError::Invalid {
+            path: path.to_path_buf(),
+            message: "file name is not valid UTF-8".into(),
+        })?
+        .to_string();
+    let wasm = std::fs::read(path).map_err(|error| LoadError::Io {
+        path: path.to_path_buf(),
+        error,
+    })?;
+    let sha256 = cache::sha256_hex(&wasm);
+    Ok((stem, wasm, sha256))
+}
+
 /// Module names of the `*.wasm` files in `dir`, sorted (none when it
 /// cannot be read).
 pub fn modules_in(dir: &Path) -> Vec<String> {
@@ -80,17 +98,30 @@ impl Runtime {
     /// plugins starts without loading any.
     pub async fn load_file(&self, path: &Path) -> Result<Arc<LoadedPlugin>, LoadError> {
         let stem = path.file_stem().and_then(|s| s.to_str()).map(str::to_owned);
-        // The same bytes from the same file: keep the plugin, code and all
-        // (a reload after another plugin changed costs this one nothing).
-        if let Some(loaded) = stem.as_deref().and_then(|s| self.plugin(s))
-            && loaded.path == path
-            && std::fs::read(path).is_ok_and(|w| cache::sha256_hex(&w) == loaded.sha256)
-        {
-            return Ok(loaded);
-        }
-        let inspected = match self.load_deferred(path)? {
-            Some(plugin) => Ok(plugin),
-            None => self.inspect_file(path).await,
+        let inspected = match read_plugin(path) {
+            Err(e) => Err(e),
+            Ok((stem, wasm, sha256)) => {
+                // The same bytes from the same file: keep the plugin, code
+                // and all (a reload after another plugin changed costs this
+                // one nothing).
+                if let Some(loaded) = self.plugin(&stem)
+                    && loaded.path == path
+                    && loaded.sha256 == sha256
+                {
+                    return Ok(loaded);
+                }
+                match self.cache.manifest(&sha256) {
+                    // Described before: its code waits for its first call.
+                    Some(manifest) => manifest
+                        .validate(&stem)
+                        .map_err(|message| LoadError::Invalid {
+                            path: path.to_path_buf(),
+                            message,
+                        })
+                        .and_then(|()| self.granted(path, &stem, sha256, manifest, None)),
+                    None => self.describe(path, &stem, wasm, sha256).await,
+                }
+            }
         };
         if let Some(stem) = stem {
             let mut failed = self.failed.write().unwrap_or_else(|e| e.into_inner());
@@ -107,29 +138,6 @@ impl Runtime {
         // A spare of the plugin replaced would only hold its slot.
         self.drop_spare();
         Ok(plugin)
-    }
-
-    /// The plugin at `path` from the manifest the cache kept for its exact
-    /// bytes, validated and granted as a described one is; `None` when the
-    /// cache has no manifest for them.
-    fn load_deferred(&self, path: &Path) -> Result<Option<LoadedPlugin>, LoadError> {
-        let invalid = |message: String| LoadError::Invalid {
-            path: path.to_path_buf(),
-            message,
-        };
-        let Some(stem) = path.file_stem().and_then(|s| s.to_str()) else {
-            return Ok(None);
-        };
-        let wasm = std::fs::read(path).map_err(|error| LoadError::Io {
-            path: path.to_path_buf(),
-            error,
-        })?;
-        let sha256 = cache::sha256_hex(&wasm);
-        let Some(manifest) = self.cache.manifest(&sha256) else {
-            return Ok(None);
-        };
-        manifest.validate(stem).map_err(invalid)?;
-        Ok(Some(self.granted(path, stem, sha256, manifest, None)?))
     }
 
     /// A plugin ready to call: `manifest` validated, its grants worked out
@@ -215,30 +223,33 @@ impl Runtime {
     /// Compile, describe and validate the plugin at `path` without making it
     /// callable (for `maid plugin inspect`).
     pub async fn inspect_file(&self, path: &Path) -> Result<LoadedPlugin, LoadError> {
+        let (stem, wasm, sha256) = read_plugin(path)?;
+        self.describe(path, &stem, wasm, sha256).await
+    }
+
+    /// Compile (through the cache), describe and validate the plugin read
+    /// from `path`, and keep its manifest for the next load.
+    async fn describe(
+        &self,
+        path: &Path,
+        stem: &str,
+        wasm: Vec<u8>,
+        sha256: String,
+    ) -> Result<LoadedPlugin, LoadError> {
         let invalid = |message: String| LoadError::Invalid {
             path: path.to_path_buf(),
             message,
         };
-        let stem = path
-            .file_stem()
-            .and_then(|s| s.to_str())
-            .ok_or_else(|| invalid("file name is not valid UTF-8".into()))?
-            .to_string();
-        let wasm = std::fs::read(path).map_err(|error| LoadError::Io {
-            path: path.to_path_buf(),
-            error,
-        })?;
-        let sha256 = cache::sha256_hex(&wasm);
         let (pre, cache_status) = self
             .link(wasm, sha256.clone())
             .await
             .map_err(|e| invalid(format!("{e:#}")))?;
 
-        let limits = self.settings.config.limits_for(&stem);
+        let limits = self.settings.config.limits_for(stem);
         let store = self.store(
             WasiCtxBuilder::new().build(),
             self.job_state(
-                &stem,
+                stem,
                 "describe",
                 Arc::new(Grants::none()),
                 &limits,
@@ -257,9 +268,9 @@ impl Runtime {
         .map_err(|_| invalid("describe timed out".into()))?
         .map_err(|e| invalid(format!("describe failed: {e:#}")))?;
         let manifest = Manifest::from(described);
-        manifest.validate(&stem).map_err(invalid)?;
+        manifest.validate(stem).map_err(invalid)?;
         self.cache.store_manifest(&sha256, &manifest);
-        self.granted(path, &stem, sha256, manifest, Some((pre, cache_status)))
+        self.granted(path, stem, sha256, manifest, Some((pre, cache_status)))
     }
 
     /// The loaded plugins, by module name.
