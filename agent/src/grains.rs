@@ -260,7 +260,7 @@ pub fn persisted(state_dir: Option<&Path>) -> Map<String, Value> {
 
 /// The operator's grains as Salt ranks them: the kept ones (`grains.setval`)
 /// under the configuration's, which win.
-pub fn custom(state_dir: Option<&Path>, config: &Map<String, Value>) -> Map<String, Value> {
+pub(crate) fn custom(state_dir: Option<&Path>, config: &Map<String, Value>) -> Map<String, Value> {
     let mut out = persisted(state_dir);
     for (k, v) in config {
         out.insert(k.clone(), v.clone());
@@ -268,11 +268,23 @@ pub fn custom(state_dir: Option<&Path>, config: &Map<String, Value>) -> Map<Stri
     out
 }
 
+/// The grains of minion `id` under `config`: detected, then the kept ones
+/// (`grains.setval`), then the configuration's.
+pub fn of_config(id: &str, config: &crate::config::Config) -> Map<String, Value> {
+    collect(
+        id,
+        &custom(config.security.state_dir.as_deref(), &config.grains),
+    )
+}
+
 /// A maid's live grains: read by targeting, the registry and plugins;
 /// changed by `grains.setval` and its kin, which also keep them in the
 /// grains file so they survive a restart.
 pub struct GrainStore {
     live: RwLock<Map<String, Value>>,
+    /// `live` as JSON, what every plugin call that reads the grains gets:
+    /// made when the grains change, not per call.
+    json: RwLock<String>,
     /// The grains file, when the maid has a `state_dir`.
     file: Option<PathBuf>,
     /// Woken when the grains change: the registry is written at once.
@@ -283,6 +295,7 @@ impl GrainStore {
     /// `grains`, kept in `state_dir` when there is one.
     pub fn new(grains: Map<String, Value>, state_dir: Option<&Path>) -> Self {
         Self {
+            json: RwLock::new(Value::Object(grains.clone()).to_string()),
             live: RwLock::new(grains),
             file: state_dir.map(|d| d.join(GRAINS_FILE)),
             changed: tokio::sync::Notify::new(),
@@ -296,7 +309,7 @@ impl GrainStore {
 
     /// The grains now, as JSON.
     pub fn json(&self) -> String {
-        Value::Object(self.read().clone()).to_string()
+        self.json.read().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
     /// Set grain `key` to `value`, or remove it (`None`): first in the
@@ -324,6 +337,8 @@ impl GrainStore {
                 Some(v) => live.insert(key.to_string(), v),
                 None => live.remove(key),
             };
+            *self.json.write().unwrap_or_else(|e| e.into_inner()) =
+                Value::Object(live.clone()).to_string();
         }
         // A permit is kept if the heartbeat is busy registering just now.
         self.changed.notify_one();

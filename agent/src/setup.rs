@@ -141,13 +141,10 @@ impl Setup {
         config
     }
 
-    /// Grains of minion `id`: detected, with the config's own merged over.
+    /// Grains of minion `id`: detected, then those kept by `grains.setval`,
+    /// then the config's own.
     pub fn grains(&self, id: &str) -> Map<String, Value> {
-        let custom = crate::grains::custom(
-            self.config.security.state_dir.as_deref(),
-            &self.config.grains,
-        );
-        crate::grains::collect(id, &custom)
+        crate::grains::of_config(id, &self.config)
     }
 
     /// A runtime over this setup offering `grains` to plugins, serving

@@ -330,8 +330,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(
     let conn = Arc::new(ConnSlot::default());
     let files = RedisFiles::new(conn.clone(), keys.clone(), config.security.signed());
     let files = Arc::new(files);
-    let custom = crate::grains::custom(config.security.state_dir.as_deref(), &config.grains);
-    let grains = crate::grains::collect(&id, &custom);
+    let grains = crate::grains::of_config(&id, &config);
     let instances = RuntimeSettings::instances_for(config.agent.concurrency);
     let runtime = plugin_runtime(&config, &grains, Some(files), instances).await?;
     // One store: what plugins set is what targeting and the registry see.
