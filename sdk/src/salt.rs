@@ -1,5 +1,6 @@
 //! Small rules of Salt's and Python's that many modules need, in one
-//! place: `fnmatch`, Salt's `is_true`, Python's truth and `int()`.
+//! place: `fnmatch`, Salt's `is_true`, Python's `int()` (Python's truth
+//! is [`crate::python::truthy`]).
 
 use serde_json::Value;
 
@@ -41,25 +42,14 @@ pub fn is_true(v: &Value) -> bool {
             Some(n) => n > 0,
             None => s.eq_ignore_ascii_case("true"),
         },
-        other => truthy(other),
-    }
-}
-
-/// Python's `bool()` of a value.
-pub fn truthy(v: &Value) -> bool {
-    match v {
-        Value::Null => false,
-        Value::Bool(b) => *b,
-        Value::Number(n) => n.as_f64().is_some_and(|f| f != 0.0),
-        Value::String(s) => !s.is_empty(),
-        Value::Array(a) => !a.is_empty(),
-        Value::Object(o) => !o.is_empty(),
+        other => crate::python::truthy(other),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::python::truthy;
     use serde_json::json;
 
     #[test]

@@ -142,7 +142,9 @@ fn chunk(
         Some(_) => return Err(ApiError::bad(field("fun"), "must be a string")),
         None => return Err(ApiError::bad(field("fun"), "is required")),
     };
-    let full_return = obj.get("full_return").is_some_and(master_funs::truthy);
+    let full_return = obj
+        .get("full_return")
+        .is_some_and(maid_protocol::salt::python::truthy);
     let timeout = timeout_of(obj, &field, max_timeout)?;
     if let Client::Master(form) = client {
         return master_chunk(obj, form, fun, timeout, full_return, &field);

@@ -21,6 +21,7 @@ use serde_json::{Map, Value, json};
 use crate::bus::{BusError, Conn};
 use crate::pki::{KeyState, Pki};
 use crate::{jobcache, jobs};
+use maid_protocol::salt::python::truthy;
 
 /// Which of the master's clients runs a function.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -247,18 +248,6 @@ pub fn fun_args(form: Form, fun: &str, args: &[Value], kwargs: &Map<String, Valu
         out.push(Value::Object(taken));
     }
     out
-}
-
-/// Python's truth of a value.
-pub fn truthy(v: &Value) -> bool {
-    match v {
-        Value::Null => false,
-        Value::Bool(b) => *b,
-        Value::Number(n) => n.as_f64().is_some_and(|f| f != 0.0),
-        Value::String(s) => !s.is_empty(),
-        Value::Array(a) => !a.is_empty(),
-        Value::Object(o) => !o.is_empty(),
-    }
 }
 
 /// A jid as Salt takes one: a string, or the number a client decoded it to.

@@ -6,7 +6,8 @@
 //! and re-registers them at once. Reading needs no grant; setting needs
 //! `set_grains`.
 
-use maid_sdk::salt::{fnmatch, is_true, python_int, truthy};
+use maid_sdk::python::truthy;
+use maid_sdk::salt::{fnmatch, is_true, python_int};
 use maid_sdk::{Call, Error, Function, Plugin, export_plugin, host, python};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};

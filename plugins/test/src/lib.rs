@@ -3,7 +3,8 @@
 
 use std::time::{Duration, Instant};
 
-use maid_sdk::salt::{python_int, truthy};
+use maid_sdk::python::truthy;
+use maid_sdk::salt::python_int;
 use maid_sdk::{Call, Error, Function, Plugin, export_plugin, host, python};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};

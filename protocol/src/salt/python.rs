@@ -1,4 +1,4 @@
-//! Python's `str()` and `repr()` of JSON values, as a Salt master or
+//! Python's `str()`, `repr()` and `bool()` of JSON values, as a Salt master or
 //! minion holds them: what grain targeting matches against and what the
 //! `nested` and `txt` outputters print. One implementation, so a value
 //! targets as it prints.
@@ -10,6 +10,18 @@ pub fn str(v: &Value) -> String {
     match v {
         Value::String(s) => s.clone(),
         other => repr(other),
+    }
+}
+
+/// Python's `bool()` of a JSON value.
+pub fn truthy(v: &Value) -> bool {
+    match v {
+        Value::Null => false,
+        Value::Bool(b) => *b,
+        Value::Number(n) => n.as_f64().is_some_and(|f| f != 0.0),
+        Value::String(s) => !s.is_empty(),
+        Value::Array(a) => !a.is_empty(),
+        Value::Object(o) => !o.is_empty(),
     }
 }
 
