@@ -147,6 +147,8 @@ fn keys(v: &Value) -> Value {
 
 #[test]
 fn modules_answer_as_salt_call_local() {
+    // pkg.list_pkgs reads the dpkg database another test changes.
+    let _dpkg = DPKG.lock().unwrap_or_else(|e| e.into_inner());
     let salt_dir = tempfile::tempdir().unwrap();
     let maid_dir = tempfile::tempdir().unwrap();
     seed(salt_dir.path());
@@ -326,6 +328,10 @@ fn modules_answer_as_salt_call_local() {
         "sys.argspec cmd.which",
         "sys.argspec pkg.version",
         "sys.argspec pkg.list_pkgs",
+        "sys.argspec pkg.install",
+        "sys.argspec pkg.remove",
+        "sys.argspec pkg.refresh_db",
+        "sys.argspec pkg.list_upgrades",
     ];
 
     let words = |dir: &Path, line: &str| -> Vec<String> {
@@ -563,6 +569,41 @@ fn modules_refuse_what_their_default_grants_do_not_give() {
         assert_eq!(out.status.code(), Some(77), "{words:?}: {text}");
         assert!(text.contains(why), "{words:?} should say {why}: {text}");
     }
+
+    // pkg with only dpkg-query reads but never changes: removing is refused
+    // before anything is removed, and so is fetching a package.
+    let read_only = dir.path().join("pkg.toml");
+    std::fs::write(
+        &read_only,
+        format!(
+            "[plugins.pkg]\nexec = [\"/usr/bin/dpkg-query\"]\n\
+             dirs = [{{ path = \"{}\", writable = true }}]\n",
+            dir.path().display()
+        ),
+    )
+    .unwrap();
+    let pkg = |words: &[&str]| {
+        let words: Vec<String> = words.iter().map(|w| w.to_string()).collect();
+        let out = maid_call_with(
+            dir.path(),
+            Some(&read_only),
+            &["--retcode-passthrough"],
+            &words,
+        );
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        )
+    };
+    let (code, text) = pkg(&["pkg.version", "bash"]);
+    assert_eq!(code, Some(0), "{text}");
+    let (code, text) = pkg(&["pkg.remove", "bash"]);
+    assert_eq!(code, Some(77), "{text}");
+    assert!(text.contains("Denied: "), "{text}");
+    assert!(Path::new("/usr/bin/bash").exists() || Path::new("/bin/bash").exists());
+    let (code, text) = pkg(&["pkg.install", "sources=[{\"x\": \"salt://x.deb\"}]"]);
+    assert_eq!(code, Some(77), "{text}");
+    assert!(text.contains("fetch"), "{text}");
 
     // cmd.which names only what the grants would start: a program that
     // exists but is not allowed is as absent; without exec, it is denied.
@@ -1107,4 +1148,281 @@ fn service_enables_and_disables_units_in_a_unit_tree() {
     );
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stdout).contains("is not a unit name"));
+}
+
+/// The dpkg database is the machine's: one test at a time changes or
+/// reads it.
+static DPKG: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// A `.deb` built with `dpkg-deb`: `name` at `version` (architecture
+/// `all`), with `/etc/<name>.conf` as a conffile when `conffile`.
+fn build_deb(dir: &Path, name: &str, version: &str, conffile: bool) -> std::path::PathBuf {
+    let root = dir.join(format!("{name}-{version}"));
+    std::fs::create_dir_all(root.join("DEBIAN")).unwrap();
+    std::fs::write(
+        root.join("DEBIAN/control"),
+        format!(
+            "Package: {name}\nVersion: {version}\nArchitecture: all\n\
+             Maintainer: maid <maid@localhost>\nDescription: maid's test package\n"
+        ),
+    )
+    .unwrap();
+    if conffile {
+        std::fs::create_dir_all(root.join("etc")).unwrap();
+        std::fs::write(root.join(format!("etc/{name}.conf")), "x=1\n").unwrap();
+        std::fs::write(root.join("DEBIAN/conffiles"), format!("/etc/{name}.conf\n")).unwrap();
+    }
+    let deb = dir.join(format!("{name}_{version}_all.deb"));
+    let out = Command::new("dpkg-deb")
+        .args(["--build", "--root-owner-group"])
+        .arg(&root)
+        .arg(&deb)
+        .output()
+        .expect("dpkg-deb (apt-get install dpkg) builds the test packages");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    deb
+}
+
+/// A flat apt repository in `dir` holding `debs`, listed as a trusted
+/// source in `/etc/apt/sources.list.d` while the value lives: apt and dpkg
+/// are the machine's own, as an operator's are (`APT_CONFIG`, which could
+/// have kept this private, is a variable no grant passes to a program).
+struct AptRepo {
+    list: std::path::PathBuf,
+    repo: std::path::PathBuf,
+}
+
+impl AptRepo {
+    fn new(dir: &Path, debs: &[&Path]) -> Self {
+        use sha2::Digest;
+        let repo = dir.join("repo");
+        std::fs::create_dir_all(&repo).unwrap();
+        // apt fetches as its own user where it can read.
+        let _ = Command::new("chmod")
+            .arg("755")
+            .arg(dir)
+            .arg(&repo)
+            .output();
+        let mut packages = String::new();
+        for deb in debs {
+            let name = deb.file_name().unwrap().to_str().unwrap();
+            std::fs::copy(deb, repo.join(name)).unwrap();
+            let fields = Command::new("dpkg-deb")
+                .arg("-f")
+                .arg(deb)
+                .output()
+                .unwrap();
+            let bytes = std::fs::read(deb).unwrap();
+            packages += &String::from_utf8_lossy(&fields.stdout);
+            packages += &format!(
+                "Filename: ./{name}\nSize: {}\nSHA256: {:x}\n\n",
+                bytes.len(),
+                sha2::Sha256::digest(&bytes)
+            );
+        }
+        std::fs::write(repo.join("Packages"), packages).unwrap();
+        let list = Path::new("/etc/apt/sources.list.d")
+            .join(format!("maid-test-{}.list", std::process::id()));
+        std::fs::write(
+            &list,
+            format!("deb [trusted=yes] file:{} ./\n", repo.display()),
+        )
+        .unwrap();
+        Self { list, repo }
+    }
+}
+
+impl Drop for AptRepo {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.list);
+    }
+}
+
+/// Remove the test packages, whatever state they are in: each side starts
+/// from the same machine.
+fn purge_packages(names: &[&str]) {
+    let _ = Command::new("dpkg").arg("--purge").args(names).output();
+}
+
+/// `pkg.install` (from `.deb` files, by name, by version), `remove`,
+/// `purge`, `refresh_db`, `latest_version`, `upgrade_available` and
+/// `list_upgrades` through the real dpkg and apt, Salt's `aptpkg` first and
+/// then maid's, on packages the test builds and an apt repository of its
+/// own: the same calls, the same returns, the same machine after.
+#[test]
+fn pkg_installs_and_removes_as_salt_does() {
+    let _dpkg = DPKG.lock().unwrap_or_else(|e| e.into_inner());
+    let uid = Command::new("id").arg("-u").output().unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&uid.stdout).trim(),
+        "0",
+        "installing packages through dpkg needs root: run the tests as root"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let debs = dir.path().join("debs");
+    std::fs::create_dir_all(&debs).unwrap();
+    let a1 = build_deb(&debs, "maid-test-a", "1.0-1", false);
+    let a2 = build_deb(&debs, "maid-test-a", "2.0-1", false);
+    let b1 = build_deb(&debs, "maid-test-b", "1.0-1", true);
+    let repo = AptRepo::new(dir.path(), &[&a2]);
+    let names = ["maid-test-a", "maid-test-b"];
+
+    let source =
+        |name: &str, deb: &Path| format!("sources=[{{\"{name}\": \"{}\"}}]", deb.display());
+    let calls: Vec<Vec<String>> = [
+        vec!["pkg.version".into(), "maid-test-a".into()],
+        vec!["pkg.install".into(), source("maid-test-a", &a1)],
+        vec!["pkg.install".into(), source("maid-test-b", &b1)],
+        vec![
+            "pkg.version".into(),
+            "maid-test-a".into(),
+            "maid-test-b".into(),
+        ],
+        vec!["pkg.list_upgrades".into()],
+        vec![
+            "pkg.latest_version".into(),
+            "maid-test-a".into(),
+            "refresh=False".into(),
+        ],
+        vec![
+            "pkg.latest_version".into(),
+            "maid-test-a".into(),
+            "maid-test-b".into(),
+            "refresh=False".into(),
+        ],
+        vec!["pkg.upgrade_available".into(), "maid-test-a".into()],
+        vec!["pkg.upgrade_available".into(), "maid-test-b".into()],
+        vec!["pkg.version_cmp".into(), "1.0-1".into(), "2.0-1".into()],
+        vec![
+            "pkg.version_cmp".into(),
+            "1:1.0".into(),
+            "2.0".into(),
+            "ignore_epoch=True".into(),
+        ],
+        // A version the repository does not have: apt-get fails.
+        vec![
+            "pkg.install".into(),
+            "maid-test-a".into(),
+            "version=9.9-1".into(),
+        ],
+        vec!["pkg.install".into(), "maid-test-a".into()],
+        vec!["pkg.list_upgrades".into(), "refresh=False".into()],
+        vec![
+            "pkg.latest_version".into(),
+            "maid-test-a".into(),
+            "refresh=False".into(),
+        ],
+        vec!["pkg.install".into(), "pkgs=[\"maid-test-a\"]".into()],
+        vec!["pkg.install".into(), "maid-test-nope".into()],
+        vec!["pkg.remove".into(), "maid-test-a".into()],
+        vec!["pkg.remove".into(), "pkgs=[\"maid-test-b\"]".into()],
+        vec!["pkg.list_pkgs".into(), "removed=True".into()],
+        // Salt's glob matches installed names only: nothing to purge.
+        vec!["pkg.purge".into(), "maid-test-*".into()],
+        vec!["pkg.purge".into(), "maid-test-b".into()],
+        vec!["pkg.remove".into(), "maid-test-zzz".into()],
+        vec![
+            "pkg.version".into(),
+            "maid-test-a".into(),
+            "maid-test-b".into(),
+        ],
+    ]
+    .into_iter()
+    .collect();
+
+    purge_packages(&names);
+    let salt = oracle("modules", &json!({"calls": calls}));
+    let salt = salt.as_array().unwrap();
+    purge_packages(&names);
+
+    let mut differences = Vec::new();
+    let mut maid_returns = Vec::new();
+    for (call, salt) in calls.iter().zip(salt) {
+        let out = Command::new(env!("CARGO_BIN_EXE_maid"))
+            .args(["call", "--local", "--out", "json"])
+            .current_dir(dir.path())
+            .env("MAID_PLUGIN_DIR", guests::PLUGINS_DIR)
+            .env("MAID_CACHE_DIR", crate::common::shared_cache())
+            .env_remove("MAID_CONFIG")
+            .arg("--")
+            .args(call)
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        match salt.get("return") {
+            Some(want) => match serde_json::from_str::<Value>(&stdout) {
+                Ok(got) if got["local"] == *want && out.status.success() => {
+                    maid_returns.push(got["local"].clone());
+                }
+                _ => differences.push(format!(
+                    "{call:?}:\n  maid {stdout}{}\n  Salt {want}",
+                    String::from_utf8_lossy(&out.stderr)
+                )),
+            },
+            None => {
+                if out.status.success() {
+                    differences.push(format!(
+                        "{call:?}: Salt raised {} ({}), maid returned {stdout}",
+                        salt["error"], salt["message"]
+                    ));
+                }
+                maid_returns.push(Value::Null);
+            }
+        }
+    }
+    purge_packages(&names);
+    assert!(
+        differences.is_empty(),
+        "{} of {} pkg calls differ from Salt:\n{}",
+        differences.len(),
+        calls.len(),
+        differences.join("\n")
+    );
+    // The returns say what happened (so a pkg that failed the same way on
+    // both sides would not pass).
+    let change = |old: &str, new: &str| json!({"old": old, "new": new});
+    assert_eq!(maid_returns[1], json!({"maid-test-a": change("", "1.0-1")}));
+    // (list_upgrades also lists what the machine's own sources offer.)
+    assert_eq!(maid_returns[4]["maid-test-a"], json!("2.0-1"));
+    assert_eq!(maid_returns[7], json!(true));
+    assert_eq!(
+        maid_returns[12],
+        json!({"maid-test-a": change("1.0-1", "2.0-1")})
+    );
+    assert_eq!(
+        maid_returns[17],
+        json!({"maid-test-a": change("2.0-1", "")})
+    );
+    assert_eq!(maid_returns[20], json!({}));
+    assert_eq!(
+        maid_returns[21],
+        json!({"removed": {"maid-test-b": change("1.0-1", "")}, "installed": {}})
+    );
+    // maid init's grants for pkg are enough to install and remove (its
+    // programs, and the variables it sets for them).
+    let config = default_config(dir.path());
+    for words in [
+        vec!["pkg.install".to_string(), source("maid-test-a", &a1)],
+        vec!["pkg.remove".to_string(), "maid-test-a".to_string()],
+    ] {
+        let out = maid_call(dir.path(), Some(&config), &words);
+        assert!(
+            out.status.success(),
+            "{words:?}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    // refresh_db names each source with what apt did; ours among them.
+    let refreshed = maid_call(dir.path(), None, &["pkg.refresh_db".into()]);
+    let refreshed: Value = serde_json::from_slice(&refreshed.stdout).unwrap();
+    let ours = format!("file:{} ./ Packages", repo.repo.display());
+    assert!(
+        refreshed["local"].as_object().unwrap().contains_key(&ours),
+        "{refreshed}"
+    );
 }

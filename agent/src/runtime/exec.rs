@@ -173,10 +173,14 @@ pub(crate) async fn run(
         Some(dir) => grants
             .check_cwd(Path::new(dir))
             .map_err(HostError::Denied)?,
+        // The first granted directory that exists (a grant may name one
+        // made later), else the root.
         None => grants
             .dirs
-            .first()
-            .map(|d| d.path.clone())
+            .iter()
+            .map(|d| &d.path)
+            .find(|p| p.is_dir())
+            .cloned()
             .unwrap_or_else(|| PathBuf::from("/")),
     };
 

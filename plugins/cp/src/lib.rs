@@ -6,9 +6,10 @@
 //! refused by the sandbox itself, not by a check in this code.
 
 use std::fs;
-use std::io::{Read, Write};
+use std::io::Read;
 use std::path::{Path, PathBuf};
 
+use maid_sdk::fs::at;
 use maid_sdk::host::{self, Source};
 use maid_sdk::{Call, Capability, Error, Function, Plugin, export_plugin};
 use serde::Deserialize;
@@ -42,16 +43,6 @@ struct GetFileStr {
 }
 
 const CHUNK: usize = 1 << 20;
-
-/// Prefix an error with the path it concerns, keeping its kind.
-fn at(path: &Path, what: &str) -> impl FnOnce(std::io::Error) -> Error {
-    let prefix = format!("{what} {}", path.display());
-    move |e| {
-        let mut err = Error::from(e);
-        err.message = format!("{prefix}: {}", err.message);
-        err
-    }
-}
 
 fn open(url: &str) -> Result<Option<Source>, Error> {
     if !url.starts_with("salt://") {
@@ -120,50 +111,7 @@ fn get_file(a: GetFile, call: &Call) -> Result<String, Error> {
             }
         }
     }
-    // Write beside the destination and rename over it: readers never see a
-    // half-written file, and a symlink at `dest` is replaced, not followed.
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or_default();
-    let tmp = dir.join(format!(
-        ".{}.maid-{}-{nanos}",
-        dest.file_name().and_then(|n| n.to_str()).unwrap_or("file"),
-        call.context.jid,
-    ));
-    let result = (|| {
-        let mut file = fs::File::create(&tmp).map_err(at(&dest, "cannot write"))?;
-        let mut hasher = Sha256::new();
-        let mut buf = vec![0u8; CHUNK];
-        loop {
-            let n = src
-                .read(&mut buf)
-                .map_err(at(Path::new(&a.path), "cannot read"))?;
-            if n == 0 {
-                break;
-            }
-            hasher.update(&buf[..n]);
-            file.write_all(&buf[..n])
-                .map_err(at(&dest, "cannot write"))?;
-        }
-        let got = hex(&hasher.finalize());
-        if got != src.sha256() {
-            return Err(Error::failed(
-                format!(
-                    "{}: content hash {got} does not match the source's {}",
-                    a.path,
-                    src.sha256()
-                ),
-                1,
-            ));
-        }
-        file.sync_all().map_err(at(&dest, "cannot write"))?;
-        fs::rename(&tmp, &dest).map_err(at(&dest, "cannot write"))
-    })();
-    if let Err(err) = result {
-        let _ = fs::remove_file(&tmp);
-        return Err(err);
-    }
+    maid_sdk::fs::write_source(&mut src, &a.path, &dest, &call.context.jid)?;
     Ok(dest.display().to_string())
 }
 

@@ -1,10 +1,16 @@
-//! Salt's `pkg` module for Debian's family (`aptpkg`), read side: what
-//! `dpkg-query` says is installed, with Salt's names and shapes. It runs
-//! `dpkg-query` and nothing else.
+//! Salt's `pkg` module for Debian's family (`aptpkg`): what `dpkg-query`
+//! says is installed, what `apt-cache` offers, and installing and removing
+//! with `apt-get`, with Salt's names, arguments and shapes. It starts
+//! `dpkg-query`, `dpkg`, `apt-cache` and `apt-get` and nothing else (the
+//! exec grant says which of them it may), sets only Salt's four
+//! non-interactive variables for them (the env grant), and writes only the
+//! `salt://` packages it caches for `sources=` (the first writable dir).
 
 use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
 
-use maid_sdk::host::{self, Command};
+use maid_sdk::host::{self, Command, Output};
 use maid_sdk::salt::{fnmatch, is_true};
 use maid_sdk::{Call, Capability, Error, Function, Plugin, export_plugin, python};
 use serde::Deserialize;
@@ -12,8 +18,54 @@ use serde_json::{Map, Value, json};
 
 struct Pkg;
 
+/// What Salt's `aptpkg` puts in the environment of every package command,
+/// so that nothing asks a question.
+const DPKG_ENV: [(&str, &str); 4] = [
+    ("APT_LISTBUGS_FRONTEND", "none"),
+    ("APT_LISTCHANGES_FRONTEND", "none"),
+    ("DEBIAN_FRONTEND", "noninteractive"),
+    ("UCF_FORCE_CONFFOLD", "1"),
+];
+
+/// Where apt keeps the lists `refresh_db` fetches (`cache_valid_time`).
+const APT_LISTS: &str = "/var/lib/apt/lists";
+
+fn command(argv: &[String]) -> Command {
+    DPKG_ENV
+        .iter()
+        .fold(Command::from_argv(argv.to_vec()), |c, (k, v)| c.env(*k, *v))
+}
+
+fn argv(words: &[&str]) -> Vec<String> {
+    words.iter().map(|w| w.to_string()).collect()
+}
+
+/// Salt's `_call_apt`: run the program; while dpkg's lock is held, wait
+/// 2, 4, ... seconds and try again, ten times at most.
+fn call_apt(argv: &[String]) -> Result<Output, Error> {
+    let cmd = command(argv);
+    let mut out = cmd.output()?;
+    let mut count = 0;
+    while out.stderr_lossy().contains("Could not get lock") && count < 10 {
+        count += 1;
+        host::warn(&format!(
+            "Waiting for dpkg lock release: retrying... {count}/100"
+        ));
+        std::thread::sleep(Duration::from_secs(1 << count));
+        out = cmd.output()?;
+    }
+    Ok(out)
+}
+
 /// Installed, removed and purge-desired packages: name -> sorted versions.
 type Lists = [BTreeMap<String, Vec<String>>; 3];
+
+fn osarch() -> String {
+    host::grains()
+        .get("osarch")
+        .map(python::str)
+        .unwrap_or_default()
+}
 
 /// Salt's `aptpkg.list_pkgs` reading of `dpkg-query -W`.
 fn query() -> Result<Lists, Error> {
@@ -95,6 +147,32 @@ fn list_pkgs(a: &ListPkgs) -> Result<Map<String, Value>, Error> {
     Ok(shaped(ret, as_list))
 }
 
+/// `list_pkgs()` as Salt's own functions call it: versions joined by
+/// commas; `removed` for the packages removed but not purged.
+fn installed(removed: bool) -> Result<Map<String, Value>, Error> {
+    list_pkgs(&ListPkgs {
+        versions_as_list: Value::Null,
+        removed: json!(removed),
+        purge_desired: Value::Null,
+    })
+}
+
+/// Salt's `salt.utils.data.compare_dicts`: `{name: {"old", "new"}}` for
+/// every name whose value changed, "" for a side that lacks it.
+fn compare(old: &Map<String, Value>, new: &Map<String, Value>) -> Map<String, Value> {
+    let mut ret = Map::new();
+    for key in old.keys().chain(new.keys()) {
+        let (o, n) = (old.get(key), new.get(key));
+        if o != n && !ret.contains_key(key) {
+            ret.insert(
+                key.clone(),
+                json!({"old": o.cloned().unwrap_or(json!("")), "new": n.cloned().unwrap_or(json!(""))}),
+            );
+        }
+    }
+    ret
+}
+
 /// Salt's `pkg_resource.version`: one name gives its version text ("" when
 /// not installed); several, or a glob, a dict.
 fn version(call: &Call) -> Result<Value, Error> {
@@ -135,12 +213,933 @@ fn version(call: &Call) -> Result<Value, Error> {
     Ok(Value::Object(ret))
 }
 
+/// Salt's `aptpkg.version_cmp`: -1, 0 or 1 as `dpkg --compare-versions`
+/// orders the two, or None when it cannot.
+fn version_cmp(a: &str, b: &str, ignore_epoch: bool) -> Result<Option<i32>, Error> {
+    let norm = |v: &str| {
+        if ignore_epoch {
+            v.split_once(':').map_or(v, |(_, rest)| rest).to_string()
+        } else {
+            v.to_string()
+        }
+    };
+    let (a, b) = (norm(a), norm(b));
+    for (oper, ret) in [("lt", -1), ("eq", 0), ("gt", 1)] {
+        let out = Command::new("dpkg")
+            .args(["--compare-versions", &a, oper, &b])
+            .output()?;
+        if out.retcode == 0 {
+            return Ok(Some(ret));
+        }
+    }
+    Ok(None)
+}
+
+#[derive(Deserialize)]
+struct VersionCmp {
+    pkg1: Value,
+    pkg2: Value,
+    #[serde(default)]
+    ignore_epoch: Value,
+}
+
+/// Salt's `refresh_db`: `apt-get -q update`, each source it names with
+/// True (fetched), None (already current) or False (ignored or failed).
+fn refresh_db(cache_valid_time: &Value, failhard: &Value) -> Result<Value, Error> {
+    let valid = match cache_valid_time {
+        Value::Number(n) => n.as_f64().unwrap_or_default(),
+        Value::String(s) => s.trim().parse().unwrap_or_default(),
+        _ => 0.0,
+    };
+    if valid > 0.0 {
+        // Salt skips the update while the lists are younger than this.
+        match host::stat(APT_LISTS, true) {
+            Ok(st) => {
+                let now = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map(|d| d.as_secs_f64())
+                    .unwrap_or_default();
+                if st.mtime + valid > now {
+                    return Ok(json!({}));
+                }
+            }
+            Err(e) => host::warn(&format!("could not stat cache directory due to: {e}")),
+        }
+    }
+    let out = call_apt(&argv(&["apt-get", "-q", "update"]))?;
+    if out.retcode != 0 {
+        return Err(Error::failed(out.stderr_lossy(), 1));
+    }
+    let mut ret = Map::new();
+    let mut errors = Vec::new();
+    for line in out.stdout_lossy().lines() {
+        let cols: Vec<&str> = line.split_whitespace().collect();
+        let Some(first) = cols.first() else { continue };
+        let mut ident = cols[1..].join(" ");
+        if first.contains("Get") {
+            // Without the size apt prints last (" [1234 B]").
+            if ident.ends_with("B]")
+                && let Some(at) = ident.rfind(" [")
+            {
+                ident.truncate(at);
+            }
+            ret.insert(ident, json!(true));
+        } else if first.contains("Ign") {
+            ret.insert(ident, json!(false));
+        } else if first.contains("Hit") {
+            ret.insert(ident, Value::Null);
+        } else if first.contains("Err") {
+            ret.insert(ident.clone(), json!(false));
+            errors.push(ident);
+        }
+    }
+    if is_true(failhard) && !errors.is_empty() {
+        return Err(Error::failed(
+            format!("Error getting repos: {}", errors.join(", ")),
+            1,
+        ));
+    }
+    Ok(Value::Object(ret))
+}
+
+#[derive(Deserialize)]
+struct RefreshDb {
+    #[serde(default)]
+    cache_valid_time: Value,
+    #[serde(default)]
+    failhard: Value,
+}
+
+/// The keyword a function pops (Salt reads these from `**kwargs`).
+fn kwarg<'a>(call: &'a Call, key: &str) -> Option<&'a Value> {
+    call.kwargs.get(key)
+}
+
+/// Salt's `latest_version`: the candidate `apt-cache policy` names for
+/// each package, "" when what is installed is as new (one name gives the
+/// text, several a dict).
+fn latest_version(call: &Call) -> Result<Value, Error> {
+    if call.kwargs.contains_key("repo") {
+        return Err(Error::bad_arguments(
+            "The 'repo' argument is invalid, use 'fromrepo' instead",
+        ));
+    }
+    let names: Vec<String> = call.args.iter().map(python::str).collect();
+    let refresh = kwarg(call, "refresh").is_none_or(is_true);
+    let show_installed = kwarg(call, "show_installed").is_some_and(is_true);
+    let fromrepo = kwarg(call, "fromrepo")
+        .filter(|v| python::truthy(v))
+        .map(python::str);
+    let cache_valid_time = kwarg(call, "cache_valid_time").cloned().unwrap_or(json!(0));
+    latest(
+        &names,
+        refresh,
+        show_installed,
+        fromrepo.as_deref(),
+        &cache_valid_time,
+    )
+}
+
+fn latest(
+    names: &[String],
+    refresh: bool,
+    show_installed: bool,
+    fromrepo: Option<&str>,
+    cache_valid_time: &Value,
+) -> Result<Value, Error> {
+    if names.is_empty() {
+        return Ok(json!(""));
+    }
+    let mut names = names.to_vec();
+    let mut ret: Map<String, Value> = names.iter().map(|n| (n.clone(), json!(""))).collect();
+    let pkgs = list_pkgs(&ListPkgs {
+        versions_as_list: json!(true),
+        removed: Value::Null,
+        purge_desired: Value::Null,
+    })?;
+    if refresh {
+        refresh_db(cache_valid_time, &Value::Null)?;
+    }
+    let mut cmd = argv(&["apt-cache", "-q", "policy"]);
+    cmd.extend(names.iter().cloned());
+    if let Some(repo) = fromrepo {
+        cmd.push("-o".into());
+        cmd.push(format!("APT::Default-Release={repo}"));
+    }
+    let out = call_apt(&cmd)?;
+    let short: Vec<&str> = names
+        .iter()
+        .map(|n| n.split(':').next().unwrap_or(n))
+        .collect();
+    let mut candidates: BTreeMap<String, String> = BTreeMap::new();
+    let mut this = String::new();
+    for line in out.stdout_lossy().lines() {
+        let line = line.trim();
+        if let Some(head) = line.strip_suffix(':')
+            && !line.starts_with("Version table")
+        {
+            if names.iter().any(|n| n == head)
+                || short.contains(&head.split(':').next().unwrap_or(head))
+            {
+                this = head.to_string();
+            }
+        } else if line.starts_with("Candidate") {
+            let comps: Vec<&str> = line.split_whitespace().collect();
+            let mut candidate = "";
+            if comps.len() >= 2 {
+                candidate = comps[comps.len() - 1];
+                if candidate.eq_ignore_ascii_case("(none)") {
+                    candidate = "";
+                }
+            }
+            candidates.insert(this.clone(), candidate.to_string());
+        }
+    }
+    loop {
+        let (mut extensions, mut pops) = (Vec::new(), Vec::new());
+        for name in &names {
+            if !candidates.contains_key(name) {
+                // No native package: foreign-architecture ones stand in.
+                let prefix = format!("{name}:");
+                extensions.extend(
+                    candidates
+                        .keys()
+                        .filter(|c| c.starts_with(&prefix))
+                        .cloned(),
+                );
+                pops.push(name.clone());
+            }
+            let have: Vec<String> = pkgs
+                .get(name)
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .map(python::str)
+                .collect();
+            let candidate = candidates.get(name).cloned().unwrap_or_default();
+            if have.is_empty() || show_installed {
+                ret.insert(name.clone(), json!(candidate));
+            } else if !candidate.is_empty() {
+                let mut newer = false;
+                for v in &have {
+                    newer |= matches!(version_cmp(v, &candidate, false)?, Some(0 | 1));
+                }
+                if !newer {
+                    ret.insert(name.clone(), json!(candidate));
+                }
+            }
+        }
+        if extensions.is_empty() && pops.is_empty() {
+            break;
+        }
+        names.extend(extensions);
+        for p in pops {
+            if let Some(at) = names.iter().position(|n| *n == p) {
+                names.remove(at);
+            }
+        }
+    }
+    if names.len() == 1 {
+        return Ok(ret.get(&names[0]).cloned().unwrap_or(json!("")));
+    }
+    Ok(Value::Object(ret))
+}
+
+#[derive(Deserialize)]
+struct UpgradeAvailable {
+    name: Value,
+}
+
+#[derive(Deserialize)]
+struct ListUpgrades {
+    #[serde(default)]
+    refresh: Value,
+    #[serde(default)]
+    dist_upgrade: Value,
+}
+
+/// Salt's `list_upgrades`: `apt-get --just-print [dist-]upgrade`, each
+/// package it would configure with the version.
+fn list_upgrades(a: ListUpgrades, call: &Call) -> Result<Value, Error> {
+    if is_true(&a.refresh) {
+        let valid = kwarg(call, "cache_valid_time").cloned().unwrap_or(json!(0));
+        refresh_db(&valid, &Value::Null)?;
+    }
+    let mut cmd = argv(&["apt-get", "--just-print"]);
+    cmd.push(
+        if is_true(&a.dist_upgrade) {
+            "dist-upgrade"
+        } else {
+            "upgrade"
+        }
+        .into(),
+    );
+    if let Some(repo) = kwarg(call, "fromrepo") {
+        cmd.push("-o".into());
+        cmd.push(format!("APT::Default-Release={}", python::str(repo)));
+    }
+    let out = call_apt(&cmd)?;
+    if out.retcode != 0 {
+        let mut msg = "Failed to get upgrades".to_string();
+        for text in [out.stderr_lossy(), out.stdout_lossy()] {
+            if !text.is_empty() {
+                msg += &format!(": {text}");
+                break;
+            }
+        }
+        return Err(Error::failed(msg, 1));
+    }
+    let mut ret = Map::new();
+    for line in out.stdout_lossy().lines() {
+        // Conf libxfont1 (1:1.4.5-1 Debian:testing [i386])
+        let Some(rest) = line.strip_prefix("Conf ") else {
+            continue;
+        };
+        let Some((name, tail)) = rest.split_once(' ') else {
+            continue;
+        };
+        let Some(version) = tail.strip_prefix('(') else {
+            continue;
+        };
+        let version = version.split(' ').next().unwrap_or_default();
+        if !name.is_empty() && !version.is_empty() {
+            ret.insert(name.to_string(), json!(version));
+        }
+    }
+    Ok(Value::Object(ret))
+}
+
+/// Salt's `normalize_name`: the architecture suffix dropped when it is
+/// this host's (or `all`/`any`).
+fn normalize_name(name: &str, osarch: &str) -> String {
+    match name.rsplit_once(':') {
+        Some((base, arch)) if arch == osarch || arch == "all" || arch == "any" => base.into(),
+        Some(_) => name.into(),
+        None => name.into(),
+    }
+}
+
+/// A `pkgs=`/`sources=` value: a list, or the YAML text of one.
+fn listed(v: &Value) -> Option<Vec<Value>> {
+    match v {
+        Value::Array(a) => Some(a.clone()),
+        Value::String(s) => serde_json::from_str::<Value>(s)
+            .ok()
+            .and_then(|v| v.as_array().cloned()),
+        _ => None,
+    }
+}
+
+/// What `pkg_resource.parse_targets` gives `install`.
+enum Targets {
+    /// Names from a repository, each with the version asked for.
+    Repository(Vec<(String, Option<String>)>),
+    /// Package files on this host.
+    Files(Vec<String>),
+}
+
+/// Salt's `salt.utils.data.repack_dictlist` with `_repack_pkgs`'s `str()`.
+fn repack(
+    list: &[Value],
+    normalize: bool,
+    osarch: &str,
+) -> Result<Vec<(String, Option<String>)>, Error> {
+    let mut out: Vec<(String, Option<String>)> = Vec::new();
+    for element in list {
+        let (name, version) = match element {
+            Value::String(_) | Value::Number(_) => (python::str(element), None),
+            Value::Object(o) if o.len() == 1 => {
+                let (k, v) = o.iter().next().expect("one entry");
+                (k.clone(), (!v.is_null()).then(|| python::str(v)))
+            }
+            _ => {
+                host::warn(&format!("Invalid input for repack_dictlist: {element}"));
+                return Ok(Vec::new());
+            }
+        };
+        let name = if normalize {
+            normalize_name(&name, osarch)
+        } else {
+            name
+        };
+        if let Some(at) = out.iter().position(|(n, _)| *n == name) {
+            out[at].1 = version;
+        } else {
+            out.push((name, version));
+        }
+    }
+    if out.len() != list.len() {
+        return Err(Error::bad_arguments(format!(
+            "You are passing a list of packages that contains duplicated packages names: {}. \
+             This cannot be processed. In case you are targeting different versions of the \
+             same package, please target them individually",
+            python::repr(&Value::Array(list.to_vec()))
+        )));
+    }
+    Ok(out)
+}
+
+fn parse_targets(a: &Install, osarch: &str) -> Result<Option<Targets>, Error> {
+    let normalize = is_true(&a.normalize);
+    let given = |v: &Value| python::truthy(v);
+    if given(&a.pkgs) && given(&a.sources) {
+        host::warn("Only one of \"pkgs\" and \"sources\" can be used.");
+        return Ok(None);
+    }
+    if given(&a.pkgs) {
+        let Some(list) = listed(&a.pkgs) else {
+            return Ok(None);
+        };
+        let pkgs = repack(&list, normalize, osarch)?;
+        return Ok((!pkgs.is_empty()).then_some(Targets::Repository(pkgs)));
+    }
+    if given(&a.sources) {
+        let Some(list) = listed(&a.sources) else {
+            return Ok(None);
+        };
+        let mut files = Vec::new();
+        for source in &list {
+            let Some((name, src)) = source
+                .as_object()
+                .filter(|o| o.len() == 1)
+                .and_then(|o| o.iter().next())
+            else {
+                host::warn("Input must be a list of 1-element dicts");
+                return Ok(None);
+            };
+            let src = python::str(src);
+            if src.contains("://") {
+                files.push(cache_source(&src, name)?);
+            } else if !Path::new(&src).is_absolute() {
+                return Err(Error::bad_arguments(format!(
+                    "Path {src} for package {name} is either not absolute or an invalid protocol"
+                )));
+            } else {
+                files.push(src);
+            }
+        }
+        return Ok((!files.is_empty()).then_some(Targets::Files(files)));
+    }
+    if given(&a.name) {
+        let version = a.version.as_ref().filter(|v| !v.is_null()).map(python::str);
+        let pkgs = python::str(&a.name)
+            .split(',')
+            .map(|n| {
+                let n = if normalize {
+                    normalize_name(n, osarch)
+                } else {
+                    n.to_string()
+                };
+                (n, version.clone())
+            })
+            .collect::<Vec<_>>();
+        // A dict in Salt: a name given twice is one target.
+        let mut unique: Vec<(String, Option<String>)> = Vec::new();
+        for (n, v) in pkgs {
+            if !unique.iter().any(|(u, _)| *u == n) {
+                unique.push((n, v));
+            }
+        }
+        return Ok(Some(Targets::Repository(unique)));
+    }
+    host::warn("No package sources provided");
+    Ok(None)
+}
+
+/// Salt's `cp.cache_file` for a `sources=` URL: a `salt://` package is
+/// fetched (under the fetch grant) into the first writable directory
+/// granted to the plugin, which is where `apt-get` reads it.
+fn cache_source(url: &str, name: &str) -> Result<String, Error> {
+    let unable = || {
+        Error::failed(
+            format!("Unable to cache source {url} for package {name}"),
+            1,
+        )
+    };
+    if !url.starts_with("salt://") {
+        return Err(Error::bad_arguments(format!(
+            "only salt:// sources and local paths are supported, not {url:?}"
+        )));
+    }
+    let dir = host::dirs()
+        .into_iter()
+        .find(|d| d.writable)
+        .ok_or_else(|| {
+            Error::denied(format!(
+                "{url}: caching a package needs a writable directory granted to pkg"
+            ))
+        })?;
+    if !dir.path.is_dir() {
+        return Err(Error::failed(
+            format!(
+                "{url}: {} (granted to pkg for caching packages) does not exist; create it",
+                dir.path.display()
+            ),
+            1,
+        ));
+    }
+    let Some(mut source) = host::fetch(url)? else {
+        return Err(unable());
+    };
+    let file = url
+        .rsplit('/')
+        .next()
+        .filter(|f| !f.is_empty())
+        .ok_or_else(unable)?;
+    let dest = dir.path.join(file);
+    maid_sdk::fs::write_source(&mut source, url, &dest, "pkg")?;
+    Ok(dest.display().to_string())
+}
+
+/// Salt's `lowpkg.bin_pkg_info`: name and version from `dpkg -I`.
+fn bin_pkg_info(path: &str) -> Result<(String, String), Error> {
+    let out = Command::new("dpkg").args(["-I", path]).output()?;
+    if out.retcode != 0 {
+        let mut msg = format!("Unable to get info for {path}");
+        let err = out.stderr_lossy();
+        if !err.is_empty() {
+            msg += &format!(": {err}");
+        }
+        return Err(Error::failed(msg, 1));
+    }
+    let (mut name, mut version) = (None, None);
+    for line in out.stdout_lossy().lines() {
+        let line = line.trim();
+        let field = |f: &str| {
+            line.strip_prefix(f)
+                .map(|r| r.trim_start_matches(' '))
+                .filter(|r| r.starts_with(':'))
+                .and_then(|_| line.split_whitespace().last())
+                .map(str::to_string)
+        };
+        if let Some(v) = field("Package") {
+            name = Some(v);
+        } else if let Some(v) = field("Version") {
+            version = Some(v);
+        }
+    }
+    match (name, version) {
+        (Some(n), Some(v)) => Ok((n, v)),
+        (n, v) => {
+            let missing: Vec<&str> = [("name", n.is_none()), ("version", v.is_none())]
+                .into_iter()
+                .filter_map(|(k, m)| m.then_some(k))
+                .collect();
+            Err(Error::failed(
+                format!("Unable to get {} for {path}", missing.join(", ")),
+                1,
+            ))
+        }
+    }
+}
+
+/// Packages `dpkg --get-selections` marks `hold`.
+fn held() -> Result<Vec<String>, Error> {
+    let out = Command::new("dpkg").arg("--get-selections").output()?;
+    Ok(out
+        .stdout_lossy()
+        .lines()
+        .filter_map(|l| {
+            let mut cols = l.split_whitespace();
+            let (name, state) = (cols.next()?, cols.next()?);
+            (state == "hold").then(|| name.to_string())
+        })
+        .collect())
+}
+
+/// `dpkg --set-selections` for each package: Salt's `hold`/`unhold`.
+fn select(pkgs: &[String], state: &str) -> Result<(), Error> {
+    let input: String = pkgs.iter().map(|p| format!("{p} {state}\n")).collect();
+    command(&argv(&["dpkg", "--set-selections"]))
+        .stdin(input.into_bytes())
+        .output()?;
+    Ok(())
+}
+
+/// A failure that carries the changes made so far, as Salt's
+/// `CommandExecutionError(message, info={"errors", "changes"})` reads.
+fn problem(what: &str, errors: &[String], changes: &Value) -> Error {
+    let mut msg = format!("{what}. Additional info follows:\n\nerrors:\n");
+    for e in errors {
+        msg += &format!("    - {e}\n");
+    }
+    msg += &format!("changes:\n    {changes}");
+    Error::failed(msg, 1)
+}
+
+#[derive(Deserialize)]
+struct Install {
+    #[serde(default)]
+    name: Value,
+    #[serde(default)]
+    refresh: Value,
+    #[serde(default)]
+    fromrepo: Value,
+    #[serde(default)]
+    skip_verify: Value,
+    #[serde(default)]
+    debconf: Value,
+    #[serde(default)]
+    pkgs: Value,
+    #[serde(default)]
+    sources: Value,
+    #[serde(default)]
+    reinstall: Value,
+    #[serde(default)]
+    downloadonly: Value,
+    #[serde(default)]
+    normalize: Value,
+    #[serde(skip)]
+    version: Option<Value>,
+}
+
+/// Salt's `aptpkg.install`.
+fn install(mut a: Install, call: &Call) -> Result<Value, Error> {
+    a.version = kwarg(call, "version").cloned();
+    let osarch = osarch();
+    if python::truthy(&a.debconf) {
+        return Err(Error::bad_arguments(
+            "debconf answers files are not supported",
+        ));
+    }
+    let version_kw = a
+        .version
+        .as_ref()
+        .filter(|v| python::truthy(v))
+        .map(python::str);
+    let mut refresh = false;
+    if is_true(&a.refresh) {
+        refresh = true;
+        if let Some(want) = &version_kw {
+            let have = latest(&[python::str(&a.name)], false, true, None, &json!(0))?;
+            refresh = python::str(&have) != *want;
+        }
+        if python::truthy(&a.pkgs) {
+            refresh = false;
+            for pkg in listed(&a.pkgs).unwrap_or_default() {
+                match pkg.as_object().and_then(|o| o.iter().next()) {
+                    Some((name, want)) => {
+                        let have =
+                            latest(std::slice::from_ref(name), false, true, None, &json!(0))?;
+                        refresh |= have != *want;
+                    }
+                    None => refresh = true,
+                }
+            }
+        }
+    }
+    let Some(targets) = parse_targets(&a, &osarch)? else {
+        return Ok(json!({}));
+    };
+    let old = installed(false)?;
+    let reinstall = is_true(&a.reinstall);
+    let fromrepo = Some(&a.fromrepo)
+        .filter(|v| python::truthy(v))
+        .or_else(|| kwarg(call, "repo").filter(|v| python::truthy(v)))
+        .map(python::str);
+
+    // (name, what apt-get is given, version) for each target.
+    let items: Vec<(Option<String>, String, Option<String>)> = match &targets {
+        Targets::Repository(pkgs) => {
+            if pkgs
+                .iter()
+                .any(|(_, v)| v.as_deref().is_some_and(|v| v.starts_with(['<', '>'])))
+            {
+                return Err(Error::bad_arguments(
+                    "version comparisons (<, >) are not supported; name the version",
+                ));
+            }
+            let single = python::truthy(&a.name) && !python::truthy(&a.pkgs) && pkgs.len() == 1;
+            pkgs.iter()
+                .map(|(n, v)| {
+                    let v = if single && version_kw.is_some() {
+                        version_kw.clone()
+                    } else {
+                        v.clone()
+                    };
+                    (Some(n.clone()), n.clone(), v)
+                })
+                .collect()
+        }
+        Targets::Files(files) => files
+            .iter()
+            .map(|f| bin_pkg_info(f).map(|(n, v)| (Some(n), f.clone(), Some(v))))
+            .collect::<Result<_, _>>()?,
+    };
+    let repository = matches!(targets, Targets::Repository(_));
+
+    let mut prefix = argv(&["apt-get", "-q", "-y"]);
+    if kwarg(call, "force_yes").is_some_and(python::truthy) {
+        prefix.push("--force-yes".into());
+    }
+    if kwarg(call, "force_conf_new").is_some_and(python::truthy) {
+        prefix.extend(argv(&["-o", "DPkg::Options::=--force-confnew"]));
+    } else {
+        prefix.extend(argv(&[
+            "-o",
+            "DPkg::Options::=--force-confold",
+            "-o",
+            "DPkg::Options::=--force-confdef",
+        ]));
+    }
+    if let Some(rec) = kwarg(call, "install_recommends") {
+        prefix.push(
+            if python::truthy(rec) {
+                "--install-recommends"
+            } else {
+                "--no-install-recommends"
+            }
+            .into(),
+        );
+    }
+    if kwarg(call, "only_upgrade").is_some_and(python::truthy) {
+        prefix.push("--only-upgrade".into());
+    }
+    if python::truthy(&a.skip_verify) {
+        prefix.push("--allow-unauthenticated".into());
+    }
+    if let Some(repo) = &fromrepo
+        && repository
+    {
+        prefix.extend(["-t".to_string(), repo.clone()]);
+    }
+    prefix.push("install".into());
+
+    let (mut targets_, mut downgrade) = (Vec::new(), Vec::new());
+    let mut to_reinstall: Vec<(String, String)> = Vec::new();
+    for (name, target, version) in items {
+        let name = name.unwrap_or_default();
+        match version {
+            None => {
+                if repository && reinstall && old.contains_key(&name) {
+                    to_reinstall.push((name.clone(), name));
+                } else {
+                    targets_.push(target);
+                }
+            }
+            Some(v) => {
+                let v = if repository {
+                    v.trim_start_matches('=').to_string()
+                } else {
+                    v
+                };
+                let pkgstr = if repository {
+                    format!("{name}={v}")
+                } else {
+                    target
+                };
+                let cver = old.get(&name).map(python::str).unwrap_or_default();
+                if reinstall && !cver.is_empty() && version_cmp(&v, &cver, false)? == Some(0) {
+                    to_reinstall.push((name, pkgstr));
+                } else if cver.is_empty() || matches!(version_cmp(&v, &cver, false)?, Some(0 | 1)) {
+                    targets_.push(pkgstr);
+                } else {
+                    downgrade.push(pkgstr);
+                }
+            }
+        }
+    }
+    let mut cmds = Vec::new();
+    let mut all = Vec::new();
+    if !targets_.is_empty() {
+        all.extend(targets_.iter().cloned());
+        let mut cmd = prefix.clone();
+        cmd.extend(targets_);
+        cmds.push(cmd);
+    }
+    if !downgrade.is_empty() {
+        let mut cmd = prefix.clone();
+        if repository && !cmd.iter().any(|w| w == "--force-yes") {
+            cmd.insert(cmd.len() - 1, "--force-yes".into());
+        }
+        cmd.extend(downgrade);
+        cmds.push(cmd);
+    }
+    if is_true(&a.downloadonly)
+        && let Some(last) = cmds.last_mut()
+    {
+        last.push("--download-only".into());
+    }
+    if !to_reinstall.is_empty() {
+        all.extend(to_reinstall.iter().map(|(n, _)| n.clone()));
+        let mut cmd = prefix.clone();
+        if repository {
+            cmd.push("--reinstall".into());
+        }
+        cmd.extend(to_reinstall.iter().map(|(_, s)| s.clone()));
+        cmds.push(cmd);
+    }
+    if cmds.is_empty() {
+        return Ok(json!({}));
+    }
+    if refresh {
+        let valid = kwarg(call, "cache_valid_time").cloned().unwrap_or(json!(0));
+        refresh_db(&valid, &Value::Null)?;
+    }
+    // A held package is let go for the install and held again after.
+    let named: Vec<&str> = all
+        .iter()
+        .map(|t| t.split('=').next().unwrap_or(t))
+        .collect();
+    let to_unhold: Vec<String> = held()?
+        .into_iter()
+        .filter(|h| named.contains(&h.as_str()))
+        .collect();
+    if !to_unhold.is_empty() {
+        select(&to_unhold, "install")?;
+    }
+    let mut errors = Vec::new();
+    for cmd in &cmds {
+        let out = call_apt(cmd)?;
+        let err = out.stderr_lossy();
+        if out.retcode != 0 && !err.is_empty() {
+            errors.push(err);
+        }
+    }
+    let new = installed(false)?;
+    let mut ret = compare(&old, &new);
+    for (name, _) in &to_reinstall {
+        if !ret.contains_key(name) || old.contains_key(name) {
+            ret.insert(
+                name.clone(),
+                json!({
+                    "old": old.get(name).cloned().unwrap_or(json!("")),
+                    "new": new.get(name).cloned().unwrap_or(json!("")),
+                }),
+            );
+        }
+    }
+    if !to_unhold.is_empty() {
+        select(&to_unhold, "hold")?;
+    }
+    if !errors.is_empty() {
+        return Err(problem(
+            "Problem encountered installing package(s)",
+            &errors,
+            &Value::Object(ret),
+        ));
+    }
+    Ok(Value::Object(ret))
+}
+
+#[derive(Deserialize)]
+struct Uninstall {
+    #[serde(default)]
+    name: Value,
+    #[serde(default)]
+    pkgs: Value,
+}
+
+/// Salt's `_uninstall`: `apt-get -q -y remove|purge` of the named
+/// packages that are installed (globs match installed names).
+fn uninstall(action: &str, a: &Uninstall) -> Result<Value, Error> {
+    let osarch = osarch();
+    let params: Vec<String> = if python::truthy(&a.pkgs) {
+        let list = listed(&a.pkgs).unwrap_or_default();
+        repack(&list, true, &osarch)?
+            .into_iter()
+            .map(|(n, _)| n)
+            .collect()
+    } else if python::truthy(&a.name) {
+        let mut names: Vec<String> = Vec::new();
+        for n in python::str(&a.name).split(',') {
+            let n = normalize_name(n, &osarch);
+            if !names.contains(&n) {
+                names.push(n);
+            }
+        }
+        names
+    } else {
+        Vec::new()
+    };
+    let old = installed(false)?;
+    let old_removed = installed(true)?;
+    // Salt's `match_wildcard`: each glob is replaced by the installed
+    // names it matches (only the last glob's matches are kept, as Salt
+    // keeps them). Purge then looks for the same names among the removed
+    // packages: a glob never reaches those.
+    let mut matches: Vec<String> = Vec::new();
+    let mut params: Vec<String> = params
+        .into_iter()
+        .filter(|p| {
+            if p.contains('*') {
+                matches = old.keys().filter(|k| fnmatch(k, p)).cloned().collect();
+                false
+            } else {
+                true
+            }
+        })
+        .collect();
+    for m in matches {
+        if !params.contains(&m) {
+            params.push(m);
+        }
+    }
+    let mut targets: Vec<String> = params
+        .iter()
+        .filter(|p| old.contains_key(*p))
+        .cloned()
+        .collect();
+    if action == "purge" {
+        targets.extend(params.into_iter().filter(|p| old_removed.contains_key(p)));
+    }
+    if targets.is_empty() {
+        return Ok(json!({}));
+    }
+    let mut cmd = argv(&["apt-get", "-q", "-y", action]);
+    cmd.extend(targets);
+    let out = call_apt(&cmd)?;
+    let err = out.stderr_lossy();
+    let errors = if out.retcode != 0 && !err.is_empty() {
+        vec![err]
+    } else {
+        Vec::new()
+    };
+    let new = installed(false)?;
+    let changes = Value::Object(compare(&old, &new));
+    let ret = if action == "purge" {
+        let new_removed = installed(true)?;
+        json!({"removed": compare(&old_removed, &new_removed), "installed": changes})
+    } else {
+        changes
+    };
+    if !errors.is_empty() {
+        return Err(problem(
+            "Problem encountered removing package(s)",
+            &errors,
+            &ret,
+        ));
+    }
+    Ok(ret)
+}
+
 impl Plugin for Pkg {
     const MODULE: &'static str = "pkg";
     const VERSION: &'static str = env!("CARGO_PKG_VERSION");
-    const CAPABILITIES: &'static [Capability] = &[Capability::Exec];
+    const CAPABILITIES: &'static [Capability] = &[
+        Capability::Exec,
+        Capability::Fetch,
+        Capability::FsRead,
+        Capability::FsWrite,
+    ];
 
     fn functions() -> Vec<Function> {
+        let latest_fn = |name| {
+            Function::raw(
+                name,
+                "Return the newest version apt offers for each package, \"\" when installed",
+                &["*names", "**kwargs"],
+                latest_version,
+            )
+        };
+        let uninstall_fn = |name, doc, action: &'static str| {
+            Function::new(
+                name,
+                doc,
+                &["name=null", "pkgs=null", "**kwargs"],
+                move |a: Uninstall, _: &Call| uninstall(action, &a),
+            )
+        };
         vec![
             Function::new(
                 "list_pkgs",
@@ -158,6 +1157,66 @@ impl Plugin for Pkg {
                 "Return the installed version of the packages named (globs allowed)",
                 &["*names", "**kwargs"],
                 version,
+            ),
+            latest_fn("latest_version"),
+            latest_fn("available_version"),
+            Function::new(
+                "upgrade_available",
+                "Return whether a newer version of the package is available",
+                &["name", "**kwargs"],
+                |a: UpgradeAvailable, _: &Call| {
+                    let v = latest(&[python::str(&a.name)], true, false, None, &json!(0))?;
+                    Ok(v != json!(""))
+                },
+            ),
+            Function::new(
+                "list_upgrades",
+                "Return the packages an upgrade would install, with their versions",
+                &["refresh=true", "dist_upgrade=true", "**kwargs"],
+                list_upgrades,
+            ),
+            Function::new(
+                "refresh_db",
+                "Update the package lists (apt-get update)",
+                &["cache_valid_time=0", "failhard=false", "**kwargs"],
+                |a: RefreshDb, _: &Call| refresh_db(&a.cache_valid_time, &a.failhard),
+            ),
+            Function::new(
+                "version_cmp",
+                "Compare two package versions: -1, 0 or 1",
+                &["pkg1", "pkg2", "ignore_epoch=false", "**kwargs"],
+                |a: VersionCmp, _: &Call| {
+                    version_cmp(
+                        &python::str(&a.pkg1),
+                        &python::str(&a.pkg2),
+                        is_true(&a.ignore_epoch),
+                    )
+                },
+            ),
+            Function::new(
+                "install",
+                "Install packages by name (name, pkgs, version) or from .deb files (sources)",
+                &[
+                    "name=null",
+                    "refresh=false",
+                    "fromrepo=null",
+                    "skip_verify=false",
+                    "debconf=null",
+                    "pkgs=null",
+                    "sources=null",
+                    "reinstall=false",
+                    "downloadonly=false",
+                    "ignore_epoch=false",
+                    "normalize=true",
+                    "**kwargs",
+                ],
+                install,
+            ),
+            uninstall_fn("remove", "Remove packages (apt-get remove)", "remove"),
+            uninstall_fn(
+                "purge",
+                "Remove packages and their configuration files (apt-get purge)",
+                "purge",
             ),
         ]
     }
