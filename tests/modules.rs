@@ -1276,7 +1276,12 @@ fn pkg_installs_and_removes_as_salt_does() {
     let calls: Vec<Vec<String>> = [
         vec!["pkg.version".into(), "maid-test-a".into()],
         vec!["pkg.install".into(), source("maid-test-a", &a1)],
-        vec!["pkg.install".into(), source("maid-test-b", &b1)],
+        // From salt:// (file_root is the packages' directory): cached
+        // first, as Salt's cp.cache_file does.
+        vec![
+            "pkg.install".into(),
+            "sources=[{\"maid-test-b\": \"salt://maid-test-b_1.0-1_all.deb\"}]".into(),
+        ],
         vec![
             "pkg.version".into(),
             "maid-test-a".into(),
@@ -1335,7 +1340,7 @@ fn pkg_installs_and_removes_as_salt_does() {
     .collect();
 
     purge_packages(&names);
-    let salt = oracle("modules", &json!({"calls": calls}));
+    let salt = oracle("modules", &json!({"calls": calls, "file_root": debs}));
     let salt = salt.as_array().unwrap();
     purge_packages(&names);
 
@@ -1344,6 +1349,8 @@ fn pkg_installs_and_removes_as_salt_does() {
     for (call, salt) in calls.iter().zip(salt) {
         let out = Command::new(env!("CARGO_BIN_EXE_maid"))
             .args(["call", "--local", "--out", "json"])
+            .arg("--file-root")
+            .arg(&debs)
             .current_dir(dir.path())
             .env("MAID_PLUGIN_DIR", guests::PLUGINS_DIR)
             .env("MAID_CACHE_DIR", crate::common::shared_cache())
@@ -1386,6 +1393,8 @@ fn pkg_installs_and_removes_as_salt_does() {
     // both sides would not pass).
     let change = |old: &str, new: &str| json!({"old": old, "new": new});
     assert_eq!(maid_returns[1], json!({"maid-test-a": change("", "1.0-1")}));
+    assert_eq!(maid_returns[2], json!({"maid-test-b": change("", "1.0-1")}));
+    assert!(dir.path().join("maid-test-b_1.0-1_all.deb").is_file());
     // (list_upgrades also lists what the machine's own sources offer.)
     assert_eq!(maid_returns[4]["maid-test-a"], json!("2.0-1"));
     assert_eq!(maid_returns[7], json!(true));
