@@ -1090,6 +1090,38 @@ async fn a_grain_set_is_targeted_at_once_and_kept() {
     );
     let report = run(&bus, &ping_role()).await;
     assert_eq!(report.returns.len(), 1, "{report:?}");
+
+    // The kept grains edited by hand are read again by
+    // saltutil.refresh_grains (the agent's own, Salt's `True`).
+    std::fs::write(
+        state.path().join(maid::grains::GRAINS_FILE),
+        r#"{"role": "web"}"#,
+    )
+    .unwrap();
+    let refresh = || {
+        request(
+            "maid-g",
+            "glob",
+            "saltutil.refresh_grains",
+            json!([]),
+            json!({}),
+        )
+    };
+    assert_eq!(only_return(&run(&bus, &refresh()).await).ret, json!(true));
+    let ping_web = request("role:web", "grain", "test.ping", json!([]), json!({}));
+    let report = run(&bus, &ping_web).await;
+    assert_eq!(only_return(&report).id, "maid-g");
+    assert!(run(&bus, &ping_role()).await.returns.is_empty());
+    // An argument Salt's refresh_grains does not take is refused.
+    let mut bad = refresh();
+    bad.kwarg.insert("bogus".into(), json!(1));
+    let ret = run(&bus, &bad).await;
+    let ret = only_return(&ret);
+    assert_eq!(ret.retcode, 1, "{:?}", ret.ret);
+    assert_eq!(
+        ret.ret,
+        json!("Passed invalid arguments: The following keyword arguments are not valid: bogus=1")
+    );
 }
 
 /// `service` against a unit tree (`root=`, `systemctl --root`), which works

@@ -276,7 +276,13 @@ async fn pushed_plugins_sync_to_every_maid_and_every_bad_push_is_refused() {
             functions.contains(&"older.ping".to_string()),
             "{functions:?}"
         );
-        assert!(functions.contains(&"saltutil.sync_modules".to_string()));
+        for own in [
+            "saltutil.sync_modules",
+            "saltutil.sync_all",
+            "saltutil.refresh_grains",
+        ] {
+            assert!(functions.contains(&own.to_string()), "{own}: {functions:?}");
+        }
     }
 
     // The audit log: local plugins loaded at start, the synced one with its
@@ -300,10 +306,22 @@ async fn pushed_plugins_sync_to_every_maid_and_every_bad_push_is_refused() {
     let big = padded(&f.dir.path().join("v2/older.wasm"), b'a');
     let line = f.push(&[big.to_str().unwrap()], &f.key);
     let big_sha = line.split(' ').nth(1).unwrap().to_string();
-    assert_eq!(
-        f.run("saltutil.sync_modules"),
-        (0, f.all(json!(["modules.older"])))
-    );
+    // saltutil.sync_all installs it as sync_modules does, and answers with
+    // Salt's every kind, only `modules` holding anything.
+    let (code, returns) = f.run("saltutil.sync_all");
+    assert_eq!(code, 0, "{returns:?}");
+    for ret in returns.values() {
+        let kinds = ret.as_object().unwrap();
+        assert_eq!(kinds.len(), 18, "{ret}");
+        for (kind, v) in kinds {
+            let want = if kind == "modules" {
+                json!(["modules.older"])
+            } else {
+                json!([])
+            };
+            assert_eq!(*v, want, "{kind}");
+        }
+    }
     assert_eq!(f.run("older.ping"), (0, f.all(json!(true))));
 
     // Content that is not what was signed: the next version's middle chunk

@@ -345,6 +345,18 @@ impl GrainStore {
         Ok(())
     }
 
+    /// Replace the grains whole (`saltutil.refresh_grains`); the kept ones
+    /// are in `grains` already, and the grains file is not touched.
+    pub fn replace(&self, grains: Map<String, Value>) {
+        {
+            let mut live = self.live.write().unwrap_or_else(|e| e.into_inner());
+            *self.json.write().unwrap_or_else(|e| e.into_inner()) =
+                Value::Object(grains.clone()).to_string();
+            *live = grains;
+        }
+        self.changed.notify_one();
+    }
+
     /// Wait until the grains change.
     pub async fn changed(&self) {
         self.changed.notified().await;

@@ -51,7 +51,7 @@ use crate::audit::{Audit, Decision, Record};
 use crate::bus::Conn;
 use crate::config::Config;
 use crate::plugin_store::{self, Signed};
-pub use crate::plugin_store::{MODULES_KWARG, SYNC_MODULES};
+pub use crate::plugin_store::{MODULES_KWARG, SYNC_ALL, SYNC_ALL_KINDS, SYNC_MODULES};
 use crate::runtime::Runtime;
 use crate::trust::Verifier;
 
@@ -135,6 +135,24 @@ impl SyncReport {
         } else {
             (json!({"changed": self.changed, "refused": self.refused}), 1)
         }
+    }
+
+    /// The return of `saltutil.sync_all`: Salt's object of every kind,
+    /// with this report's under `modules` and the rest empty.
+    pub fn salt_all_return(&self) -> (Value, i32) {
+        let (modules, retcode) = self.salt_return();
+        let all: serde_json::Map<String, Value> = SYNC_ALL_KINDS
+            .iter()
+            .map(|k| {
+                let v = if *k == "modules" {
+                    modules.clone()
+                } else {
+                    json!([])
+                };
+                ((*k).to_string(), v)
+            })
+            .collect();
+        (Value::Object(all), retcode)
     }
 }
 

@@ -45,6 +45,33 @@ use maid_protocol::trust::{self, Envelope, SignatureError, Verifier};
 /// itself, not a plugin.
 pub const SYNC_MODULES: &str = "saltutil.sync_modules";
 
+/// Salt's sync of every kind of extension; on a maid, the modules are the
+/// only kind, and it installs them as [`SYNC_MODULES`] does.
+pub const SYNC_ALL: &str = "saltutil.sync_all";
+
+/// The kinds `saltutil.sync_all` reports, as a Salt 3008 minion (file
+/// client `remote`) reports them.
+pub const SYNC_ALL_KINDS: &[&str] = &[
+    "clouds",
+    "beacons",
+    "modules",
+    "states",
+    "sdb",
+    "grains",
+    "renderers",
+    "returners",
+    "output",
+    "utils",
+    "log_handlers",
+    "executors",
+    "proxymodules",
+    "engines",
+    "thorium",
+    "serializers",
+    "matchers",
+    "resources",
+];
+
 /// The kwarg of [`SYNC_MODULES`] that pins what to install.
 pub const MODULES_KWARG: &str = "modules";
 

@@ -11,7 +11,7 @@ use crate::audit::{self, Decision, Record};
 use crate::outbox::Pending;
 use crate::protocol::Job;
 use crate::runtime::{CallRequest, Failure, Outcome, Teardown};
-use crate::sync::{SYNC_MODULES, Syncer};
+use crate::sync::{SYNC_ALL, SYNC_MODULES, Syncer};
 
 /// Run one job that targets this maid; the return to deliver (`None` when
 /// the agent is shutting down before the job got a slot).
@@ -28,9 +28,10 @@ pub(super) async fn run_job(
     let mut listed = shared.runtime.jobs().start(&job.jid, job_data(job));
     let started = std::time::Instant::now();
     let (outcome, teardown) = match &shared.sync {
-        Some(sync) if job.fun == SYNC_MODULES => {
+        Some(sync) if job.fun == SYNC_MODULES || job.fun == SYNC_ALL => {
             (sync_modules(shared, sync, job).await, Teardown::default())
         }
+        _ if job.fun == REFRESH_GRAINS => (refresh_grains(shared, job), Teardown::default()),
         _ => {
             let call = shared.runtime.call_deferred(CallRequest {
                 fun: job.fun.clone(),
@@ -117,13 +118,62 @@ fn stopped(job: &Job, signal: i32, started: std::time::Instant) -> Outcome {
     }
 }
 
-/// `saltutil.sync_modules`, which the agent answers itself: Salt's list of
-/// the modules that changed, or what was refused (retcode 1).
+/// `saltutil.sync_modules` and `sync_all`, which the agent answers itself:
+/// Salt's list of the modules that changed (for `sync_all`, under
+/// `modules` beside Salt's other, empty, kinds), or what was refused
+/// (retcode 1).
 async fn sync_modules(shared: &Shared, sync: &Syncer, job: &Job) -> Outcome {
     let started = std::time::Instant::now();
     let (ret, retcode) = match shared.sync_job(sync, job).await {
+        Ok(report) if job.fun == SYNC_ALL => report.salt_all_return(),
         Ok(report) => report.salt_return(),
         Err(e) => (Value::String(e), 1),
+    };
+    Outcome {
+        ret,
+        retcode,
+        failure: (retcode != 0).then_some(Failure::Function),
+        duration: started.elapsed(),
+        used: Vec::new(),
+        plugin_sha256: None,
+    }
+}
+
+/// Salt's `saltutil.refresh_grains`, which the agent answers itself: the
+/// grains detected again and merged as at start (the kept ones, then the
+/// configuration's), seen by targeting and the registry at once. Salt's
+/// `True`; an argument it does not take is refused as Salt refuses it.
+pub(super) const REFRESH_GRAINS: &str = "saltutil.refresh_grains";
+
+fn refresh_grains(shared: &Shared, job: &Job) -> Outcome {
+    let started = std::time::Instant::now();
+    let invalid: Vec<String> = job
+        .kwarg
+        .iter()
+        .filter(|(k, _)| {
+            !k.starts_with("__") && *k != "refresh_pillar" && *k != "clean_pillar_cache"
+        })
+        .map(|(k, v)| format!("{k}={}", maid_protocol::salt::python::str(v)))
+        .collect();
+    let (ret, retcode) = if !job.arg.is_empty() {
+        (
+            Value::String(format!(
+                "Passed invalid arguments: refresh_grains() takes 0 positional arguments but {} were given",
+                job.arg.len()
+            )),
+            1,
+        )
+    } else if !invalid.is_empty() {
+        (
+            Value::String(format!(
+                "Passed invalid arguments: The following keyword arguments are not valid: {}",
+                invalid.join(", ")
+            )),
+            1,
+        )
+    } else {
+        shared.refresh_grains();
+        (Value::Bool(true), 0)
     };
     Outcome {
         ret,

@@ -41,7 +41,7 @@ use crate::metrics::Metrics;
 use crate::outbox::{self, Outbox, Pending};
 use crate::protocol::{self, Job, Registration, Reply};
 use crate::runtime::{Runtime, RuntimeSettings};
-use crate::sync::{SYNC_MODULES, Syncer};
+use crate::sync::{SYNC_ALL, SYNC_MODULES, Syncer};
 use crate::trust::{KeyError, Verifier, read_trusted_keys};
 use ed25519_dalek::{SigningKey, VerifyingKey};
 
@@ -211,7 +211,8 @@ impl Shared {
     /// The metrics label of `fun`: itself when a plugin provides it, else
     /// `unknown` (so made-up names cannot grow the registry).
     fn fun_label(&self, fun: &str) -> crate::metrics::Fun {
-        let known = (self.sync.is_some() && fun == SYNC_MODULES)
+        let known = (self.sync.is_some() && (fun == SYNC_MODULES || fun == SYNC_ALL))
+            || fun == job::REFRESH_GRAINS
             || fun
                 .split_once('.')
                 .and_then(|(m, f)| {
@@ -245,8 +246,11 @@ impl Shared {
         let mut funs = self.runtime.functions();
         if self.sync.is_some() {
             funs.push(SYNC_MODULES.into());
-            funs.sort();
+            funs.push(SYNC_ALL.into());
         }
+        funs.push(job::REFRESH_GRAINS.into());
+        funs.sort();
+        funs.dedup();
         funs
     }
 
@@ -255,6 +259,13 @@ impl Shared {
     fn relay_limit(&self, job: &Job) -> Duration {
         job.time_limit()
             .unwrap_or(Duration::from_secs_f64(self.config.limits.timeout_secs))
+    }
+
+    /// `saltutil.refresh_grains`: detect the grains again and merge them as
+    /// at start; the heartbeat re-registers them.
+    fn refresh_grains(&self) {
+        self.grains
+            .replace(crate::grains::of_config(&self.id, &self.config));
     }
 
     /// Re-register, so the registry's function list follows the plugins.

@@ -17,7 +17,7 @@ use serde_json::{Map, Value};
 use super::{MasterOpts, block_on};
 use crate::filestore;
 use crate::jobs::{self, JobRequest, Report};
-use crate::plugin_store::{MODULES_KWARG, SYNC_MODULES};
+use crate::plugin_store::{MODULES_KWARG, SYNC_ALL, SYNC_MODULES};
 
 /// How a target is read (`-L`, `-E`, `-G`, `-P`, `-S`, `-C`; glob by
 /// default), as `salt` takes it.
@@ -556,7 +556,7 @@ pub fn summary(r: &Report) -> String {
 pub fn run(args: RunArgs, verbose: bool) -> anyhow::Result<ExitCode> {
     let (arg, mut kwarg) = parse_cli(&args.args);
     // A sync installs what this master pushed last, from its own record.
-    if args.fun == SYNC_MODULES
+    if (args.fun == SYNC_MODULES || args.fun == SYNC_ALL)
         && !kwarg.contains_key(MODULES_KWARG)
         && let Some(pins) = super::plugin_push::recorded_pins(&args.master)?
     {

@@ -1,7 +1,10 @@
 //! Salt's `saltutil` module, job side: what this maid is running and
 //! stopping a job (`kill_job`, `term_job`, `signal_job`), through the
 //! host's job table, which only the `jobs` grant opens.
-//! (`saltutil.sync_modules` is the agent's own, with `[sync]`.)
+//! `sync_modules`, `sync_all` and `refresh_grains` change the agent
+//! itself, so a running agent answers them without this plugin; here
+//! they answer where there is no agent to do it (`maid call --local`,
+//! or an agent without `[sync]`).
 
 use maid_sdk::salt::fnmatch;
 use maid_sdk::{Call, Error, Function, Plugin, export_plugin, host, python};
@@ -57,6 +60,18 @@ fn signal(jid: &Value, sig: i32) -> Result<String, Error> {
     Ok(host::signal_job(&python::str(jid), sig)?.unwrap_or_default())
 }
 
+/// Why a sync reached this plugin: only an agent syncing from a master
+/// installs plugins.
+fn no_sync(call: &Call) -> Error {
+    Error::failed(
+        format!(
+            "{} is answered by a maid agent with [sync] configured; this one has none",
+            call.fun()
+        ),
+        1,
+    )
+}
+
 impl Plugin for SaltUtil {
     const MODULE: &'static str = "saltutil";
     const VERSION: &'static str = env!("CARGO_PKG_VERSION");
@@ -91,6 +106,57 @@ impl Plugin for SaltUtil {
                         .into_iter()
                         .filter(|d| fnmatch(d["fun"].as_str().unwrap_or_default(), &fun))
                         .collect::<Vec<_>>())
+                },
+            ),
+            Function::new(
+                "sync_modules",
+                "Install the plugins the master pushed (answered by an agent with [sync])",
+                &[
+                    "saltenv=null",
+                    "refresh=true",
+                    "extmod_whitelist=null",
+                    "extmod_blacklist=null",
+                    "**kwargs",
+                ],
+                |_: Value, call: &Call| -> Result<Value, Error> { Err(no_sync(call)) },
+            ),
+            Function::new(
+                "sync_all",
+                "Sync every kind of extension: the plugins the master pushed (answered by an agent with [sync])",
+                &[
+                    "saltenv=null",
+                    "refresh=true",
+                    "extmod_whitelist=null",
+                    "extmod_blacklist=null",
+                    "clean_pillar_cache=false",
+                    "**kwargs",
+                ],
+                |_: Value, call: &Call| -> Result<Value, Error> { Err(no_sync(call)) },
+            ),
+            Function::raw(
+                "refresh_grains",
+                "Detect the grains again (answered by the agent; without one, every call detects them)",
+                &["**kwargs"],
+                |call: &Call| {
+                    if !call.args.is_empty() {
+                        return Err(Error::bad_arguments(format!(
+                            "refresh_grains() takes 0 positional arguments but {} were given",
+                            call.args.len()
+                        )));
+                    }
+                    // Salt pops these two and refuses the rest.
+                    let invalid: Vec<String> = call
+                        .user_kwargs()
+                        .filter(|(k, _)| *k != "refresh_pillar" && *k != "clean_pillar_cache")
+                        .map(|(k, v)| format!("{k}={}", python::str(v)))
+                        .collect();
+                    if !invalid.is_empty() {
+                        return Err(Error::bad_arguments(format!(
+                            "The following keyword arguments are not valid: {}",
+                            invalid.join(", ")
+                        )));
+                    }
+                    Ok(true)
                 },
             ),
             Function::new(
