@@ -250,6 +250,16 @@ fn modules_answer_as_salt_call_local() {
         "file.copy {d}/sub {d}/sub2",
         "file.copy {d}/sub {d}/sub2 recurse=True",
         "file.rename {d}/a2.txt {d}/a3.txt",
+        "file.symlink {d}/a.txt {d}/ln1",
+        "file.symlink {d}/a.txt {d}/ln1",
+        "file.symlink {d}/b.txt {d}/ln1",
+        "file.symlink {d}/b.txt {d}/ln1 force=True",
+        "file.symlink {d}/a.txt {d}/ln1 atomic=True",
+        "file.symlink {d}/b.txt {d}/a.txt",
+        "file.symlink sub/c.txt {d}/ln2",
+        "file.symlink /etc/hostname {d}/ln3",
+        "file.symlink {d}/a.txt ln4",
+        "file.symlink {d}/a.txt {d}/nodir/ln5",
         "file.replace {d}/a.txt '^foo=.*$' repl=foo=2",
         "file.replace {d}/a.txt '^(w)orld$' '\\1ORLD' show_changes=False",
         "file.replace {d}/a.txt nomatch x show_changes=False",
@@ -512,6 +522,10 @@ fn modules_refuse_what_their_default_grants_do_not_give() {
         &["file.set_mode", "/etc/hostname", "0777"],
         "outside the directories granted",
     );
+    refused(
+        &["file.symlink", "/etc/hostname", "/etc/maid-link"],
+        "outside the directories granted",
+    );
     refused(&["file.mkdir", "/srv/maid/x", "user=root"], "owner");
     // cmd: programs outside its allow-list, even through which.
     refused(
@@ -663,14 +677,24 @@ fn modules_refuse_what_their_default_grants_do_not_give() {
         ),
     )
     .unwrap();
+    // And a directory link leading out, to make a new link through.
+    std::os::unix::fs::symlink(outside.path(), granted.join("outdir")).unwrap();
     let link = granted.join("out").display().to_string();
     let up = granted.join("up/secret").display().to_string();
+    let through = granted.join("outdir/made").display().to_string();
     for words in [
         vec!["file.stats", link.as_str()],
         vec!["file.get_mode", link.as_str()],
         vec!["file.set_mode", link.as_str(), "0666"],
         vec!["file.read", link.as_str()],
         vec!["file.stats", up.as_str()],
+        vec!["file.symlink", "/etc/hostname", through.as_str()],
+        vec![
+            "file.symlink",
+            "/etc/hostname",
+            through.as_str(),
+            "atomic=True",
+        ],
     ] {
         let words: Vec<String> = words.iter().map(|w| w.to_string()).collect();
         let out = maid_call_with(
@@ -689,6 +713,11 @@ fn modules_refuse_what_their_default_grants_do_not_give() {
     let mode =
         std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(&target).unwrap().permissions());
     assert_eq!(mode & 0o777, 0o600, "the file outside kept its mode");
+    assert_eq!(
+        std::fs::read_dir(outside.path()).unwrap().count(),
+        1,
+        "no link was made outside"
+    );
     // The same link's own entry may be read without following it.
     let out = maid_call(
         dir.path(),

@@ -264,6 +264,12 @@ pub fn set_mode(path: &str, mode: u32) -> Result<(), Error> {
     Ok(wit::set_mode(path, mode)?)
 }
 
+/// Create the symbolic link `link` (in a directory granted read-write)
+/// pointing at `target`, which may be absolute. Needs `fs-write`.
+pub fn symlink(target: &str, link: &str) -> Result<(), Error> {
+    Ok(wit::symlink(target, link)?)
+}
+
 /// The whole of a file the grants name by path (`files`, e.g.
 /// `/proc/meminfo`). Needs `fs-read`.
 pub fn read_file(path: &str) -> Result<Vec<u8>, Error> {

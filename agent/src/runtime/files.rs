@@ -1,6 +1,7 @@
-//! The host's own file calls: `stat` and `set-mode`, what WASI does not
-//! carry (owners, permission bits), inside the plugin's granted
-//! directories only; and `read-file`, single files the grants name.
+//! The host's own file calls: `stat`, `set-mode` and `symlink`, what WASI
+//! does not carry (owners, permission bits, links with absolute targets),
+//! inside the plugin's granted directories only; and `read-file`, single
+//! files the grants name.
 //!
 //! The path is checked lexically against the grants
 //! ([`Grants::fs_dir`]), its real path must lie in the same granted
@@ -145,6 +146,33 @@ pub(crate) fn set_mode(grants: &Grants, path: &str, mode: u32) -> Result<(), Hos
     let Opened { root, rel, .. } = open(grants, path, true, true)?;
     root.set_permissions(&rel, Permissions::from_mode(mode))
         .map_err(|e| io_error(path, e))
+}
+
+/// Create the link `link` -> `target`. The link's directory is resolved
+/// inside a directory granted read-write and opened through cap-std; the
+/// link is made there with `symlinkat`, so no link swapped in on the way
+/// is followed. `target` is the link's content only.
+pub(crate) fn symlink(grants: &Grants, target: &str, link: &str) -> Result<(), HostError> {
+    use std::os::fd::AsFd;
+    if target.is_empty() || target.contains('\0') {
+        return Err(HostError::Failed(format!(
+            "{target:?} is not a link target"
+        )));
+    }
+    let Opened { root, rel, .. } = open(grants, link, true, false)?;
+    let (Some(parent), Some(name)) = (rel.parent(), rel.file_name()) else {
+        return Err(HostError::Failed(format!(
+            "{link}: not a path a link can take"
+        )));
+    };
+    let parent = if parent.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        parent
+    };
+    let dir = root.open_dir(parent).map_err(|e| io_error(link, e))?;
+    nix::unistd::symlinkat(target, dir.as_fd(), name)
+        .map_err(|e| io_error(link, std::io::Error::from(e)))
 }
 
 /// The whole of a file the grants name (`files`), up to the plugin's

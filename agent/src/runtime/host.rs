@@ -43,6 +43,12 @@ pub enum CapabilityUse {
         mode: u32,
         allowed: bool,
     },
+    /// A link was made (`symlink`), or refused.
+    Symlink {
+        target: String,
+        link: String,
+        allowed: bool,
+    },
     /// A granted file was read (`read-file`), or refused.
     ReadFile { path: String, allowed: bool },
     /// A grain was set or removed (`set-grain`), or refused.
@@ -277,6 +283,16 @@ impl wit::Host for HostState {
         self.job.audit(&result, |allowed| CapabilityUse::SetMode {
             path,
             mode,
+            allowed,
+        });
+        result
+    }
+
+    async fn symlink(&mut self, target: String, link: String) -> Result<(), HostError> {
+        let result = files::symlink(&self.job.grants, &target, &link);
+        self.job.audit(&result, |allowed| CapabilityUse::Symlink {
+            target,
+            link,
             allowed,
         });
         result

@@ -319,6 +319,93 @@ struct Rename {
 }
 
 #[derive(Deserialize)]
+struct Symlink {
+    src: Value,
+    path: Value,
+    #[serde(default)]
+    force: Value,
+    #[serde(default)]
+    atomic: Value,
+    #[serde(default = "yes_value")]
+    follow_symlinks: Value,
+}
+
+fn yes_value() -> Value {
+    Value::Bool(true)
+}
+
+/// A failure from the host's `symlink` as Salt's "Could not create"; a
+/// denial stays one.
+fn could_not_create(path: &str) -> impl FnOnce(Error) -> Error {
+    let path = path.to_string();
+    move |e| {
+        if e.kind == maid_sdk::ErrorKind::Denied {
+            e
+        } else {
+            failed(format!("Could not create '{path}'"))
+        }
+    }
+}
+
+/// Salt's `file.symlink`: `path` -> `src`; True when made, or when `path`
+/// already is that link. An existing path is replaced with `force`, or
+/// atomically (a new link renamed over it) with `atomic`.
+fn symlink(a: Symlink) -> Result<bool, Error> {
+    let (src, path_s) = (text(&a.src), text(&a.path));
+    let path = Path::new(&path_s);
+    if !path.is_absolute() {
+        return Err(Error::bad_arguments(format!(
+            "Link path must be absolute: {path_s}"
+        )));
+    }
+    check_write(path)?;
+    let (force, atomic) = (python::truthy(&a.force), python::truthy(&a.atomic));
+    let is_link = path
+        .symlink_metadata()
+        .is_ok_and(|m| m.file_type().is_symlink());
+    if is_link {
+        // The host reads the link (WASI will not read an absolute one).
+        if let Some(current) = host::stat(&path_s, false).ok().and_then(|st| st.target)
+            && normalize(Path::new(&current)) == normalize(Path::new(&src))
+        {
+            return Ok(true);
+        }
+        if !force && !atomic {
+            return Err(failed(format!("Found existing symlink: {path_s}")));
+        }
+    }
+    let exists = if python::truthy(&a.follow_symlinks) {
+        path.exists()
+    } else {
+        path.symlink_metadata().is_ok()
+    };
+    if exists && !force && !atomic {
+        return Err(failed(format!("Existing path is not a symlink: {path_s}")));
+    }
+    if (is_link || exists) && force && !atomic {
+        std::fs::remove_file(path).map_err(|e| io(path, e))?;
+    } else if atomic {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or_default();
+        let temp = path
+            .parent()
+            .unwrap_or(Path::new("/"))
+            .join(format!(".maid-link-{nanos:09}"));
+        let temp_s = temp.display().to_string();
+        host::symlink(&src, &temp_s).map_err(could_not_create(&path_s))?;
+        if std::fs::rename(&temp, path).is_err() {
+            let _ = std::fs::remove_file(&temp);
+            return Err(failed(format!("Could not create '{path_s}'")));
+        }
+        return Ok(true);
+    }
+    host::symlink(&src, &path_s).map_err(could_not_create(&path_s))?;
+    Ok(true)
+}
+
+#[derive(Deserialize)]
 struct GetMode {
     path: Value,
     #[serde(default = "yes")]
@@ -820,6 +907,18 @@ impl Plugin for File {
                     host::set_mode(&dst_s, mode)?;
                     Ok(true)
                 },
+            ),
+            Function::new(
+                "symlink",
+                "Create a symbolic link PATH pointing at SRC",
+                &[
+                    "src",
+                    "path",
+                    "force=false",
+                    "atomic=false",
+                    "follow_symlinks=true",
+                ],
+                |a: Symlink, _: &Call| symlink(a),
             ),
             Function::new(
                 "rename",
