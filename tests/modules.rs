@@ -1496,3 +1496,48 @@ fn pkg_installs_and_removes_as_salt_does() {
         "{refreshed}"
     );
 }
+
+/// A job still running when the timeout passes is asked after, as Salt's
+/// master asks (`saltutil.find_job`), and waited for while its maid says
+/// it runs; a maid that cannot say (no `jobs` grant) counts as done at
+/// once, and without asking the job ends at the timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_still_running_is_asked_after_and_waited_for() {
+    use crate::common::fleet::{request, run, start_agent, wait_registered};
+    use std::time::{Duration, Instant};
+
+    let server = crate::common::redis::RedisServer::start();
+    let redis = server.config();
+    let bus = maid_master::bus::Bus::new(&redis).unwrap();
+    let _f = start_agent(&redis, "maid-f", "[plugins.saltutil]\njobs = true\n");
+    let _n = start_agent(&redis, "maid-nf", "[plugins.saltutil]\n");
+    wait_registered(&bus, &["maid-f", "maid-nf"]).await;
+
+    let sleep = |tgt: &str, gather: Option<u64>| {
+        let mut req = request(tgt, "glob", "test.sleep", json!([3]), json!({}));
+        req.timeout = Duration::from_secs(1);
+        req.gather_job_timeout = gather.map(Duration::from_secs);
+        req
+    };
+    // Asked after the 1 s timeout, it says it runs: waited for, returned.
+    let started = Instant::now();
+    let report = run(&bus, &sleep("maid-f", Some(5))).await;
+    assert_eq!(only_return(&report).ret, json!(true), "{report:?}");
+    assert!(report.missed_minions.is_empty(), "{report:?}");
+    assert!(started.elapsed() >= Duration::from_secs(3));
+    // Not asked: missed at the timeout, as before.
+    let report = run(&bus, &sleep("maid-f", None)).await;
+    assert!(report.returns.is_empty(), "{report:?}");
+    assert_eq!(report.missed_minions, ["maid-f".to_string()].into());
+    // A maid whose saltutil may not see its jobs answers find_job with a
+    // refusal: not running, so the job ends without the whole gather wait.
+    let started = Instant::now();
+    let report = run(&bus, &sleep("maid-nf", Some(30))).await;
+    assert!(report.returns.is_empty(), "{report:?}");
+    assert_eq!(report.missed_minions, ["maid-nf".to_string()].into());
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "{:?}",
+        started.elapsed()
+    );
+}

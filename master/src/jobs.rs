@@ -47,6 +47,26 @@ pub struct JobRequest {
     /// accepted for its maid signed it (PROTOCOL §3.4), and the maids
     /// expected are the accepted ones that are alive.
     pub pki: Option<Pki>,
+    /// Salt's `gather_job_timeout`: when `timeout` passes with targeted
+    /// minions yet to return, ask them (`saltutil.find_job`) and wait this
+    /// long for their answers; those still running the job are waited for
+    /// another `timeout`, as Salt's master waits. `None`: do not ask.
+    pub gather_job_timeout: Option<Duration>,
+}
+
+/// Salt's default `gather_job_timeout`.
+pub const GATHER_JOB_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The function a master asks minions with whether a job still runs.
+pub const FIND_JOB: &str = "saltutil.find_job";
+
+/// A `saltutil.find_job` asked of the minions still to return.
+struct FindJob {
+    jid: String,
+    asked: BTreeSet<String>,
+    answered: BTreeSet<String>,
+    running: BTreeSet<String>,
+    until: tokio::time::Instant,
 }
 
 /// What came back for one job.
@@ -401,7 +421,13 @@ pub fn job_payload(req: &JobRequest, jid: &str, topic: &str) -> String {
         kwarg: req.kwarg.clone(),
         tgt: req.tgt.clone(),
         tgt_type: req.tgt_type.clone(),
-        timeout: Some(req.timeout.as_secs_f64()),
+        // A master that asks after a running job (Salt's find_job) lets it
+        // run, as a Salt minion does, to the maid's own limit; one that
+        // gives up at its timeout has the maid stop the job there.
+        timeout: req
+            .gather_job_timeout
+            .is_none()
+            .then(|| req.timeout.as_secs_f64()),
         user: req.user.clone(),
         issued_at: Some(chrono::Utc::now().timestamp_millis()),
         out: req.out.clone(),
@@ -486,18 +512,67 @@ pub async fn run_on(
     publish_job(conn, req, &report.jid, topic, minions).await?;
 
     let mut pinged = BTreeSet::new();
-    let deadline = tokio::time::Instant::now() + req.timeout;
+    let mut deadline = tokio::time::Instant::now() + req.timeout;
     let mut counts: BTreeMap<String, usize> = BTreeMap::new();
+    let mut finding: Option<FindJob> = None;
     let tick = Duration::from_millis(200);
     loop {
         if report.complete(&pinged, &counts) {
             break;
         }
         let now = tokio::time::Instant::now();
-        if now >= deadline {
-            break;
+        if let Some(f) = &finding
+            && (now >= f.until || f.answered.is_superset(&f.asked))
+        {
+            // As Salt's master: while a minion says it runs the job, wait
+            // another timeout; when none does, the job is over.
+            if f.running.is_empty() {
+                break;
+            }
+            tracing::debug!(jid = %report.jid, running = ?f.running, "still running; waiting");
+            deadline = now + req.timeout;
+            finding = None;
         }
-        let wait = (deadline - now).min(tick);
+        if now >= deadline && finding.is_none() {
+            let missing: BTreeSet<String> = report
+                .targeted
+                .iter()
+                .filter(|t| !counts.contains_key(*t) && !report.rejected.contains_key(*t))
+                .cloned()
+                .collect();
+            let Some(gather) = req.gather_job_timeout.filter(|_| !missing.is_empty()) else {
+                break;
+            };
+            let find_jid = crate::jid::new_jid();
+            let ask = JobRequest {
+                tgt: Value::Array(missing.iter().cloned().map(Value::String).collect()),
+                tgt_type: "list".into(),
+                fun: FIND_JOB.into(),
+                arg: vec![Value::String(report.jid.clone())],
+                kwarg: Map::new(),
+                timeout: gather,
+                source_hashes: BTreeMap::new(),
+                gather_job_timeout: None,
+                ..req.clone()
+            };
+            // On this job's reply topic: the answers come on the stream
+            // already read, told apart by their jid.
+            publish(
+                conn,
+                &req.master_topic,
+                &job_payload(&ask, &find_jid, topic),
+            )
+            .await?;
+            finding = Some(FindJob {
+                jid: find_jid,
+                asked: missing,
+                answered: BTreeSet::new(),
+                running: BTreeSet::new(),
+                until: now + gather,
+            });
+        }
+        let until = finding.as_ref().map_or(deadline, |f| f.until);
+        let wait = until.saturating_duration_since(now).min(tick);
         let msg = match tokio::time::timeout(wait, replies.next()).await {
             Err(_) => {
                 progress(Progress {
@@ -510,6 +585,11 @@ pub async fn run_on(
             Ok(None) => break,
             Ok(Some(msg)) => msg,
         };
+        if let Some(f) = &mut finding
+            && found(&msg, f, accepted.as_ref(), &mut report.forged)
+        {
+            continue;
+        }
         let Some(reply) = counted(&msg, &mut report, accepted.as_ref()) else {
             continue;
         };
@@ -593,6 +673,33 @@ pub async fn run_on(
         .cloned()
         .collect();
     Ok(report)
+}
+
+/// Whether `msg` answers find-job `f` (taken in when genuine): a minion
+/// asked that returns the job's data (a non-empty object) still runs it;
+/// `{}`, or anything else (no `saltutil`, no `jobs` grant), says it does
+/// not.
+fn found(
+    msg: &Msg,
+    f: &mut FindJob,
+    accepted: Option<&AcceptedKeys>,
+    forged: &mut BTreeMap<String, String>,
+) -> bool {
+    let Ok(received) = receive(msg.get_payload_bytes()) else {
+        return false;
+    };
+    if received.reply.jid() != f.jid {
+        return false;
+    }
+    if let Some(Reply::Return(r)) = genuine(received, &f.jid, accepted, forged)
+        && f.asked.contains(&r.id)
+    {
+        f.answered.insert(r.id.clone());
+        if r.ret.as_object().is_some_and(|o| !o.is_empty()) {
+            f.running.insert(r.id);
+        }
+    }
+    true
 }
 
 /// Whether the maid that sent return `r` may answer for its minion: its

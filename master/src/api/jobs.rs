@@ -199,6 +199,8 @@ fn request(api: &Api, chunk: &Chunk, user: &str, timeout: std::time::Duration) -
         key: api.key.clone(),
         source_hashes: Default::default(),
         pki: api.pki.clone(),
+        // salt-api's LocalClient asks as the salt CLI does.
+        gather_job_timeout: Some(crate::jobs::GATHER_JOB_TIMEOUT),
     }
 }
 

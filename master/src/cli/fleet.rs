@@ -94,6 +94,12 @@ pub struct ReportOpts {
     /// Seconds to wait for returns.
     #[arg(short = 't', long, default_value_t = 5.0)]
     pub timeout: f64,
+    /// When the timeout passes, ask the minions yet to return whether
+    /// they still run the job (`saltutil.find_job`), waiting this many
+    /// seconds for their answers; a minion still running it is waited for
+    /// another timeout. 0: do not ask.
+    #[arg(long, default_value_t = 10.0)]
+    pub gather_job_timeout: f64,
     /// Outputter: nested, json, yaml, txt, raw or pprint (another name
     /// falls back to nested, as in Salt).
     #[arg(long, default_value_t = Out::default())]
@@ -136,6 +142,7 @@ impl ReportOpts {
     pub(super) fn quiet(out: Out, out_indent: Option<i64>) -> ReportOpts {
         ReportOpts {
             timeout: 5.0,
+            gather_job_timeout: 10.0,
             out,
             out_indent,
             exclude: None,
@@ -290,6 +297,8 @@ pub(super) fn prepare(
         key: master.signing_key(&config)?,
         source_hashes,
         pki: master.pki(&config),
+        gather_job_timeout: (report_opts.gather_job_timeout > 0.0)
+            .then(|| Duration::from_secs_f64(report_opts.gather_job_timeout)),
     };
     let selected = block_on(async {
         let mut conn = bus.connect().await?;
