@@ -1328,7 +1328,7 @@ fn pkg_installs_and_removes_as_salt_does() {
     std::fs::create_dir_all(&debs).unwrap();
     let a1 = build_deb(&debs, "maid-test-a", "1.0-1", false);
     let a2 = build_deb(&debs, "maid-test-a", "2.0-1", false);
-    let b1 = build_deb(&debs, "maid-test-b", "1.0-1", true);
+    build_deb(&debs, "maid-test-b", "1.0-1", true);
     let repo = AptRepo::new(dir.path(), &[&a2]);
     let names = ["maid-test-a", "maid-test-b"];
 

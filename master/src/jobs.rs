@@ -427,7 +427,7 @@ pub fn job_payload(req: &JobRequest, jid: &str, topic: &str) -> String {
         timeout: req
             .gather_job_timeout
             .is_none()
-            .then(|| req.timeout.as_secs_f64()),
+            .then_some(req.timeout.as_secs_f64()),
         user: req.user.clone(),
         issued_at: Some(chrono::Utc::now().timestamp_millis()),
         out: req.out.clone(),
