@@ -150,15 +150,67 @@ pub struct Progress {
 /// registration when it reads as one.
 pub type Maids = BTreeMap<String, (bool, Option<Registration>)>;
 
-/// The registry entries, each with whether its alive key exists.
+/// The registry entries, each with whether its alive key exists: the
+/// registry, then every alive key at once (one pipeline; on a cluster,
+/// where the keys lie on many nodes, all asked together), whatever the
+/// fleet's size.
 pub async fn alive_maids(conn: &mut Conn) -> redis::RedisResult<Maids> {
     let all: BTreeMap<String, String> = conn.hgetall(protocol::REGISTRY_KEY).await?;
-    let mut out = BTreeMap::new();
-    for (id, json) in all {
-        let alive: bool = conn.exists(protocol::alive_key(&id)).await?;
-        out.insert(id, (alive, serde_json::from_str(&json).ok()));
+    if all.is_empty() {
+        return Ok(Maids::new());
     }
-    Ok(out)
+    let alive: Vec<bool> = match conn {
+        Conn::Single(single) => {
+            let mut pipe = redis::pipe();
+            for id in all.keys() {
+                pipe.exists(protocol::alive_key(id));
+            }
+            pipe.query_async(single).await?
+        }
+        Conn::Cluster(cluster, _) => {
+            futures_util::future::try_join_all(all.keys().map(|id| {
+                let mut c = cluster.clone();
+                let key = protocol::alive_key(id);
+                async move { c.exists::<_, bool>(key).await }
+            }))
+            .await?
+        }
+    };
+    Ok(all
+        .into_iter()
+        .zip(alive)
+        .map(|((id, json), alive)| (id, (alive, serde_json::from_str(&json).ok())))
+        .collect())
+}
+
+/// What one job reads of the registry, once: the maids, and the minions
+/// beneath syndic maids. Whom a job selects and whom it then expects come
+/// from the same reading.
+#[derive(Debug, Clone, Default)]
+pub struct Registry {
+    pub maids: Maids,
+    pub beneath: Beneath,
+}
+
+impl Registry {
+    /// Read the registry.
+    pub async fn read(conn: &mut Conn) -> redis::RedisResult<Self> {
+        let maids = alive_maids(conn).await?;
+        let beneath = beneath(conn, &maids).await?;
+        Ok(Self { maids, beneath })
+    }
+
+    /// The keys accepted for these maids, when `req`'s master verifies.
+    fn accepted(&self, req: &JobRequest) -> Option<AcceptedKeys> {
+        req.pki
+            .as_ref()
+            .map(|pki| accepted_keys(pki, &self.maids, &self.beneath))
+    }
+
+    /// Whom `req`'s target selects ([`selected`]).
+    pub fn selected(&self, req: &JobRequest) -> BTreeSet<String> {
+        matching(&self.maids, &self.beneath, req, self.accepted(req).as_ref())
+    }
 }
 
 /// The minions beneath syndic maids (PROTOCOL §7), by id: the syndic maid
@@ -232,13 +284,7 @@ fn expected<'m>(
 /// minions matched the target": nothing is sent. A target a maid cannot
 /// evaluate selects nobody, as Salt's master finds no minion for it.
 pub async fn selected(conn: &mut Conn, req: &JobRequest) -> Result<BTreeSet<String>, BusError> {
-    let maids = alive_maids(conn).await?;
-    let beneath = beneath(conn, &maids).await?;
-    let accepted = req
-        .pki
-        .as_ref()
-        .map(|pki| accepted_keys(pki, &maids, &beneath));
-    Ok(matching(&maids, &beneath, req, accepted.as_ref()))
+    Ok(Registry::read(conn).await?.selected(req))
 }
 
 /// The expected maids of `maids`, and the minions `beneath` them, that
@@ -450,7 +496,7 @@ pub async fn run(
     on_return: impl FnMut(&Return),
     progress: impl FnMut(Progress),
 ) -> Result<Report, BusError> {
-    run_as(bus, req, crate::jid::new_jid(), on_return, progress).await
+    run_as(bus, req, crate::jid::new_jid(), None, on_return, progress).await
 }
 
 /// Publish `req` as job `jid` and return at once, as `salt --async` does:
@@ -465,18 +511,32 @@ pub async fn submit(
     publish_job(&mut conn, req, jid, &temp_topic(jid), minions).await
 }
 
-/// [`run`] as job `jid`, which the caller chose (to show it first).
+/// [`run`] as job `jid`, which the caller chose (to show it first), over
+/// `registry` when the caller read it already (to select whom the job
+/// goes to).
 pub async fn run_as(
     bus: &Bus,
     req: &JobRequest,
     jid: String,
+    registry: Option<&Registry>,
     on_return: impl FnMut(&Return),
     progress: impl FnMut(Progress),
 ) -> Result<Report, BusError> {
     let mut conn = bus.connect().await?;
     let topic = temp_topic(&jid);
     let replies = bus.replies(&topic).await?;
-    run_on(&mut conn, replies, jid, &topic, req, on_return, progress).await
+    let read;
+    let registry = match registry {
+        Some(r) => r,
+        None => {
+            read = Registry::read(&mut conn).await?;
+            &read
+        }
+    };
+    run_in(
+        &mut conn, registry, replies, jid, &topic, req, on_return, progress,
+    )
+    .await
 }
 
 /// [`run`] over connections the caller already holds: `replies` must
@@ -484,6 +544,26 @@ pub async fn run_as(
 /// Many jobs can then share one command connection and one subscription.
 pub async fn run_on(
     conn: &mut Conn,
+    replies: impl Stream<Item = Msg> + Unpin,
+    jid: String,
+    topic: &str,
+    req: &JobRequest,
+    on_return: impl FnMut(&Return),
+    progress: impl FnMut(Progress),
+) -> Result<Report, BusError> {
+    let registry = Registry::read(conn).await?;
+    run_in(
+        conn, &registry, replies, jid, topic, req, on_return, progress,
+    )
+    .await
+}
+
+/// [`run_on`] over `registry`, which the caller read (to select whom the
+/// job goes to): the job expects and targets from that same reading.
+#[allow(clippy::too_many_arguments)]
+pub async fn run_in(
+    conn: &mut Conn,
+    registry: &Registry,
     mut replies: impl Stream<Item = Msg> + Unpin,
     jid: String,
     topic: &str,
@@ -495,17 +575,13 @@ pub async fn run_on(
         jid,
         ..Default::default()
     };
-    let maids = alive_maids(conn).await?;
-    let beneath = beneath(conn, &maids).await?;
-    let accepted = req
-        .pki
-        .as_ref()
-        .map(|pki| accepted_keys(pki, &maids, &beneath));
-    report.expected = expected(&maids, req, accepted.as_ref())
+    let Registry { maids, beneath } = registry;
+    let accepted = registry.accepted(req);
+    report.expected = expected(maids, req, accepted.as_ref())
         .map(|(id, _)| id.clone())
         .collect();
     let started = Instant::now();
-    let minions = matching(&maids, &beneath, req, accepted.as_ref());
+    let minions = matching(maids, beneath, req, accepted.as_ref());
     // The minions each syndic maid listed in its PING: the only ids other
     // than its own it may return for.
     let mut listed: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();

@@ -222,7 +222,8 @@ fn announce(api: &Api, jid: &str, req: &JobRequest, minions: Option<&[String]>) 
 async fn local(api: &Api, chunk: &Chunk, user: &str) -> Result<(Value, Value), ApiError> {
     let req = request(api, chunk, user, chunk.wait());
     let mut conn = api.hub.conn().await?;
-    let selected = jobs::selected(&mut conn, &req).await?;
+    let registry = jobs::Registry::read(&mut conn).await?;
+    let selected = registry.selected(&req);
     if selected.is_empty() {
         // Salt's LocalClient publishes nothing when no minion matches.
         return Ok((json!({}), report_json(&Report::default())));
@@ -231,7 +232,17 @@ async fn local(api: &Api, chunk: &Chunk, user: &str) -> Result<(Value, Value), A
     let topic = jobs::temp_topic(&jid);
     let route = api.hub.route(&topic).await?;
     announce(api, &jid, &req, None);
-    let report = jobs::run_on(&mut conn, route, jid, &topic, &req, |_| {}, |_| {}).await?;
+    let report = jobs::run_in(
+        &mut conn,
+        &registry,
+        route,
+        jid,
+        &topic,
+        &req,
+        |_| {},
+        |_| {},
+    )
+    .await?;
     let mut returns: Map<String, Value> = report
         .returns
         .iter()
@@ -462,7 +473,8 @@ async fn manage_ping(
     };
     let req = request(api, &ping, user, timeout);
     let mut conn = api.hub.conn().await?;
-    let selected = jobs::selected(&mut conn, &req).await?;
+    let registry = jobs::Registry::read(&mut conn).await?;
+    let selected = registry.selected(&req);
     if selected.is_empty() {
         return Ok((vec![], vec![]));
     }
@@ -470,7 +482,17 @@ async fn manage_ping(
     let topic = jobs::temp_topic(&jid);
     let route = api.hub.route(&topic).await?;
     announce(api, &jid, &req, None);
-    let report = jobs::run_on(&mut conn, route, jid, &topic, &req, |_| {}, |_| {}).await?;
+    let report = jobs::run_in(
+        &mut conn,
+        &registry,
+        route,
+        jid,
+        &topic,
+        &req,
+        |_| {},
+        |_| {},
+    )
+    .await?;
     Ok(master_funs::up_down(&selected, &report))
 }
 

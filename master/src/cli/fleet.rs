@@ -240,6 +240,8 @@ pub(super) struct Ready {
     pub(super) bus: crate::bus::Bus,
     pub(super) req: JobRequest,
     pub(super) selected: std::collections::BTreeSet<String>,
+    /// The registry `selected` was read from, which the job then expects.
+    pub(super) registry: jobs::Registry,
 }
 
 const NO_MATCH: &str = "No minions matched the target. No command was sent, no jid was assigned.";
@@ -300,10 +302,11 @@ pub(super) fn prepare(
         gather_job_timeout: (report_opts.gather_job_timeout > 0.0)
             .then(|| Duration::from_secs_f64(report_opts.gather_job_timeout)),
     };
-    let selected = block_on(async {
+    let registry = block_on(async {
         let mut conn = bus.connect().await?;
-        jobs::selected(&mut conn, &req).await
+        anyhow::Ok(jobs::Registry::read(&mut conn).await?)
     })??;
+    let selected = registry.selected(&req);
     if report_opts.preview_target {
         let ids = selected.into_iter().map(Value::String).collect();
         out.display_value(&Value::Array(ids), indent);
@@ -312,7 +315,12 @@ pub(super) fn prepare(
     if selected.is_empty() {
         return Ok(Prepared::NoMatch);
     }
-    Ok(Prepared::Ready(Box::new(Ready { bus, req, selected })))
+    Ok(Prepared::Ready(Box::new(Ready {
+        bus,
+        req,
+        selected,
+        registry,
+    })))
 }
 
 /// Publish, stream returns as they come, then report what is missing.
@@ -324,7 +332,7 @@ fn run_and_report(
 ) -> anyhow::Result<ExitCode> {
     let (out, indent) = (&report_opts.out, report_opts.out_indent);
     let batch = spec.batch.take();
-    let (bus, req, selected) = match prepare(master, report_opts, spec)? {
+    let (bus, req, selected, registry) = match prepare(master, report_opts, spec)? {
         Prepared::Done(code) => return Ok(code),
         Prepared::NoMatch => {
             // As `salt`: nothing is published, and the outputter shows `{}`
@@ -344,8 +352,13 @@ fn run_and_report(
             return Ok(ExitCode::from(2));
         }
         Prepared::Ready(ready) => {
-            let Ready { bus, req, selected } = *ready;
-            (bus, req, selected)
+            let Ready {
+                bus,
+                req,
+                selected,
+                registry,
+            } = *ready;
+            (bus, req, selected, registry)
         }
     };
     let jid = crate::jid::new_jid();
@@ -369,6 +382,7 @@ fn run_and_report(
         &bus,
         &req,
         jid,
+        Some(&registry),
         |r: &Return| {
             if tty {
                 eprint!("\r\x1b[K");
@@ -469,6 +483,7 @@ fn run_batch(
                 &bus,
                 &sub,
                 jid,
+                None,
                 |r| {
                     let _ = tx.send(r.clone());
                 },
@@ -654,7 +669,9 @@ pub fn cp(args: CpArgs, verbose: bool) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::SUCCESS);
         }
         Prepared::Ready(ready) => {
-            let Ready { bus, req, selected } = *ready;
+            let Ready {
+                bus, req, selected, ..
+            } = *ready;
             (bus, req, selected)
         }
     };

@@ -93,13 +93,23 @@ fn manage_ping(
         ..ReportOpts::quiet(args.out.clone(), args.out_indent)
     };
     let spec = Spec::new(target.tgt, target.tgt_type.name(), "test.ping");
-    let (bus, req, selected) = match fleet::prepare(&args.master, &report_opts, spec)? {
-        Prepared::Ready(ready) => {
-            let Ready { bus, req, selected } = *ready;
-            (bus, req, selected)
-        }
-        Prepared::Done(_) | Prepared::NoMatch => return Ok((vec![], vec![])),
+    let Prepared::Ready(ready) = fleet::prepare(&args.master, &report_opts, spec)? else {
+        return Ok((vec![], vec![]));
     };
-    let report = block_on(jobs::run(&bus, &req, |_| {}, |_| {}))??;
+    let Ready {
+        bus,
+        req,
+        selected,
+        registry,
+    } = *ready;
+    let jid = crate::jid::new_jid();
+    let report = block_on(jobs::run_as(
+        &bus,
+        &req,
+        jid,
+        Some(&registry),
+        |_| {},
+        |_| {},
+    ))??;
     Ok(master_funs::up_down(&selected, &report))
 }
