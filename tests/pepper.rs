@@ -291,6 +291,7 @@ fn raw_requests() -> Vec<(
             json,
         ),
         ("GET", "/", "", "", json),
+        ("GET", "/login", "", "", json),
     ]
 }
 

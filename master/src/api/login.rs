@@ -28,6 +28,18 @@ fn string_field(body: &Value, name: &str) -> Result<String, ApiError> {
     }
 }
 
+/// `GET /login`: salt-api's explanation of how to log in, and the
+/// `WWW-Authenticate: Session` header it sends with it. Its `status` is
+/// `null`, as salt-api's is (CherryPy has set no status yet when it
+/// reads it).
+pub async fn how_to_log_in() -> Response {
+    (
+        [(axum::http::header::WWW_AUTHENTICATE, "Session")],
+        Json(json!({"status": null, "return": "Please log in"})),
+    )
+        .into_response()
+}
+
 /// `{"username", "password", "eauth"}` → salt-api's token object, also in
 /// the `X-Auth-Token` response header. `eauth` is accepted and ignored:
 /// the users are the API's own.

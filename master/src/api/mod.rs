@@ -192,7 +192,7 @@ fn router(api: Api) -> Router {
         ));
     Router::new()
         .route("/", get(welcome))
-        .route("/login", post(login::login))
+        .route("/login", get(login::how_to_log_in).post(login::login))
         .route("/logout", post(login::logout))
         .route("/token", post(login::token_for_run))
         .route("/run", post(jobs::run_with_credentials))
