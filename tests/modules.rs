@@ -1332,73 +1332,49 @@ fn pkg_installs_and_removes_as_salt_does() {
     let repo = AptRepo::new(dir.path(), &[&a2]);
     let names = ["maid-test-a", "maid-test-b"];
 
-    let source =
-        |name: &str, deb: &Path| format!("sources=[{{\"{name}\": \"{}\"}}]", deb.display());
-    let calls: Vec<Vec<String>> = [
-        vec!["pkg.version".into(), "maid-test-a".into()],
-        vec!["pkg.install".into(), source("maid-test-a", &a1)],
+    let source_a1 = format!("sources=[{{\"maid-test-a\": \"{}\"}}]", a1.display());
+    let words: &[&[&str]] = &[
+        &["pkg.version", "maid-test-a"],
+        &["pkg.install", &source_a1],
         // From salt:// (file_root is the packages' directory): cached
         // first, as Salt's cp.cache_file does.
-        vec![
-            "pkg.install".into(),
-            "sources=[{\"maid-test-b\": \"salt://maid-test-b_1.0-1_all.deb\"}]".into(),
+        &[
+            "pkg.install",
+            "sources=[{\"maid-test-b\": \"salt://maid-test-b_1.0-1_all.deb\"}]",
         ],
-        vec![
-            "pkg.version".into(),
-            "maid-test-a".into(),
-            "maid-test-b".into(),
+        &["pkg.version", "maid-test-a", "maid-test-b"],
+        &["pkg.list_upgrades"],
+        &["pkg.latest_version", "maid-test-a", "refresh=False"],
+        &[
+            "pkg.latest_version",
+            "maid-test-a",
+            "maid-test-b",
+            "refresh=False",
         ],
-        vec!["pkg.list_upgrades".into()],
-        vec![
-            "pkg.latest_version".into(),
-            "maid-test-a".into(),
-            "refresh=False".into(),
-        ],
-        vec![
-            "pkg.latest_version".into(),
-            "maid-test-a".into(),
-            "maid-test-b".into(),
-            "refresh=False".into(),
-        ],
-        vec!["pkg.upgrade_available".into(), "maid-test-a".into()],
-        vec!["pkg.upgrade_available".into(), "maid-test-b".into()],
-        vec!["pkg.version_cmp".into(), "1.0-1".into(), "2.0-1".into()],
-        vec![
-            "pkg.version_cmp".into(),
-            "1:1.0".into(),
-            "2.0".into(),
-            "ignore_epoch=True".into(),
-        ],
+        &["pkg.upgrade_available", "maid-test-a"],
+        &["pkg.upgrade_available", "maid-test-b"],
+        &["pkg.version_cmp", "1.0-1", "2.0-1"],
+        &["pkg.version_cmp", "1:1.0", "2.0", "ignore_epoch=True"],
         // A version the repository does not have: apt-get fails.
-        vec![
-            "pkg.install".into(),
-            "maid-test-a".into(),
-            "version=9.9-1".into(),
-        ],
-        vec!["pkg.install".into(), "maid-test-a".into()],
-        vec!["pkg.list_upgrades".into(), "refresh=False".into()],
-        vec![
-            "pkg.latest_version".into(),
-            "maid-test-a".into(),
-            "refresh=False".into(),
-        ],
-        vec!["pkg.install".into(), "pkgs=[\"maid-test-a\"]".into()],
-        vec!["pkg.install".into(), "maid-test-nope".into()],
-        vec!["pkg.remove".into(), "maid-test-a".into()],
-        vec!["pkg.remove".into(), "pkgs=[\"maid-test-b\"]".into()],
-        vec!["pkg.list_pkgs".into(), "removed=True".into()],
+        &["pkg.install", "maid-test-a", "version=9.9-1"],
+        &["pkg.install", "maid-test-a"],
+        &["pkg.list_upgrades", "refresh=False"],
+        &["pkg.latest_version", "maid-test-a", "refresh=False"],
+        &["pkg.install", "pkgs=[\"maid-test-a\"]"],
+        &["pkg.install", "maid-test-nope"],
+        &["pkg.remove", "maid-test-a"],
+        &["pkg.remove", "pkgs=[\"maid-test-b\"]"],
+        &["pkg.list_pkgs", "removed=True"],
         // Salt's glob matches installed names only: nothing to purge.
-        vec!["pkg.purge".into(), "maid-test-*".into()],
-        vec!["pkg.purge".into(), "maid-test-b".into()],
-        vec!["pkg.remove".into(), "maid-test-zzz".into()],
-        vec![
-            "pkg.version".into(),
-            "maid-test-a".into(),
-            "maid-test-b".into(),
-        ],
-    ]
-    .into_iter()
-    .collect();
+        &["pkg.purge", "maid-test-*"],
+        &["pkg.purge", "maid-test-b"],
+        &["pkg.remove", "maid-test-zzz"],
+        &["pkg.version", "maid-test-a", "maid-test-b"],
+    ];
+    let calls: Vec<Vec<String>> = words
+        .iter()
+        .map(|c| c.iter().map(|w| w.to_string()).collect())
+        .collect();
 
     purge_packages(&names);
     let salt = oracle("modules", &json!({"calls": calls, "file_root": debs}));
@@ -1476,7 +1452,7 @@ fn pkg_installs_and_removes_as_salt_does() {
     // programs, and the variables it sets for them).
     let config = default_config(dir.path());
     for words in [
-        vec!["pkg.install".to_string(), source("maid-test-a", &a1)],
+        vec!["pkg.install".to_string(), source_a1.clone()],
         vec!["pkg.remove".to_string(), "maid-test-a".to_string()],
     ] {
         let out = maid_call(dir.path(), Some(&config), &words);

@@ -9,7 +9,7 @@
 //! fields are read, and the jid, reply topic, user and signature are the
 //! API's own.
 
-use std::collections::HashSet;
+use std::collections::{BTreeSet, HashSet};
 
 use axum::body::Bytes;
 use axum::extract::{ConnectInfo, Path, State};
@@ -218,31 +218,44 @@ fn announce(api: &Api, jid: &str, req: &JobRequest, minions: Option<&[String]>) 
     api.hub.announce(Event::new_job(jid, data));
 }
 
-/// Publish, wait for the returns (up to the chunk's timeout) and report.
-async fn local(api: &Api, chunk: &Chunk, user: &str) -> Result<(Value, Value), ApiError> {
-    let req = request(api, chunk, user, chunk.wait());
+/// Publish `req` to whom its target selects and wait for the returns:
+/// those selected and the report, from one reading of the registry.
+/// `None`, publishing nothing, when the target selects nobody.
+async fn publish_and_wait(
+    api: &Api,
+    req: &JobRequest,
+) -> Result<Option<(BTreeSet<String>, Report)>, ApiError> {
     let mut conn = api.hub.conn().await?;
     let registry = jobs::Registry::read(&mut conn).await?;
-    let selected = registry.selected(&req);
+    let selected = registry.selected(req);
     if selected.is_empty() {
-        // Salt's LocalClient publishes nothing when no minion matches.
-        return Ok((json!({}), report_json(&Report::default())));
+        return Ok(None);
     }
     let jid = jid::new_jid();
     let topic = jobs::temp_topic(&jid);
     let route = api.hub.route(&topic).await?;
-    announce(api, &jid, &req, None);
+    announce(api, &jid, req, None);
     let report = jobs::run_in(
         &mut conn,
         &registry,
         route,
         jid,
         &topic,
-        &req,
+        req,
         |_| {},
         |_| {},
     )
     .await?;
+    Ok(Some((selected, report)))
+}
+
+/// Publish, wait for the returns (up to the chunk's timeout) and report.
+async fn local(api: &Api, chunk: &Chunk, user: &str) -> Result<(Value, Value), ApiError> {
+    let req = request(api, chunk, user, chunk.wait());
+    let Some((selected, report)) = publish_and_wait(api, &req).await? else {
+        // Salt's LocalClient publishes nothing when no minion matches.
+        return Ok((json!({}), report_json(&Report::default())));
+    };
     let mut returns: Map<String, Value> = report
         .returns
         .iter()
@@ -472,28 +485,10 @@ async fn manage_ping(
         bound: None,
     };
     let req = request(api, &ping, user, timeout);
-    let mut conn = api.hub.conn().await?;
-    let registry = jobs::Registry::read(&mut conn).await?;
-    let selected = registry.selected(&req);
-    if selected.is_empty() {
-        return Ok((vec![], vec![]));
-    }
-    let jid = jid::new_jid();
-    let topic = jobs::temp_topic(&jid);
-    let route = api.hub.route(&topic).await?;
-    announce(api, &jid, &req, None);
-    let report = jobs::run_in(
-        &mut conn,
-        &registry,
-        route,
-        jid,
-        &topic,
-        &req,
-        |_| {},
-        |_| {},
-    )
-    .await?;
-    Ok(master_funs::up_down(&selected, &report))
+    Ok(match publish_and_wait(api, &req).await? {
+        Some((selected, report)) => master_funs::up_down(&selected, &report),
+        None => (vec![], vec![]),
+    })
 }
 
 /// The `maid` object of a `local` chunk.
