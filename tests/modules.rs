@@ -475,6 +475,17 @@ fn default_config(dir: &Path) -> std::path::PathBuf {
     path
 }
 
+/// `maid call --retcode-passthrough WORDS` under `config`: the exit code
+/// and what it printed.
+fn passthrough(cwd: &Path, config: &Path, words: &[&str]) -> (Option<i32>, String) {
+    let words: Vec<String> = words.iter().map(|w| w.to_string()).collect();
+    let out = maid_call_with(cwd, Some(config), &["--retcode-passthrough"], &words);
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    )
+}
+
 /// Outside its default grants, each module is refused with retcode 77 and
 /// says why; a module that asks for no capability has none to misuse.
 #[test]
@@ -572,15 +583,8 @@ fn modules_refuse_what_their_default_grants_do_not_give() {
             "/etc/group is not among the files granted",
         ),
     ] {
-        let words: Vec<String> = words.iter().map(|w| w.to_string()).collect();
-        let out = maid_call_with(
-            dir.path(),
-            Some(&narrow),
-            &["--retcode-passthrough"],
-            &words,
-        );
-        let text = String::from_utf8_lossy(&out.stdout);
-        assert_eq!(out.status.code(), Some(77), "{words:?}: {text}");
+        let (code, text) = passthrough(dir.path(), &narrow, words);
+        assert_eq!(code, Some(77), "{words:?}: {text}");
         assert!(text.contains(why), "{words:?} should say {why}: {text}");
     }
 
@@ -596,19 +600,7 @@ fn modules_refuse_what_their_default_grants_do_not_give() {
         ),
     )
     .unwrap();
-    let pkg = |words: &[&str]| {
-        let words: Vec<String> = words.iter().map(|w| w.to_string()).collect();
-        let out = maid_call_with(
-            dir.path(),
-            Some(&read_only),
-            &["--retcode-passthrough"],
-            &words,
-        );
-        (
-            out.status.code(),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-        )
-    };
+    let pkg = |words: &[&str]| passthrough(dir.path(), &read_only, words);
     let (code, text) = pkg(&["pkg.version", "bash"]);
     assert_eq!(code, Some(0), "{text}");
     let (code, text) = pkg(&["pkg.remove", "bash"]);
