@@ -515,7 +515,9 @@ async fn local_async(api: &Api, chunk: &Chunk, user: &str) -> Result<(Value, Val
     let timeout = chunk
         .timeout
         .unwrap_or(std::time::Duration::from_secs_f64(api.max_timeout_secs));
-    let req = request(api, chunk, user, timeout);
+    let mut req = request(api, chunk, user, timeout);
+    // Nobody waits to ask after it: the job carries its limit.
+    req.gather_job_timeout = None;
     let mut conn = api.hub.conn().await?;
     let minions: Vec<String> = jobs::selected(&mut conn, &req).await?.into_iter().collect();
     if minions.is_empty() {
