@@ -124,7 +124,7 @@ fn shaped(list: BTreeMap<String, Vec<String>>, as_list: bool) -> Map<String, Val
         .collect()
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, Default)]
 struct ListPkgs {
     #[serde(default)]
     versions_as_list: Value,
@@ -147,14 +147,31 @@ fn list_pkgs(a: &ListPkgs) -> Result<Map<String, Value>, Error> {
     Ok(shaped(ret, as_list))
 }
 
-/// `list_pkgs()` as Salt's own functions call it: versions joined by
-/// commas; `removed` for the packages removed but not purged.
-fn installed(removed: bool) -> Result<Map<String, Value>, Error> {
+/// Packages and their versions, as `list_pkgs` returns them.
+type Pkgs = Map<String, Value>;
+
+/// What `list_pkgs()` and `list_pkgs(removed=True)` give (versions joined
+/// by commas), as Salt's own functions call them, from one `dpkg-query`.
+fn snapshot() -> Result<(Pkgs, Pkgs), Error> {
+    let [installed, removed, mut current] = query()?;
+    current.extend(installed);
+    Ok((shaped(current, false), shaped(removed, false)))
+}
+
+/// `list_pkgs(versions_as_list=True)`.
+fn versions() -> Result<Map<String, Value>, Error> {
     list_pkgs(&ListPkgs {
-        versions_as_list: Value::Null,
-        removed: json!(removed),
-        purge_desired: Value::Null,
+        versions_as_list: json!(true),
+        ..Default::default()
     })
+}
+
+/// The `cache_valid_time` a function pops from its kwargs (Salt's 0).
+fn cache_valid_time(call: &Call) -> Value {
+    call.kwargs
+        .get("cache_valid_time")
+        .cloned()
+        .unwrap_or(json!(0))
 }
 
 /// Salt's `salt.utils.data.compare_dicts`: `{name: {"old", "new"}}` for
@@ -177,11 +194,7 @@ fn compare(old: &Map<String, Value>, new: &Map<String, Value>) -> Map<String, Va
 /// not installed); several, or a glob, a dict.
 fn version(call: &Call) -> Result<Value, Error> {
     let as_list = call.kwargs.get("versions_as_list").is_some_and(is_true);
-    let pkgs = list_pkgs(&ListPkgs {
-        versions_as_list: json!(true),
-        removed: Value::Null,
-        purge_desired: Value::Null,
-    })?;
+    let pkgs = versions()?;
     let mut ret = Map::new();
     let mut glob = false;
     for name in call.args.iter().map(python::str) {
@@ -330,13 +343,12 @@ fn latest_version(call: &Call) -> Result<Value, Error> {
     let fromrepo = kwarg(call, "fromrepo")
         .filter(|v| python::truthy(v))
         .map(python::str);
-    let cache_valid_time = kwarg(call, "cache_valid_time").cloned().unwrap_or(json!(0));
     latest(
         &names,
         refresh,
         show_installed,
         fromrepo.as_deref(),
-        &cache_valid_time,
+        &cache_valid_time(call),
     )
 }
 
@@ -352,11 +364,7 @@ fn latest(
     }
     let mut names = names.to_vec();
     let mut ret: Map<String, Value> = names.iter().map(|n| (n.clone(), json!(""))).collect();
-    let pkgs = list_pkgs(&ListPkgs {
-        versions_as_list: json!(true),
-        removed: Value::Null,
-        purge_desired: Value::Null,
-    })?;
+    let pkgs = versions()?;
     if refresh {
         refresh_db(cache_valid_time, &Value::Null)?;
     }
@@ -462,8 +470,7 @@ struct ListUpgrades {
 /// package it would configure with the version.
 fn list_upgrades(a: ListUpgrades, call: &Call) -> Result<Value, Error> {
     if is_true(&a.refresh) {
-        let valid = kwarg(call, "cache_valid_time").cloned().unwrap_or(json!(0));
-        refresh_db(&valid, &Value::Null)?;
+        refresh_db(&cache_valid_time(call), &Value::Null)?;
     }
     let mut cmd = argv(&["apt-get", "--just-print"]);
     cmd.push(
@@ -517,6 +524,24 @@ fn normalize_name(name: &str, osarch: &str) -> String {
         Some(_) => name.into(),
         None => name.into(),
     }
+}
+
+/// The packages a `name=` names: comma-separated, each normalized
+/// ([`normalize_name`]) when asked, a name given twice once (Salt keeps
+/// them in a dict).
+fn names(name: &Value, normalize: bool, osarch: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for n in python::str(name).split(',') {
+        let n = if normalize {
+            normalize_name(n, osarch)
+        } else {
+            n.to_string()
+        };
+        if !out.contains(&n) {
+            out.push(n);
+        }
+    }
+    out
 }
 
 /// A `pkgs=`/`sources=` value: a list, or the YAML text of one.
@@ -622,25 +647,11 @@ fn parse_targets(a: &Install, osarch: &str) -> Result<Option<Targets>, Error> {
     }
     if given(&a.name) {
         let version = a.version.as_ref().filter(|v| !v.is_null()).map(python::str);
-        let pkgs = python::str(&a.name)
-            .split(',')
-            .map(|n| {
-                let n = if normalize {
-                    normalize_name(n, osarch)
-                } else {
-                    n.to_string()
-                };
-                (n, version.clone())
-            })
-            .collect::<Vec<_>>();
-        // A dict in Salt: a name given twice is one target.
-        let mut unique: Vec<(String, Option<String>)> = Vec::new();
-        for (n, v) in pkgs {
-            if !unique.iter().any(|(u, _)| *u == n) {
-                unique.push((n, v));
-            }
-        }
-        return Ok(Some(Targets::Repository(unique)));
+        let pkgs = names(&a.name, normalize, osarch)
+            .into_iter()
+            .map(|n| (n, version.clone()))
+            .collect();
+        return Ok(Some(Targets::Repository(pkgs)));
     }
     host::warn("No package sources provided");
     Ok(None)
@@ -831,7 +842,7 @@ fn install(mut a: Install, call: &Call) -> Result<Value, Error> {
     let Some(targets) = parse_targets(&a, &osarch)? else {
         return Ok(json!({}));
     };
-    let old = installed(false)?;
+    let (old, _) = snapshot()?;
     let reinstall = is_true(&a.reinstall);
     let fromrepo = Some(&a.fromrepo)
         .filter(|v| python::truthy(v))
@@ -973,8 +984,7 @@ fn install(mut a: Install, call: &Call) -> Result<Value, Error> {
         return Ok(json!({}));
     }
     if refresh {
-        let valid = kwarg(call, "cache_valid_time").cloned().unwrap_or(json!(0));
-        refresh_db(&valid, &Value::Null)?;
+        refresh_db(&cache_valid_time(call), &Value::Null)?;
     }
     // A held package is let go for the install and held again after.
     let named: Vec<&str> = all
@@ -996,7 +1006,7 @@ fn install(mut a: Install, call: &Call) -> Result<Value, Error> {
             errors.push(err);
         }
     }
-    let new = installed(false)?;
+    let (new, _) = snapshot()?;
     let mut ret = compare(&old, &new);
     for (name, _) in &to_reinstall {
         if !ret.contains_key(name) || old.contains_key(name) {
@@ -1041,38 +1051,22 @@ fn uninstall(action: &str, a: &Uninstall) -> Result<Value, Error> {
             .map(|(n, _)| n)
             .collect()
     } else if python::truthy(&a.name) {
-        let mut names: Vec<String> = Vec::new();
-        for n in python::str(&a.name).split(',') {
-            let n = normalize_name(n, &osarch);
-            if !names.contains(&n) {
-                names.push(n);
-            }
-        }
-        names
+        names(&a.name, true, &osarch)
     } else {
         Vec::new()
     };
-    let old = installed(false)?;
-    let old_removed = installed(true)?;
-    // Salt's `match_wildcard`: each glob is replaced by the installed
-    // names it matches (only the last glob's matches are kept, as Salt
-    // keeps them). Purge then looks for the same names among the removed
-    // packages: a glob never reaches those.
-    let mut matches: Vec<String> = Vec::new();
-    let mut params: Vec<String> = params
-        .into_iter()
-        .filter(|p| {
-            if p.contains('*') {
-                matches = old.keys().filter(|k| fnmatch(k, p)).cloned().collect();
-                false
-            } else {
-                true
+    let (old, old_removed) = snapshot()?;
+    // Salt's `match_wildcard`: the globs are replaced by the installed
+    // names the last of them matches (each glob's matches replace the
+    // one's before, as Salt keeps them). Purge then looks for the same
+    // names among the removed packages: a glob never reaches those.
+    let last_glob = params.iter().rev().find(|p| p.contains('*')).cloned();
+    let mut params: Vec<String> = params.into_iter().filter(|p| !p.contains('*')).collect();
+    if let Some(glob) = last_glob {
+        for m in old.keys().filter(|k| fnmatch(k, &glob)) {
+            if !params.contains(m) {
+                params.push(m.clone());
             }
-        })
-        .collect();
-    for m in matches {
-        if !params.contains(&m) {
-            params.push(m);
         }
     }
     let mut targets: Vec<String> = params
@@ -1095,10 +1089,9 @@ fn uninstall(action: &str, a: &Uninstall) -> Result<Value, Error> {
     } else {
         Vec::new()
     };
-    let new = installed(false)?;
+    let (new, new_removed) = snapshot()?;
     let changes = Value::Object(compare(&old, &new));
     let ret = if action == "purge" {
-        let new_removed = installed(true)?;
         json!({"removed": compare(&old_removed, &new_removed), "installed": changes})
     } else {
         changes
