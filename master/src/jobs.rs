@@ -69,6 +69,22 @@ struct FindJob {
     until: tokio::time::Instant,
 }
 
+impl FindJob {
+    /// Take in a genuine return of the find-job: a minion asked that
+    /// returns the job's data (a non-empty object) still runs it; `{}`,
+    /// or anything else (no `saltutil`, no `jobs` grant), says it does
+    /// not.
+    fn answer(&mut self, r: Return) {
+        if !self.asked.contains(&r.id) {
+            return;
+        }
+        self.answered.insert(r.id.clone());
+        if r.ret.as_object().is_some_and(|o| !o.is_empty()) {
+            self.running.insert(r.id);
+        }
+    }
+}
+
 /// What came back for one job.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Report {
@@ -411,13 +427,27 @@ pub fn accepted_keys(pki: &Pki, maids: &Maids, beneath: &Beneath) -> AcceptedKey
 /// `accepted`, signed by the key accepted for its maid; a forged one is
 /// noted in `report` (and logged), anything else is dropped.
 fn counted(msg: &Msg, report: &mut Report, accepted: Option<&AcceptedKeys>) -> Option<Reply> {
-    let Ok(received) = receive(msg.get_payload_bytes()) else {
+    of_job(parsed(msg)?, report, accepted)
+}
+
+/// `msg` read as a PROTOCOL reply; what does not read is logged.
+fn parsed(msg: &Msg) -> Option<Received> {
+    let received = receive(msg.get_payload_bytes()).ok();
+    if received.is_none() {
         tracing::warn!(
             topic = msg.get_channel_name(),
             "ignored a reply that is not a PROTOCOL reply"
         );
-        return None;
-    };
+    }
+    received
+}
+
+/// `received`'s reply when it is `report`'s job's and genuine.
+fn of_job(
+    received: Received,
+    report: &mut Report,
+    accepted: Option<&AcceptedKeys>,
+) -> Option<Reply> {
     if received.reply.jid() != report.jid {
         return None;
     }
@@ -661,12 +691,20 @@ pub async fn run_in(
             Ok(None) => break,
             Ok(Some(msg)) => msg,
         };
+        let Some(received) = parsed(&msg) else {
+            continue;
+        };
         if let Some(f) = &mut finding
-            && found(&msg, f, accepted.as_ref(), &mut report.forged)
+            && received.reply.jid() == f.jid
         {
+            if let Some(Reply::Return(r)) =
+                genuine(received, &f.jid, accepted.as_ref(), &mut report.forged)
+            {
+                f.answer(r);
+            }
             continue;
         }
-        let Some(reply) = counted(&msg, &mut report, accepted.as_ref()) else {
+        let Some(reply) = of_job(received, &mut report, accepted.as_ref()) else {
             continue;
         };
         match reply {
@@ -749,33 +787,6 @@ pub async fn run_in(
         .cloned()
         .collect();
     Ok(report)
-}
-
-/// Whether `msg` answers find-job `f` (taken in when genuine): a minion
-/// asked that returns the job's data (a non-empty object) still runs it;
-/// `{}`, or anything else (no `saltutil`, no `jobs` grant), says it does
-/// not.
-fn found(
-    msg: &Msg,
-    f: &mut FindJob,
-    accepted: Option<&AcceptedKeys>,
-    forged: &mut BTreeMap<String, String>,
-) -> bool {
-    let Ok(received) = receive(msg.get_payload_bytes()) else {
-        return false;
-    };
-    if received.reply.jid() != f.jid {
-        return false;
-    }
-    if let Some(Reply::Return(r)) = genuine(received, &f.jid, accepted, forged)
-        && f.asked.contains(&r.id)
-    {
-        f.answered.insert(r.id.clone());
-        if r.ret.as_object().is_some_and(|o| !o.is_empty()) {
-            f.running.insert(r.id);
-        }
-    }
-    true
 }
 
 /// Whether the maid that sent return `r` may answer for its minion: its
