@@ -244,6 +244,27 @@ pub(super) struct Ready {
     pub(super) registry: jobs::Registry,
 }
 
+impl Ready {
+    /// Publish the job as `jid` and collect its replies ([`jobs::run_as`]),
+    /// over the registry it was selected from.
+    pub(super) async fn run(
+        &self,
+        jid: String,
+        on_return: impl FnMut(&Return),
+        progress: impl FnMut(jobs::Progress),
+    ) -> Result<Report, crate::bus::BusError> {
+        jobs::run_as(
+            &self.bus,
+            &self.req,
+            jid,
+            Some(&self.registry),
+            on_return,
+            progress,
+        )
+        .await
+    }
+}
+
 const NO_MATCH: &str = "No minions matched the target. No command was sent, no jid was assigned.";
 
 /// The job `spec` describes (its batch aside), and whom it selects: the
@@ -332,7 +353,7 @@ fn run_and_report(
 ) -> anyhow::Result<ExitCode> {
     let (out, indent) = (&report_opts.out, report_opts.out_indent);
     let batch = spec.batch.take();
-    let (bus, req, selected, registry) = match prepare(master, report_opts, spec)? {
+    let ready = match prepare(master, report_opts, spec)? {
         Prepared::Done(code) => return Ok(code),
         Prepared::NoMatch => {
             // As `salt`: nothing is published, and the outputter shows `{}`
@@ -351,24 +372,23 @@ fn run_and_report(
             eprintln!("ERROR: No return received");
             return Ok(ExitCode::from(2));
         }
-        Prepared::Ready(ready) => {
-            let Ready {
-                bus,
-                req,
-                selected,
-                registry,
-            } = *ready;
-            (bus, req, selected, registry)
-        }
+        Prepared::Ready(ready) => *ready,
     };
     let jid = crate::jid::new_jid();
     if let Some(batch) = batch
         && !report_opts.run_async
     {
-        return run_batch(&bus, &req, report_opts, selected, &batch, jid);
+        return run_batch(
+            &ready.bus,
+            &ready.req,
+            report_opts,
+            ready.selected,
+            &batch,
+            jid,
+        );
     }
     if report_opts.run_async {
-        block_on(jobs::submit(&bus, &req, &jid, selected))??;
+        block_on(jobs::submit(&ready.bus, &ready.req, &jid, ready.selected))??;
         println!("Executed command with job ID: {jid}");
         return Ok(ExitCode::SUCCESS);
     }
@@ -378,11 +398,8 @@ fn run_and_report(
     let tty = std::io::stderr().is_terminal();
     // `--static` gathers every return and prints them as one document.
     let mut gathered = Map::new();
-    let report: Report = block_on(jobs::run_as(
-        &bus,
-        &req,
+    let report: Report = block_on(ready.run(
         jid,
-        Some(&registry),
         |r: &Return| {
             if tty {
                 eprint!("\r\x1b[K");

@@ -12,10 +12,9 @@ use maid_protocol::salt::args::parse_input;
 use maid_protocol::salt::output::Out;
 use serde_json::Value;
 
-use super::fleet::{self, Prepared, Ready, ReportOpts, Spec};
+use super::fleet::{self, Prepared, ReportOpts, Spec};
 use super::{MasterOpts, block_on};
 use crate::api::master_funs::{self, Form};
-use crate::jobs;
 
 #[derive(Debug, Args)]
 pub struct RunnerArgs {
@@ -96,20 +95,6 @@ fn manage_ping(
     let Prepared::Ready(ready) = fleet::prepare(&args.master, &report_opts, spec)? else {
         return Ok((vec![], vec![]));
     };
-    let Ready {
-        bus,
-        req,
-        selected,
-        registry,
-    } = *ready;
-    let jid = crate::jid::new_jid();
-    let report = block_on(jobs::run_as(
-        &bus,
-        &req,
-        jid,
-        Some(&registry),
-        |_| {},
-        |_| {},
-    ))??;
-    Ok(master_funs::up_down(&selected, &report))
+    let report = block_on(ready.run(crate::jid::new_jid(), |_| {}, |_| {}))??;
+    Ok(master_funs::up_down(&ready.selected, &report))
 }
