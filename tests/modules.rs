@@ -39,6 +39,18 @@ fn maid_call_with(cwd: &Path, config: Option<&Path>, flags: &[&str], words: &[St
         .expect("run maid")
 }
 
+/// The return of one `maid call` under `config`, which must succeed.
+fn maid_ok(cwd: &Path, config: Option<&Path>, words: &[String]) -> Value {
+    let out = maid_call(cwd, config, words);
+    assert!(
+        out.status.success(),
+        "{words:?}: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice::<Value>(&out.stdout).unwrap()["local"].clone()
+}
+
 /// The return of one `maid call`, or `None` when it failed (non-zero exit).
 fn maid_return(cwd: &Path, words: &[String]) -> Option<Value> {
     let out = maid_call(cwd, None, words);
@@ -1164,14 +1176,7 @@ fn service_enables_and_disables_units_in_a_unit_tree() {
     let r = format!("root={}", root.display());
     let ask = |words: &[&str]| -> Value {
         let words: Vec<String> = words.iter().map(|w| w.to_string()).collect();
-        let out = maid_call(dir.path(), Some(&config), &words);
-        assert!(
-            out.status.success(),
-            "{words:?}: {}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        serde_json::from_slice::<Value>(&out.stdout).unwrap()["local"].clone()
+        maid_ok(dir.path(), Some(&config), &words)
     };
     assert_eq!(ask(&["service.available", "maidtest", &r]), json!(true));
     assert_eq!(ask(&["service.available", "nope", &r]), json!(false));
@@ -1447,20 +1452,13 @@ fn pkg_installs_and_removes_as_salt_does() {
         vec!["pkg.install".to_string(), source_a1.clone()],
         vec!["pkg.remove".to_string(), "maid-test-a".to_string()],
     ] {
-        let out = maid_call(dir.path(), Some(&config), &words);
-        assert!(
-            out.status.success(),
-            "{words:?}: {}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
+        maid_ok(dir.path(), Some(&config), &words);
     }
     // refresh_db names each source with what apt did; ours among them.
-    let refreshed = maid_call(dir.path(), None, &["pkg.refresh_db".into()]);
-    let refreshed: Value = serde_json::from_slice(&refreshed.stdout).unwrap();
+    let refreshed = maid_ok(dir.path(), None, &["pkg.refresh_db".into()]);
     let ours = format!("file:{} ./ Packages", repo.repo.display());
     assert!(
-        refreshed["local"].as_object().unwrap().contains_key(&ours),
+        refreshed.as_object().unwrap().contains_key(&ours),
         "{refreshed}"
     );
 }

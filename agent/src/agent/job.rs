@@ -155,25 +155,25 @@ fn refresh_grains(shared: &Shared, job: &Job) -> Outcome {
         })
         .map(|(k, v)| format!("{k}={}", maid_protocol::salt::python::str(v)))
         .collect();
-    let (ret, retcode) = if !job.arg.is_empty() {
-        (
-            Value::String(format!(
-                "Passed invalid arguments: refresh_grains() takes 0 positional arguments but {} were given",
-                job.arg.len()
-            )),
-            1,
-        )
+    let bad = if !job.arg.is_empty() {
+        Some(format!(
+            "refresh_grains() takes 0 positional arguments but {} were given",
+            job.arg.len()
+        ))
     } else if !invalid.is_empty() {
-        (
-            Value::String(format!(
-                "Passed invalid arguments: The following keyword arguments are not valid: {}",
-                invalid.join(", ")
-            )),
-            1,
-        )
+        Some(format!(
+            "The following keyword arguments are not valid: {}",
+            invalid.join(", ")
+        ))
     } else {
-        shared.refresh_grains();
-        (Value::Bool(true), 0)
+        None
+    };
+    let (ret, retcode) = match bad {
+        Some(why) => (Value::String(format!("Passed invalid arguments: {why}")), 1),
+        None => {
+            shared.refresh_grains();
+            (Value::Bool(true), 0)
+        }
     };
     Outcome {
         ret,
