@@ -193,6 +193,29 @@ fn modules_answer_as_salt_call_local() {
         "test.assertion 1",
         "test.assertion ''",
         "test.tty",
+        // test.try: Salt hands the job's `__pub_*` keywords on, so only a
+        // function with **kwargs runs
+        "test.try module=test.ping",
+        "test.try module=test.echo text=hi",
+        "test.try test.echo True text=hi",
+        "test.try module=test.echo return_try_exception=True bogus=1 text=hi",
+        "test.try module=cmd.run cmd='echo hi'",
+        "test.try module=cmd.run cmd='echo hi' return_try_exception=True",
+        "test.try module=cmd.retcode cmd='exit 3' python_shell=True",
+        "test.try module=cmd.run",
+        "test.try module=cmd.run return_try_exception=True",
+        "test.try module=nosuch.fun",
+        "test.try module=nosuch.fun return_try_exception=True",
+        "test.try module=test.nosuch return_try_exception=True",
+        // (A key that is not text, or has no dot: a fresh salt-call's
+        // loader says so, as maid does; a loader that has loaded every
+        // module, as this one has, raises a bare KeyError.)
+        "test.try module='[1]' return_try_exception=True",
+        "test.try module=test. return_try_exception=True",
+        "test.try module=file.read path={d}/a.txt return_try_exception=True",
+        "test.try module=test.arg_clean k=v",
+        "test.try",
+        "test.try test.ping True extra",
         // grains, on the same grains
         "grains.items",
         "grains.items sanitize=True",
@@ -354,6 +377,7 @@ fn modules_answer_as_salt_call_local() {
         "sys.argspec pkg.remove",
         "sys.argspec pkg.refresh_db",
         "sys.argspec pkg.list_upgrades",
+        "sys.argspec test.try",
     ];
 
     let words = |dir: &Path, line: &str| -> Vec<String> {
@@ -561,6 +585,21 @@ fn modules_refuse_what_their_default_grants_do_not_give() {
     );
     // cmd.script: only salt:// sources.
     refused(&["cmd.script", "file:///etc/hostname"], "fetch");
+    // test.try: only the functions its call grant names. cmd.run is not
+    // among them, though cmd's own grants would start touch.
+    let touched = dir.path().join("touched");
+    let touch = format!("cmd=/usr/bin/touch {}", touched.display());
+    refused(
+        &["test.try", "module=cmd.run", &touch],
+        "cmd.run is not among the functions call may run",
+    );
+    assert!(!touched.exists());
+    // What it names runs, under its own plugin's grants.
+    let words = ["test.try", "module=test.arg_clean", "k=v"].map(String::from);
+    assert_eq!(
+        maid_ok(dir.path(), Some(&config), &words),
+        json!({"args": [], "kwargs": {"k": "v"}})
+    );
     // status, disk, user and group: with the grants they need taken away,
     // or only some of them, each says what is missing.
     let narrow = dir.path().join("narrow.toml");

@@ -390,7 +390,7 @@ fn cp_fixture() -> CpFixture {
     }
 }
 
-async fn cp_runtime(f: &CpFixture) -> Runtime {
+async fn cp_runtime(f: &CpFixture) -> Arc<Runtime> {
     let grants = PluginGrants {
         fetch: vec!["salt://**".into()],
         dirs: vec![dir(f.granted.path(), true)],
@@ -552,12 +552,12 @@ async fn cp_without_fetch_grant_is_denied() {
     );
 }
 
-fn bare_runtime(cache: &Path) -> Runtime {
+fn bare_runtime(cache: &Path) -> Arc<Runtime> {
     runtime_of(cache, RuntimeSettings::instances_for(64))
 }
 
 /// No grants, no plugins loaded, `instances` pool slots.
-fn runtime_of(cache: &Path, instances: u32) -> Runtime {
+fn runtime_of(cache: &Path, instances: u32) -> Arc<Runtime> {
     Runtime::new(RuntimeSettings {
         config: Arc::new(Config::default()),
         cache_dir: Some(cache.to_path_buf()),
@@ -577,7 +577,7 @@ fn runtime_of(cache: &Path, instances: u32) -> Runtime {
 /// calls.
 #[tokio::test]
 async fn more_calls_than_pool_slots_each_wait_for_a_clean_slot() {
-    let rt = Arc::new(runtime_of(&crate::common::shared_cache(), 2));
+    let rt = runtime_of(&crate::common::shared_cache(), 2);
     let failed = rt.load_dir(Path::new(guests::PLUGINS_DIR)).await.unwrap();
     assert!(failed.is_empty(), "{failed:?}");
     // test.sleep waits in a host call, so the calls overlap.
@@ -618,7 +618,7 @@ fn ping_request() -> CallRequest {
 /// down at once, so calls queued behind it do not each take a slot more.
 #[tokio::test]
 async fn a_deferred_teardown_holds_its_slot_until_dropped() {
-    let rt = Arc::new(runtime_of(&crate::common::shared_cache(), 2));
+    let rt = runtime_of(&crate::common::shared_cache(), 2);
     let failed = rt.load_dir(Path::new(guests::PLUGINS_DIR)).await.unwrap();
     assert!(failed.is_empty(), "{failed:?}");
 
@@ -696,7 +696,7 @@ async fn an_instance_made_ahead_runs_with_the_calls_grants() {
 /// takes its slot, and reloading a plugin drops it.
 #[tokio::test]
 async fn an_instance_made_ahead_gives_way() {
-    let rt = Arc::new(runtime_of(&crate::common::shared_cache(), 1));
+    let rt = runtime_of(&crate::common::shared_cache(), 1);
     let failed = rt.load_dir(Path::new(guests::PLUGINS_DIR)).await.unwrap();
     assert!(failed.is_empty(), "{failed:?}");
 

@@ -318,7 +318,7 @@ async fn instances_of_one_plugin_are_bounded() {
             ..Default::default()
         },
     );
-    let rt = std::sync::Arc::new(runtime_with(config, None).await);
+    let rt = runtime_with(config, None).await;
     let busy = {
         let rt = rt.clone();
         tokio::spawn(async move { call(&rt, "hostile.sleep", json!([4]), json!({})).await })
@@ -329,5 +329,126 @@ async fn instances_of_one_plugin_are_bounded() {
     let waiting = call(&rt, "hostile.sleep", json!([5]), json!({})).await;
     assert_eq!(busy.await.unwrap().retcode, 0);
     assert_eq!(waiting.retcode, 124, "{:?}", waiting.ret);
+    still_works(&rt).await;
+}
+
+/// `call` runs only the functions its grant names, each in its own
+/// instance under its own plugin's grants (never the caller's), one level
+/// deep, and never waits for a slot its caller holds. Every call is in the
+/// caller's audit, with what the function it ran did.
+#[tokio::test]
+async fn a_plugin_runs_only_the_functions_its_call_grant_names() {
+    let used = |out: &maid::runtime::Outcome| serde_json::to_value(&out.used).unwrap();
+    let rt = runtime_with(Config::default(), None).await;
+    let out = call(&rt, "hostile.call", json!(["test.echo", "hi"]), json!({})).await;
+    assert_eq!(
+        (out.retcode, &out.ret),
+        (77, &json!("Denied: call is not granted to this plugin"))
+    );
+    assert_eq!(
+        used(&out),
+        json!([{"kind": "call", "fun": "test.echo", "allowed": false}])
+    );
+
+    let marker = tempfile::tempdir().unwrap();
+    let touched = marker.path().join("touched");
+    let grants = PluginGrants {
+        // The caller may start touch; what it calls may not.
+        exec: vec!["/usr/bin/touch".into(), "/bin/touch".into()],
+        call: vec!["test.*".into(), "cmd.run".into(), "hostile.*".into()],
+        ..Default::default()
+    };
+    let rt = runtime_with(config_with("hostile", grants.clone()), None).await;
+    let out = call(&rt, "hostile.call", json!(["test.echo", "hi"]), json!({})).await;
+    assert_eq!(
+        (out.retcode, &out.ret),
+        (0, &json!({"returned": "hi", "retcode": 0}))
+    );
+    assert_eq!(
+        used(&out),
+        json!([{"kind": "call", "fun": "test.echo", "allowed": true}])
+    );
+    // A retcode the function set comes back with its return; a failure
+    // says which kind.
+    let out = call(&rt, "hostile.call", json!(["test.retcode", 3]), json!({})).await;
+    assert_eq!(out.ret, json!({"returned": true, "retcode": 3}));
+    let out = call(&rt, "hostile.call", json!(["test.nosuch"]), json!({})).await;
+    assert_eq!(
+        out.ret["failed"],
+        json!("CallFailure::NotAvailable"),
+        "{}",
+        out.ret
+    );
+    let out = call(&rt, "hostile.call", json!(["test.echo"]), json!({})).await;
+    assert_eq!(
+        out.ret["failed"],
+        json!("CallFailure::BadArguments"),
+        "{}",
+        out.ret
+    );
+
+    // Not named: refused, though the caller itself may start touch.
+    let cmd = format!("/usr/bin/touch {}", touched.display());
+    let out = call(&rt, "hostile.call", json!(["cmd.retcode", cmd]), json!({})).await;
+    assert_eq!(
+        (out.retcode, &out.ret),
+        (
+            77,
+            &json!("Denied: cmd.retcode is not among the functions call may run")
+        )
+    );
+    // Named, but cmd's own grants (none here) refuse it: the caller's
+    // exec grant does not go along.
+    let out = call(
+        &rt,
+        "hostile.call",
+        json!(["cmd.run", cmd]),
+        json!({"python_shell": false}),
+    )
+    .await;
+    assert_eq!(out.retcode, 77, "{}", out.ret);
+    assert_eq!(
+        out.ret,
+        json!("Denied: cmd.run: exec is not granted to this plugin")
+    );
+    assert_eq!(used(&out)[0]["used"][0]["kind"], json!("exec"));
+    assert_eq!(used(&out)[0]["used"][0]["allowed"], json!(false));
+    assert!(!touched.exists());
+
+    // One level only: what `call` runs cannot call again.
+    let out = call(
+        &rt,
+        "hostile.call",
+        json!(["hostile.call", "test.echo", "hi"]),
+        json!({}),
+    )
+    .await;
+    assert_eq!(
+        (out.retcode, &out.ret),
+        (
+            77,
+            &json!("Denied: hostile.call: test.echo: a function run with call cannot call another")
+        )
+    );
+
+    // A plugin at its limit of instances is not waited for: the caller
+    // holds the only one.
+    let single = PluginGrants {
+        limits: Some(LimitsOverride {
+            max_concurrent: Some(1),
+            ..Default::default()
+        }),
+        ..grants
+    };
+    let rt = runtime_with(config_with("hostile", single), None).await;
+    let out = call(&rt, "hostile.call", json!(["hostile.ok"]), json!({})).await;
+    assert_eq!(
+        out.ret,
+        json!({
+            "failed": "CallFailure::PluginError",
+            "message": "Plugin error: hostile already runs its limit of 1 calls at once",
+            "retcode": 1,
+        })
+    );
     still_works(&rt).await;
 }

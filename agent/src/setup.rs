@@ -92,6 +92,7 @@ pub fn local_grants() -> anyhow::Result<PluginGrants> {
         runas: vec!["*".into()],
         jobs: true,
         set_grains: true,
+        call: vec!["*".into()],
         limits: None,
     })
 }
@@ -153,7 +154,7 @@ impl Setup {
         &self,
         grains: &Map<String, Value>,
         file_roots: &[PathBuf],
-    ) -> anyhow::Result<Runtime> {
+    ) -> anyhow::Result<Arc<Runtime>> {
         let mut config = self.config.clone();
         config.cache_dir = self.cache_dir.clone();
         let mut roots = file_roots.to_vec();
@@ -173,7 +174,7 @@ pub fn runtime(
     grains: &Map<String, Value>,
     fallback: Option<Arc<dyn FileServer>>,
     instances: u32,
-) -> anyhow::Result<Runtime> {
+) -> anyhow::Result<Arc<Runtime>> {
     let mut servers: Vec<Arc<dyn FileServer>> = Vec::new();
     if !config.file_roots.is_empty() {
         servers.push(Arc::new(LocalRoots::new(config.file_roots.clone())));

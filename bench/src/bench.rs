@@ -1264,7 +1264,7 @@ pub fn bench(args: BenchArgs) -> anyhow::Result<ExitCode> {
 async fn in_process_runtime(
     setup: &Setup,
     plugin_dir: &Path,
-) -> anyhow::Result<maid::runtime::Runtime> {
+) -> anyhow::Result<std::sync::Arc<maid::runtime::Runtime>> {
     let agent: maid_master::config::Config =
         toml::from_str(&agent_config("redis://unused", 1, None))?;
     let mut config = setup.config.clone();

@@ -581,6 +581,13 @@ pub struct PluginGrants {
     /// `jobs` is.
     #[serde(default)]
     pub set_grains: bool,
+    /// Functions of other modules the plugin may run on this maid, each
+    /// under its own plugin's grants (`test.try`): globs over
+    /// `module.function`, e.g. `"test.*"`. A grant of a function is a
+    /// grant of everything that function's plugin may do, to whoever may
+    /// run this plugin. Granted by the configuration alone, as `jobs` is.
+    #[serde(default)]
+    pub call: Vec<String>,
     /// Limits for this plugin only.
     #[serde(default)]
     pub limits: Option<LimitsOverride>,

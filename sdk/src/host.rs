@@ -301,3 +301,45 @@ pub fn signal_job(jid: &str, signal: i32) -> Result<Option<String>, Error> {
 pub fn set_grain(key: &str, value: Option<&Value>) -> Result<(), Error> {
     Ok(wit::set_grain(key, value.map(Value::to_string).as_deref())?)
 }
+
+pub use wit::CallFailure;
+
+/// What a function run with [`call`] did.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Called {
+    /// It returned `ret`, leaving `retcode` (0, or what it set).
+    Returned { ret: Value, retcode: i32 },
+    /// It failed: how, Salt's message for it, and its retcode.
+    Failed {
+        failure: CallFailure,
+        message: String,
+        retcode: i32,
+    },
+}
+
+/// Run another module's function on this maid (`module.function`), as a
+/// Salt module calls `__salt__[...]`: in its own instance, under its own
+/// plugin's grants, within what is left of this call's time. Needs the
+/// `call` grant to name it; a refusal, by that grant or by the function's
+/// own grants, is an [`Error`] of kind `Denied`. A function run this way
+/// cannot run a third.
+pub fn call(fun: &str, args: &[Value], kwargs: &Map<String, Value>) -> Result<Called, Error> {
+    let args = Value::Array(args.to_vec()).to_string();
+    let kwargs = Value::Object(kwargs.clone()).to_string();
+    let out = wit::call(fun, &args, &kwargs)?;
+    let ret: Value = serde_json::from_str(&out.ret).unwrap_or(Value::String(out.ret));
+    Ok(match out.failure {
+        None => Called::Returned {
+            ret,
+            retcode: out.retcode,
+        },
+        Some(failure) => Called::Failed {
+            failure,
+            message: match ret {
+                Value::String(s) => s,
+                other => other.to_string(),
+            },
+            retcode: out.retcode,
+        },
+    })
+}

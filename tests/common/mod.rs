@@ -28,7 +28,7 @@ pub fn shared_cache() -> PathBuf {
 
 /// A runtime with `config`, `salt://` served from `file_root`, every
 /// shipped plugin and the hostile fixture loaded.
-pub async fn runtime_with(config: Config, file_root: Option<&Path>) -> Runtime {
+pub async fn runtime_with(config: Config, file_root: Option<&Path>) -> Arc<Runtime> {
     let files: Arc<dyn FileServer> = match file_root {
         Some(root) => Arc::new(LocalRoots::new(vec![root.to_path_buf()])),
         None => Arc::new(NoFiles),

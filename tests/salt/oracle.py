@@ -10,6 +10,7 @@ subcommand asks real Salt code, never a re-implementation of it.
 
 import json
 import logging
+import os
 import sys
 
 import salt.config
@@ -148,11 +149,21 @@ def modules(doc):
     for fun, *words in doc["calls"]:
         func = funcs[fun]
         funcs.pack["__context__"].pop("retcode", None)
+        # salt-call passes its job data along as `__pub_*` keywords to a
+        # function that takes `**kwargs`; test.try hands them on, which
+        # decides what it returns. (Other functions ignore or echo them.)
+        data = None
+        if fun == "test.try":
+            data = {"fun": fun, "pid": os.getpid(), "jid": "0", "tgt": "salt-call"}
         try:
             args, kwargs = salt.minion.load_args_and_kwargs(
-                func, salt.utils.args.parse_input(list(words))
+                func, salt.utils.args.parse_input(list(words)), data
             )
-            ret = {"return": _wire(func(*args, **kwargs))}
+            value = func(*args, **kwargs)
+            if isinstance(value, BaseException):
+                # What salt-call prints for it (its outputters' `repr`).
+                value = repr(value)
+            ret = {"return": _wire(value)}
         except Exception as exc:  # pylint: disable=broad-except
             ret = {"error": type(exc).__name__, "message": str(exc)}
         retcode = funcs.pack["__context__"].get("retcode")
@@ -160,8 +171,6 @@ def modules(doc):
             ret["retcode"] = retcode
         out.append(ret)
     if doc.get("grains_file"):
-        import os
-
         import salt.utils.yaml
 
         path = f"{tmp}/grains"

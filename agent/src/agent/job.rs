@@ -115,6 +115,7 @@ fn stopped(job: &Job, signal: i32, started: std::time::Instant) -> Outcome {
         duration: started.elapsed(),
         used: Vec::new(),
         plugin_sha256: None,
+        returned: false,
     }
 }
 
@@ -136,6 +137,7 @@ async fn sync_modules(shared: &Shared, sync: &Syncer, job: &Job) -> Outcome {
         duration: started.elapsed(),
         used: Vec::new(),
         plugin_sha256: None,
+        returned: false,
     }
 }
 
@@ -182,6 +184,7 @@ fn refresh_grains(shared: &Shared, job: &Job) -> Outcome {
         duration: started.elapsed(),
         used: Vec::new(),
         plugin_sha256: None,
+        returned: false,
     }
 }
 

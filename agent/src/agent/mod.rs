@@ -444,7 +444,7 @@ async fn plugin_runtime(
     if let Some(dir) = &config.plugin_dir {
         load_plugins(&runtime, dir).await?;
     }
-    Ok(Arc::new(runtime))
+    Ok(runtime)
 }
 
 async fn load_plugins(runtime: &Runtime, dir: &std::path::Path) -> Result<(), AgentError> {

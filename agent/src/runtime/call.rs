@@ -145,6 +145,10 @@ impl Runtime {
             log_dropped: 0,
             used: Vec::new(),
             source_hashes: Arc::default(),
+            runtime: self.me.clone(),
+            depth: 0,
+            minion_id: Arc::from(""),
+            user: None,
         }
     }
 
@@ -209,6 +213,27 @@ impl Runtime {
     }
 
     pub(super) async fn call_inner(&self, req: CallRequest) -> (Outcome, Teardown) {
+        self.call_at(req, 0).await
+    }
+
+    /// A call a plugin makes with `call`, from a call `depth - 1` deep: run
+    /// and torn down here, its future boxed (it runs inside its caller's).
+    pub(super) fn nested(
+        &self,
+        req: CallRequest,
+        depth: u8,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Outcome> + Send + '_>> {
+        Box::pin(async move {
+            let started = Instant::now();
+            let (mut outcome, teardown) = self.call_at(req, depth).await;
+            drop(teardown);
+            outcome.duration = started.elapsed();
+            outcome
+        })
+    }
+
+    /// A call `depth` deep: 0 for a job's, 1 for one a job's plugin made.
+    async fn call_at(&self, req: CallRequest, depth: u8) -> (Outcome, Teardown) {
         let not_available = |why: Option<String>| {
             let mut message = format!("'{}' is not available.", req.fun);
             if let Some(why) = why {
@@ -249,9 +274,30 @@ impl Runtime {
             }
         }
         let deadline = Instant::now() + limit;
+        // A nested call never waits for its plugin's slot: its caller may
+        // hold the one it would wait for. It may wait for a pool slot: the
+        // pool has one more than the calls a maid runs at once, and a
+        // nested call cannot nest again, so one always comes free.
+        let held = match depth {
+            0 => None,
+            _ => match plugin.slots.clone().try_acquire_owned() {
+                Ok(slot) => Some(slot),
+                Err(_) => {
+                    let message = format!(
+                        "Plugin error: {module} already runs its limit of {} calls at once",
+                        plugin.limits.max_concurrent
+                    );
+                    let outcome = Outcome::fail(Failure::PluginError, retcode::ERROR, message);
+                    return (outcome, Teardown::default());
+                }
+            },
+        };
         // Waiting for a free instance counts against the call's own limit.
         let slots = async {
-            let of_plugin = plugin.slots.clone().acquire_owned().await?;
+            let of_plugin = match held {
+                Some(slot) => slot,
+                None => plugin.slots.clone().acquire_owned().await?,
+            };
             let (of_pool, spare) = match self.take_spare(&plugin) {
                 Some(s) => (s.slot, Some((s.store, s.instance))),
                 None => (self.pool_slot().await?, None),
@@ -269,6 +315,9 @@ impl Runtime {
             deadline,
         );
         job.source_hashes = Arc::new(req.source_hashes.clone());
+        job.depth = depth;
+        job.minion_id = Arc::from(req.minion_id.as_str());
+        job.user = req.user.clone();
         let (mut store, made) = match spare {
             Some((mut store, instance)) => {
                 self.arm(&mut store, wasi.build(), job);
@@ -373,6 +422,7 @@ impl Runtime {
                     duration: Duration::ZERO,
                     used: Vec::new(),
                     plugin_sha256: None,
+                    returned: true,
                 }
             }
             Err(e) => Outcome::fail(

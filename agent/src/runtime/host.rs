@@ -61,6 +61,14 @@ pub enum CapabilityUse {
         signal: i32,
         allowed: bool,
     },
+    /// Another module's function was run (`call`), or refused, and what
+    /// that function did outside its own sandbox, in order.
+    Call {
+        fun: String,
+        allowed: bool,
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        used: Vec<CapabilityUse>,
+    },
 }
 
 /// The per-call state of a store.
@@ -108,6 +116,13 @@ pub(crate) struct JobState {
     /// ([`super::CallRequest::source_hashes`]): such a source is served
     /// with exactly that content or not at all.
     pub source_hashes: Arc<BTreeMap<String, String>>,
+    /// The runtime, for `call`.
+    pub runtime: std::sync::Weak<super::Runtime>,
+    /// 0 for a job's own call, 1 for a function a plugin ran with `call`.
+    pub depth: u8,
+    /// The minion and the user the call runs for, passed on by `call`.
+    pub minion_id: Arc<str>,
+    pub user: Option<String>,
 }
 
 impl JobState {
@@ -123,6 +138,91 @@ impl JobState {
             tracing::warn!(plugin = &*self.plugin, jid = &*self.jid, "denied: {why}");
         }
         self.used.push(used(allowed));
+    }
+}
+
+/// How deep `call` may go: a job's plugin may run another function, and
+/// that one none. Deeper nesting could wait for pool slots its own callers
+/// hold.
+const MAX_CALL_DEPTH: u8 = 1;
+
+impl JobState {
+    /// What `call` of `fun` would run, once the grant and the depth allow
+    /// it and its arguments read.
+    fn nested_request(
+        &self,
+        fun: &str,
+        args: &str,
+        kwargs: &str,
+    ) -> Result<(Arc<super::Runtime>, super::CallRequest), HostError> {
+        self.grants.check_call(fun).map_err(denied)?;
+        if self.depth >= MAX_CALL_DEPTH {
+            return Err(denied(format!(
+                "{fun}: a function run with call cannot call another"
+            )));
+        }
+        let failed = |what: &str, e: serde_json::Error| HostError::Failed(format!("{what}: {e}"));
+        let args =
+            serde_json::from_str(args).map_err(|e| failed("args are not a JSON array", e))?;
+        let kwargs =
+            serde_json::from_str(kwargs).map_err(|e| failed("kwargs are not a JSON object", e))?;
+        let runtime = self
+            .runtime
+            .upgrade()
+            .ok_or_else(|| HostError::Failed("the maid is stopping".into()))?;
+        let req = super::CallRequest {
+            fun: fun.to_string(),
+            args,
+            kwargs,
+            jid: self.jid.to_string(),
+            minion_id: self.minion_id.to_string(),
+            user: self.user.clone(),
+            timeout: Some(self.deadline.saturating_duration_since(Instant::now())),
+            source_hashes: (*self.source_hashes).clone(),
+        };
+        Ok((runtime, req))
+    }
+
+    /// Run `fun` for `call`: checked against the `call` grant, then run in
+    /// its own instance under its own grants, within this call's time. A
+    /// refusal by the function's grants is a refusal of this call too.
+    /// Also what the function did outside its sandbox, for the audit.
+    async fn call(
+        &self,
+        fun: &str,
+        args: &str,
+        kwargs: &str,
+    ) -> (Result<wit::CallOutcome, HostError>, Vec<CapabilityUse>) {
+        use super::Failure;
+        use wit::CallFailure;
+        let (runtime, req) = match self.nested_request(fun, args, kwargs) {
+            Ok(nested) => nested,
+            Err(e) => return (Err(e), Vec::new()),
+        };
+        let mut outcome = runtime.nested(req, self.depth + 1).await;
+        let used = std::mem::take(&mut outcome.used);
+        let failure = match outcome.failure {
+            _ if outcome.returned => None,
+            None => None,
+            Some(Failure::Denied) => {
+                let why = match &outcome.ret {
+                    Value::String(s) => s.strip_prefix("Denied: ").unwrap_or(s).to_string(),
+                    other => other.to_string(),
+                };
+                return (Err(denied(format!("{fun}: {why}"))), used);
+            }
+            Some(Failure::NotAvailable) => Some(CallFailure::NotAvailable),
+            Some(Failure::BadArguments) => Some(CallFailure::BadArguments),
+            Some(Failure::PluginError) => Some(CallFailure::PluginError),
+            Some(Failure::TimedOut) => Some(CallFailure::TimedOut),
+            Some(Failure::Function) => Some(CallFailure::Failed),
+        };
+        let outcome = wit::CallOutcome {
+            ret: outcome.ret.to_string(),
+            retcode: outcome.retcode,
+            failure,
+        };
+        (Ok(outcome), used)
     }
 }
 
@@ -357,6 +457,24 @@ impl wit::Host for HostState {
         };
         self.job
             .audit(&result, |allowed| CapabilityUse::SetGrain { key, allowed });
+        result
+    }
+
+    async fn call(
+        &mut self,
+        function: String,
+        args: String,
+        kwargs: String,
+    ) -> Result<wit::CallOutcome, HostError> {
+        let (result, used) = self.job.call(&function, &args, &kwargs).await;
+        if result.is_ok() {
+            tracing::info!(plugin = &*self.job.plugin, jid = &*self.job.jid, fun = %function, "ran another function");
+        }
+        self.job.audit(&result, |allowed| CapabilityUse::Call {
+            fun: function,
+            allowed,
+            used,
+        });
         result
     }
 

@@ -200,6 +200,10 @@ pub struct Outcome {
     pub used: Vec<CapabilityUse>,
     /// SHA-256 of the plugin that ran, when one did.
     pub plugin_sha256: Option<String>,
+    /// The function returned a value (with or without a retcode set)
+    /// rather than failing: what a calling plugin tells apart (`test.try`).
+    #[serde(skip)]
+    pub returned: bool,
 }
 
 /// What is left of a call once its outcome is known: the instance's store
@@ -230,6 +234,7 @@ impl Outcome {
             duration: Duration::ZERO,
             used: Vec::new(),
             plugin_sha256: None,
+            returned: false,
         }
     }
 
@@ -289,11 +294,13 @@ pub struct Runtime {
     slots: Arc<tokio::sync::Semaphore>,
     /// At most one instance made ahead; it holds one of the slots.
     spare: std::sync::Mutex<Option<Spare>>,
+    /// This runtime, for the calls a plugin makes with `call`.
+    me: std::sync::Weak<Runtime>,
 }
 
 impl Runtime {
     /// A runtime with no plugins loaded yet.
-    pub fn new(settings: RuntimeSettings) -> anyhow::Result<Self> {
+    pub fn new(settings: RuntimeSettings) -> anyhow::Result<Arc<Self>> {
         // What compiled code depends on; the cache's compiler uses the same
         // (bump `cache::ENGINE_SETTINGS` when changing it).
         let mut base = EngineConfig::new();
@@ -324,7 +331,7 @@ impl Runtime {
         let mut linker = Linker::new(&engine);
         link_wasi(&mut linker)?;
         PluginBindings::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |s| s)?;
-        Ok(Self {
+        Ok(Arc::new_cyclic(|me| Self {
             engine,
             ticker,
             linker,
@@ -333,8 +340,9 @@ impl Runtime {
             failed: RwLock::new(BTreeMap::new()),
             slots: Arc::new(tokio::sync::Semaphore::new(settings.pool_slots() as usize)),
             spare: std::sync::Mutex::new(None),
+            me: me.clone(),
             settings,
-        })
+        }))
     }
 
     /// The grains plugins read and `grains.setval` changes.

@@ -407,6 +407,8 @@ pub struct Grants {
     pub jobs: bool,
     /// May set and remove grains.
     pub set_grains: bool,
+    /// Functions of other modules it may run (`module.function` globs).
+    pub call: Patterns,
     /// Directories any plugin may write into (their real paths): a
     /// program there may be one a job wrote, so it is as good as a shell.
     pub writable_anywhere: Vec<PathBuf>,
@@ -427,6 +429,8 @@ pub struct GrantSummary {
     pub jobs: bool,
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub set_grains: bool,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub call: Vec<String>,
     /// What a reviewer should know about these grants: programs named that
     /// run only with `shell`, variables named that never pass.
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -448,6 +452,7 @@ impl Grants {
             runas: Patterns::empty(),
             jobs: false,
             set_grains: false,
+            call: Patterns::empty(),
             writable_anywhere: Vec::new(),
         }
     }
@@ -517,6 +522,7 @@ impl Grants {
             runas,
             jobs: granted.jobs,
             set_grains: granted.set_grains,
+            call: Patterns::new(&granted.call, false).map_err(|e| bad("call", e))?,
             writable_anywhere: Vec::new(),
         })
     }
@@ -538,6 +544,7 @@ impl Grants {
             runas: self.runas.patterns().to_vec(),
             jobs: self.jobs,
             set_grains: self.set_grains,
+            call: self.call.patterns().to_vec(),
             warnings: self.warnings(),
         }
     }
@@ -798,11 +805,47 @@ impl Grants {
         }
         Ok(())
     }
+
+    /// Whether function `fun` (`module.function`) may be run with `call`.
+    pub fn check_call(&self, fun: &str) -> Result<(), String> {
+        if self.call.is_empty() {
+            return Err("call is not granted to this plugin".into());
+        }
+        if !self.call.is_match(fun) {
+            return Err(format!("{fun} is not among the functions call may run"));
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn call_runs_only_the_functions_granted() {
+        let granted = PluginGrants {
+            call: vec!["test.*".into(), "grains.get".into()],
+            ..Default::default()
+        };
+        let g = Grants::effective(&[], &granted).unwrap();
+        assert!(g.check_call("test.echo").is_ok());
+        assert!(g.check_call("grains.get").is_ok());
+        for refused in [
+            "cmd.run",
+            "grains.setval",
+            "test",
+            "xtest.echo",
+            "grains.get_x",
+        ] {
+            assert!(g.check_call(refused).is_err(), "{refused}");
+        }
+        let none = Grants::effective(&[], &PluginGrants::default()).unwrap();
+        assert_eq!(
+            none.check_call("test.echo").unwrap_err(),
+            "call is not granted to this plugin"
+        );
+    }
 
     fn grants(exec: &[&str], shell: bool) -> Grants {
         let g = PluginGrants {

@@ -88,6 +88,122 @@ fn user_kwargs(call: &Call) -> Map<String, Value> {
         .collect()
 }
 
+/// `test.try`'s own arguments; the rest of its keywords go to MODULE.
+#[derive(Deserialize)]
+struct Try {
+    module: Value,
+    #[serde(default)]
+    return_try_exception: Value,
+}
+
+const TRY_ARGS: &[&str] = &["module", "return_try_exception=false", "**kwargs"];
+
+/// Salt's `test.try`: `__salt__[module](**kwargs)`, `None` when it raises,
+/// or the exception's `repr()` with RETURN_TRY_EXCEPTION. As on a Salt
+/// minion, the job's own keywords (`__pub_fun`, ...) go along too, so a
+/// function without `**kwargs` raises `TypeError` on them: it is not run.
+/// A refusal by the grants is not an exception: it fails the job.
+fn try_(call: &Call) -> Result<Value, Error> {
+    let a: Try = call.bind(TRY_ARGS)?;
+    let kwargs: Map<String, Value> = call
+        .user_kwargs()
+        .filter(|(k, _)| !matches!(k.as_str(), "module" | "return_try_exception"))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    let raised = match raised_before_the_call(&a.module, &kwargs) {
+        Some(raised) => raised,
+        None => {
+            let fun = a.module.as_str().unwrap_or_default();
+            match host::call(fun, &[], &kwargs)? {
+                host::Called::Returned { ret, retcode } => {
+                    // One `__context__` in Salt: the job ends with it.
+                    if retcode != 0 {
+                        host::set_retcode(retcode);
+                    }
+                    return Ok(ret);
+                }
+                host::Called::Failed {
+                    failure, message, ..
+                } => exception(fun, failure, &message),
+            }
+        }
+    };
+    Ok(if truthy(&a.return_try_exception) {
+        Value::String(raised)
+    } else {
+        Value::Null
+    })
+}
+
+/// What `__salt__[module](**kwargs)` raises before the function runs, as
+/// Python's `repr()`: `KeyError` for a function no module has, `TypeError`
+/// for a keyword a function without `**kwargs` does not take (the first
+/// of the user's, else Salt's own `__pub_fun`).
+fn raised_before_the_call(module: &Value, kwargs: &Map<String, Value>) -> Option<String> {
+    let raise = |class: &str, what: String| {
+        Some(format!("{class}({})", python::repr(&Value::String(what))))
+    };
+    // The loader's own refusals of a key, in its words.
+    let name = match module {
+        Value::String(s) => s,
+        Value::Array(_) => return raise("TypeError", "unhashable type: 'list'".into()),
+        Value::Object(_) => return raise("TypeError", "unhashable type: 'dict'".into()),
+        _ => return raise("KeyError", "The key must be a string.".into()),
+    };
+    let key_error = || raise("KeyError", name.clone());
+    let Some((m, f)) = name.split_once('.') else {
+        return raise("KeyError", format!("The key '{name}' should contain a '.'"));
+    };
+    let modules = host::modules();
+    let Some(function) = modules
+        .iter()
+        .filter(|man| man.module == m)
+        .flat_map(|man| &man.functions)
+        .find(|func| func.name == f)
+    else {
+        return key_error();
+    };
+    if function.args.iter().any(|a| a == "**kwargs") {
+        return None;
+    }
+    let params: Vec<&str> = function
+        .args
+        .iter()
+        .map(|a| a.split('=').next().unwrap_or(a))
+        .collect();
+    let unexpected = kwargs
+        .keys()
+        .map(String::as_str)
+        .find(|k| !params.contains(k))
+        .unwrap_or("__pub_fun");
+    let message = format!("{f}() got an unexpected keyword argument '{unexpected}'");
+    Some(format!(
+        "TypeError({})",
+        python::repr(&Value::String(message))
+    ))
+}
+
+/// The `repr()` of the exception Salt would have caught for a function
+/// that failed in maid.
+fn exception(fun: &str, failure: host::CallFailure, message: &str) -> String {
+    use host::CallFailure as F;
+    let (class, message) = match failure {
+        F::NotAvailable => return format!("KeyError({})", python::repr(&json!(fun))),
+        F::BadArguments => {
+            let why = message
+                .strip_prefix("Passed invalid arguments: ")
+                .unwrap_or(message);
+            // Python names the function alone.
+            let module = fun.split('.').next().unwrap_or_default();
+            let why = why.strip_prefix(&format!("{module}.")).unwrap_or(why);
+            ("TypeError", why.to_string())
+        }
+        F::Failed => ("CommandExecutionError", message.to_string()),
+        F::PluginError | F::TimedOut => ("Exception", message.to_string()),
+    };
+    format!("{class}({})", python::repr(&Value::String(message)))
+}
+
 /// Python's `repr()` of a tuple.
 fn tuple_repr(items: &[Value]) -> String {
     let inner: Vec<String> = items.iter().map(python::repr).collect();
@@ -498,6 +614,12 @@ impl Plugin for Test {
                         "missing_subs": [],
                     }))
                 },
+            ),
+            Function::raw(
+                "try",
+                "Run MODULE with the keywords given; None if it fails (with RETURN_TRY_EXCEPTION, the exception)",
+                TRY_ARGS,
+                try_,
             ),
             Function::raw(
                 "tty",
