@@ -1546,3 +1546,324 @@ async fn a_job_still_running_is_asked_after_and_waited_for() {
         started.elapsed()
     );
 }
+
+/// Build `name-[epoch:]version-release.arch.rpm` into `top` with
+/// `rpmbuild`: one small file under `/usr/share/maid-test`.
+fn build_rpm(top: &Path, name: &str, evr: &str, arch: &str) -> std::path::PathBuf {
+    let (epoch, vr) = evr
+        .split_once(':')
+        .map_or((None, evr), |(e, r)| (Some(e), r));
+    let (version, release) = vr.split_once('-').unwrap();
+    std::fs::create_dir_all(top).unwrap();
+    let spec = top.join(format!("{name}-{version}.spec"));
+    std::fs::write(
+        &spec,
+        format!(
+            "Name: {name}\nVersion: {version}\nRelease: {release}\n{}\
+             Summary: maid test package\nLicense: MIT\nBuildArch: {arch}\n\
+             %global debug_package %{{nil}}\n\
+             %description\nA package the maid tests install.\n\
+             %install\nmkdir -p %{{buildroot}}/usr/share/maid-test\n\
+             echo {vr} > %{{buildroot}}/usr/share/maid-test/{name}\n\
+             %files\n/usr/share/maid-test/{name}\n",
+            epoch.map(|e| format!("Epoch: {e}\n")).unwrap_or_default()
+        ),
+    )
+    .unwrap();
+    let out = Command::new("rpmbuild")
+        .arg("-bb")
+        .arg("--define")
+        .arg(format!("_topdir {}", top.display()))
+        .arg(&spec)
+        .output()
+        .expect("rpmbuild (apt-get install rpm) builds the test's packages");
+    assert!(
+        out.status.success(),
+        "rpmbuild {name}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    top.join(format!("RPMS/{arch}/{name}-{vr}.{arch}.rpm"))
+}
+
+/// An rpm host of the test's own: `dnf` and `rpm` wrappers first on
+/// `PATH` that work in a root directory of their own (its own rpm
+/// database and a repository of the test's packages), so that Salt's
+/// `yumpkg` and maid both run the real dnf and rpm without touching the
+/// machine's.
+struct RpmHost {
+    bin: std::path::PathBuf,
+    root: std::path::PathBuf,
+}
+
+impl RpmHost {
+    fn new(dir: &Path, repo: &Path) -> Self {
+        use std::os::unix::fs::PermissionsExt;
+        for tool in ["dnf", "rpm", "createrepo_c"] {
+            assert!(
+                Command::new("sh")
+                    .args(["-c", &format!("command -v {tool}")])
+                    .output()
+                    .is_ok_and(|o| o.status.success()),
+                "{tool} is missing: apt-get install dnf rpm createrepo-c (./dev test does)"
+            );
+        }
+        let out = Command::new("createrepo_c").arg(repo).output().unwrap();
+        assert!(out.status.success(), "{out:?}");
+        let repos = dir.join("repos.d");
+        std::fs::create_dir_all(&repos).unwrap();
+        std::fs::write(
+            repos.join("maidtest.repo"),
+            format!(
+                "[maidtest]\nname=maidtest\nbaseurl=file://{}\nenabled=1\ngpgcheck=0\n",
+                repo.display()
+            ),
+        )
+        .unwrap();
+        let bin = dir.join("bin");
+        let root = dir.join("root");
+        std::fs::create_dir_all(&bin).unwrap();
+        // Debian's rpm keeps its database under $HOME: the same one for
+        // both sides.
+        let wrappers = [
+            (
+                "dnf",
+                format!(
+                    "exec /usr/bin/dnf --installroot={} --setopt=reposdir={} --releasever=38 \"$@\"",
+                    root.display(),
+                    repos.display()
+                ),
+            ),
+            (
+                "rpm",
+                format!("exec /usr/bin/rpm --root {} \"$@\"", root.display()),
+            ),
+        ];
+        for (name, line) in wrappers {
+            let path = bin.join(name);
+            std::fs::write(
+                &path,
+                format!("#!/bin/sh\nHOME=/root; export HOME\n{line}\n"),
+            )
+            .unwrap();
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        let host = Self { bin, root };
+        host.reset();
+        host
+    }
+
+    /// An empty root: nothing installed, no cache.
+    fn reset(&self) {
+        let _ = std::fs::remove_dir_all(&self.root);
+        std::fs::create_dir_all(&self.root).unwrap();
+    }
+
+    /// `PATH` with the wrappers first.
+    fn path(&self) -> String {
+        format!(
+            "{}:{}",
+            self.bin.display(),
+            std::env::var("PATH").unwrap_or_default()
+        )
+    }
+}
+
+/// `pkg` where the grains say RedHat is Salt's `yumpkg` on dnf: the same
+/// calls through the real dnf and rpm (in a root of the test's own, with a
+/// repository of packages it builds), Salt's `yumpkg` first and then
+/// maid's, give the same returns.
+#[test]
+fn pkg_on_dnf_answers_as_salt_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let top = dir.path().join("rpmbuild");
+    let repo = dir.path().join("repo");
+    std::fs::create_dir_all(&repo).unwrap();
+    let hello1 = build_rpm(&top, "maid-test-hello", "1.0-1", "noarch");
+    for (name, evr, arch) in [
+        ("maid-test-hello", "1.0-1", "noarch"),
+        ("maid-test-hello", "1.1-1", "noarch"),
+        ("maid-test-epochy", "2:2.0-3", "noarch"),
+        ("maid-test-archy", "0.5-1", "x86_64"),
+    ] {
+        let rpm = build_rpm(&top, name, evr, arch);
+        std::fs::copy(&rpm, repo.join(rpm.file_name().unwrap())).unwrap();
+    }
+    let host = RpmHost::new(dir.path(), &repo);
+    let grains = json!({
+        "os": "Fedora",
+        "os_family": "RedHat",
+        "osrelease": "38",
+        "osmajorrelease": 38,
+        "osarch": "x86_64",
+        "cpuarch": "x86_64",
+        "kernel": "Linux",
+    });
+
+    let source = format!(
+        "sources=[{{\"maid-test-hello\": \"{}\"}}]",
+        hello1.display()
+    );
+    let words: &[&[&str]] = &[
+        &["pkg.list_pkgs"],
+        &["pkg.version", "maid-test-hello"],
+        &["pkg.install", &source],
+        &["pkg.version", "maid-test-hello", "maid-test-epochy"],
+        &["pkg.list_upgrades"],
+        &["pkg.latest_version", "maid-test-hello", "refresh=False"],
+        // Salt does not take the architecture off here.
+        &[
+            "pkg.latest_version",
+            "maid-test-archy.x86_64",
+            "refresh=False",
+        ],
+        &["pkg.list_upgrades", "refresh=False"],
+        &[
+            "pkg.latest_version",
+            "maid-test-hello",
+            "maid-test-epochy",
+            "maid-test-archy",
+            "maid-test-nope",
+        ],
+        &["pkg.upgrade_available", "maid-test-hello"],
+        &["pkg.upgrade_available", "maid-test-nope"],
+        &["pkg.refresh_db"],
+        &["pkg.refresh_db", "fromrepo=nosuchrepo"],
+        &["pkg.version_cmp", "1:1.0-1", "2.0-1"],
+        &["pkg.version_cmp", "1:1.0-1", "2.0-1", "ignore_epoch=True"],
+        &["pkg.version_cmp", "1.0", "1.0-5"],
+        &["pkg.version_cmp", "1.0~rc1-1", "1.0-1"],
+        // A version the repository does not have: dnf fails.
+        &["pkg.install", "maid-test-hello", "version=9.9-1"],
+        &["pkg.install", "maid-test-hello"],
+        &["pkg.install", "maid-test-hello", "version=1.0-1"],
+        &[
+            "pkg.install",
+            "pkgs=[\"maid-test-epochy\", \"maid-test-archy.x86_64\"]",
+        ],
+        &["pkg.install", "maid-test-hello", "reinstall=True"],
+        // Reinstalled only when that version is the one installed.
+        &[
+            "pkg.install",
+            "maid-test-hello",
+            "version=1.1-1",
+            "reinstall=True",
+        ],
+        &["pkg.version_cmp", "1.0", "1.0.1"],
+        &["pkg.list_pkgs"],
+        &["pkg.list_pkgs", "versions_as_list=True"],
+        &["pkg.install", "maid-test-nope"],
+        &["pkg.latest_version", "maid-test-hello", "refresh=False"],
+        &["pkg.remove", "maid-test-hello"],
+        &["pkg.remove", "pkgs=[{\"maid-test-epochy\": \"2:2.0-3\"}]"],
+        &["pkg.purge", "maid-test-*"],
+        &["pkg.remove", "maid-test-zzz"],
+        &["pkg.list_pkgs"],
+    ];
+    let calls: Vec<Vec<String>> = words
+        .iter()
+        .map(|c| c.iter().map(|w| w.to_string()).collect())
+        .collect();
+    let salt = oracle(
+        "modules",
+        &json!({"calls": calls, "grains": grains, "path_prefix": host.bin}),
+    );
+    let salt = salt.as_array().unwrap();
+    host.reset();
+
+    // maid with those grains, and pkg granted the wrappers and PATH.
+    let config = dir.path().join("maid.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[grains]\nos = \"Fedora\"\nos_family = \"RedHat\"\nosrelease = \"38\"\n\
+             osmajorrelease = 38\nosarch = \"x86_64\"\ncpuarch = \"x86_64\"\n\
+             [plugins.pkg]\nexec = [\"{0}/dnf\", \"{0}/rpm\"]\nenv = [\"PATH\"]\n",
+            host.bin.display()
+        ),
+    )
+    .unwrap();
+    let mut differences = Vec::new();
+    let mut maid_returns = Vec::new();
+    for (call, salt) in calls.iter().zip(salt) {
+        let out = Command::new(env!("CARGO_BIN_EXE_maid"))
+            .args(["call", "--local", "--out", "json", "--config"])
+            .arg(&config)
+            .current_dir(dir.path())
+            .env("PATH", host.path())
+            .env("MAID_PLUGIN_DIR", guests::PLUGINS_DIR)
+            .env("MAID_CACHE_DIR", crate::common::shared_cache())
+            .env_remove("MAID_CONFIG")
+            .arg("--")
+            .args(call)
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        match salt.get("return") {
+            Some(want) => match serde_json::from_str::<Value>(&stdout) {
+                Ok(got) if got["local"] == *want && out.status.success() => {
+                    maid_returns.push(got["local"].clone());
+                }
+                _ => differences.push(format!(
+                    "{call:?}:\n  maid {stdout}{}\n  Salt {want}",
+                    String::from_utf8_lossy(&out.stderr)
+                )),
+            },
+            None => {
+                if out.status.success() {
+                    differences.push(format!(
+                        "{call:?}: Salt raised {} ({}), maid returned {stdout}",
+                        salt["error"], salt["message"]
+                    ));
+                }
+                maid_returns.push(Value::Null);
+            }
+        }
+    }
+    assert!(
+        differences.is_empty(),
+        "{} of {} pkg calls differ from Salt's yumpkg:\n{}",
+        differences.len(),
+        calls.len(),
+        differences.join("\n")
+    );
+    // The returns say what happened (so a call that failed the same way on
+    // both sides would not pass).
+    let change = |old: &str, new: &str| json!({"old": old, "new": new});
+    assert_eq!(maid_returns[0], json!({}));
+    assert_eq!(
+        maid_returns[2],
+        json!({"maid-test-hello": change("", "1.0-1")})
+    );
+    assert_eq!(maid_returns[4], json!({"maid-test-hello": "1.1-1"}));
+    assert_eq!(
+        maid_returns[8],
+        json!({
+            "maid-test-hello": "1.1-1",
+            "maid-test-epochy": "2:2.0-3",
+            "maid-test-archy": "0.5-1",
+            "maid-test-nope": "",
+        })
+    );
+    assert_eq!(maid_returns[11], json!(true));
+    assert_eq!(
+        maid_returns[18],
+        json!({"maid-test-hello": change("1.0-1", "1.1-1")})
+    );
+    assert_eq!(
+        maid_returns[19],
+        json!({"maid-test-hello": change("1.1-1", "1.0-1")})
+    );
+    assert_eq!(
+        maid_returns[21],
+        json!({"maid-test-hello": change("1.0-1", "1.0-1")})
+    );
+    assert_eq!(
+        maid_returns[24],
+        json!({"maid-test-hello": "1.0-1", "maid-test-epochy": "2:2.0-3", "maid-test-archy": "0.5-1"})
+    );
+    assert_eq!(
+        maid_returns[29],
+        json!({"maid-test-epochy": change("2:2.0-3", "")})
+    );
+    assert_eq!(maid_returns[32], json!({}));
+}

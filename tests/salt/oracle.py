@@ -113,10 +113,12 @@ def arguments(doc):
 def modules(doc):
     """Salt's execution modules, called as `salt-call --local` calls them.
 
-    Input: {"calls": [[fun, word, ...], ...], "grains": {...}}: each call's
-    words are read as salt-call reads its command line (`parse_input`, then
-    `load_args_and_kwargs` against the function). `grains`, when given, are
-    the minion's grains instead of the ones Salt detects. Output, for each call: {"return": value} or
+    Input: {"calls": [[fun, word, ...], ...], "grains": {...},
+    "path_prefix": dir}: each call's words are read as salt-call reads its
+    command line (`parse_input`, then `load_args_and_kwargs` against the
+    function). `grains`, when given, are the minion's grains instead of the
+    ones Salt detects; `path_prefix` goes first on `PATH`. Output, for each
+    call: {"return": value} or
     {"error": exception class name, "message": str(exception)}; and the
     retcode the call left in `__context__`, when it set one.
     """
@@ -126,6 +128,9 @@ def modules(doc):
     import salt.utils.args
 
     tmp = tempfile.mkdtemp()
+    if doc.get("path_prefix"):
+        # Programs found there first (the rpm tests' dnf and rpm).
+        os.environ["PATH"] = f"{doc['path_prefix']}:{os.environ['PATH']}"
     opts = salt.config.minion_config(None)
     opts.update(
         file_client="local",

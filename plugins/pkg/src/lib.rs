@@ -16,6 +16,8 @@ use maid_sdk::{Call, Capability, Error, Function, Plugin, export_plugin, python}
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
+mod dnf;
+
 struct Pkg;
 
 /// What Salt's `aptpkg` puts in the environment of every package command,
@@ -135,6 +137,13 @@ struct ListPkgs {
 }
 
 fn list_pkgs(a: &ListPkgs) -> Result<Map<String, Value>, Error> {
+    if dnf::active() {
+        // yumpkg has no removed packages to list.
+        if is_true(&a.removed) || is_true(&a.purge_desired) {
+            return Ok(Map::new());
+        }
+        return dnf::list_pkgs(is_true(&a.versions_as_list));
+    }
     let [installed, removed, purge] = query()?;
     let as_list = is_true(&a.versions_as_list);
     if is_true(&a.removed) {
@@ -332,6 +341,10 @@ fn kwarg<'a>(call: &'a Call, key: &str) -> Option<&'a Value> {
 /// each package, "" when what is installed is as new (one name gives the
 /// text, several a dict).
 fn latest_version(call: &Call) -> Result<Value, Error> {
+    if dnf::active() {
+        let names: Vec<String> = call.args.iter().map(python::str).collect();
+        return dnf::latest_version(&names, call);
+    }
     if call.kwargs.contains_key("repo") {
         return Err(Error::bad_arguments(
             "The 'repo' argument is invalid, use 'fromrepo' instead",
@@ -469,6 +482,9 @@ struct ListUpgrades {
 /// Salt's `list_upgrades`: `apt-get --just-print [dist-]upgrade`, each
 /// package it would configure with the version.
 fn list_upgrades(a: ListUpgrades, call: &Call) -> Result<Value, Error> {
+    if dnf::active() {
+        return dnf::list_upgrades(is_true(&a.refresh), call);
+    }
     if is_true(&a.refresh) {
         refresh_db(&cache_valid_time(call), &Value::Null)?;
     }
@@ -519,6 +535,9 @@ fn list_upgrades(a: ListUpgrades, call: &Call) -> Result<Value, Error> {
 /// Salt's `normalize_name`: the architecture suffix dropped when it is
 /// this host's (or `all`/`any`).
 fn normalize_name(name: &str, osarch: &str) -> String {
+    if dnf::active() {
+        return dnf::normalize_name(name, osarch);
+    }
     match name.rsplit_once(':') {
         Some((base, arch)) if arch == osarch || arch == "all" || arch == "any" => base.into(),
         Some(_) => name.into(),
@@ -807,6 +826,9 @@ struct Install {
 /// Salt's `aptpkg.install`.
 fn install(mut a: Install, call: &Call) -> Result<Value, Error> {
     a.version = kwarg(call, "version").cloned();
+    if dnf::active() {
+        return dnf::install(&a, call);
+    }
     let osarch = osarch();
     if python::truthy(&a.debconf) {
         return Err(Error::bad_arguments(
@@ -1130,7 +1152,13 @@ impl Plugin for Pkg {
                 name,
                 doc,
                 &["name=null", "pkgs=null", "**kwargs"],
-                move |a: Uninstall, _: &Call| uninstall(action, &a),
+                move |a: Uninstall, call: &Call| {
+                    if dnf::active() {
+                        dnf::remove(&a.name, &a.pkgs, call)
+                    } else {
+                        uninstall(action, &a)
+                    }
+                },
             )
         };
         vec![
@@ -1157,8 +1185,13 @@ impl Plugin for Pkg {
                 "upgrade_available",
                 "Return whether a newer version of the package is available",
                 &["name", "**kwargs"],
-                |a: UpgradeAvailable, _: &Call| {
-                    let v = latest(&[python::str(&a.name)], true, false, None, &json!(0))?;
+                |a: UpgradeAvailable, call: &Call| {
+                    let names = [python::str(&a.name)];
+                    let v = if dnf::active() {
+                        dnf::latest_version(&names, call)?
+                    } else {
+                        latest(&names, true, false, None, &json!(0))?
+                    };
                     Ok(v != json!(""))
                 },
             ),
@@ -1172,13 +1205,24 @@ impl Plugin for Pkg {
                 "refresh_db",
                 "Update the package lists (apt-get update)",
                 &["cache_valid_time=0", "failhard=false", "**kwargs"],
-                |a: RefreshDb, _: &Call| refresh_db(&a.cache_valid_time, &a.failhard),
+                |a: RefreshDb, call: &Call| {
+                    if dnf::active() {
+                        let check = kwarg(call, "check_update").is_none_or(python::truthy);
+                        return dnf::refresh_db(call, check);
+                    }
+                    refresh_db(&a.cache_valid_time, &a.failhard)
+                },
             ),
             Function::new(
                 "version_cmp",
                 "Compare two package versions: -1, 0 or 1",
                 &["pkg1", "pkg2", "ignore_epoch=false", "**kwargs"],
                 |a: VersionCmp, _: &Call| {
+                    if dnf::active() {
+                        let (one, two) = (python::str(&a.pkg1), python::str(&a.pkg2));
+                        let ignore_epoch = is_true(&a.ignore_epoch);
+                        return Ok(Some(dnf::version_cmp(&one, &two, ignore_epoch)));
+                    }
                     version_cmp(
                         &python::str(&a.pkg1),
                         &python::str(&a.pkg2),

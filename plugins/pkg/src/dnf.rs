@@ -1,0 +1,794 @@
+//! Salt's `yumpkg` on dnf, which is `pkg` where the `os_family` grain is
+//! `RedHat`: `rpm -qa` for what is installed, `dnf` for the rest, with
+//! Salt's commands, options and readings of their output.
+//!
+//! Not here: holds (`versionlock`, which Salt lets go of and puts back
+//! around an install), versions given as globs or comparisons
+//! (`version='1.1*'`, `'>=1.1'`), `downloadonly`, and yum, tdnf and dnf5.
+
+use std::cmp::Ordering;
+
+use maid_sdk::host::{Command, Output};
+use maid_sdk::salt::{fnmatch, is_true, python_int};
+use maid_sdk::{Call, Error, host, python};
+use serde_json::{Map, Value, json};
+
+use super::{Install, Targets, compare, kwarg, listed, names, problem, repack};
+
+/// Salt's `salt.utils.pkg.rpm.QUERYFORMAT`, with `repoid` for the
+/// repository (which `rpm` does not know).
+fn queryformat(repoid: &str) -> String {
+    format!(
+        "%{{NAME}}_|-%{{EPOCH}}_|-%{{VERSION}}_|-%{{RELEASE}}_|-%{{ARCH}}_|-{repoid}_|-%{{INSTALLTIME}}"
+    )
+}
+
+const ARCHES_X86_64: &[&str] = &["x86_64", "x86_64_v2"];
+const ARCHES_32: &[&str] = &["i386", "i486", "i586", "i686"];
+const ARCHES_ARM_32: &[&str] = &[
+    "armv5tel",
+    "armv5tejl",
+    "armv6l",
+    "armv6hl",
+    "armv7l",
+    "armv7hl",
+    "armv7hnl",
+];
+/// Salt's `ARCHES`: what a `.suffix` of a package name may be.
+const ARCHES: &[&str] = &[
+    "x86_64",
+    "x86_64_v2",
+    "athlon",
+    "amd64",
+    "ia32e",
+    "ia64",
+    "geode",
+    "i386",
+    "i486",
+    "i586",
+    "i686",
+    "ppc",
+    "ppc64",
+    "ppc64le",
+    "ppc64iseries",
+    "ppc64pseries",
+    "s390",
+    "s390x",
+    "alpha",
+    "alphaev4",
+    "alphaev45",
+    "alphaev5",
+    "alphaev56",
+    "alphapca56",
+    "alphaev6",
+    "alphaev67",
+    "alphaev68",
+    "alphaev7",
+    "armv5tel",
+    "armv5tejl",
+    "armv6l",
+    "armv6hl",
+    "armv7l",
+    "armv7hl",
+    "armv7hnl",
+    "aarch64",
+    "sh3",
+    "sh4",
+    "sh4a",
+];
+
+/// Whether `pkg` is Salt's `yumpkg` here: the `os_family` grain says
+/// `RedHat`, as Salt's loader decides.
+pub(crate) fn active() -> bool {
+    static ACTIVE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ACTIVE.get_or_init(|| {
+        host::grains()
+            .get("os_family")
+            .and_then(Value::as_str)
+            .is_some_and(|f| f.eq_ignore_ascii_case("redhat"))
+    })
+}
+
+/// Salt's `check_32`: both 32-bit x86, or both 32-bit ARM.
+fn check_32(arch: &str, osarch: &str) -> bool {
+    let both = |set: &[&str]| set.contains(&arch) && set.contains(&osarch);
+    both(ARCHES_32) || both(ARCHES_ARM_32)
+}
+
+/// Salt's `resolve_name`: `name.arch`, unless the architecture is this
+/// host's (x86_64 and x86_64_v2 counting as one), `noarch`, or 32-bit on
+/// a 32-bit host.
+fn resolve_name(name: &str, arch: &str, osarch: &str) -> String {
+    let same_x86_64 = ARCHES_X86_64.contains(&arch) && ARCHES_X86_64.contains(&osarch);
+    if !check_32(arch, osarch) && arch != osarch && arch != "noarch" && !same_x86_64 {
+        format!("{name}.{arch}")
+    } else {
+        name.to_string()
+    }
+}
+
+/// Salt's `yumpkg.normalize_name`: the architecture suffix dropped when
+/// `resolve_name` would not add it.
+pub(crate) fn normalize_name(name: &str, osarch: &str) -> String {
+    match name.rsplit_once('.') {
+        Some((base, arch))
+            if (ARCHES.contains(&arch) || arch == "noarch")
+                && resolve_name(base, arch, osarch) == base =>
+        {
+            base.to_string()
+        }
+        _ => name.to_string(),
+    }
+}
+
+/// One package, as Salt's `parse_pkginfo` reads an `rpm` line.
+struct PkgInfo {
+    name: String,
+    /// `[E:]V[-R]`.
+    version: String,
+}
+
+/// Salt's `parse_pkginfo`: exactly seven `_|-` fields, or nothing.
+fn parse_pkginfo(line: &str, osarch: &str) -> Option<PkgInfo> {
+    let fields: Vec<&str> = line.split("_|-").collect();
+    let [name, epoch, version, release, arch, _repoid, _time] = fields[..] else {
+        return None;
+    };
+    let mut v = version.to_string();
+    if !release.is_empty() {
+        v = format!("{v}-{release}");
+    }
+    if epoch != "(none)" && epoch != "0" {
+        v = format!("{epoch}:{v}");
+    }
+    Some(PkgInfo {
+        name: resolve_name(name, arch, osarch),
+        version: v,
+    })
+}
+
+/// Installed packages: name -> versions, in `rpm -qa`'s order of names,
+/// each name's versions ordered by their upstream part as Salt sorts them.
+fn installed(osarch: &str) -> Result<Vec<(String, Vec<String>)>, Error> {
+    let out = Command::new("rpm")
+        .args(["-qa", "--nodigest", "--nosignature", "--queryformat"])
+        .arg(format!("{}\n", queryformat("(none)")))
+        .merge_stderr(true)
+        .output()?;
+    let mut pkgs: Vec<(String, Vec<String>)> = Vec::new();
+    for info in out
+        .stdout_lossy()
+        .lines()
+        .filter_map(|l| parse_pkginfo(l, osarch))
+    {
+        match pkgs.iter_mut().find(|(n, _)| *n == info.name) {
+            Some((_, versions)) => versions.push(info.version),
+            None => pkgs.push((info.name, vec![info.version])),
+        }
+    }
+    let upstream = |v: &String| {
+        let v = v.split_once(':').map_or(v.as_str(), |(_, rest)| rest);
+        v.split_once('-').map_or(v, |(up, _)| up).to_string()
+    };
+    for (_, versions) in &mut pkgs {
+        versions.sort_by_key(upstream);
+    }
+    Ok(pkgs)
+}
+
+/// Salt's `list_pkgs`: `{name: "v1,v2"}`, or lists with `as_list`.
+pub(crate) fn list_pkgs(as_list: bool) -> Result<Map<String, Value>, Error> {
+    Ok(installed(&super::osarch())?
+        .into_iter()
+        .map(|(name, versions)| {
+            let v = if as_list {
+                json!(versions)
+            } else {
+                json!(versions.join(","))
+            };
+            (name, v)
+        })
+        .collect())
+}
+
+/// Salt's `_get_options`: which repositories, excludes and settings.
+fn options(call: &Call) -> Vec<String> {
+    let given = |k: &str| kwarg(call, k).filter(|v| python::truthy(v));
+    let each = |v: &Value| match v {
+        Value::Array(items) => items.iter().map(python::str).collect(),
+        other => vec![python::str(other)],
+    };
+    let mut out = Vec::new();
+    let fromrepo = given("fromrepo").or_else(|| given("repo"));
+    if let Some(repo) = fromrepo {
+        out.push("--disablerepo=*".to_string());
+        out.push(format!("--enablerepo={}", python::str(repo)));
+    } else {
+        if let Some(v) = given("disablerepo") {
+            out.extend(each(v).into_iter().map(|r| format!("--disablerepo={r}")));
+        }
+        if let Some(v) = given("enablerepo") {
+            out.extend(each(v).into_iter().map(|r| format!("--enablerepo={r}")));
+        }
+    }
+    if let Some(v) = given("disableexcludes") {
+        out.push(format!("--disableexcludes={}", python::str(v)));
+    }
+    if let Some(v) = given("branch") {
+        out.push(format!("--branch={}", python::str(v)));
+    }
+    if let Some(v) = kwarg(call, "setopt").filter(|v| !v.is_null()) {
+        // Salt's `split_input`: a list as given, text split on commas.
+        let items: Vec<String> = match v {
+            Value::Array(items) => items.iter().map(python::str).collect(),
+            other => python::str(other)
+                .split(',')
+                .map(|s| s.trim().to_string())
+                .collect(),
+        };
+        out.extend(items.into_iter().map(|s| format!("--setopt={s}")));
+    }
+    out
+}
+
+/// Salt's `_call_yum`: `dnf` and the arguments.
+fn dnf(args: &[String], merge_stderr: bool) -> Result<Output, Error> {
+    Command::new("dnf")
+        .args(args)
+        .merge_stderr(merge_stderr)
+        .output()
+}
+
+fn words(w: &[&str]) -> Vec<String> {
+    w.iter().map(|s| s.to_string()).collect()
+}
+
+/// Salt's `refresh_db`: let the metadata expire, then `check-update`:
+/// True when there are updates, None when there are none, False when it
+/// failed.
+pub(crate) fn refresh_db(call: &Call, check_update: bool) -> Result<Value, Error> {
+    let options = options(call);
+    let mut clean = words(&["--quiet", "--assumeyes", "clean", "expire-cache"]);
+    clean.extend(options.iter().cloned());
+    dnf(&clean, false)?;
+    if !check_update {
+        return Ok(json!(true));
+    }
+    let mut update = words(&["--quiet", "--assumeyes", "check-update"]);
+    let grains = host::grains();
+    if grains.get("osmajorrelease") == Some(&json!(7)) {
+        update.push("--setopt=autocheck_running_kernel=false".into());
+    }
+    update.extend(options);
+    Ok(match dnf(&update, false)?.retcode {
+        100 => json!(true),
+        0 => Value::Null,
+        _ => json!(false),
+    })
+}
+
+/// One row of `dnf list`: name (resolved), version, repository.
+struct Row {
+    name: String,
+    arch: String,
+    version: String,
+}
+
+/// Salt's `_yum_pkginfo`: the header lines dropped, then every word taken
+/// in threes (name.arch, version, repository), so that rows dnf wrapped
+/// still read.
+fn rows(output: &str, osarch: &str) -> Vec<Row> {
+    const HEADERS: [&str; 5] = [
+        "installed packages",
+        "available packages",
+        "available upgrades",
+        "updated packages",
+        "upgraded packages",
+    ];
+    let kept: Vec<&str> = output
+        .split('\n')
+        .filter(|l| !HEADERS.contains(&l.to_lowercase().as_str()))
+        .collect();
+    let text = kept.join("\n");
+    let words: Vec<&str> = text.split_whitespace().collect();
+    words
+        .chunks_exact(3)
+        .map(|w| {
+            let (name, arch) = match w[0].rsplit_once('.') {
+                Some((n, a)) => (n.to_string(), a.to_string()),
+                None => (w[0].to_string(), osarch.to_string()),
+            };
+            Row {
+                name: resolve_name(&name, &arch, osarch),
+                arch,
+                version: w[1].trim_end_matches('-').to_string(),
+            }
+        })
+        .collect()
+}
+
+/// A part of a version as Salt's `LooseVersion` splits it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Part {
+    Num(u128, String),
+    Text(String),
+}
+
+/// Salt's `LooseVersion`: runs of digits (numbers), of `a-z`, and of
+/// anything else between them; dots dropped.
+fn loose(v: &str) -> Vec<Part> {
+    let class = |c: char| {
+        if c.is_ascii_digit() {
+            0
+        } else if c.is_ascii_lowercase() {
+            1
+        } else if c == '.' {
+            2
+        } else {
+            3
+        }
+    };
+    let mut parts = Vec::new();
+    let chars: Vec<char> = v.chars().collect();
+    let mut i = 0;
+    while i < chars.len() {
+        let k = class(chars[i]);
+        let start = i;
+        if k == 2 {
+            i += 1;
+            continue;
+        }
+        while i < chars.len() && class(chars[i]) == k {
+            i += 1;
+        }
+        let run: String = chars[start..i].iter().collect();
+        parts.push(match k {
+            0 => Part::Num(run.parse().unwrap_or(u128::MAX), run),
+            _ => Part::Text(run),
+        });
+    }
+    parts
+}
+
+/// How Salt's `LooseVersion` orders two versions: as numbers when every
+/// part of both is one, else as text with numbers zero-padded to 8.
+fn loose_cmp(a: &str, b: &str) -> Ordering {
+    let (a, b) = (loose(a), loose(b));
+    let numbers = |p: &[Part]| p.iter().all(|x| matches!(x, Part::Num(..)));
+    if numbers(&a) && numbers(&b) {
+        let n = |p: &[Part]| -> Vec<u128> {
+            p.iter()
+                .map(|x| match x {
+                    Part::Num(n, _) => *n,
+                    Part::Text(_) => 0,
+                })
+                .collect()
+        };
+        return n(&a).cmp(&n(&b));
+    }
+    let text = |p: &[Part]| -> Vec<String> {
+        p.iter()
+            .map(|x| match x {
+                Part::Num(n, _) => format!("{n:08}"),
+                Part::Text(t) => t.clone(),
+            })
+            .collect()
+    };
+    text(&a).cmp(&text(&b))
+}
+
+/// Salt's `version_to_evr`: epoch (a number, 0 when absent or not one),
+/// version and release, split at the first `:` and the first `-`.
+fn version_to_evr(v: &str) -> (String, String, String) {
+    let colon = v.find(':');
+    let epoch = colon
+        .and_then(|i| python_int(&v[..i]))
+        .map_or("0".to_string(), |e| e.to_string());
+    let start = colon.map_or(0, |i| i + 1);
+    // The first `-` of the whole text, as Salt finds it (before the `:`,
+    // the version is empty).
+    match v.find('-') {
+        Some(dash) => (
+            epoch,
+            v.get(start..dash).unwrap_or_default().to_string(),
+            v[dash + 1..].to_string(),
+        ),
+        None => (epoch, v[start..].to_string(), String::new()),
+    }
+}
+
+/// Salt's `version_cmp` for rpm: RPM's ordering of epoch, version and
+/// release; a release missing on either side is left out of both.
+pub(crate) fn version_cmp(a: &str, b: &str, ignore_epoch: bool) -> i32 {
+    let norm = |v: &str| {
+        if ignore_epoch {
+            v.split_once(':').map_or(v, |(_, rest)| rest).to_string()
+        } else {
+            v.to_string()
+        }
+    };
+    let (ae, av, mut ar) = version_to_evr(&norm(a));
+    let (be, bv, mut br) = version_to_evr(&norm(b));
+    if ar.is_empty() || br.is_empty() {
+        ar.clear();
+        br.clear();
+    }
+    let a = rpm_version::Evr::new(ae, av, ar);
+    let b = rpm_version::Evr::new(be, bv, br);
+    match a.cmp(&b) {
+        Ordering::Less => -1,
+        Ordering::Equal => 0,
+        Ordering::Greater => 1,
+    }
+}
+
+/// Salt's `latest_version`: the newest version `dnf list available` offers
+/// for each name that is newer than every installed one, "" otherwise
+/// (one name gives the text, several a dict).
+pub(crate) fn latest_version(names: &[String], call: &Call) -> Result<Value, Error> {
+    let refresh = kwarg(call, "refresh").is_none_or(is_true);
+    if names.is_empty() {
+        return Ok(json!(""));
+    }
+    let osarch = super::osarch();
+    let mut cmd = words(&["--quiet"]);
+    cmd.extend(options(call));
+    if refresh {
+        refresh_db(call, true)?;
+    }
+    let current = installed(&osarch)?;
+    cmd.extend(words(&["list", "available"]));
+    cmd.extend(names.iter().cloned());
+    let out = dnf(&cmd, false)?;
+    let mut updates = if out.retcode == 0 {
+        rows(&out.stdout_lossy(), &osarch)
+    } else {
+        Vec::new()
+    };
+    updates.sort_by(|a, b| loose_cmp(&b.version, &a.version));
+    let newer = |row: &Row| {
+        current
+            .iter()
+            .filter(|(n, _)| *n == row.name)
+            .flat_map(|(_, vs)| vs)
+            .all(|v| version_cmp(v, &row.version, false) < 0)
+    };
+    let mut ret = Map::new();
+    for name in names {
+        let arch = match name.rsplit_once('.') {
+            Some((_, a)) if ARCHES.contains(&a) => a.to_string(),
+            _ => osarch.clone(),
+        };
+        let found = updates.iter().find(|row| {
+            row.name == *name
+                && (row.arch == "noarch" || row.arch == arch || check_32(&row.arch, &osarch))
+                && newer(row)
+        });
+        let version = found.map_or(String::new(), |row| row.version.clone());
+        ret.insert(name.clone(), json!(version));
+    }
+    Ok(match names {
+        [one] => ret.remove(one).unwrap_or(json!("")),
+        _ => Value::Object(ret),
+    })
+}
+
+/// Salt's `list_upgrades`: `dnf list --upgrades`, `{name: version}`.
+pub(crate) fn list_upgrades(refresh: bool, call: &Call) -> Result<Value, Error> {
+    let mut cmd = words(&["--quiet"]);
+    cmd.extend(options(call));
+    if refresh {
+        refresh_db(call, false)?;
+    }
+    cmd.extend(words(&["list", "--upgrades"]));
+    let out = dnf(&cmd, false)?;
+    let mut ret = Map::new();
+    for row in rows(&out.stdout_lossy(), &super::osarch()) {
+        ret.insert(row.name, json!(row.version));
+    }
+    Ok(Value::Object(ret))
+}
+
+/// Salt's `lowpkg.bin_pkg_info`: name and version of a package file.
+fn bin_pkg_info(path: &str) -> Result<Option<PkgInfo>, Error> {
+    let out = Command::new("rpm")
+        .args(["-qp", "--queryformat"])
+        .arg(queryformat("none"))
+        .arg(path)
+        .output()?;
+    Ok(parse_pkginfo(&out.stdout_lossy(), &super::osarch()))
+}
+
+/// `name.arch` split where Salt splits it for a command line: the
+/// architecture kept apart when it is one.
+fn split_arch(name: &str, osarch: &str, split: bool) -> (String, String) {
+    match name.rsplit_once('.') {
+        Some((base, arch)) if ARCHES.contains(&arch) && (arch != osarch || split) => {
+            (base.to_string(), format!(".{arch}"))
+        }
+        _ => (name.to_string(), String::new()),
+    }
+}
+
+/// Salt's `yumpkg.install`.
+pub(crate) fn install(a: &Install, call: &Call) -> Result<Value, Error> {
+    if python::truthy(&a.downloadonly) {
+        return Err(Error::bad_arguments(
+            "downloadonly is not supported with dnf",
+        ));
+    }
+    let osarch = super::osarch();
+    let reinstall = is_true(&a.reinstall);
+    // `ignore_epoch is True`: only a real True.
+    let ignore_epoch = kwarg(call, "ignore_epoch") == Some(&json!(true));
+    let split = kwarg(call, "split_arch").is_none_or(python::truthy);
+    let options = options(call);
+    if is_true(&a.refresh) {
+        refresh_db(call, true)?;
+    }
+    let Some(targets) = super::parse_targets(a, &osarch)? else {
+        return Ok(json!({}));
+    };
+    let old = list_pkgs(false)?;
+    let old_as_list = list_pkgs(true)?;
+    // (from a repository, the name Salt keys its changes by, what goes on
+    // the command line, the version)
+    let items: Vec<(bool, Option<String>, String, Option<String>)> = match targets {
+        Targets::Repository(pkgs) => pkgs
+            .into_iter()
+            .map(|(name, version)| (true, Some(name.clone()), name, version))
+            .collect(),
+        Targets::Files(paths) => {
+            let mut items = Vec::new();
+            for path in paths {
+                match bin_pkg_info(&path)? {
+                    Some(info) => items.push((false, Some(info.name), path, Some(info.version))),
+                    None => {
+                        host::warn(&format!(
+                            "pkg.install: Unable to get rpm information for {path}. \
+                             Version comparisons will be unavailable, and return data \
+                             may be inaccurate if reinstall=True."
+                        ));
+                        items.push((false, None, path, None));
+                    }
+                }
+            }
+            items
+        }
+    };
+    let (mut to_install, mut to_downgrade, mut to_reinstall) = (vec![], vec![], vec![]);
+    for (repository, name, what, version) in items {
+        let Some(version) = version else {
+            if repository && reinstall && name.as_ref().is_some_and(|n| old.contains_key(n)) {
+                to_reinstall.push((name, what));
+            } else {
+                to_install.push((name, what));
+            }
+            continue;
+        };
+        let (pkgname, pkgstr, version) = if repository {
+            let version = version.trim_start_matches('=').to_string();
+            if version.contains('*') || version.starts_with(['<', '>']) {
+                return Err(Error::bad_arguments(format!(
+                    "version {version:?}: globs and comparisons are not supported with dnf"
+                )));
+            }
+            let (base, arch) = split_arch(&what, &osarch, split);
+            let v = if ignore_epoch {
+                version.as_str()
+            } else {
+                version.split_once(':').map_or(version.as_str(), |(_, r)| r)
+            };
+            let pkgstr = format!("{base}-{v}{arch}");
+            (Some(base), pkgstr, version)
+        } else {
+            (name, what, version)
+        };
+        let cmp = |a: &str, b: &str| {
+            let norm = |v: &str| {
+                if ignore_epoch {
+                    v.split_once(':').map_or(v, |(_, r)| r).to_string()
+                } else {
+                    v.to_string()
+                }
+            };
+            version_cmp(&norm(a), &norm(b), false)
+        };
+        let cver: Vec<String> = pkgname
+            .as_ref()
+            .and_then(|n| old_as_list.get(n))
+            .and_then(Value::as_array)
+            .map(|vs| vs.iter().map(python::str).collect())
+            .unwrap_or_default();
+        if reinstall && !cver.is_empty() {
+            if cver.iter().any(|v| cmp(&version, v) == 0) {
+                to_reinstall.push((pkgname, pkgstr));
+            }
+        } else if cver.is_empty()
+            || cver.iter().any(|v| cmp(&version, v) >= 0)
+            // A kernel is installed beside the newer one, never downgraded.
+            || matches!(pkgname.as_deref(), Some("kernel" | "kernel-devel"))
+        {
+            to_install.push((pkgname, pkgstr));
+        } else if pkgname.is_some() {
+            to_downgrade.push((pkgname, pkgstr));
+        }
+    }
+    let common = |cmd: &mut Vec<String>| {
+        cmd.extend(options.iter().cloned());
+        if python::truthy(&a.skip_verify) {
+            cmd.push("--nogpgcheck".into());
+        }
+    };
+    let mut errors = Vec::new();
+    for (targets, verb) in [
+        (&to_install, "install"),
+        (&to_downgrade, "downgrade"),
+        (&to_reinstall, "reinstall"),
+    ] {
+        if targets.is_empty() {
+            continue;
+        }
+        let mut cmd = words(&["-y"]);
+        if verb == "install" {
+            cmd.extend(words(&["--best", "--allowerasing"]));
+        }
+        common(&mut cmd);
+        cmd.push(verb.into());
+        cmd.extend(targets.iter().map(|(_, t)| t.clone()));
+        let out = dnf(&cmd, true)?;
+        if out.retcode != 0 {
+            errors.push(out.stdout_lossy());
+        }
+    }
+    let new = list_pkgs(false)?;
+    let mut ret = compare(&old, &new);
+    for name in to_reinstall.iter().filter_map(|(n, _)| n.as_ref()) {
+        if !ret.contains_key(name) || old.contains_key(name) {
+            let side = |m: &Map<String, Value>| m.get(name).cloned().unwrap_or(json!(""));
+            ret.insert(name.clone(), json!({"old": side(&old), "new": side(&new)}));
+        }
+    }
+    let ret = Value::Object(ret);
+    if !errors.is_empty() {
+        let what = if to_reinstall.is_empty() {
+            "Error occurred installing package(s)"
+        } else {
+            "Error occurred installing/reinstalling package(s)"
+        };
+        return Err(problem(what, &errors, &ret));
+    }
+    Ok(ret)
+}
+
+/// Salt's `match_wildcard`: each glob is dropped and the installed names
+/// the last of them matches are added, with its version.
+fn match_wildcard(
+    params: Vec<(String, Option<String>)>,
+    installed: &Map<String, Value>,
+) -> Vec<(String, Option<String>)> {
+    let mut matches = Vec::new();
+    let mut out = Vec::new();
+    for (name, version) in params {
+        if name.contains('*') {
+            matches = installed
+                .keys()
+                .filter(|k| fnmatch(k, &name))
+                .map(|k| (k.clone(), version.clone()))
+                .collect();
+        } else {
+            out.push((name, version));
+        }
+    }
+    for (name, version) in matches {
+        match out.iter_mut().find(|(n, _)| *n == name) {
+            Some(entry) => entry.1 = version,
+            None => out.push((name, version)),
+        }
+    }
+    out
+}
+
+/// Salt's `yumpkg.remove` (and `purge`, the same): `dnf -y remove` of the
+/// named packages that are installed (a version given must be one of
+/// theirs; globs match installed names).
+pub(crate) fn remove(name: &Value, pkgs: &Value, call: &Call) -> Result<Value, Error> {
+    let osarch = super::osarch();
+    let params: Vec<(String, Option<String>)> = if python::truthy(pkgs) {
+        repack(&listed(pkgs).unwrap_or_default(), true, &osarch)?
+    } else if python::truthy(name) {
+        names(name, true, &osarch)
+            .into_iter()
+            .map(|n| (n, None))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let old = list_pkgs(false)?;
+    let params = match_wildcard(params, &old);
+    let split = kwarg(call, "split_arch").is_none_or(python::truthy);
+    let mut targets = Vec::new();
+    for (target, version) in params {
+        let Some(have) = old.get(&target) else {
+            continue;
+        };
+        match version.filter(|v| !v.is_empty()) {
+            None => targets.push(target),
+            Some(v) if python::str(have).split(',').any(|h| h == v) => {
+                let (base, arch) = split_arch(&target, &osarch, split);
+                let v = v.split_once(':').map_or(v.as_str(), |(_, r)| r).to_string();
+                targets.push(format!("{base}-{v}{arch}"));
+            }
+            Some(_) => {}
+        }
+    }
+    if targets.is_empty() {
+        return Ok(json!({}));
+    }
+    let mut cmd = words(&["-y", "remove"]);
+    cmd.extend(targets);
+    let out = dnf(&cmd, false)?;
+    let err = out.stderr_lossy();
+    let new = list_pkgs(false)?;
+    let ret = Value::Object(compare(&old, &new));
+    if out.retcode != 0 && !err.is_empty() {
+        return Err(problem("Error occurred removing package(s)", &[err], &ret));
+    }
+    Ok(ret)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_and_versions_read_as_salt_reads_them() {
+        assert_eq!(resolve_name("glibc", "i686", "x86_64"), "glibc.i686");
+        assert_eq!(resolve_name("a", "x86_64_v2", "x86_64"), "a");
+        assert_eq!(resolve_name("a", "noarch", "x86_64"), "a");
+        assert_eq!(normalize_name("a.noarch", "x86_64"), "a");
+        assert_eq!(normalize_name("a.i686", "x86_64"), "a.i686");
+        assert_eq!(normalize_name("a.b", "x86_64"), "a.b");
+        let info = parse_pkginfo("e_|-2_|-2.0_|-3_|-noarch_|-(none)_|-1", "x86_64").unwrap();
+        assert_eq!(
+            (info.name.as_str(), info.version.as_str()),
+            ("e", "2:2.0-3")
+        );
+        assert!(parse_pkginfo("a_|-b", "x86_64").is_none());
+        assert_eq!(
+            version_to_evr("2:1.0-1.2"),
+            ("2".into(), "1.0".into(), "1.2".into())
+        );
+        assert_eq!(version_to_evr("1.0"), ("0".into(), "1.0".into(), "".into()));
+        assert_eq!(
+            version_to_evr("x:1-2-3"),
+            ("0".into(), "1".into(), "2-3".into())
+        );
+        assert_eq!(version_cmp("1:1.0-1", "2.0-1", false), 1);
+        assert_eq!(version_cmp("1:1.0-1", "2.0-1", true), -1);
+        assert_eq!(version_cmp("1.0", "1.0-5", false), 0);
+        assert_eq!(version_cmp("1.0~rc1-1", "1.0-1", false), -1);
+        assert_eq!(loose_cmp("1.10-1", "1.9-1"), Ordering::Greater);
+        assert_eq!(loose_cmp("1.10", "1.9"), Ordering::Greater);
+        assert_eq!(loose_cmp("2:1.0-1", "1.1-1"), Ordering::Greater);
+    }
+
+    #[test]
+    fn dnf_rows_are_read_three_words_at_a_time() {
+        let out = "Available Packages\nhello.noarch  1.1-1  maidtest\n\
+                   archy.x86_64 0.5-1 maidtest\nglibc.i686\n    2.0-1    @anaconda\n";
+        let rows = rows(out, "x86_64");
+        let got: Vec<(&str, &str)> = rows
+            .iter()
+            .map(|r| (r.name.as_str(), r.version.as_str()))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("hello", "1.1-1"),
+                ("archy", "0.5-1"),
+                ("glibc.i686", "2.0-1")
+            ]
+        );
+    }
+}
