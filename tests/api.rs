@@ -941,3 +941,36 @@ async fn api_users_are_held_to_their_perms() {
     // Another user from the same address is not locked out by that.
     login(&c, &api).await;
 }
+
+/// `local_subset` runs the function on as many of the targeted minions
+/// as `subset` says, among those whose `sys.list_functions` lists it; none
+/// when none does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn local_subset_runs_on_as_many_as_asked_that_have_the_function() {
+    let mut fleet = Fleet::new();
+    fleet.agent("web-1", "").await;
+    fleet.agent("web-2", "").await;
+    let api = fleet.api("", &[]);
+    let c = client();
+    let token = login(&c, &api).await;
+    let subset = |n: u64, fun: &str| json!([{"client": "local_subset", "tgt": "web-*", "fun": fun, "arg": ["x"], "subset": n}]);
+    let (status, body) = lowstate(&c, &api, &token, &subset(1, "test.echo")).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let ret = body["return"][0].as_object().unwrap();
+    assert_eq!(ret.len(), 1, "{body}");
+    let (id, echoed) = ret.iter().next().unwrap();
+    assert!(id == "web-1" || id == "web-2", "{body}");
+    assert_eq!(echoed, "x");
+    // The probe went to both.
+    let mut probed: Vec<&String> = body["maid"][0]["probe"]["retcodes"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .collect();
+    probed.sort();
+    assert_eq!(probed, ["web-1", "web-2"], "{body}");
+    let (_, body) = lowstate(&c, &api, &token, &subset(5, "test.echo")).await;
+    assert_eq!(body["return"][0], json!({"web-1": "x", "web-2": "x"}));
+    let (_, body) = lowstate(&c, &api, &token, &subset(2, "no.such")).await;
+    assert_eq!(body["return"][0], json!({}));
+}

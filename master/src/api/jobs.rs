@@ -1,5 +1,6 @@
 //! `POST /` and `POST /run` (salt-api's lowstate run: the `local`,
-//! `local_async`, `local_batch`, `runner` and `wheel` clients), `GET
+//! `local_async`, `local_batch`, `local_subset`, `runner`,
+//! `runner_async`, `wheel` and `wheel_async` clients), `GET
 //! /jobs` and `GET /jobs/{jid}` (the job cache).
 //!
 //! Jobs go out exactly as `maid run` sends them — [`jobs::run_on`] and
@@ -136,6 +137,7 @@ async fn run_chunks(
         let result = match chunk.client {
             Client::Local => local(api, chunk, user).await,
             Client::LocalAsync => local_async(api, chunk, user).await,
+            Client::LocalSubset => local_subset(api, chunk, user).await,
             Client::LocalBatch => {
                 let (rets, extra) = local_batch(api, chunk, user)
                     .await
@@ -145,6 +147,7 @@ async fn run_chunks(
                 continue;
             }
             Client::Master(form) => master_call(api, chunk, form, user).await,
+            Client::MasterAsync(form) => Ok(master_async(api, chunk, form, user)),
         };
         let (ret, extra) = result.inspect_err(|_| api.hub.reset())?;
         returns.push(ret);
@@ -164,13 +167,15 @@ async fn authorize(api: &Api, chunks: &[Chunk], users: &[String]) -> Result<(), 
     for (chunk, user) in chunks.iter().zip(users) {
         let entries = api.perms.of(user);
         let allowed = match chunk.client {
-            Client::Master(form) => perms::spec_allows(&entries, &chunk.fun, form.name()),
+            Client::Master(form) | Client::MasterAsync(form) => {
+                perms::spec_allows(&entries, &chunk.fun, form.name())
+            }
             _ => perms::allows(&entries, &chunk.fun, &chunk.tgt, chunk.tgt_type, &known),
         };
         if !allowed {
             tracing::warn!(%user, fun = %chunk.fun, tgt = %chunk.tgt, "refused by [api.perms]");
             return Err(ApiError::Forbidden(match chunk.client {
-                Client::Master(form) => {
+                Client::Master(form) | Client::MasterAsync(form) => {
                     format!("user {user:?} may not run {} {}", form.name(), chunk.fun)
                 }
                 _ => format!(
@@ -271,6 +276,57 @@ async fn local(api: &Api, chunk: &Chunk, user: &str) -> Result<(Value, Value), A
     Ok((Value::Object(returns), report_json(&report)))
 }
 
+/// `local_subset`, as Salt's `cmd_subset`: `sys.list_functions` on the
+/// target, then the function on `subset` of the minions that listed it,
+/// picked at random; their returns as `local` gives them (`{}` when none
+/// has it). `maid` reports both jobs.
+async fn local_subset(api: &Api, chunk: &Chunk, user: &str) -> Result<(Value, Value), ApiError> {
+    let probe = Chunk {
+        fun: "sys.list_functions".into(),
+        arg: Vec::new(),
+        kwarg: Map::new(),
+        full_return: false,
+        ..chunk.clone()
+    };
+    let (listed, probe_report) = local(api, &probe, user).await?;
+    let mut having: Vec<String> = listed
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter(|(_, funs)| {
+            funs.as_array()
+                .is_some_and(|f| f.iter().any(|f| f.as_str() == Some(chunk.fun.as_str())))
+        })
+        .map(|(id, _)| id.clone())
+        .collect();
+    shuffle(&mut having);
+    having.truncate(chunk.subset.unwrap_or(3));
+    if having.is_empty() {
+        return Ok((json!({}), json!({"probe": probe_report})));
+    }
+    let picked = Chunk {
+        tgt: json!(having),
+        tgt_type: crate::target::TargetType::List,
+        tgt_type_name: "list".into(),
+        ..chunk.clone()
+    };
+    let (returns, mut report) = local(api, &picked, user).await?;
+    report["probe"] = probe_report;
+    Ok((returns, report))
+}
+
+/// Put `items` in a random order (Fisher-Yates).
+fn shuffle<T>(items: &mut [T]) {
+    for i in (1..items.len()).rev() {
+        let mut b = [0u8; 8];
+        if getrandom::fill(&mut b).is_err() {
+            return;
+        }
+        let j = (u64::from_le_bytes(b) % (i as u64 + 1)) as usize;
+        items.swap(i, j);
+    }
+}
+
 /// Salt's answer for a targeted minion that did not return in time.
 fn no_return(jid: &str, full: bool) -> Value {
     let text = format!(
@@ -365,52 +421,13 @@ async fn master_call(
     user: &str,
 ) -> Result<(Value, Value), ApiError> {
     let jid = jid::new_jid();
-    let (ret, success) = match chunk.bound.clone().expect("master chunks are bound") {
-        Err(bad) => (
-            json!(format!(
-                "\nPassed invalid arguments: {bad}\n\nUsage:\n{}",
-                chunk.fun
-            )),
-            false,
-        ),
-        Ok(bound) => match form {
-            Form::Wheel => {
-                let Some(pki) = &api.pki else {
-                    return Err(ApiError::bad(
-                        "client",
-                        "wheel key functions need the master's key store ([master] pki_dir)",
-                    ));
-                };
-                // The keys maids submitted through the registry are filed
-                // first, as `maid key` does, so pending ones are listed.
-                let mut conn = api.hub.conn().await?;
-                let maids = jobs::registrations(&mut conn).await?;
-                if let Err(e) = jobs::file_registered_keys(pki, &maids) {
-                    tracing::warn!(cause = %e, "cannot file the maids' registered keys");
-                }
-                match master_funs::wheel(pki, &chunk.fun, &bound) {
-                    Ok(v) => (v, true),
-                    Err(e) => (
-                        json!(format!("Exception occurred in wheel {}: {e}", chunk.fun)),
-                        false,
-                    ),
-                }
-            }
-            Form::Runner => match runner(api, chunk, &bound, user).await? {
-                Ok(v) => (v, true),
-                Err(e) => (
-                    json!(format!("Exception occurred in runner {}: {e}", chunk.fun)),
-                    false,
-                ),
-            },
-        },
-    };
+    let (ret, success) = master_run(api, chunk, form, user).await?;
     let stamp = format!("{}+00:00", jid::stamp());
     let extra = json!({"jid": jid});
     if form == Form::Wheel {
         // Salt answers a wheel call with its whole event, `full_return`
         // or not; a failed one carries its stamp.
-        let tag = format!("salt/wheel/{jid}");
+        let tag = master_tag(form, &jid);
         let mut data = json!({
             "fun": format!("wheel.{}", chunk.fun), "jid": jid, "tag": tag, "user": user,
             "return": ret, "success": success,
@@ -433,9 +450,119 @@ async fn master_call(
         "success": success,
     });
     Ok((
-        json!({"data": data, "tag": format!("salt/run/{jid}/ret")}),
+        json!({"data": data, "tag": format!("{}/ret", master_tag(form, &jid))}),
         extra,
     ))
+}
+
+/// Salt's prefix of a master function's event tags: `salt/run/<jid>`,
+/// `salt/wheel/<jid>`.
+fn master_tag(form: Form, jid: &str) -> String {
+    match form {
+        Form::Runner => format!("salt/run/{jid}"),
+        Form::Wheel => format!("salt/wheel/{jid}"),
+    }
+}
+
+/// `runner_async` and `wheel_async`: the function runs in the background;
+/// the answer is its tag and jid at once, as Salt's `cmd_async`. Its
+/// `<tag>/new` and `<tag>/ret` events (the return, `success`) go to the
+/// event stream of the user and of those with `@jobs`.
+fn master_async(api: &Api, chunk: &Chunk, form: Form, user: &str) -> (Value, Value) {
+    let jid = jid::new_jid();
+    let tag = master_tag(form, &jid);
+    api.owners.insert(&jid, user);
+    let fun_args = match (form, &chunk.bound) {
+        (Form::Wheel, Some(Ok(bound))) => master_funs::wheel_fun_args(&chunk.fun, bound),
+        _ => master_funs::fun_args(form, &chunk.fun, &chunk.arg, &chunk.kwarg),
+    };
+    let mut data = json!({
+        "fun": format!("{}.{}", form.name(), chunk.fun),
+        "fun_args": fun_args,
+        "jid": jid,
+        "user": user,
+        "_stamp": format!("{}+00:00", jid::stamp()),
+    });
+    api.hub.announce(Event {
+        kind: "new",
+        tag: format!("{tag}/new"),
+        data: data.clone(),
+        jid: jid.clone(),
+    });
+    let (api, chunk, user, answer) = (api.clone(), chunk.clone(), user.to_string(), tag.clone());
+    let ret_jid = jid.clone();
+    tokio::spawn(async move {
+        let (ret, success) = match master_run(&api, &chunk, form, &user).await {
+            Ok(done) => done,
+            Err(e) => {
+                tracing::warn!(jid = %ret_jid, fun = %chunk.fun, cause = %e, "{} failed", form.name());
+                api.hub.reset();
+                (json!(e.to_string()), false)
+            }
+        };
+        data["return"] = ret;
+        data["success"] = json!(success);
+        data["_stamp"] = json!(format!("{}+00:00", jid::stamp()));
+        api.hub.announce(Event {
+            kind: "return",
+            tag: format!("{tag}/ret"),
+            data,
+            jid: ret_jid,
+        });
+    });
+    (json!({"tag": answer, "jid": jid}), json!({"jid": jid}))
+}
+
+/// Run a master function: its return, and whether it succeeded (Salt's
+/// words for a call it could not bind or that raised, and `false`).
+async fn master_run(
+    api: &Api,
+    chunk: &Chunk,
+    form: Form,
+    user: &str,
+) -> Result<(Value, bool), ApiError> {
+    Ok(
+        match chunk.bound.clone().expect("master chunks are bound") {
+            Err(bad) => (
+                json!(format!(
+                    "\nPassed invalid arguments: {bad}\n\nUsage:\n{}",
+                    chunk.fun
+                )),
+                false,
+            ),
+            Ok(bound) => match form {
+                Form::Wheel => {
+                    let Some(pki) = &api.pki else {
+                        return Err(ApiError::bad(
+                            "client",
+                            "wheel key functions need the master's key store ([master] pki_dir)",
+                        ));
+                    };
+                    // The keys maids submitted through the registry are filed
+                    // first, as `maid key` does, so pending ones are listed.
+                    let mut conn = api.hub.conn().await?;
+                    let maids = jobs::registrations(&mut conn).await?;
+                    if let Err(e) = jobs::file_registered_keys(pki, &maids) {
+                        tracing::warn!(cause = %e, "cannot file the maids' registered keys");
+                    }
+                    match master_funs::wheel(pki, &chunk.fun, &bound) {
+                        Ok(v) => (v, true),
+                        Err(e) => (
+                            json!(format!("Exception occurred in wheel {}: {e}", chunk.fun)),
+                            false,
+                        ),
+                    }
+                }
+                Form::Runner => match runner(api, chunk, &bound, user).await? {
+                    Ok(v) => (v, true),
+                    Err(e) => (
+                        json!(format!("Exception occurred in runner {}: {e}", chunk.fun)),
+                        false,
+                    ),
+                },
+            },
+        },
+    )
 }
 
 /// The runner functions: `manage.*` ping through this API; the `jobs.*`
@@ -482,6 +609,7 @@ async fn manage_ping(
         timeout: Some(timeout),
         full_return: false,
         batch: None,
+        subset: None,
         bound: None,
     };
     let req = request(api, &ping, user, timeout);

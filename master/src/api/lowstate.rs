@@ -31,8 +31,15 @@ pub enum Client {
     /// Run on the targeted minions a batch at a time (`batch`: a count or
     /// a percentage), answering with every return.
     LocalBatch,
+    /// Run on `subset` of the targeted minions that have the function
+    /// (asked with `sys.list_functions`), picked at random.
+    LocalSubset,
     /// A function the master runs itself ([`master_funs`]).
     Master(Form),
+    /// One the master runs in the background (`runner_async`,
+    /// `wheel_async`), answering at once with its jid and tag; its
+    /// return comes as an event.
+    MasterAsync(Form),
 }
 
 /// One checked chunk.
@@ -52,6 +59,9 @@ pub struct Chunk {
     pub full_return: bool,
     /// `local_batch`'s `batch`.
     pub batch: Option<String>,
+    /// `local_subset`'s `subset`: how many of the targeted minions that
+    /// have the function run it.
+    pub subset: Option<usize>,
     /// A runner's or wheel's arguments bound to its parameters, or why
     /// they could not be (Salt answers that as the function's return).
     pub bound: Option<Result<Bound, BadCall>>,
@@ -122,13 +132,17 @@ fn chunk(
             "local" => Client::Local,
             "local_async" => Client::LocalAsync,
             "local_batch" => Client::LocalBatch,
+            "local_subset" => Client::LocalSubset,
             "runner" => Client::Master(Form::Runner),
             "wheel" => Client::Master(Form::Wheel),
+            "runner_async" => Client::MasterAsync(Form::Runner),
+            "wheel_async" => Client::MasterAsync(Form::Wheel),
             _ => {
                 return Err(ApiError::bad(
                     field("client"),
                     format!(
-                        "client `{c}` is not supported; use local, local_async, local_batch, runner or wheel"
+                        "client `{c}` is not supported; use local, local_async, local_batch, \
+                         local_subset, runner, runner_async, wheel or wheel_async"
                     ),
                 ));
             }
@@ -146,8 +160,10 @@ fn chunk(
         .get("full_return")
         .is_some_and(maid_protocol::salt::python::truthy);
     let timeout = timeout_of(obj, &field, max_timeout)?;
-    if let Client::Master(form) = client {
-        return master_chunk(obj, form, fun, timeout, full_return, &field);
+    if let Client::Master(form) | Client::MasterAsync(form) = client {
+        let mut chunk = master_chunk(obj, form, fun, timeout, full_return, &field)?;
+        chunk.client = client;
+        return Ok(chunk);
     }
     let tgt = match obj.get("tgt") {
         Some(t @ Value::String(_)) => t.clone(),
@@ -233,6 +249,18 @@ fn chunk(
         }),
         _ => None,
     };
+    // Salt's `cmd_subset` picks 3 unless told.
+    let subset = match client {
+        Client::LocalSubset => Some(match obj.get("subset") {
+            None | Some(Value::Null) => 3,
+            Some(v) => v
+                .as_u64()
+                .or_else(|| v.as_str().and_then(|s| s.trim().parse().ok()))
+                .and_then(|n| usize::try_from(n).ok())
+                .ok_or_else(|| ApiError::bad(field("subset"), "must be a count of minions"))?,
+        }),
+        _ => None,
+    };
     Ok(Chunk {
         client,
         tgt,
@@ -244,6 +272,7 @@ fn chunk(
         timeout,
         full_return,
         batch,
+        subset,
         bound: None,
     })
 }
@@ -318,6 +347,7 @@ fn master_chunk(
         timeout,
         full_return,
         batch: None,
+        subset: None,
         bound: Some(bound),
     })
 }
@@ -372,6 +402,29 @@ mod tests {
         assert!(c.bound.clone().unwrap().is_err());
         assert_eq!(
             field_of(r#"{"client": "wheel", "fun": "key.nope"}"#),
+            "[0].fun"
+        );
+    }
+
+    #[test]
+    fn async_master_clients_and_subsets_read_as_salt_api_reads_them() {
+        let one = |body: &str| parse(lit(body), 60.0, &Map::new()).unwrap().remove(0);
+        let c = one(r#"{"client": "runner_async", "fun": "manage.up"}"#);
+        assert_eq!(c.client, Client::MasterAsync(Form::Runner));
+        assert!(c.bound.unwrap().is_ok());
+        let c = one(r#"{"client": "wheel_async", "fun": "key.list", "match": "acc"}"#);
+        assert_eq!(c.client, Client::MasterAsync(Form::Wheel));
+        assert_eq!(c.bound.unwrap().unwrap()["match"], "acc");
+        let c = one(r#"{"client": "local_subset", "tgt": "*", "fun": "test.ping"}"#);
+        assert_eq!((c.client, c.subset), (Client::LocalSubset, Some(3)));
+        let c = one(r#"{"client": "local_subset", "tgt": "*", "fun": "a.b", "subset": "2"}"#);
+        assert_eq!(c.subset, Some(2));
+        assert_eq!(
+            field_of(r#"{"client": "local_subset", "tgt": "*", "fun": "a.b", "subset": -1}"#),
+            "[0].subset"
+        );
+        assert_eq!(
+            field_of(r#"{"client": "wheel_async", "fun": "key.nope"}"#),
             "[0].fun"
         );
     }

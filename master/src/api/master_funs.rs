@@ -250,6 +250,28 @@ pub fn fun_args(form: Form, fun: &str, args: &[Value], kwargs: &Map<String, Valu
     out
 }
 
+/// The arguments a wheel function was called with, as Salt's events show
+/// them (its `format_call`): the values of the parameters without a
+/// default, in order, then those with one (defaults filled) as one
+/// mapping.
+pub fn wheel_fun_args(fun: &str, bound: &Bound) -> Vec<Value> {
+    let params = signature(Form::Wheel, fun).unwrap_or_default();
+    let mut out: Vec<Value> = params
+        .iter()
+        .filter(|p| p.1.is_none())
+        .filter_map(|p| bound.get(p.0).cloned())
+        .collect();
+    let defaulted: Map<String, Value> = params
+        .iter()
+        .filter(|p| p.1.is_some())
+        .filter_map(|p| bound.get(p.0).map(|v| (p.0.to_string(), v.clone())))
+        .collect();
+    if !defaulted.is_empty() {
+        out.push(Value::Object(defaulted));
+    }
+    out
+}
+
 /// A jid as Salt takes one: a string, or the number a client decoded it to.
 pub fn jid_text(v: &Value) -> String {
     match v {

@@ -210,7 +210,16 @@ fn router(api: Api) -> Router {
 async fn welcome() -> axum::Json<serde_json::Value> {
     axum::Json(serde_json::json!({
         "return": "Welcome",
-        "clients": ["local", "local_async", "local_batch", "runner", "wheel"],
+        "clients": [
+            "local",
+            "local_async",
+            "local_batch",
+            "local_subset",
+            "runner",
+            "runner_async",
+            "wheel",
+            "wheel_async",
+        ],
     }))
 }
 
