@@ -250,6 +250,7 @@ async fn login_tokens_expire_and_guard_every_endpoint() {
             ("GET", "/minions"),
             ("GET", "/minions/x"),
             ("GET", "/events"),
+            ("POST", "/hook/ci/build"),
         ] {
             let mut req = c.request(method.parse().unwrap(), format!("{}{path}", api.url));
             if let Some(t) = token {

@@ -558,6 +558,59 @@ async fn pepper_sees_maid_api_as_salt_api() {
         assert_eq!(side[1][1]["success"], json!(true), "{}", side[1]);
     }
 
+    // Webhooks: the same answer, and the same event (its body, what the
+    // body reads as, and the headers a reactor reads).
+    for (ctype, body) in [
+        ("application/json", r#"{"build": 42, "ok": true}"#),
+        ("application/x-www-form-urlencoded", "a=1&b=two"),
+    ] {
+        let mut side = Vec::new();
+        for (url, token) in [(&salt_url, &s_token), (&api.url, &m_token)] {
+            let mut events = c
+                .get(format!("{url}/events"))
+                .header("X-Auth-Token", token.as_str())
+                .send()
+                .await
+                .unwrap();
+            let answer: Value = c
+                .post(format!("{url}/hook/ci/build"))
+                .header("X-Auth-Token", token.as_str())
+                .header("Content-Type", ctype)
+                .header("X-My-Secret-Key", "s3cret")
+                .body(body)
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            let mut seen = String::new();
+            let (_, data) =
+                event_data(&mut events, &mut seen, "salt/netapi/hook/ci/build", "").await;
+            let headers = &data["headers"];
+            side.push(json!({
+                "answer": answer,
+                "body": data["body"],
+                "post": data["post"],
+                "headers": [headers["Content-Type"], headers["X-My-Secret-Key"]],
+            }));
+            if url == &api.url {
+                // The caller's token is not handed to every listener.
+                assert!(headers.get("X-Auth-Token").is_none(), "{data}");
+            }
+        }
+        transcript.push_str(&format!(
+            "$ POST /hook/ci/build {body:?}\n--- salt-api: {}\n--- maid api: {}\n\n",
+            side[0], side[1]
+        ));
+        if side[0] != side[1] {
+            differences.push(format!(
+                "POST /hook/ci/build {body:?}\n--- salt-api: {}\n--- maid api: {}",
+                side[0], side[1]
+            ));
+        }
+    }
+
     let path = Path::new(env!("CARGO_TARGET_TMPDIR")).join("pepper-transcript.txt");
     std::fs::write(&path, &transcript).unwrap();
     // The corpus ran what it says: real returns, real exit codes (so a

@@ -20,6 +20,7 @@
 pub mod auth;
 mod error;
 mod events;
+mod hook;
 pub mod hub;
 mod jobs;
 mod keys;
@@ -186,6 +187,8 @@ fn router(api: Api) -> Router {
         .route("/keys", get(keys::all))
         .route("/keys/{mid}", get(keys::one))
         .route("/events", get(events::stream))
+        .route("/hook", post(hook::fire))
+        .route("/hook/{*path}", post(hook::fire))
         .route_layer(axum::middleware::from_fn_with_state(
             api.clone(),
             login::require_token,
