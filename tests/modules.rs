@@ -1339,6 +1339,43 @@ impl Drop for AptRepo {
     }
 }
 
+/// Each of `calls` run by maid (`run`) against what Salt's module did
+/// (`salt`, from the oracle): maid's returns (`null` where Salt raised and
+/// maid failed too), and every difference.
+fn against_salt(
+    calls: &[Vec<String>],
+    salt: &[Value],
+    run: impl Fn(&[String]) -> Output,
+) -> (Vec<Value>, Vec<String>) {
+    let mut differences = Vec::new();
+    let mut maid_returns = Vec::new();
+    for (call, salt) in calls.iter().zip(salt) {
+        let out = run(call);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        match salt.get("return") {
+            Some(want) => match serde_json::from_str::<Value>(&stdout) {
+                Ok(got) if got["local"] == *want && out.status.success() => {
+                    maid_returns.push(got["local"].clone());
+                }
+                _ => differences.push(format!(
+                    "{call:?}:\n  maid {stdout}{}\n  Salt {want}",
+                    String::from_utf8_lossy(&out.stderr)
+                )),
+            },
+            None => {
+                if out.status.success() {
+                    differences.push(format!(
+                        "{call:?}: Salt raised {} ({}), maid returned {stdout}",
+                        salt["error"], salt["message"]
+                    ));
+                }
+                maid_returns.push(Value::Null);
+            }
+        }
+    }
+    (maid_returns, differences)
+}
+
 /// Remove the test packages, whatever state they are in: each side starts
 /// from the same machine.
 fn purge_packages(names: &[&str]) {
@@ -1417,10 +1454,8 @@ fn pkg_installs_and_removes_as_salt_does() {
     let salt = salt.as_array().unwrap();
     purge_packages(&names);
 
-    let mut differences = Vec::new();
-    let mut maid_returns = Vec::new();
-    for (call, salt) in calls.iter().zip(salt) {
-        let out = Command::new(env!("CARGO_BIN_EXE_maid"))
+    let (maid_returns, differences) = against_salt(&calls, salt, |call| {
+        Command::new(env!("CARGO_BIN_EXE_maid"))
             .args(["call", "--local", "--out", "json"])
             .arg("--file-root")
             .arg(&debs)
@@ -1431,29 +1466,8 @@ fn pkg_installs_and_removes_as_salt_does() {
             .arg("--")
             .args(call)
             .output()
-            .unwrap();
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        match salt.get("return") {
-            Some(want) => match serde_json::from_str::<Value>(&stdout) {
-                Ok(got) if got["local"] == *want && out.status.success() => {
-                    maid_returns.push(got["local"].clone());
-                }
-                _ => differences.push(format!(
-                    "{call:?}:\n  maid {stdout}{}\n  Salt {want}",
-                    String::from_utf8_lossy(&out.stderr)
-                )),
-            },
-            None => {
-                if out.status.success() {
-                    differences.push(format!(
-                        "{call:?}: Salt raised {} ({}), maid returned {stdout}",
-                        salt["error"], salt["message"]
-                    ));
-                }
-                maid_returns.push(Value::Null);
-            }
-        }
-    }
+            .unwrap()
+    });
     purge_packages(&names);
     assert!(
         differences.is_empty(),
@@ -1782,10 +1796,8 @@ fn pkg_on_dnf_answers_as_salt_does() {
         ),
     )
     .unwrap();
-    let mut differences = Vec::new();
-    let mut maid_returns = Vec::new();
-    for (call, salt) in calls.iter().zip(salt) {
-        let out = Command::new(env!("CARGO_BIN_EXE_maid"))
+    let (maid_returns, differences) = against_salt(&calls, salt, |call| {
+        Command::new(env!("CARGO_BIN_EXE_maid"))
             .args(["call", "--local", "--out", "json", "--config"])
             .arg(&config)
             .current_dir(dir.path())
@@ -1796,29 +1808,8 @@ fn pkg_on_dnf_answers_as_salt_does() {
             .arg("--")
             .args(call)
             .output()
-            .unwrap();
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        match salt.get("return") {
-            Some(want) => match serde_json::from_str::<Value>(&stdout) {
-                Ok(got) if got["local"] == *want && out.status.success() => {
-                    maid_returns.push(got["local"].clone());
-                }
-                _ => differences.push(format!(
-                    "{call:?}:\n  maid {stdout}{}\n  Salt {want}",
-                    String::from_utf8_lossy(&out.stderr)
-                )),
-            },
-            None => {
-                if out.status.success() {
-                    differences.push(format!(
-                        "{call:?}: Salt raised {} ({}), maid returned {stdout}",
-                        salt["error"], salt["message"]
-                    ));
-                }
-                maid_returns.push(Value::Null);
-            }
-        }
-    }
+            .unwrap()
+    });
     assert!(
         differences.is_empty(),
         "{} of {} pkg calls differ from Salt's yumpkg:\n{}",

@@ -323,6 +323,33 @@ fn raw_requests() -> Vec<(
     ]
 }
 
+/// `GET /events` on `url` with `token`: the open stream.
+async fn open_events(c: &reqwest::Client, url: &str, token: &str) -> reqwest::Response {
+    let events = c
+        .get(format!("{url}/events"))
+        .header("X-Auth-Token", token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(events.status(), 200, "{url}/events");
+    events
+}
+
+/// Put what salt-api and maid api gave for `what` (`side`, in that
+/// order) in the transcript, and in `differences` when they differ.
+fn compare_sides(
+    what: &str,
+    side: &[Value],
+    transcript: &mut String,
+    differences: &mut Vec<String>,
+) {
+    let shown = format!("--- salt-api: {}\n--- maid api: {}", side[0], side[1]);
+    transcript.push_str(&format!("$ {what}\n{shown}\n\n"));
+    if side[0] != side[1] {
+        differences.push(format!("{what}\n{shown}"));
+    }
+}
+
 /// The tag and data of the first event whose tag starts with `prefix` and
 /// ends with `suffix` on the open `/events` stream `events` (SSE, whatever
 /// each side names its messages), `_stamp` masked; `seen` keeps what was
@@ -512,13 +539,7 @@ async fn pepper_sees_maid_api_as_salt_api() {
     ] {
         let mut side = Vec::new();
         for (url, token) in [(&salt_url, &s_token), (&api.url, &m_token)] {
-            let mut events = c
-                .get(format!("{url}/events"))
-                .header("X-Auth-Token", token.as_str())
-                .send()
-                .await
-                .unwrap();
-            assert_eq!(events.status(), 200);
+            let mut events = open_events(&c, url, token).await;
             let answer: Value = c
                 .post(format!("{url}/"))
                 .header("X-Auth-Token", token.as_str())
@@ -545,16 +566,12 @@ async fn pepper_sees_maid_api_as_salt_api() {
                 serde_json::from_str::<Value>(&masked(&json!([new, ret]).to_string())).unwrap(),
             );
         }
-        transcript.push_str(&format!(
-            "$ events of {chunk}\n--- salt-api: {}\n--- maid api: {}\n\n",
-            side[0], side[1]
-        ));
-        if side[0] != side[1] {
-            differences.push(format!(
-                "events of {chunk}\n--- salt-api: {}\n--- maid api: {}",
-                side[0], side[1]
-            ));
-        }
+        compare_sides(
+            &format!("events of {chunk}"),
+            &side,
+            &mut transcript,
+            &mut differences,
+        );
         assert_eq!(side[1][1]["success"], json!(true), "{}", side[1]);
     }
 
@@ -566,12 +583,7 @@ async fn pepper_sees_maid_api_as_salt_api() {
     ] {
         let mut side = Vec::new();
         for (url, token) in [(&salt_url, &s_token), (&api.url, &m_token)] {
-            let mut events = c
-                .get(format!("{url}/events"))
-                .header("X-Auth-Token", token.as_str())
-                .send()
-                .await
-                .unwrap();
+            let mut events = open_events(&c, url, token).await;
             let answer: Value = c
                 .post(format!("{url}/hook/ci/build"))
                 .header("X-Auth-Token", token.as_str())
@@ -599,16 +611,12 @@ async fn pepper_sees_maid_api_as_salt_api() {
                 assert!(headers.get("X-Auth-Token").is_none(), "{data}");
             }
         }
-        transcript.push_str(&format!(
-            "$ POST /hook/ci/build {body:?}\n--- salt-api: {}\n--- maid api: {}\n\n",
-            side[0], side[1]
-        ));
-        if side[0] != side[1] {
-            differences.push(format!(
-                "POST /hook/ci/build {body:?}\n--- salt-api: {}\n--- maid api: {}",
-                side[0], side[1]
-            ));
-        }
+        compare_sides(
+            &format!("POST /hook/ci/build {body:?}"),
+            &side,
+            &mut transcript,
+            &mut differences,
+        );
     }
 
     let path = Path::new(env!("CARGO_TARGET_TMPDIR")).join("pepper-transcript.txt");
