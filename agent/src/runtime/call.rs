@@ -167,8 +167,14 @@ impl Runtime {
     /// Run one call. Never fails: every way a call can go wrong is an
     /// [`Outcome`] with Salt's return for it.
     pub async fn call(&self, req: CallRequest) -> Outcome {
+        self.call_torn_down(req, 0).await
+    }
+
+    /// A call `depth` deep, its instance torn down before it returns; the
+    /// duration includes the teardown.
+    async fn call_torn_down(&self, req: CallRequest, depth: u8) -> Outcome {
         let started = Instant::now();
-        let (mut outcome, teardown) = self.call_inner(req).await;
+        let (mut outcome, teardown) = self.call_at(req, depth).await;
         drop(teardown);
         outcome.duration = started.elapsed();
         outcome
@@ -223,13 +229,7 @@ impl Runtime {
         req: CallRequest,
         depth: u8,
     ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Outcome> + Send + '_>> {
-        Box::pin(async move {
-            let started = Instant::now();
-            let (mut outcome, teardown) = self.call_at(req, depth).await;
-            drop(teardown);
-            outcome.duration = started.elapsed();
-            outcome
-        })
+        Box::pin(self.call_torn_down(req, depth))
     }
 
     /// A call `depth` deep: 0 for a job's, 1 for one a job's plugin made.

@@ -300,7 +300,7 @@ async fn local_subset(api: &Api, chunk: &Chunk, user: &str) -> Result<(Value, Va
         .map(|(id, _)| id.clone())
         .collect();
     shuffle(&mut having);
-    having.truncate(chunk.subset.unwrap_or(3));
+    having.truncate(chunk.subset.unwrap_or(lowstate::DEFAULT_SUBSET));
     if having.is_empty() {
         return Ok((json!({}), json!({"probe": probe_report})));
     }
@@ -422,7 +422,7 @@ async fn master_call(
 ) -> Result<(Value, Value), ApiError> {
     let jid = jid::new_jid();
     let (ret, success) = master_run(api, chunk, form, user).await?;
-    let stamp = format!("{}+00:00", jid::stamp());
+    let stamp = event_stamp();
     let extra = json!({"jid": jid});
     if form == Form::Wheel {
         // Salt answers a wheel call with its whole event, `full_return`
@@ -455,6 +455,11 @@ async fn master_call(
     ))
 }
 
+/// Now, as Salt stamps its events (`_stamp`).
+fn event_stamp() -> String {
+    format!("{}+00:00", jid::stamp())
+}
+
 /// Salt's prefix of a master function's event tags: `salt/run/<jid>`,
 /// `salt/wheel/<jid>`.
 fn master_tag(form: Form, jid: &str) -> String {
@@ -481,7 +486,7 @@ fn master_async(api: &Api, chunk: &Chunk, form: Form, user: &str) -> (Value, Val
         "fun_args": fun_args,
         "jid": jid,
         "user": user,
-        "_stamp": format!("{}+00:00", jid::stamp()),
+        "_stamp": event_stamp(),
     });
     api.hub.announce(Event {
         kind: "new",
@@ -502,7 +507,7 @@ fn master_async(api: &Api, chunk: &Chunk, form: Form, user: &str) -> (Value, Val
         };
         data["return"] = ret;
         data["success"] = json!(success);
-        data["_stamp"] = json!(format!("{}+00:00", jid::stamp()));
+        data["_stamp"] = json!(event_stamp());
         api.hub.announce(Event {
             kind: "return",
             tag: format!("{tag}/ret"),
@@ -521,48 +526,41 @@ async fn master_run(
     form: Form,
     user: &str,
 ) -> Result<(Value, bool), ApiError> {
-    Ok(
-        match chunk.bound.clone().expect("master chunks are bound") {
-            Err(bad) => (
-                json!(format!(
-                    "\nPassed invalid arguments: {bad}\n\nUsage:\n{}",
-                    chunk.fun
-                )),
-                false,
-            ),
-            Ok(bound) => match form {
-                Form::Wheel => {
-                    let Some(pki) = &api.pki else {
-                        return Err(ApiError::bad(
-                            "client",
-                            "wheel key functions need the master's key store ([master] pki_dir)",
-                        ));
-                    };
-                    // The keys maids submitted through the registry are filed
-                    // first, as `maid key` does, so pending ones are listed.
-                    let mut conn = api.hub.conn().await?;
-                    let maids = jobs::registrations(&mut conn).await?;
-                    if let Err(e) = jobs::file_registered_keys(pki, &maids) {
-                        tracing::warn!(cause = %e, "cannot file the maids' registered keys");
-                    }
-                    match master_funs::wheel(pki, &chunk.fun, &bound) {
-                        Ok(v) => (v, true),
-                        Err(e) => (
-                            json!(format!("Exception occurred in wheel {}: {e}", chunk.fun)),
-                            false,
-                        ),
-                    }
-                }
-                Form::Runner => match runner(api, chunk, &bound, user).await? {
-                    Ok(v) => (v, true),
-                    Err(e) => (
-                        json!(format!("Exception occurred in runner {}: {e}", chunk.fun)),
-                        false,
-                    ),
-                },
-            },
-        },
-    )
+    let bound = match chunk.bound.clone().expect("master chunks are bound") {
+        Ok(bound) => bound,
+        Err(bad) => {
+            let usage = format!("\nPassed invalid arguments: {bad}\n\nUsage:\n{}", chunk.fun);
+            return Ok((json!(usage), false));
+        }
+    };
+    let done = match form {
+        Form::Wheel => {
+            let Some(pki) = &api.pki else {
+                return Err(ApiError::bad(
+                    "client",
+                    "wheel key functions need the master's key store ([master] pki_dir)",
+                ));
+            };
+            // The keys maids submitted through the registry are filed
+            // first, as `maid key` does, so pending ones are listed.
+            let mut conn = api.hub.conn().await?;
+            let maids = jobs::registrations(&mut conn).await?;
+            if let Err(e) = jobs::file_registered_keys(pki, &maids) {
+                tracing::warn!(cause = %e, "cannot file the maids' registered keys");
+            }
+            master_funs::wheel(pki, &chunk.fun, &bound).map_err(|e| e.to_string())
+        }
+        Form::Runner => runner(api, chunk, &bound, user)
+            .await?
+            .map_err(|e| e.to_string()),
+    };
+    Ok(match done {
+        Ok(v) => (v, true),
+        Err(e) => {
+            let message = format!("Exception occurred in {} {}: {e}", form.name(), chunk.fun);
+            (json!(message), false)
+        }
+    })
 }
 
 /// The runner functions: `manage.*` ping through this API; the `jobs.*`

@@ -74,6 +74,9 @@ impl Chunk {
     }
 }
 
+/// How many minions `local_subset` picks unless told (Salt's `cmd_subset`).
+pub const DEFAULT_SUBSET: usize = 3;
+
 /// Salt's pillar target types.
 const PILLAR_TYPES: [&str; 3] = ["pillar", "pillar_pcre", "pillar_exact"];
 
@@ -249,10 +252,9 @@ fn chunk(
         }),
         _ => None,
     };
-    // Salt's `cmd_subset` picks 3 unless told.
     let subset = match client {
         Client::LocalSubset => Some(match obj.get("subset") {
-            None | Some(Value::Null) => 3,
+            None | Some(Value::Null) => DEFAULT_SUBSET,
             Some(v) => v
                 .as_u64()
                 .or_else(|| v.as_str().and_then(|s| s.trim().parse().ok()))
