@@ -9,11 +9,14 @@
 use std::cmp::Ordering;
 
 use maid_sdk::host::{Command, Output};
-use maid_sdk::salt::{fnmatch, is_true, python_int};
+use maid_sdk::salt::{is_true, python_int};
 use maid_sdk::{Call, Error, host, python};
 use serde_json::{Map, Value, json};
 
-use super::{Install, Targets, compare, kwarg, listed, names, problem, repack};
+use super::{
+    Install, Targets, argv, compare, kwarg, listed, match_wildcard, names, problem, repack, shaped,
+    without_epoch,
+};
 
 /// Salt's `salt.utils.pkg.rpm.QUERYFORMAT`, with `repoid` for the
 /// repository (which `rpm` does not know).
@@ -178,17 +181,7 @@ fn installed(osarch: &str) -> Result<Vec<(String, Vec<String>)>, Error> {
 
 /// Salt's `list_pkgs`: `{name: "v1,v2"}`, or lists with `as_list`.
 pub(crate) fn list_pkgs(as_list: bool) -> Result<Map<String, Value>, Error> {
-    Ok(installed(&super::osarch())?
-        .into_iter()
-        .map(|(name, versions)| {
-            let v = if as_list {
-                json!(versions)
-            } else {
-                json!(versions.join(","))
-            };
-            (name, v)
-        })
-        .collect())
+    Ok(shaped(installed(&super::osarch())?, as_list))
 }
 
 /// Salt's `_get_options`: which repositories, excludes and settings.
@@ -239,22 +232,18 @@ fn dnf(args: &[String], merge_stderr: bool) -> Result<Output, Error> {
         .output()
 }
 
-fn words(w: &[&str]) -> Vec<String> {
-    w.iter().map(|s| s.to_string()).collect()
-}
-
 /// Salt's `refresh_db`: let the metadata expire, then `check-update`:
 /// True when there are updates, None when there are none, False when it
 /// failed.
 pub(crate) fn refresh_db(call: &Call, check_update: bool) -> Result<Value, Error> {
     let options = options(call);
-    let mut clean = words(&["--quiet", "--assumeyes", "clean", "expire-cache"]);
+    let mut clean = argv(&["--quiet", "--assumeyes", "clean", "expire-cache"]);
     clean.extend(options.iter().cloned());
     dnf(&clean, false)?;
     if !check_update {
         return Ok(json!(true));
     }
-    let mut update = words(&["--quiet", "--assumeyes", "check-update"]);
+    let mut update = argv(&["--quiet", "--assumeyes", "check-update"]);
     let grains = host::grains();
     if grains.get("osmajorrelease") == Some(&json!(7)) {
         update.push("--setopt=autocheck_running_kernel=false".into());
@@ -285,12 +274,11 @@ fn rows(output: &str, osarch: &str) -> Vec<Row> {
         "updated packages",
         "upgraded packages",
     ];
-    let kept: Vec<&str> = output
+    let words: Vec<&str> = output
         .split('\n')
         .filter(|l| !HEADERS.contains(&l.to_lowercase().as_str()))
+        .flat_map(str::split_whitespace)
         .collect();
-    let text = kept.join("\n");
-    let words: Vec<&str> = text.split_whitespace().collect();
     words
         .chunks_exact(3)
         .map(|w| {
@@ -307,10 +295,11 @@ fn rows(output: &str, osarch: &str) -> Vec<Row> {
         .collect()
 }
 
-/// A part of a version as Salt's `LooseVersion` splits it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A part of a version as Salt's `LooseVersion` splits it (numbers
+/// compare as numbers).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 enum Part {
-    Num(u128, String),
+    Num(u128),
     Text(String),
 }
 
@@ -343,7 +332,7 @@ fn loose(v: &str) -> Vec<Part> {
         }
         let run: String = chars[start..i].iter().collect();
         parts.push(match k {
-            0 => Part::Num(run.parse().unwrap_or(u128::MAX), run),
+            0 => Part::Num(run.parse().unwrap_or(u128::MAX)),
             _ => Part::Text(run),
         });
     }
@@ -354,22 +343,14 @@ fn loose(v: &str) -> Vec<Part> {
 /// part of both is one, else as text with numbers zero-padded to 8.
 fn loose_cmp(a: &str, b: &str) -> Ordering {
     let (a, b) = (loose(a), loose(b));
-    let numbers = |p: &[Part]| p.iter().all(|x| matches!(x, Part::Num(..)));
+    let numbers = |p: &[Part]| p.iter().all(|x| matches!(x, Part::Num(_)));
     if numbers(&a) && numbers(&b) {
-        let n = |p: &[Part]| -> Vec<u128> {
-            p.iter()
-                .map(|x| match x {
-                    Part::Num(n, _) => *n,
-                    Part::Text(_) => 0,
-                })
-                .collect()
-        };
-        return n(&a).cmp(&n(&b));
+        return a.cmp(&b);
     }
     let text = |p: &[Part]| -> Vec<String> {
         p.iter()
             .map(|x| match x {
-                Part::Num(n, _) => format!("{n:08}"),
+                Part::Num(n) => format!("{n:08}"),
                 Part::Text(t) => t.clone(),
             })
             .collect()
@@ -400,15 +381,9 @@ fn version_to_evr(v: &str) -> (String, String, String) {
 /// Salt's `version_cmp` for rpm: RPM's ordering of epoch, version and
 /// release; a release missing on either side is left out of both.
 pub(crate) fn version_cmp(a: &str, b: &str, ignore_epoch: bool) -> i32 {
-    let norm = |v: &str| {
-        if ignore_epoch {
-            v.split_once(':').map_or(v, |(_, rest)| rest).to_string()
-        } else {
-            v.to_string()
-        }
-    };
-    let (ae, av, mut ar) = version_to_evr(&norm(a));
-    let (be, bv, mut br) = version_to_evr(&norm(b));
+    let norm = |v| if ignore_epoch { without_epoch(v) } else { v };
+    let (ae, av, mut ar) = version_to_evr(norm(a));
+    let (be, bv, mut br) = version_to_evr(norm(b));
     if ar.is_empty() || br.is_empty() {
         ar.clear();
         br.clear();
@@ -431,13 +406,13 @@ pub(crate) fn latest_version(names: &[String], call: &Call) -> Result<Value, Err
         return Ok(json!(""));
     }
     let osarch = super::osarch();
-    let mut cmd = words(&["--quiet"]);
+    let mut cmd = argv(&["--quiet"]);
     cmd.extend(options(call));
     if refresh {
         refresh_db(call, true)?;
     }
     let current = installed(&osarch)?;
-    cmd.extend(words(&["list", "available"]));
+    cmd.extend(argv(&["list", "available"]));
     cmd.extend(names.iter().cloned());
     let out = dnf(&cmd, false)?;
     let mut updates = if out.retcode == 0 {
@@ -475,12 +450,12 @@ pub(crate) fn latest_version(names: &[String], call: &Call) -> Result<Value, Err
 
 /// Salt's `list_upgrades`: `dnf list --upgrades`, `{name: version}`.
 pub(crate) fn list_upgrades(refresh: bool, call: &Call) -> Result<Value, Error> {
-    let mut cmd = words(&["--quiet"]);
+    let mut cmd = argv(&["--quiet"]);
     cmd.extend(options(call));
     if refresh {
         refresh_db(call, false)?;
     }
-    cmd.extend(words(&["list", "--upgrades"]));
+    cmd.extend(argv(&["list", "--upgrades"]));
     let out = dnf(&cmd, false)?;
     let mut ret = Map::new();
     for row in rows(&out.stdout_lossy(), &super::osarch()) {
@@ -529,8 +504,8 @@ pub(crate) fn install(a: &Install, call: &Call) -> Result<Value, Error> {
     let Some(targets) = super::parse_targets(a, &osarch)? else {
         return Ok(json!({}));
     };
-    let old = list_pkgs(false)?;
-    let old_as_list = list_pkgs(true)?;
+    let before = installed(&osarch)?;
+    let old = shaped(before.clone(), false);
     // (from a repository, the name Salt keys its changes by, what goes on
     // the command line, the version)
     let items: Vec<(bool, Option<String>, String, Option<String>)> = match targets {
@@ -577,29 +552,18 @@ pub(crate) fn install(a: &Install, call: &Call) -> Result<Value, Error> {
             let v = if ignore_epoch {
                 version.as_str()
             } else {
-                version.split_once(':').map_or(version.as_str(), |(_, r)| r)
+                without_epoch(&version)
             };
             let pkgstr = format!("{base}-{v}{arch}");
             (Some(base), pkgstr, version)
         } else {
             (name, what, version)
         };
-        let cmp = |a: &str, b: &str| {
-            let norm = |v: &str| {
-                if ignore_epoch {
-                    v.split_once(':').map_or(v, |(_, r)| r).to_string()
-                } else {
-                    v.to_string()
-                }
-            };
-            version_cmp(&norm(a), &norm(b), false)
-        };
-        let cver: Vec<String> = pkgname
+        let cmp = |a: &str, b: &str| version_cmp(a, b, ignore_epoch);
+        let cver: &[String] = pkgname
             .as_ref()
-            .and_then(|n| old_as_list.get(n))
-            .and_then(Value::as_array)
-            .map(|vs| vs.iter().map(python::str).collect())
-            .unwrap_or_default();
+            .and_then(|n| before.iter().find(|(name, _)| name == n))
+            .map_or(&[], |(_, versions)| versions);
         if reinstall && !cver.is_empty() {
             if cver.iter().any(|v| cmp(&version, v) == 0) {
                 to_reinstall.push((pkgname, pkgstr));
@@ -629,9 +593,9 @@ pub(crate) fn install(a: &Install, call: &Call) -> Result<Value, Error> {
         if targets.is_empty() {
             continue;
         }
-        let mut cmd = words(&["-y"]);
+        let mut cmd = argv(&["-y"]);
         if verb == "install" {
-            cmd.extend(words(&["--best", "--allowerasing"]));
+            cmd.extend(argv(&["--best", "--allowerasing"]));
         }
         common(&mut cmd);
         cmd.push(verb.into());
@@ -661,34 +625,6 @@ pub(crate) fn install(a: &Install, call: &Call) -> Result<Value, Error> {
     Ok(ret)
 }
 
-/// Salt's `match_wildcard`: each glob is dropped and the installed names
-/// the last of them matches are added, with its version.
-fn match_wildcard(
-    params: Vec<(String, Option<String>)>,
-    installed: &Map<String, Value>,
-) -> Vec<(String, Option<String>)> {
-    let mut matches = Vec::new();
-    let mut out = Vec::new();
-    for (name, version) in params {
-        if name.contains('*') {
-            matches = installed
-                .keys()
-                .filter(|k| fnmatch(k, &name))
-                .map(|k| (k.clone(), version.clone()))
-                .collect();
-        } else {
-            out.push((name, version));
-        }
-    }
-    for (name, version) in matches {
-        match out.iter_mut().find(|(n, _)| *n == name) {
-            Some(entry) => entry.1 = version,
-            None => out.push((name, version)),
-        }
-    }
-    out
-}
-
 /// Salt's `yumpkg.remove` (and `purge`, the same): `dnf -y remove` of the
 /// named packages that are installed (a version given must be one of
 /// theirs; globs match installed names).
@@ -716,8 +652,7 @@ pub(crate) fn remove(name: &Value, pkgs: &Value, call: &Call) -> Result<Value, E
             None => targets.push(target),
             Some(v) if python::str(have).split(',').any(|h| h == v) => {
                 let (base, arch) = split_arch(&target, &osarch, split);
-                let v = v.split_once(':').map_or(v.as_str(), |(_, r)| r).to_string();
-                targets.push(format!("{base}-{v}{arch}"));
+                targets.push(format!("{base}-{}{arch}", without_epoch(&v)));
             }
             Some(_) => {}
         }
@@ -725,7 +660,7 @@ pub(crate) fn remove(name: &Value, pkgs: &Value, call: &Call) -> Result<Value, E
     if targets.is_empty() {
         return Ok(json!({}));
     }
-    let mut cmd = words(&["-y", "remove"]);
+    let mut cmd = argv(&["-y", "remove"]);
     cmd.extend(targets);
     let out = dnf(&cmd, false)?;
     let err = out.stderr_lossy();

@@ -113,7 +113,12 @@ fn query() -> Result<Lists, Error> {
     Ok(lists)
 }
 
-fn shaped(list: BTreeMap<String, Vec<String>>, as_list: bool) -> Map<String, Value> {
+/// `list_pkgs`'s shape: each name's versions joined by commas, or a list
+/// with `as_list`.
+fn shaped(
+    list: impl IntoIterator<Item = (String, Vec<String>)>,
+    as_list: bool,
+) -> Map<String, Value> {
     list.into_iter()
         .map(|(k, v)| {
             let v = if as_list {
@@ -235,20 +240,48 @@ fn version(call: &Call) -> Result<Value, Error> {
     Ok(Value::Object(ret))
 }
 
+/// A version without its `epoch:` (Salt's `split(":", 1)[-1]`).
+fn without_epoch(v: &str) -> &str {
+    v.split_once(':').map_or(v, |(_, rest)| rest)
+}
+
+/// Salt's `match_wildcard`: each name with a glob is dropped, and the
+/// installed names the last of them matches are added with its version
+/// (each glob's matches replace the one's before, as Salt keeps them).
+fn match_wildcard(
+    params: Vec<(String, Option<String>)>,
+    installed: &Map<String, Value>,
+) -> Vec<(String, Option<String>)> {
+    let mut matches = Vec::new();
+    let mut out = Vec::new();
+    for (name, version) in params {
+        if name.contains('*') {
+            matches = installed
+                .keys()
+                .filter(|k| fnmatch(k, &name))
+                .map(|k| (k.clone(), version.clone()))
+                .collect();
+        } else {
+            out.push((name, version));
+        }
+    }
+    for (name, version) in matches {
+        match out.iter_mut().find(|(n, _)| *n == name) {
+            Some(entry) => entry.1 = version,
+            None => out.push((name, version)),
+        }
+    }
+    out
+}
+
 /// Salt's `aptpkg.version_cmp`: -1, 0 or 1 as `dpkg --compare-versions`
 /// orders the two, or None when it cannot.
 fn version_cmp(a: &str, b: &str, ignore_epoch: bool) -> Result<Option<i32>, Error> {
-    let norm = |v: &str| {
-        if ignore_epoch {
-            v.split_once(':').map_or(v, |(_, rest)| rest).to_string()
-        } else {
-            v.to_string()
-        }
-    };
+    let norm = |v| if ignore_epoch { without_epoch(v) } else { v };
     let (a, b) = (norm(a), norm(b));
     for (oper, ret) in [("lt", -1), ("eq", 0), ("gt", 1)] {
         let out = Command::new("dpkg")
-            .args(["--compare-versions", &a, oper, &b])
+            .args(["--compare-versions", a, oper, b])
             .output()?;
         if out.retcode == 0 {
             return Ok(Some(ret));
@@ -1078,19 +1111,12 @@ fn uninstall(action: &str, a: &Uninstall) -> Result<Value, Error> {
         Vec::new()
     };
     let (old, old_removed) = snapshot()?;
-    // Salt's `match_wildcard`: the globs are replaced by the installed
-    // names the last of them matches (each glob's matches replace the
-    // one's before, as Salt keeps them). Purge then looks for the same
-    // names among the removed packages: a glob never reaches those.
-    let last_glob = params.iter().rev().find(|p| p.contains('*')).cloned();
-    let mut params: Vec<String> = params.into_iter().filter(|p| !p.contains('*')).collect();
-    if let Some(glob) = last_glob {
-        for m in old.keys().filter(|k| fnmatch(k, &glob)) {
-            if !params.contains(m) {
-                params.push(m.clone());
-            }
-        }
-    }
+    // Globs match installed names. Purge then looks for the same names
+    // among the removed packages: a glob never reaches those.
+    let params: Vec<String> = match_wildcard(params.into_iter().map(|p| (p, None)).collect(), &old)
+        .into_iter()
+        .map(|(name, _)| name)
+        .collect();
     let mut targets: Vec<String> = params
         .iter()
         .filter(|p| old.contains_key(*p))

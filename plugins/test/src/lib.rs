@@ -105,10 +105,9 @@ const TRY_ARGS: &[&str] = &["module", "return_try_exception=false", "**kwargs"];
 /// A refusal by the grants is not an exception: it fails the job.
 fn try_(call: &Call) -> Result<Value, Error> {
     let a: Try = call.bind(TRY_ARGS)?;
-    let kwargs: Map<String, Value> = call
-        .user_kwargs()
+    let kwargs: Map<String, Value> = user_kwargs(call)
+        .into_iter()
         .filter(|(k, _)| !matches!(k.as_str(), "module" | "return_try_exception"))
-        .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
     let raised = match raised_before_the_call(&a.module, &kwargs) {
         Some(raised) => raised,
@@ -140,9 +139,7 @@ fn try_(call: &Call) -> Result<Value, Error> {
 /// for a keyword a function without `**kwargs` does not take (the first
 /// of the user's, else Salt's own `__pub_fun`).
 fn raised_before_the_call(module: &Value, kwargs: &Map<String, Value>) -> Option<String> {
-    let raise = |class: &str, what: String| {
-        Some(format!("{class}({})", python::repr(&Value::String(what))))
-    };
+    let raise = |class: &str, what: String| Some(py_exception(class, &what));
     // The loader's own refusals of a key, in its words.
     let name = match module {
         Value::String(s) => s,
@@ -176,11 +173,15 @@ fn raised_before_the_call(module: &Value, kwargs: &Map<String, Value>) -> Option
         .map(String::as_str)
         .find(|k| !params.contains(k))
         .unwrap_or("__pub_fun");
-    let message = format!("{f}() got an unexpected keyword argument '{unexpected}'");
-    Some(format!(
-        "TypeError({})",
-        python::repr(&Value::String(message))
-    ))
+    raise(
+        "TypeError",
+        format!("{f}() got an unexpected keyword argument '{unexpected}'"),
+    )
+}
+
+/// Python's `repr()` of exception `class` raised with `message`.
+fn py_exception(class: &str, message: &str) -> String {
+    format!("{class}({})", python::repr(&json!(message)))
 }
 
 /// The `repr()` of the exception Salt would have caught for a function
@@ -188,7 +189,7 @@ fn raised_before_the_call(module: &Value, kwargs: &Map<String, Value>) -> Option
 fn exception(fun: &str, failure: host::CallFailure, message: &str) -> String {
     use host::CallFailure as F;
     let (class, message) = match failure {
-        F::NotAvailable => return format!("KeyError({})", python::repr(&json!(fun))),
+        F::NotAvailable => return py_exception("KeyError", fun),
         F::BadArguments => {
             let why = message
                 .strip_prefix("Passed invalid arguments: ")
@@ -196,12 +197,12 @@ fn exception(fun: &str, failure: host::CallFailure, message: &str) -> String {
             // Python names the function alone.
             let module = fun.split('.').next().unwrap_or_default();
             let why = why.strip_prefix(&format!("{module}.")).unwrap_or(why);
-            ("TypeError", why.to_string())
+            ("TypeError", why)
         }
-        F::Failed => ("CommandExecutionError", message.to_string()),
-        F::PluginError | F::TimedOut => ("Exception", message.to_string()),
+        F::Failed => ("CommandExecutionError", message),
+        F::PluginError | F::TimedOut => ("Exception", message),
     };
-    format!("{class}({})", python::repr(&Value::String(message)))
+    py_exception(class, message)
 }
 
 /// Python's `repr()` of a tuple.
