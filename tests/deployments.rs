@@ -105,7 +105,7 @@ async fn cluster_round_trip() {
     let replies = bus.replies(&topic).await.unwrap();
     let mut conn = bus.connect().await.unwrap();
     let req = request("*", "glob", "test.echo", json!(["sharded"]), json!({}));
-    let report = maid_master::jobs::run_on(&mut conn, replies, jid, &topic, &req, |_| {}, |_| {})
+    let report = maid_master::jobs::run_on(&mut conn, replies, jid, &topic, &req, |_| {})
         .await
         .unwrap();
     assert_eq!(report.returns.len(), 3, "{report:?}");

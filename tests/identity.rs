@@ -135,6 +135,18 @@ async fn maid_key_lists_accepts_rejects_and_deletes_as_salt_key_does() {
         key(&["-L"], ""),
         "Accepted Keys:\nkey-a\nDenied Keys:\nkey-a\nUnaccepted Keys:\nRejected Keys:\nkey-b\n"
     );
+    // In colour, as Salt's key outputter colours the same listing.
+    let listed: Value = serde_json::from_str(&key(&["-L", "--out", "json"], "")).unwrap();
+    let salt = crate::common::salt::oracle(
+        "output",
+        &json!({"cases": [{"out": "key", "color": true, "data": listed}]}),
+    );
+    let colored = key(&["-L", "--force-color"], "");
+    assert!(
+        colored.contains("\x1b[0;1;35mDenied Keys:\x1b[0;0m"),
+        "{colored:?}"
+    );
+    assert_eq!(colored, salt[0]["stdout"].as_str().unwrap());
     let store = Pki::new(&pki);
     let accepted = store.accepted().unwrap();
     assert_eq!(

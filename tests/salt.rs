@@ -911,38 +911,54 @@ fn outputters() -> Vec<(&'static str, Option<i64>)> {
     ]
 }
 
+/// Whether one of Salt's outputs carries a colour escape.
+fn stdout_has_colour(outputs: &[Value]) -> bool {
+    outputs
+        .iter()
+        .any(|o| o["stdout"].as_str().is_some_and(|s| s.contains("\x1b[0;")))
+}
+
 #[test]
 fn outputs_agree_with_salts_outputters() {
     use maid_protocol::salt::output::Out;
 
     let shapes = return_shapes();
+    // Each outputter plain, and in colour after a return of retcode 0 and
+    // of another (Salt's `nested` turns red).
     let mut cases = Vec::new();
+    let paints = [(false, 0), (true, 0), (true, 2)];
     for (out, indent) in outputters() {
-        for shape in &shapes {
-            let mut data = serde_json::Map::new();
-            data.insert("web1".into(), shape.clone());
-            cases.push((out, indent, data));
+        for (color, retcode) in paints {
+            for shape in &shapes {
+                let mut data = serde_json::Map::new();
+                data.insert("web1".into(), shape.clone());
+                cases.push((out, indent, color, retcode, data));
+            }
         }
     }
     let salt: Vec<Value> = serde_json::from_value(oracle(
         "output",
-        &json!({"cases": cases.iter().map(|(o, i, d)| json!({"out": o, "indent": i, "data": d})).collect::<Vec<_>>()}),
+        &json!({"cases": cases.iter().map(|(o, i, c, r, d)| json!({"out": o, "indent": i, "color": c, "retcode": r, "data": d})).collect::<Vec<_>>()}),
     ))
     .unwrap();
 
     // The renderer every command uses, on the whole corpus.
     let mut differences = Vec::new();
-    for ((out, indent, data), salt) in cases.iter().zip(&salt) {
-        let o: Out = out.parse().unwrap();
-        let stdout = o.render(data, *indent);
+    for ((out, indent, color, retcode, data), salt) in cases.iter().zip(&salt) {
+        let o: Out = out.parse::<Out>().unwrap().colored(*color);
+        let stdout = o.render_ret(&Value::Object(data.clone()), *indent, *retcode);
         let stderr = o.warning().map(|w| format!("{w}\n")).unwrap_or_default();
         if stdout != salt["stdout"] || stderr != salt["stderr"] {
             differences.push(format!(
-                "--out {out} --out-indent {indent:?} of {}:\n  maid: {stdout:?} {stderr:?}\n  Salt: {} {}",
+                "--out {out} --out-indent {indent:?} (colour {color}, retcode {retcode}) of {}:\n  maid: {stdout:?} {stderr:?}\n  Salt: {} {}",
                 data["web1"], salt["stdout"], salt["stderr"]
             ));
         }
     }
+    assert!(
+        stdout_has_colour(&salt),
+        "the oracle printed no colour: the colour cases compare nothing"
+    );
 
     // The commands themselves: `maid call --out X` prints `{local: ...}`
     // as salt-call does, for every outputter, on the shapes a command
@@ -961,18 +977,31 @@ fn outputs_agree_with_salts_outputters() {
         "only {} shapes reach the CLI",
         via_cli.len()
     );
-    let cli_cases: Vec<(&str, Option<i64>, &Value)> = outputters()
+    // `--force-color` on some (stdout is a pipe here, so colour is off
+    // otherwise); `--no-color` alone changes nothing.
+    let cli_cases: Vec<(&str, Option<i64>, &Value, Option<&str>)> = outputters()
         .into_iter()
         .flat_map(|(o, i)| via_cli.iter().map(move |v| (o, i, *v)))
+        .enumerate()
+        .map(|(n, (o, i, v))| {
+            (
+                o,
+                i,
+                v,
+                [None, Some("--force-color"), Some("--no-color")][n % 3],
+            )
+        })
         .collect();
     let salt_cli: Vec<Value> = serde_json::from_value(oracle(
         "output",
-        &json!({"cases": cli_cases.iter().map(|(o, i, v)| json!({"out": o, "indent": i, "data": {"local": v}})).collect::<Vec<_>>()}),
+        &json!({"cases": cli_cases.iter().map(|(o, i, v, c)| json!({"out": o, "indent": i, "color": *c == Some("--force-color"), "data": {"local": v}})).collect::<Vec<_>>()}),
     ))
     .unwrap();
-    for ((out, indent, value), salt) in cli_cases.iter().zip(&salt_cli) {
+    assert!(stdout_has_colour(&salt_cli));
+    for ((out, indent, value, color), salt) in cli_cases.iter().zip(&salt_cli) {
         let word = value.to_string();
         let mut argv = vec!["call", "--local", "--out", out];
+        argv.extend(color);
         let indent_text = indent.map(|i| i.to_string());
         if let Some(i) = &indent_text {
             argv.extend(["--out-indent", i]);
@@ -986,10 +1015,23 @@ fn outputs_agree_with_salts_outputters() {
         if stdout != salt["stdout"].as_str().unwrap() || stderr != salt["stderr"].as_str().unwrap()
         {
             differences.push(format!(
-                "maid call --out {out} --out-indent {indent:?} test.echo {word}:\n  maid: {stdout:?} {stderr:?}\n  Salt: {} {}",
+                "maid call --out {out} --out-indent {indent:?} {color:?} test.echo {word}:\n  maid: {stdout:?} {stderr:?}\n  Salt: {} {}",
                 salt["stdout"], salt["stderr"]
             ));
         }
+    }
+    // A failed call in colour: salt-call hands the outputter its retcode.
+    let failed = maid_cli(&["call", "--local", "--force-color", "cmd.retcode", "false"]);
+    let salt_failed = oracle(
+        "output",
+        &json!({"cases": [{"out": "nested", "color": true, "retcode": 1, "data": {"local": 1}}]}),
+    );
+    let stdout = String::from_utf8_lossy(&failed.stdout);
+    if stdout != salt_failed[0]["stdout"].as_str().unwrap() {
+        differences.push(format!(
+            "maid call --force-color cmd.retcode false:\n  maid: {stdout:?}\n  Salt: {}",
+            salt_failed[0]["stdout"]
+        ));
     }
     assert!(
         differences.is_empty(),

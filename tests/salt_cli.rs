@@ -11,26 +11,52 @@ use std::process::Command;
 
 use maid_master::bus::Bus;
 
-use crate::common::fleet::{TOPIC, maid_cli, start_agent, wait_registered, wait_subscribers};
+use crate::common::fleet::{TOPIC, start_agent, wait_registered, wait_subscribers};
 use crate::common::redis::RedisServer;
 use crate::common::salt::{RealSalt, venv};
 
 const MINIONS: [&str; 2] = ["m1", "m2"];
 
-/// `(stdout, exit code)`.
-type Printed = (String, i32);
+/// `(stdout, stderr, exit code)`.
+type Printed = (String, String, i32);
 
-fn salt(tool: &str, config_dir: &Path, args: &[String]) -> Printed {
-    let out = Command::new(venv().join("bin").join(tool))
-        .arg("-c")
-        .arg(config_dir)
-        .args(args)
-        .output()
-        .expect("run salt");
+fn printed(out: std::process::Output) -> Printed {
     (
         String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
         out.status.code().unwrap_or(-1),
     )
+}
+
+/// `argv` run as it is, or on a terminal of its own (`script`), its
+/// stderr (Salt's log lines) dropped.
+fn command(argv: &[String], tty: bool) -> Command {
+    if !tty {
+        let mut cmd = Command::new(&argv[0]);
+        cmd.args(&argv[1..]);
+        return cmd;
+    }
+    let quoted: Vec<String> = argv
+        .iter()
+        .map(|a| format!("'{}'", a.replace('\'', "'\\''")))
+        .collect();
+    let mut cmd = Command::new("script");
+    cmd.args([
+        "-qec",
+        &format!("{} 2>/dev/null", quoted.join(" ")),
+        "/dev/null",
+    ]);
+    cmd
+}
+
+fn salt(tool: &str, config_dir: &Path, args: &[String], tty: bool) -> Printed {
+    let mut argv = vec![
+        venv().join("bin").join(tool).display().to_string(),
+        "-c".into(),
+        config_dir.display().to_string(),
+    ];
+    argv.extend(args.iter().cloned());
+    printed(command(&argv, tty).output().expect("run salt"))
 }
 
 /// Jids masked: each run has its own.
@@ -93,6 +119,38 @@ fn corpus() -> Vec<(Vec<&'static str>, bool)> {
         ),
         (vec!["-b", "many", "*", "test.ping"], false),
         (vec!["-b", "1", "nomatch*", "test.ping"], false),
+        // Salt's colours, forced (stdout is a pipe here): red after a
+        // failed return.
+        (vec!["--force-color", "*", "test.ping"], true),
+        (
+            vec!["--force-colour", "-L", "m2", "cmd.run", "exit 3"],
+            false,
+        ),
+        (
+            vec!["--force-color", "--static", "*", "test.echo", "[1, {a: b}]"],
+            false,
+        ),
+        (
+            vec!["--force-color", "--out", "json", "-L", "m1", "test.ping"],
+            false,
+        ),
+        (
+            vec!["--no-color", "--force-color", "-L", "m1", "test.ping"],
+            false,
+        ),
+        (vec!["--force-color", "-b", "1", "*", "test.ping"], true),
+        // The progress bar (on stderr, compared too), then the summary.
+        (vec!["-p", "*", "test.ping"], false),
+        (vec!["--progress", "-L", "m2", "cmd.run", "exit 3"], false),
+    ]
+}
+
+/// Command lines run on a terminal (`script`): colour on, as there.
+fn tty_corpus() -> Vec<(&'static str, &'static str, Vec<&'static str>)> {
+    vec![
+        ("salt", "run", vec!["-L", "m1", "test.echo", "{a: [1, x]}"]),
+        ("salt", "run", vec!["--no-color", "-L", "m1", "test.ping"]),
+        ("salt-run", "runner", vec!["manage.up"]),
     ]
 }
 
@@ -101,6 +159,7 @@ fn corpus() -> Vec<(Vec<&'static str>, bool)> {
 fn runner_corpus() -> Vec<Vec<&'static str>> {
     vec![
         vec!["manage.status"],
+        vec!["--force-color", "manage.status"],
         vec!["manage.up"],
         vec!["manage.down"],
         vec!["manage.status", "tgt=m1"],
@@ -126,6 +185,7 @@ fn cp_corpus() -> Vec<Vec<&'static str>> {
         vec!["-L", "m1", "{src}/a.txt", "{dest}/missing/deep.txt"],
         vec!["*", "{src}/nothing-here", "{dest}/"],
         vec!["nomatch*", "{src}/a.txt", "{dest}/"],
+        vec!["--force-color", "*", "{src}/a.txt", "{dest}/y.txt"],
     ]
 }
 
@@ -162,18 +222,24 @@ async fn salt_and_maid_run_print_the_same() {
     let mut transcript = String::new();
     let lines = corpus()
         .into_iter()
-        .map(|(args, any_order)| ("salt", "run", args, any_order))
+        .map(|(args, any_order)| ("salt", "run", args, any_order, false))
         .chain(
             cp_corpus()
                 .into_iter()
-                .map(|args| ("salt-cp", "cp", args, false)),
+                .map(|args| ("salt-cp", "cp", args, false, false)),
         )
         .chain(
             runner_corpus()
                 .into_iter()
-                .map(|args| ("salt-run", "runner", args, false)),
+                .map(|args| ("salt-run", "runner", args, false, false)),
+        )
+        .chain(
+            tty_corpus()
+                .into_iter()
+                .map(|(tool, sub, args)| (tool, sub, args, false, true)),
         );
-    for (tool, sub, args, any_order) in lines {
+    let maid_bin = env!("CARGO_BIN_EXE_maid");
+    for (tool, sub, args, any_order, tty) in lines {
         let args: Vec<String> = args
             .iter()
             .map(|a| {
@@ -182,38 +248,51 @@ async fn salt_and_maid_run_print_the_same() {
             })
             .collect();
         let (dir, a) = (config_dir.clone(), args.clone());
-        let s = tokio::task::spawn_blocking(move || salt(tool, &dir, &a));
-        let mut argv = vec![sub, "--master-topic", TOPIC];
-        argv.extend(args.iter().map(String::as_str));
-        let m = maid_cli(&url, &argv, tmp.path());
-        let m: Printed = (
-            String::from_utf8_lossy(&m.stdout).into_owned(),
-            m.status.code().unwrap_or(-1),
+        let s = tokio::task::spawn_blocking(move || salt(tool, &dir, &a, tty));
+        let mut argv: Vec<String> = [maid_bin, sub, "--master-topic", TOPIC]
+            .map(String::from)
+            .to_vec();
+        argv.extend(args.iter().cloned());
+        let m = printed(
+            command(&argv, tty)
+                .current_dir(tmp.path())
+                .env("MAID_REDIS", &url)
+                .env_remove("MAID_CONFIG")
+                .output()
+                .expect("run maid"),
         );
         let s = s.await.unwrap();
+        // The progress bar is drawn on stderr; elsewhere stderr carries
+        // Salt's log lines, which maid does not print.
+        let bar = args.iter().any(|a| a == "-p" || a == "--progress");
+        let shown = |p: &Printed| {
+            if bar {
+                format!("{}--- stderr:\n{}\n", p.0, p.1)
+            } else {
+                p.0.clone()
+            }
+        };
+        let (s_text, m_text) = (shown(&s), shown(&m));
+        let tty_note = if tty { " (on a terminal)" } else { "" };
         transcript.push_str(&format!(
-            "$ {tool} {}\n--- salt (exit {}):\n{}--- maid {sub} (exit {}):\n{}\n",
+            "$ {tool} {}{tty_note}\n--- salt (exit {}):\n{s_text}--- maid {sub} (exit {}):\n{m_text}\n",
             args.join(" "),
-            s.1,
-            s.0,
-            m.1,
-            m.0
+            s.2,
+            m.2,
         ));
-        let norm = |p: &Printed| {
-            let mut lines: Vec<String> = masked(&p.0).lines().map(str::to_string).collect();
+        let norm = |text: &str, code: i32| {
+            let mut lines: Vec<String> = masked(text).lines().map(str::to_string).collect();
             if any_order {
                 lines.sort();
             }
-            (lines, p.1)
+            (lines, code)
         };
-        if norm(&s) != norm(&m) {
+        if norm(&s_text, s.2) != norm(&m_text, m.2) {
             differences.push(format!(
-                "{tool} {}\n--- salt (exit {}):\n{}--- maid {sub} (exit {}):\n{}",
+                "{tool} {}{tty_note}\n--- salt (exit {}):\n{s_text:?}\n--- maid {sub} (exit {}):\n{m_text:?}",
                 args.join(" "),
-                s.1,
-                s.0,
-                m.1,
-                m.0
+                s.2,
+                m.2,
             ));
         }
     }
@@ -225,10 +304,15 @@ async fn salt_and_maid_run_print_the_same() {
         "{transcript}"
     );
     assert!(
+        transcript.contains("\x1b[0;31mm2\x1b[0;0m:"),
+        "{transcript}"
+    );
+    assert!(transcript.contains("Returns: [2/2]"), "{transcript}");
+    assert!(
         differences.is_empty(),
         "{} of {} command lines differ from Salt {}'s `salt` (transcript: {}):\n\n{}",
         differences.len(),
-        corpus().len() + cp_corpus().len() + runner_corpus().len(),
+        corpus().len() + cp_corpus().len() + runner_corpus().len() + tty_corpus().len(),
         crate::common::salt::SALT_VERSION,
         path.display(),
         differences.join("\n\n")

@@ -623,9 +623,7 @@ async fn a_maid_requiring_signed_jobs_installs_nothing_on_its_own() {
     // pin; the other maid syncs as before (nothing new).
     let mut req = request("*", "glob", "saltutil.sync_modules", json!([]), json!({}));
     req.key = Some(maid::trust::read_signing_key(&f.key).unwrap());
-    let report = maid_master::jobs::run(&f.bus, &req, |_| {}, |_| {})
-        .await
-        .unwrap();
+    let report = maid_master::jobs::run(&f.bus, &req, |_| {}).await.unwrap();
     let ret = |id: &str| {
         report
             .returns

@@ -290,7 +290,7 @@ async fn run_injecting(
     let job = tokio::spawn({
         let (jid, topic, req) = (jid.clone(), topic.clone(), req.clone());
         async move {
-            maid_master::jobs::run_on(&mut conn, replies, jid, &topic, &req, |_| {}, |_| {})
+            maid_master::jobs::run_on(&mut conn, replies, jid, &topic, &req, |_| {})
                 .await
                 .unwrap()
         }

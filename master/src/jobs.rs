@@ -154,14 +154,6 @@ impl Report {
     }
 }
 
-/// Live counts, for a progress line.
-#[derive(Debug, Clone, Copy)]
-pub struct Progress {
-    pub returned: usize,
-    pub expected: usize,
-    pub elapsed: Duration,
-}
-
 /// Every registry entry by id: whether its alive key exists, and the
 /// registration when it reads as one.
 pub type Maids = BTreeMap<String, (bool, Option<Registration>)>;
@@ -519,14 +511,14 @@ pub fn job_payload(req: &JobRequest, jid: &str, topic: &str) -> String {
     }
 }
 
-/// Publish `req` and collect replies; `progress` is called as returns arrive.
+/// Publish `req` and collect replies; `on_return` sees each return as it
+/// arrives.
 pub async fn run(
     bus: &Bus,
     req: &JobRequest,
     on_return: impl FnMut(&Return),
-    progress: impl FnMut(Progress),
 ) -> Result<Report, BusError> {
-    run_as(bus, req, crate::jid::new_jid(), None, on_return, progress).await
+    run_as(bus, req, crate::jid::new_jid(), None, on_return).await
 }
 
 /// Publish `req` as job `jid` and return at once, as `salt --async` does:
@@ -550,7 +542,6 @@ pub async fn run_as(
     jid: String,
     registry: Option<&Registry>,
     on_return: impl FnMut(&Return),
-    progress: impl FnMut(Progress),
 ) -> Result<Report, BusError> {
     let mut conn = bus.connect().await?;
     let topic = temp_topic(&jid);
@@ -563,10 +554,7 @@ pub async fn run_as(
             &read
         }
     };
-    run_in(
-        &mut conn, registry, replies, jid, &topic, req, on_return, progress,
-    )
-    .await
+    run_in(&mut conn, registry, replies, jid, &topic, req, on_return).await
 }
 
 /// [`run`] over connections the caller already holds: `replies` must
@@ -579,18 +567,13 @@ pub async fn run_on(
     topic: &str,
     req: &JobRequest,
     on_return: impl FnMut(&Return),
-    progress: impl FnMut(Progress),
 ) -> Result<Report, BusError> {
     let registry = Registry::read(conn).await?;
-    run_in(
-        conn, &registry, replies, jid, topic, req, on_return, progress,
-    )
-    .await
+    run_in(conn, &registry, replies, jid, topic, req, on_return).await
 }
 
 /// [`run_on`] over `registry`, which the caller read (to select whom the
 /// job goes to): the job expects and targets from that same reading.
-#[allow(clippy::too_many_arguments)]
 pub async fn run_in(
     conn: &mut Conn,
     registry: &Registry,
@@ -599,7 +582,6 @@ pub async fn run_in(
     topic: &str,
     req: &JobRequest,
     mut on_return: impl FnMut(&Return),
-    mut progress: impl FnMut(Progress),
 ) -> Result<Report, BusError> {
     let mut report = Report {
         jid,
@@ -680,14 +662,7 @@ pub async fn run_in(
         let until = finding.as_ref().map_or(deadline, |f| f.until);
         let wait = until.saturating_duration_since(now).min(tick);
         let msg = match tokio::time::timeout(wait, replies.next()).await {
-            Err(_) => {
-                progress(Progress {
-                    returned: report.returns.len(),
-                    expected: report.expected.len().max(report.targeted.len()),
-                    elapsed: started.elapsed(),
-                });
-                continue;
-            }
+            Err(_) => continue,
             Ok(None) => break,
             Ok(Some(msg)) => msg,
         };
@@ -756,11 +731,6 @@ pub async fn run_in(
                 } else {
                     report.repeated.insert(r.id.clone(), *n);
                 }
-                progress(Progress {
-                    returned: report.returns.len(),
-                    expected: report.expected.len().max(report.targeted.len()),
-                    elapsed: started.elapsed(),
-                });
             }
         }
     }

@@ -140,9 +140,7 @@ pub fn request(tgt: &str, tgt_type: &str, fun: &str, arg: Value, kwarg: Value) -
 
 /// Publish and collect.
 pub async fn run(bus: &Bus, req: &JobRequest) -> Report {
-    maid_master::jobs::run(bus, req, |_| {}, |_| {})
-        .await
-        .unwrap()
+    maid_master::jobs::run(bus, req, |_| {}).await.unwrap()
 }
 
 /// Start a job in the background as [`run`] does, with the master reading
@@ -161,7 +159,7 @@ where
     let replies = replies(bus.subscribe(std::slice::from_ref(&topic)).await.unwrap());
     let mut conn = bus.connect().await.unwrap();
     tokio::spawn(async move {
-        maid_master::jobs::run_on(&mut conn, replies, jid, &topic, &req, |_| {}, |_| {})
+        maid_master::jobs::run_on(&mut conn, replies, jid, &topic, &req, |_| {})
             .await
             .unwrap()
     })

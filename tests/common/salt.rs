@@ -1,5 +1,5 @@
-//! Real Salt for the differential tests: the Salt 3008.4 (and pepper 0.7.6)
-//! venv that `./dev` makes, and `tests/salt/oracle.py`, which answers from
+//! Real Salt for the differential tests: the Salt 3008.4 (and pepper 0.7.6,
+//! and the progressbar `salt -p` draws with) venv that `./dev` makes, and `tests/salt/oracle.py`, which answers from
 //! Salt's own code.
 
 use std::io::Write;
@@ -22,15 +22,15 @@ pub fn venv() -> PathBuf {
         .flatten()
         .flatten()
         .any(|py| {
-            py.path()
-                .join(format!("site-packages/salt-{SALT_VERSION}.dist-info"))
-                .is_dir()
+            let site = py.path().join("site-packages");
+            site.join(format!("salt-{SALT_VERSION}.dist-info")).is_dir()
+                && site.join("progressbar-2.5.dist-info").is_dir()
         });
     assert!(
         found,
         "Salt {SALT_VERSION} is not installed in {0}; `./dev test` makes it, or: \
          python3 -m venv {0} && {0}/bin/pip install salt=={SALT_VERSION} salt-pepper==0.7.6 \
-         cherrypy==18.10.0",
+         cherrypy==18.10.0 progressbar==2.5",
         dir.display()
     );
     dir

@@ -190,10 +190,11 @@ def modules(doc):
 def output(doc):
     """What `salt-call --out OUT` prints for each return, byte for byte.
 
-    Input: {"cases": [{"out", "indent" (or null), "data"}]}, `data` being
-    the `{id: return}` the CLI hands the outputter. Output, for each:
-    {"stdout", "stderr"} as `salt.output.display_output` writes them, with
-    colour off (stdout is no terminal).
+    Input: {"cases": [{"out", "indent" (or null), "data", "color"
+    (optional), "retcode" (optional)}]}, `data` being the `{id: return}`
+    the CLI hands the outputter, `retcode` the `_retcode` it passes along.
+    Output, for each: {"stdout", "stderr"} as `salt.output.display_output`
+    writes them, in colour when `color` is true.
     """
     import io
     import logging as pylogging
@@ -212,11 +213,14 @@ def output(doc):
     out = []
     for case in doc["cases"]:
         opts = dict(base)
+        opts["color"] = bool(case.get("color"))
         if case.get("indent") is not None:
             opts["output_indent"] = case["indent"]
         errors.seek(0)
         errors.truncate()
-        text = salt.output.try_printout(case["data"], case["out"], opts)
+        text = salt.output.try_printout(
+            case["data"], case["out"], opts, _retcode=case.get("retcode", 0)
+        )
         stdout = text + "\n" if text else ""
         out.append({"stdout": stdout, "stderr": errors.getvalue()})
     pylogging.disable(pylogging.CRITICAL)

@@ -10,8 +10,8 @@ use clap::Args;
 use maid::runtime::CallRequest;
 use maid::runtime::Failure;
 use maid::salt::args::{load_args_and_kwargs, parse_cli};
-use maid::salt::output::Out;
-use serde_json::Map;
+use maid::salt::output::{ColorOpts, Out};
+use serde_json::{Map, Value};
 
 use maid::setup::RuntimeOpts;
 use maid::setup::Setup;
@@ -50,6 +50,9 @@ pub struct Invocation {
     /// one line).
     #[arg(long, alias = "output-indent", allow_negative_numbers = true)]
     pub out_indent: Option<i64>,
+
+    #[command(flatten)]
+    pub color: ColorOpts,
 
     /// Serve `salt://` paths from DIR (repeatable).
     #[arg(long)]
@@ -132,7 +135,11 @@ pub fn invoke(setup: &Setup, call: &Invocation, author: bool) -> anyhow::Result<
     }
     let mut data = Map::new();
     data.insert("local".into(), outcome.ret);
-    call.out.display(&data, call.out_indent);
+    call.out.colored(call.color.on()).display_ret(
+        &Value::Object(data),
+        call.out_indent,
+        outcome.retcode.into(),
+    );
     Ok(
         if author || call.retcode_passthrough || outcome.retcode == 0 {
             exit_status(outcome.retcode)

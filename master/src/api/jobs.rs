@@ -240,17 +240,7 @@ async fn publish_and_wait(
     let topic = jobs::temp_topic(&jid);
     let route = api.hub.route(&topic).await?;
     announce(api, &jid, req, None);
-    let report = jobs::run_in(
-        &mut conn,
-        &registry,
-        route,
-        jid,
-        &topic,
-        req,
-        |_| {},
-        |_| {},
-    )
-    .await?;
+    let report = jobs::run_in(&mut conn, &registry, route, jid, &topic, req, |_| {}).await?;
     Ok(Some((selected, report)))
 }
 
@@ -383,17 +373,9 @@ async fn local_batch(
         let api = api.clone();
         async move {
             let route = api.hub.route(&topic).await?;
-            jobs::run_on(
-                &mut conn,
-                route,
-                jid,
-                &topic,
-                &sub,
-                |r| {
-                    let _ = tx.send(r.clone());
-                },
-                |_| {},
-            )
+            jobs::run_on(&mut conn, route, jid, &topic, &sub, |r| {
+                let _ = tx.send(r.clone());
+            })
             .await
         }
     };

@@ -2,7 +2,6 @@
 //! `maid maids`, `maid file push` and `maid keygen`.
 
 use std::collections::{BTreeMap, HashSet};
-use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
@@ -11,9 +10,10 @@ use anyhow::{Context, bail};
 use clap::{ArgGroup, Args};
 use maid_protocol::protocol::Return;
 use maid_protocol::salt::args::parse_cli;
-use maid_protocol::salt::output::Out;
+use maid_protocol::salt::output::{ColorOpts, Out};
 use serde_json::{Map, Value};
 
+use super::progress::ProgressBar;
 use super::{MasterOpts, block_on};
 use crate::filestore;
 use crate::jobs::{self, JobRequest, Report};
@@ -131,12 +131,17 @@ pub struct ReportOpts {
     /// Print the minions the target selects, and run nothing.
     #[arg(long)]
     pub preview_target: bool,
-    /// No colours (maid prints none).
-    #[arg(long)]
-    pub no_color: bool,
+    #[command(flatten)]
+    pub color: ColorOpts,
 }
 
 impl ReportOpts {
+    /// The outputter, colouring as `--no-color`, `--force-color` and the
+    /// terminal say.
+    pub(super) fn output(&self) -> Out {
+        self.out.colored(self.color.on())
+    }
+
     /// Defaults that print nothing extra, for jobs the master runs for
     /// itself (`manage.status`).
     pub(super) fn quiet(out: Out, out_indent: Option<i64>) -> ReportOpts {
@@ -152,7 +157,7 @@ impl ReportOpts {
             hide_timeout: false,
             static_out: false,
             preview_target: false,
-            no_color: false,
+            color: ColorOpts::default(),
         }
     }
 }
@@ -171,6 +176,10 @@ pub struct RunArgs {
     /// percentage of those targeted), starting another as each returns.
     #[arg(short = 'b', long = "batch-size", visible_alias = "batch")]
     pub batch: Option<String>,
+    /// Draw Salt's progress bar on stderr as returns arrive, then print
+    /// the summary instead of the returns (`salt -p`).
+    #[arg(short = 'p', long)]
+    pub progress: bool,
     #[command(flatten)]
     pub report: ReportOpts,
     #[command(flatten)]
@@ -190,11 +199,12 @@ fn read_exclude(path: &Option<PathBuf>) -> anyhow::Result<HashSet<String>> {
         .collect())
 }
 
-/// One minion's return, as `salt` prints each: `{id: return}`.
-fn print_one(out: &Out, indent: Option<i64>, id: &str, value: Value) {
+/// One minion's return, as `salt` prints each: `{id: return}`, in red
+/// (when in colour) if `retcode` is not 0.
+fn print_one(out: &Out, indent: Option<i64>, id: &str, value: Value, retcode: i32) {
     let mut m = Map::new();
     m.insert(id.to_string(), value);
-    out.display(&m, indent);
+    out.display_ret(&Value::Object(m), indent, retcode.into());
 }
 
 /// What to run, on whom.
@@ -251,17 +261,8 @@ impl Ready {
         &self,
         jid: String,
         on_return: impl FnMut(&Return),
-        progress: impl FnMut(jobs::Progress),
     ) -> Result<Report, crate::bus::BusError> {
-        jobs::run_as(
-            &self.bus,
-            &self.req,
-            jid,
-            Some(&self.registry),
-            on_return,
-            progress,
-        )
-        .await
+        jobs::run_as(&self.bus, &self.req, jid, Some(&self.registry), on_return).await
     }
 }
 
@@ -289,7 +290,7 @@ pub(super) fn prepare(
         bail!("--timeout must be a positive number of seconds, at most {max}");
     }
     let (bus, config) = master.bus()?;
-    let (out, indent) = (&report_opts.out, report_opts.out_indent);
+    let (out, indent) = (&report_opts.output(), report_opts.out_indent);
     // Nodegroups are the master's: expanded here, as Salt's LocalClient
     // does, so maids only ever see compound words.
     let (tgt, tgt_type) =
@@ -350,8 +351,9 @@ fn run_and_report(
     report_opts: &ReportOpts,
     mut spec: Spec,
     verbose: bool,
+    progress: bool,
 ) -> anyhow::Result<ExitCode> {
-    let (out, indent) = (&report_opts.out, report_opts.out_indent);
+    let (out, indent) = (&report_opts.output(), report_opts.out_indent);
     let batch = spec.batch.take();
     let ready = match prepare(master, report_opts, spec)? {
         Prepared::Done(code) => return Ok(code),
@@ -395,35 +397,18 @@ fn run_and_report(
     if report_opts.show_jid {
         println!("jid: {jid}");
     }
-    let tty = std::io::stderr().is_terminal();
+    if progress && !report_opts.static_out {
+        return run_with_progress(&ready, jid, verbose);
+    }
     // `--static` gathers every return and prints them as one document.
     let mut gathered = Map::new();
-    let report: Report = block_on(ready.run(
-        jid,
-        |r: &Return| {
-            if tty {
-                eprint!("\r\x1b[K");
-            }
-            if report_opts.static_out {
-                gathered.insert(r.id.clone(), r.ret.clone());
-            } else {
-                print_one(out, indent, &r.id, r.ret.clone());
-            }
-        },
-        |p| {
-            if tty {
-                eprint!(
-                    "\r\x1b[K{}/{} returned, {:.1}s",
-                    p.returned,
-                    p.expected,
-                    p.elapsed.as_secs_f64()
-                );
-            }
-        },
-    ))??;
-    if tty {
-        eprint!("\r\x1b[K");
-    }
+    let report: Report = block_on(ready.run(jid, |r: &Return| {
+        if report_opts.static_out {
+            gathered.insert(r.id.clone(), r.ret.clone());
+        } else {
+            print_one(out, indent, &r.id, r.ret.clone(), r.retcode);
+        }
+    }))??;
     if verbose {
         eprintln!("jid: {}", report.jid);
     }
@@ -448,8 +433,9 @@ fn run_and_report(
                     .iter()
                     .map(|id| (id, "Minion did not return. [Not connected]".to_string())),
             );
+        // Salt's `EX_GENERIC` for each.
         for (id, row) in missed {
-            print_one(out, indent, id, Value::String(row));
+            print_one(out, indent, id, Value::String(row), 1);
         }
     }
     for (id, reason) in &report.rejected {
@@ -458,6 +444,7 @@ fn run_and_report(
             indent,
             id,
             Value::String(format!("Job rejected: {reason}")),
+            1,
         );
     }
     report_forged(&report.forged);
@@ -473,6 +460,68 @@ fn run_and_report(
     Ok(ExitCode::from(code))
 }
 
+/// `salt -p`: Salt's progress bar from the first return on, no returns
+/// shown, then the summary; the exit status is 0 whatever came back, as
+/// `salt`'s is.
+fn run_with_progress(ready: &Ready, jid: String, verbose: bool) -> anyhow::Result<ExitCode> {
+    let minion_count = ready.selected.len();
+    let mut bar: Option<ProgressBar> = None;
+    let mut returned = 0;
+    let report = block_on(ready.run(jid, |_| {
+        returned += 1;
+        bar.get_or_insert_with(|| ProgressBar::start(minion_count))
+            .update(returned);
+    }))??;
+    report_forged(&report.forged);
+    print!("\n\n{}", salt_summary(&report, verbose));
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Salt's `_print_returns_summary`: the counts, and with `-v` who was not
+/// connected, who did not respond and who failed.
+fn salt_summary(r: &Report, verbose: bool) -> String {
+    let line = "-------------------------------------------";
+    let failed: Vec<&str> = r
+        .returns
+        .iter()
+        .filter(|x| x.retcode != 0)
+        .map(|x| x.id.as_str())
+        .chain(r.rejected.keys().map(String::as_str))
+        .collect();
+    let returned = r.returns.len() + r.rejected.len();
+    let missed = r.missed_maids.len() + r.missed_minions.len();
+    let mut text = format!(
+        "{line}\nSummary\n{line}\n\
+         # of minions targeted: {}\n\
+         # of minions returned: {returned}\n\
+         # of minions that did not return: {missed}\n\
+         # of minions with errors: {}\n",
+        returned + missed,
+        failed.len(),
+    );
+    if verbose {
+        let named = |label: &str, ids: Vec<&str>| {
+            if ids.is_empty() {
+                String::new()
+            } else {
+                format!("{label}: {}\n", ids.join(" "))
+            }
+        };
+        text.push_str(&named(
+            "Minions not connected",
+            r.missed_maids.iter().map(String::as_str).collect(),
+        ));
+        text.push_str(&named(
+            "Minions not responding",
+            r.missed_minions.iter().map(String::as_str).collect(),
+        ));
+        text.push_str(&named("Minions with failures", failed));
+    }
+    text.push_str(line);
+    text.push('\n');
+    text
+}
+
 /// `salt -b`: the selected minions a batch at a time, each start
 /// announced and each return shown with its jid and retcode, as Salt's
 /// batch prints them; the exit code is the highest retcode.
@@ -484,7 +533,7 @@ fn run_batch(
     batch: &str,
     jid: String,
 ) -> anyhow::Result<ExitCode> {
-    let (out, indent) = (&report_opts.out, report_opts.out_indent);
+    let (out, indent) = (&report_opts.output(), report_opts.out_indent);
     let quiet = report_opts.static_out;
     let ids: Vec<String> = selected.into_iter().collect();
     let Some(size) = crate::batch::size(batch, ids.len()) else {
@@ -496,16 +545,9 @@ fn run_batch(
         let bus = bus.clone();
         let jid = jid.clone();
         async move {
-            jobs::run_as(
-                &bus,
-                &sub,
-                jid,
-                None,
-                |r| {
-                    let _ = tx.send(r.clone());
-                },
-                |_| {},
-            )
+            jobs::run_as(&bus, &sub, jid, None, |r| {
+                let _ = tx.send(r.clone());
+            })
             .await
         }
     };
@@ -612,7 +654,7 @@ pub fn run(args: RunArgs, verbose: bool) -> anyhow::Result<ExitCode> {
         source_hashes: Default::default(),
         batch: args.batch.clone(),
     };
-    run_and_report(&args.master, &args.report, spec, verbose)
+    run_and_report(&args.master, &args.report, spec, verbose, args.progress)
 }
 
 #[derive(Debug, Args)]
@@ -678,7 +720,7 @@ pub fn cp(args: CpArgs, verbose: bool) -> anyhow::Result<ExitCode> {
         source_hashes: Default::default(),
         batch: None,
     };
-    let (out, indent) = (&args.report.out, args.report.out_indent);
+    let (out, indent) = (&args.report.output(), args.report.out_indent);
     let (bus, req, selected) = match prepare(&args.master, &args.report, spec)? {
         Prepared::Done(code) => return Ok(code),
         Prepared::NoMatch => {
@@ -725,7 +767,7 @@ pub fn cp(args: CpArgs, verbose: bool) -> anyhow::Result<ExitCode> {
         // The agents write exactly the bytes pushed here, whatever the
         // Redis file store holds by the time they read it.
         one.source_hashes = [(url, pushed.sha256.clone())].into();
-        let report = block_on(jobs::run(&bus, &one, |_| {}, |_| {}))??;
+        let report = block_on(jobs::run(&bus, &one, |_| {}))??;
         for r in &report.returns {
             let entry = shown
                 .entry(r.id.clone())
@@ -776,6 +818,8 @@ pub struct JobArgs {
     #[arg(long, alias = "output-indent", allow_negative_numbers = true)]
     pub out_indent: Option<i64>,
     #[command(flatten)]
+    pub color: ColorOpts,
+    #[command(flatten)]
     pub master: MasterOpts,
 }
 
@@ -789,7 +833,8 @@ pub fn job(args: JobArgs) -> anyhow::Result<ExitCode> {
     report_forged(&cached.forged);
     let returns = cached.returns;
     for r in &returns {
-        print_one(&args.out, args.out_indent, &r.id, r.ret.clone());
+        let out = args.out.colored(args.color.on());
+        print_one(&out, args.out_indent, &r.id, r.ret.clone(), r.retcode);
     }
     Ok(if returns.is_empty() {
         eprintln!("maid: no returns cached for job {}", args.jid);

@@ -12,6 +12,8 @@ use anyhow::Context;
 use clap::{ArgGroup, Args, ValueEnum};
 use serde_json::{Map, Value};
 
+use maid_protocol::salt::output::{ColorOpts, colors};
+
 use super::{MasterOpts, block_on};
 use crate::pki::{KeyState, Pki, fingerprint};
 
@@ -83,6 +85,8 @@ pub struct KeyArgs {
     #[arg(long, value_enum, default_value_t = KeyOut::Key)]
     pub out: KeyOut,
     #[command(flatten)]
+    pub color: ColorOpts,
+    #[command(flatten)]
     pub master: MasterOpts,
 }
 
@@ -151,24 +155,51 @@ fn matches(pattern: &str, id: &str) -> bool {
 type Listing = BTreeMap<KeyState, Vec<String>>;
 
 /// `salt-key`'s key outputter: every state's heading in its order, then
-/// its ids (or `id:  value` lines), one per line.
-fn render(listing: &BTreeMap<KeyState, Vec<(String, Option<String>)>>, every: bool) -> String {
+/// its ids (or `id:  value` lines), one per line; in the key outputter's
+/// colours when `color`.
+fn render(
+    listing: &BTreeMap<KeyState, Vec<(String, Option<String>)>>,
+    every: bool,
+    color: bool,
+) -> String {
     let mut out = String::new();
     for state in KeyState::ALL {
         let entries = listing.get(&state);
         if !every && entries.is_none_or(Vec::is_empty) {
             continue;
         }
-        out.push_str(state.heading());
+        let (heading, entry) = tints(state);
+        out.push_str(&tinted(color, heading, state.heading()));
         out.push('\n');
         for (id, value) in entries.into_iter().flatten() {
-            match value {
-                Some(v) => out.push_str(&format!("{id}:  {v}\n")),
-                None => out.push_str(&format!("{id}\n")),
-            }
+            let line = match value {
+                Some(v) => format!("{id}:  {v}"),
+                None => id.clone(),
+            };
+            out.push_str(&tinted(color, entry, &line));
+            out.push('\n');
         }
     }
     out
+}
+
+/// The key outputter's colours for a state: its heading's, its entries'.
+fn tints(state: KeyState) -> (&'static str, &'static str) {
+    match state {
+        KeyState::Accepted => (colors::LIGHT_GREEN, colors::GREEN),
+        KeyState::Denied => (colors::LIGHT_MAGENTA, colors::MAGENTA),
+        KeyState::Pending => (colors::LIGHT_RED, colors::RED),
+        KeyState::Rejected => (colors::LIGHT_BLUE, colors::BLUE),
+    }
+}
+
+/// `text` in `tint`, then reset, when `color`.
+fn tinted(color: bool, tint: &str, text: &str) -> String {
+    if color {
+        format!("{tint}{text}{}", colors::ENDC)
+    } else {
+        text.to_string()
+    }
 }
 
 /// The listing in Salt's shape: `{"minions": [...], ...}`, its states in
@@ -202,9 +233,10 @@ fn print_listing(
     listing: &BTreeMap<KeyState, Vec<(String, Option<String>)>>,
     every: bool,
     out: KeyOut,
+    color: bool,
 ) -> anyhow::Result<()> {
     match out {
-        KeyOut::Key => print!("{}", render(listing, every)),
+        KeyOut::Key => print!("{}", render(listing, every, color)),
         KeyOut::Json => println!("{}", salt_json(&as_json(listing))),
         KeyOut::Yaml => print!("{}", salt_yaml(&as_json(listing))?),
     }
@@ -300,7 +332,7 @@ pub fn run(args: KeyArgs) -> anyhow::Result<ExitCode> {
         .into_iter()
         .map(|(s, ids)| (s, ids.into_iter().map(|id| (id, None)).collect()))
         .collect();
-    print_listing(&plain, true, args.out)?;
+    print_listing(&plain, true, args.out, args.color.on())?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -344,12 +376,16 @@ fn show(
     };
     if args.out == KeyOut::Key {
         if !local_keys.is_empty() {
-            println!("Local Keys:");
+            let color = args.color.on();
+            println!("{}", tinted(color, colors::LIGHT_MAGENTA, "Local Keys:"));
             for (name, fp) in &local_keys {
-                println!("{name}:  {fp}");
+                println!(
+                    "{}",
+                    tinted(color, colors::MAGENTA, &format!("{name}:  {fp}"))
+                );
             }
         }
-        print!("{}", render(&shown, false));
+        print!("{}", render(&shown, false, args.color.on()));
     } else {
         let mut json = as_json(&shown);
         if !local_keys.is_empty() {
@@ -390,7 +426,7 @@ fn apply(pki: &Pki, args: &KeyArgs, change: Change, pattern: &str) -> anyhow::Re
     }
     if !args.yes {
         println!("The following keys are going to be {}:", change.verb());
-        print!("{}", render(&matched, false));
+        print!("{}", render(&matched, false, args.color.on()));
         let proceed = match change {
             Change::Delete => confirm("Proceed? [N/y] ", false)?,
             _ => confirm("Proceed? [n/Y] ", true)?,
@@ -428,18 +464,18 @@ mod tests {
             ),
         ]);
         assert_eq!(
-            render(&listing, true),
+            render(&listing, true, false),
             "Accepted Keys:\na1\nDenied Keys:\nUnaccepted Keys:\np1\np2\nRejected Keys:\n"
         );
         assert_eq!(
-            render(&listing, false),
+            render(&listing, false, false),
             "Accepted Keys:\na1\nUnaccepted Keys:\np1\np2\n"
         );
         let shown = BTreeMap::from([(
             KeyState::Accepted,
             vec![("a1".into(), Some("ab:cd".into()))],
         )]);
-        assert_eq!(render(&shown, false), "Accepted Keys:\na1:  ab:cd\n");
+        assert_eq!(render(&shown, false, false), "Accepted Keys:\na1:  ab:cd\n");
         assert_eq!(
             as_json(&listing),
             serde_json::json!({"minions": ["a1"], "minions_pre": ["p1", "p2"]})

@@ -7,6 +7,7 @@ pub mod api;
 pub mod fleet;
 pub mod key;
 pub mod plugin_push;
+mod progress;
 pub mod runner;
 
 use std::path::PathBuf;

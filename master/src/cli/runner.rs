@@ -9,7 +9,7 @@ use std::process::ExitCode;
 
 use clap::Args;
 use maid_protocol::salt::args::parse_input;
-use maid_protocol::salt::output::Out;
+use maid_protocol::salt::output::{ColorOpts, Out};
 use serde_json::Value;
 
 use super::fleet::{self, Prepared, ReportOpts, Spec};
@@ -32,11 +32,13 @@ pub struct RunnerArgs {
     #[arg(long, alias = "output-indent", allow_negative_numbers = true)]
     pub out_indent: Option<i64>,
     #[command(flatten)]
+    pub color: ColorOpts,
+    #[command(flatten)]
     pub master: MasterOpts,
 }
 
 pub fn run(args: RunnerArgs) -> anyhow::Result<ExitCode> {
-    let (out, indent) = (&args.out, args.out_indent);
+    let (out, indent) = (&args.out.colored(args.color.on()), args.out_indent);
     if !master_funs::exists(Form::Runner, &args.fun) {
         // As salt-run: said, and exit 0.
         out.display_value(
@@ -95,6 +97,6 @@ fn manage_ping(
     let Prepared::Ready(ready) = fleet::prepare(&args.master, &report_opts, spec)? else {
         return Ok((vec![], vec![]));
     };
-    let report = block_on(ready.run(crate::jid::new_jid(), |_| {}, |_| {}))??;
+    let report = block_on(ready.run(crate::jid::new_jid(), |_| {}))??;
     Ok(master_funs::up_down(&ready.selected, &report))
 }

@@ -1,5 +1,5 @@
 //! Salt's outputters, byte for byte: what `salt --out X` and `salt-call
-//! --out X` print (Salt 3008.4's `salt/output/*.py`, with colour off).
+//! --out X` print (Salt 3008.4's `salt/output/*.py`), in colour or not.
 //!
 //! Each renders `{minion_id: return}`. As `salt.output.display_output`
 //! does, the text is right-stripped and printed with one newline, or not at
@@ -52,17 +52,56 @@ impl Outputter {
     }
 }
 
+/// Salt's terminal colours (`salt.utils.color.get_colors`), those its
+/// `nested` and `key` outputters use.
+pub mod colors {
+    pub const RED: &str = "\x1b[0;31m";
+    pub const LIGHT_RED: &str = "\x1b[0;1;31m";
+    pub const GREEN: &str = "\x1b[0;32m";
+    pub const LIGHT_GREEN: &str = "\x1b[0;1;32m";
+    pub const YELLOW: &str = "\x1b[0;33m";
+    pub const LIGHT_YELLOW: &str = "\x1b[0;1;33m";
+    pub const BLUE: &str = "\x1b[0;34m";
+    pub const LIGHT_BLUE: &str = "\x1b[0;1;34m";
+    pub const MAGENTA: &str = "\x1b[0;35m";
+    pub const LIGHT_MAGENTA: &str = "\x1b[0;1;35m";
+    pub const CYAN: &str = "\x1b[0;36m";
+    pub const ENDC: &str = "\x1b[0;0m";
+}
+
+/// Salt's `--no-color` and `--force-color` (`OutputOptionsMixIn`).
+#[derive(Debug, Clone, Copy, Default, clap::Args)]
+pub struct ColorOpts {
+    /// Disable all colored output.
+    #[arg(long, alias = "no-colour")]
+    pub no_color: bool,
+    /// Force colored output.
+    #[arg(long, alias = "force-colour")]
+    pub force_color: bool,
+}
+
+impl ColorOpts {
+    /// Whether outputters colour, as `get_printout` decides: forced, else
+    /// not when told not to or when stdout is no terminal.
+    pub fn on(&self) -> bool {
+        use std::io::IsTerminal;
+        self.force_color || (!self.no_color && std::io::stdout().is_terminal())
+    }
+}
+
 /// `--out NAME` as Salt takes it: any name; one it does not know is
-/// rendered by `nested`.
+/// rendered by `nested`. Colour is off unless [`Out::colored`] turns it on.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Out {
     name: String,
+    color: bool,
 }
 
 impl Default for Out {
     fn default() -> Self {
         Self {
             name: "nested".into(),
+            color: false,
         }
     }
 }
@@ -73,6 +112,7 @@ impl std::str::FromStr for Out {
     fn from_str(name: &str) -> Result<Self, Self::Err> {
         Ok(Self {
             name: name.to_string(),
+            color: false,
         })
     }
 }
@@ -87,11 +127,20 @@ impl From<Outputter> for Out {
     fn from(o: Outputter) -> Self {
         Self {
             name: o.name().into(),
+            color: false,
         }
     }
 }
 
 impl Out {
+    /// The same outputter, colouring as Salt's does when `on`.
+    pub fn colored(&self, on: bool) -> Out {
+        Out {
+            name: self.name.clone(),
+            color: on,
+        }
+    }
+
     /// The name as asked for, which a job carries in `out`.
     pub fn name(&self) -> &str {
         &self.name
@@ -121,8 +170,20 @@ impl Out {
     /// [`Self::render`] for data that is no `{id: return}` mapping (the
     /// minion list of `--preview-target`).
     pub fn render_value(&self, data: &Value, indent: Option<i64>) -> String {
+        self.render_ret(data, indent, 0)
+    }
+
+    /// [`Self::render_value`] of a return with `retcode`, which `nested`
+    /// shows in red when it is not 0 and colour is on (Salt's `_retcode`).
+    pub fn render_ret(&self, data: &Value, indent: Option<i64>, retcode: i64) -> String {
         let text = match self.outputter() {
-            Outputter::Nested => nested(data),
+            Outputter::Nested => nested_painted(
+                data,
+                Paint {
+                    on: self.color,
+                    retcode,
+                },
+            ),
             Outputter::Json => json(data, indent),
             Outputter::Yaml => yaml::dump(data, indent),
             Outputter::Txt => txt(data),
@@ -145,10 +206,15 @@ impl Out {
 
     /// [`Self::display`] for any data.
     pub fn display_value(&self, data: &Value, indent: Option<i64>) {
+        self.display_ret(data, indent, 0);
+    }
+
+    /// [`Self::display`] of a return with `retcode` ([`Self::render_ret`]).
+    pub fn display_ret(&self, data: &Value, indent: Option<i64>, retcode: i64) {
         if let Some(w) = self.warning() {
             eprintln!("{w}");
         }
-        print!("{}", self.render_value(data, indent));
+        print!("{}", self.render_ret(data, indent, retcode));
     }
 }
 
@@ -210,51 +276,91 @@ fn split_lines_keepends(s: &str) -> Vec<&str> {
 
 /// Salt's `nested` outputter (`salt/output/nested.py`), colour off.
 pub fn nested(data: &Value) -> String {
+    nested_painted(data, Paint::default())
+}
+
+/// How `nested` colours: not at all, or as `NestDisplay` does for a
+/// return with `retcode` (keys and markers red when it is not 0).
+#[derive(Debug, Clone, Copy, Default)]
+struct Paint {
+    on: bool,
+    retcode: i64,
+}
+
+impl Paint {
+    fn color(self, code: &'static str) -> &'static str {
+        if self.on { code } else { "" }
+    }
+
+    /// Keys, `----------` and `|_`: `ok` unless the retcode says failure.
+    fn structure(self, ok: &'static str) -> &'static str {
+        self.color(if self.retcode != 0 { colors::RED } else { ok })
+    }
+
+    /// `NestDisplay.ustring`: indent, colour, prefix, text, reset, suffix.
+    fn line(self, indent: usize, color: &str, prefix: &str, msg: &str, suffix: &str) -> String {
+        format!(
+            "{}{color}{prefix}{msg}{}{suffix}",
+            " ".repeat(indent),
+            self.color(colors::ENDC)
+        )
+    }
+}
+
+fn nested_painted(data: &Value, paint: Paint) -> String {
     let mut out = Vec::new();
-    nested_display(data, 0, "", &mut out);
+    nested_display(data, 0, "", paint, &mut out);
     out.join("\n")
 }
 
-fn nested_display(v: &Value, indent: usize, prefix: &str, out: &mut Vec<String>) {
-    let pad = " ".repeat(indent);
+fn nested_display(v: &Value, indent: usize, prefix: &str, paint: Paint, out: &mut Vec<String>) {
     match v {
         Value::Array(items) => {
+            let color = paint.structure(colors::GREEN);
             for item in items {
                 match item {
                     Value::Array(_) | Value::Object(_) => {
-                        out.push(format!("{pad}|_"));
+                        out.push(paint.line(indent, color, "", "|_", ""));
                         let p = if item.is_object() { "" } else { "- " };
-                        nested_display(item, indent + 2, p, out);
+                        nested_display(item, indent + 2, p, paint, out);
                     }
-                    _ => nested_display(item, indent, "- ", out),
+                    _ => nested_display(item, indent, "- ", paint, out),
                 }
             }
         }
         Value::Object(map) => {
+            let color = paint.structure(colors::CYAN);
             if indent > 0 {
-                out.push(format!("{pad}----------"));
+                out.push(paint.line(indent, color, "", "----------", ""));
             }
             let mut keys: Vec<&String> = map.keys().collect();
             keys.sort();
             for key in keys {
-                out.push(format!("{pad}{prefix}{key}:"));
-                nested_display(&map[key], indent + 4, "", out);
+                out.push(paint.line(indent, color, prefix, key, ":"));
+                nested_display(&map[key], indent + 4, "", paint, out);
             }
         }
         Value::String(s) => {
             // `strip_colors`: an escape character would colour the
             // terminal; Salt shows it as `?`.
             let s = s.replace('\x1b', "?");
+            let color = paint.color(colors::GREEN);
             for (i, line) in split_lines(&s).into_iter().enumerate() {
                 let p = if i == 0 {
                     prefix.to_string()
                 } else {
                     " ".repeat(prefix.chars().count())
                 };
-                out.push(format!("{pad}{p}{line}"));
+                out.push(paint.line(indent, color, &p, line, ""));
             }
         }
-        scalar => out.push(format!("{pad}{prefix}{}", python::repr(scalar))),
+        scalar => out.push(paint.line(
+            indent,
+            paint.color(colors::LIGHT_YELLOW),
+            prefix,
+            &python::repr(scalar),
+            "",
+        )),
     }
 }
 
