@@ -611,3 +611,114 @@ async fn ping_round_trip(
     assert_eq!(returned, [(id, &json!(true))], "{report:?}");
     running
 }
+
+/// `POST /keys` as salt-api's key bootstrap: credentials in the body and
+/// `@wheel` needed; the answer a tar that, unpacked into a new maid's
+/// `state_dir`, is the identity it starts with, already accepted (no
+/// pending or denied entry appears); asked again, empty files and the
+/// key kept; with `force`, a new key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn post_keys_gives_a_new_maid_its_accepted_identity() {
+    use std::os::unix::fs::PermissionsExt;
+
+    let server = RedisServer::start();
+    let url = server.url();
+    let bus = Bus::new(&server.config()).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let pki = dir.path().join("pki");
+    let api_dir = tempfile::tempdir().unwrap();
+    let config = api_dir.path().join("maid.toml");
+    let hash = maid_master::api::auth::hash_password("pw").unwrap();
+    std::fs::write(
+        &config,
+        format!(
+            "master_topics = [\"{TOPIC}\"]\n[redis]\nurl = \"{url}\"\n\
+             [master]\npki_dir = {pki:?}\n\
+             [api.users]\nadmin = \"{hash}\"\nintern = \"{hash}\"\n\
+             [api.perms]\nadmin = [\"@wheel\"]\nintern = [\".*\"]\n"
+        ),
+    )
+    .unwrap();
+    let api = crate::api::start_api(api_dir, &config, &[]);
+    let c = reqwest::Client::new();
+    let post = |form: Vec<(&'static str, &'static str)>| {
+        let request = c.post(format!("{}/keys", api.url)).form(&form);
+        async move { request.send().await.unwrap() }
+    };
+    let creds =
+        |user: &'static str| vec![("username", user), ("password", "pw"), ("mid", "boot-1")];
+
+    assert_eq!(post(vec![("mid", "boot-1")]).await.status(), 401);
+    assert_eq!(post(creds("intern")).await.status(), 403);
+    let no_mid = post(vec![("username", "admin"), ("password", "pw")]).await;
+    assert_eq!(no_mid.status(), 400);
+    let bad_mid = post(vec![
+        ("username", "admin"),
+        ("password", "pw"),
+        ("mid", "../boot-1"),
+    ])
+    .await;
+    assert_eq!(bad_mid.status(), 400);
+    assert!(!pki.join("minions/boot-1").exists());
+    assert!(!dir.path().join("boot-1").exists());
+
+    let r = post(creds("admin")).await;
+    assert_eq!(r.status(), 200);
+    assert_eq!(r.headers()["content-type"], "application/x-tar");
+    assert_eq!(
+        r.headers()["content-disposition"],
+        "attachment; filename=\"saltkeys-boot-1.tar\""
+    );
+    let tarball = dir.path().join("boot-1.tar");
+    std::fs::write(&tarball, r.bytes().await.unwrap()).unwrap();
+    // Unpacked as an operator would, into the new maid's state_dir.
+    let state = dir.path().join("state-boot-1");
+    std::fs::create_dir_all(&state).unwrap();
+    let untar = Command::new("tar")
+        .arg("-C")
+        .arg(&state)
+        .arg("-xf")
+        .arg(&tarball)
+        .status()
+        .unwrap();
+    assert!(untar.success());
+    let mode = std::fs::metadata(state.join("minion.key"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o600);
+    let public = std::fs::read_to_string(state.join("minion.pub")).unwrap();
+    assert_eq!(
+        maid::trust::encode_verifying(&Pki::new(&pki).accepted().unwrap()["boot-1"]),
+        public.trim()
+    );
+
+    let _agent = keyed_agent(&server, "boot-1", dir.path());
+    wait_registered(&bus, &["boot-1"]).await;
+    assert_eq!(
+        stdout(&maid_key(&url, &pki, &["-L"], "")),
+        "Accepted Keys:\nboot-1\nDenied Keys:\nUnaccepted Keys:\nRejected Keys:\n"
+    );
+    // The maid kept the key it was given.
+    assert_eq!(
+        std::fs::read_to_string(state.join("minion.pub")).unwrap(),
+        public
+    );
+
+    // Again: empty files, the key kept.
+    let again = post(creds("admin")).await.bytes().await.unwrap();
+    let sizes: Vec<u64> = tar::Archive::new(&again[..])
+        .entries()
+        .unwrap()
+        .map(|e| e.unwrap().size())
+        .collect();
+    assert_eq!(sizes, [0, 0]);
+    let accepted =
+        |pki: &Path| maid::trust::encode_verifying(&Pki::new(pki).accepted().unwrap()["boot-1"]);
+    assert_eq!(accepted(&pki), public.trim());
+    // With force, a new key replaces it.
+    let mut forced = creds("admin");
+    forced.push(("force", "true"));
+    assert_eq!(post(forced).await.status(), 200);
+    assert_ne!(accepted(&pki), public.trim());
+}

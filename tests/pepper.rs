@@ -619,6 +619,81 @@ async fn pepper_sees_maid_api_as_salt_api() {
         );
     }
 
+    // POST /keys: a new minion's key pair, accepted, as a tar; asked again
+    // (no `force`), empty files. salt-api's RSA `minion.pem` is a maid's
+    // Ed25519 `minion.key` (README).
+    for attempt in ["first", "again"] {
+        let mut side = Vec::new();
+        for (url, token) in [(&salt_url, &s_token), (&api.url, &m_token)] {
+            let r = c
+                .post(format!("{url}/keys"))
+                .form(&[
+                    ("username", USER),
+                    ("password", PASSWORD),
+                    ("eauth", "auto"),
+                    ("mid", "boot1"),
+                ])
+                .send()
+                .await
+                .unwrap();
+            let header = |name: &str| {
+                r.headers()
+                    .get(name)
+                    .map(|v| v.to_str().unwrap().to_string())
+            };
+            let shape = json!({
+                "status": r.status().as_u16(),
+                "type": header("content-type"),
+                "disposition": header("content-disposition"),
+            });
+            let bytes = r.bytes().await.unwrap();
+            // A tar's members, or what came instead.
+            let members: Value = tar::Archive::new(&bytes[..])
+                .entries()
+                .and_then(|entries| {
+                    entries
+                        .map(|e| {
+                            let e = e?;
+                            let name = e.path()?.display().to_string();
+                            Ok(json!([
+                                name.replace("minion.pem", "minion.key"),
+                                e.size() > 0
+                            ]))
+                        })
+                        .collect::<std::io::Result<Vec<Value>>>()
+                })
+                .map(Value::from)
+                .unwrap_or_else(|_| Value::from(String::from_utf8_lossy(&bytes).into_owned()));
+            let listed: Value = c
+                .get(format!("{url}/keys"))
+                .header("X-Auth-Token", token.as_str())
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            let accepted = listed["return"]["minions"]
+                .as_array()
+                .is_some_and(|ids| ids.contains(&json!("boot1")));
+            side.push(json!({"answer": shape, "members": members, "accepted": accepted}));
+        }
+        compare_sides(
+            &format!("POST /keys mid=boot1 ({attempt})"),
+            &side,
+            &mut transcript,
+            &mut differences,
+        );
+        let made = attempt == "first";
+        assert_eq!(
+            side[1]["members"],
+            json!([["minion.pub", made], ["minion.key", made]]),
+            "{}",
+            side[1]
+        );
+        assert_eq!(side[1]["accepted"], json!(true));
+    }
+
     let path = Path::new(env!("CARGO_TARGET_TMPDIR")).join("pepper-transcript.txt");
     std::fs::write(&path, &transcript).unwrap();
     // The corpus ran what it says: real returns, real exit codes (so a

@@ -103,7 +103,7 @@ pub struct Pki {
 
 /// Whether `id` can be a file name in the key directories: what a maid id
 /// may be (no path separators, not `.` or `..`, nothing hidden, no NUL).
-fn check_id(id: &str) -> Result<(), PkiError> {
+pub fn check_id(id: &str) -> Result<(), PkiError> {
     let ok = !id.is_empty()
         && id.len() <= crate::protocol::MAX_ADDRESS_BYTES
         && !id.starts_with('.')
@@ -291,6 +291,28 @@ impl Pki {
         self.write(to, id, &key)?;
         for state in KeyState::ALL {
             if state != to && (state != KeyState::Denied || from == KeyState::Denied) {
+                self.remove(state, id)?;
+            }
+        }
+        Ok(true)
+    }
+
+    /// File `key` as `id`'s accepted key, as the wheel's `key.gen_accept`
+    /// does: not when the id has a key in any state already, unless
+    /// `force`, which then replaces them all. `false` when nothing was
+    /// filed.
+    pub fn accept_new(&self, id: &str, key: &str, force: bool) -> Result<bool, PkiError> {
+        check_id(id)?;
+        let mut known = false;
+        for state in KeyState::ALL {
+            known |= self.key(state, id)?.is_some();
+        }
+        if known && !force {
+            return Ok(false);
+        }
+        self.write(KeyState::Accepted, id, key)?;
+        for state in KeyState::ALL {
+            if state != KeyState::Accepted {
                 self.remove(state, id)?;
             }
         }

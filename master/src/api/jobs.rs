@@ -61,30 +61,38 @@ pub async fn run_with_credentials(
     let items = lowstate.as_array().cloned().unwrap_or_default();
     let mut users = Vec::with_capacity(items.len());
     for item in &items {
-        let creds = |k: &str| item.get(k).and_then(Value::as_str);
-        let user = match (creds("token"), creds("username"), creds("password")) {
-            (Some(token), _, _) => api.auth.check(token).ok_or(ApiError::Unauthorized(
-                "token unknown or expired; log in again",
-            ))?,
-            (None, Some(name), Some(password)) => {
-                let session = api
-                    .auth
-                    .login_from(name, password, &addr.ip().to_string())
-                    .await
-                    .map_err(super::login::refusal)?;
-                api.auth.logout(&session.token);
-                session.user
-            }
-            _ => {
-                return Err(ApiError::Unauthorized(
-                    "No authentication credentials given",
-                ));
-            }
-        };
-        users.push(user);
+        users.push(chunk_user(&api, item, &addr).await?);
     }
     let chunks = lowstate::parse(lowstate, api.max_timeout_secs, &api.nodegroups)?;
     run_chunks(&api, &chunks, &users).await
+}
+
+/// Who a chunk's own credentials name: its `token`, or its `username`
+/// and `password` (a login that ends with the request), as salt-api takes
+/// them where there is no session (`/run`, `POST /keys`).
+pub(super) async fn chunk_user(
+    api: &Api,
+    item: &Value,
+    addr: &std::net::SocketAddr,
+) -> Result<String, ApiError> {
+    let creds = |k: &str| item.get(k).and_then(Value::as_str);
+    match (creds("token"), creds("username"), creds("password")) {
+        (Some(token), _, _) => api.auth.check(token).ok_or(ApiError::Unauthorized(
+            "token unknown or expired; log in again",
+        )),
+        (None, Some(name), Some(password)) => {
+            let session = api
+                .auth
+                .login_from(name, password, &addr.ip().to_string())
+                .await
+                .map_err(super::login::refusal)?;
+            api.auth.logout(&session.token);
+            Ok(session.user)
+        }
+        _ => Err(ApiError::Unauthorized(
+            "No authentication credentials given",
+        )),
+    }
 }
 
 /// `POST /minions`: salt-api's way to start jobs: every chunk runs as
@@ -117,7 +125,7 @@ pub async fn start(
 
 /// The lowstate of a request body, in any format salt-api reads; a single
 /// chunk is a list of one, as `lowdata_fmt` makes it.
-fn lowstate_of(headers: &HeaderMap, body: &[u8]) -> Result<Value, ApiError> {
+pub(super) fn lowstate_of(headers: &HeaderMap, body: &[u8]) -> Result<Value, ApiError> {
     match media::decode(headers, body)? {
         Some(obj @ Value::Object(_)) => Ok(Value::Array(vec![obj])),
         Some(list @ Value::Array(_)) => Ok(list),

@@ -6,7 +6,8 @@
 //!   of [`jobcache`](crate::jobcache) and the maids' returns);
 //!   `manage.status`, `manage.up`, `manage.down` ping the fleet.
 //! * wheel `key.list_all`, `key.list`, `key.glob_match`, `key.accept`,
-//!   `key.reject`, `key.delete`, `key.finger`, `key.print` work on the
+//!   `key.reject`, `key.delete`, `key.finger`, `key.print`,
+//!   `key.gen_accept` work on the
 //!   master's maid keys ([`Pki`](crate::pki::Pki)), as `maid key` does.
 //!
 //! Arguments are read as Salt's `RunnerClient._reformat_low` reads them:
@@ -20,6 +21,7 @@ use serde_json::{Map, Value, json};
 
 use crate::bus::{BusError, Conn};
 use crate::pki::{KeyState, Pki};
+use crate::trust;
 use crate::{jobcache, jobs};
 use maid_protocol::salt::python::truthy;
 
@@ -149,6 +151,11 @@ fn signature(form: Form, fun: &str) -> Option<Vec<Param>> {
             Param("include_denied", f()),
         ],
         (Form::Wheel, "key.finger") => vec![Param("match", None), Param("hash_type", none())],
+        (Form::Wheel, "key.gen_accept") => vec![
+            Param("id_", None),
+            Param("keysize", none()),
+            Param("force", f()),
+        ],
         _ => return None,
     })
 }
@@ -630,6 +637,20 @@ pub fn wheel(pki: &Pki, fun: &str, bound: &Bound) -> Result<Value, BadCall> {
                 out.insert(status, Value::Object(keys));
             }
             Ok(Value::Object(out))
+        }
+        "key.gen_accept" => {
+            // A maid's key: Ed25519 (`keysize` is for RSA and not used),
+            // in the files a maid reads (`minion.key`, `minion.pub`).
+            let id = bound.get("id_").map(jid_text).unwrap_or_default();
+            let key = trust::generate().map_err(|e| BadCall(e.to_string()))?;
+            let public = trust::encode_verifying(&key.verifying_key());
+            if !pki.accept_new(&id, &public, flag("force")).map_err(err)? {
+                return Ok(json!({}));
+            }
+            Ok(json!({
+                "pub": format!("{public}\n"),
+                "priv": format!("{}\n", trust::encode_signing(&key)),
+            }))
         }
         other => Err(BadCall(format!("'{other}' is not available"))),
     }

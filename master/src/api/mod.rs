@@ -199,6 +199,7 @@ fn router(api: Api) -> Router {
         .route("/logout", post(login::logout))
         .route("/token", post(login::token_for_run))
         .route("/run", post(jobs::run_with_credentials))
+        .route("/keys", post(keys::generate))
         .route(
             "/openapi.json",
             get(|| async { ([(CONTENT_TYPE, "application/json")], OPENAPI) }),
