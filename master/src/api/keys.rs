@@ -89,6 +89,10 @@ pub async fn generate(
         }
     };
     crate::pki::check_id(&mid).map_err(|e| ApiError::bad("mid", e.to_string()))?;
+    // It is named in a header of the answer.
+    if mid.chars().any(char::is_control) {
+        return Err(ApiError::bad("mid", "mid: no control characters"));
+    }
     let mut kwargs = Map::new();
     kwargs.insert("id_".into(), Value::String(mid.clone()));
     for name in ["keysize", "force"] {
