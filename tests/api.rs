@@ -975,3 +975,60 @@ async fn local_subset_runs_on_as_many_as_asked_that_have_the_function() {
     let (_, body) = lowstate(&c, &api, &token, &subset(2, "no.such")).await;
     assert_eq!(body["return"][0], json!({}));
 }
+
+/// `GET /stats` counts every request (its own in flight) and the bytes
+/// read; with `[api] stats_disable_auth` it needs no token, as salt-api's
+/// option. (tests/pepper.rs compares its shape with salt-api's.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stats_count_every_request() {
+    let fleet = Fleet::new();
+    let api = fleet.api("stats_disable_auth = true", &[]);
+    let c = client();
+    let stats = || async {
+        let r = c.get(format!("{}/stats", api.url)).send().await.unwrap();
+        assert_eq!(r.status(), StatusCode::OK);
+        let body: Value = r.json().await.unwrap();
+        body["CherryPy Applications"].clone()
+    };
+    let before = stats().await;
+    let body = "{\"username\": \"nobody-at-all\", \"password\": \"x\"}";
+    let r = c
+        .post(format!("{}/login", api.url))
+        .header("Content-Type", "application/json")
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+    c.get(format!("{}/", api.url)).send().await.unwrap();
+    let after = stats().await;
+    let count = |s: &Value, k: &str| s[k].as_u64().unwrap();
+    assert_eq!(
+        count(&after, "Total Requests"),
+        count(&before, "Total Requests") + 3
+    );
+    assert_eq!(
+        count(&after, "Total Bytes Read"),
+        count(&before, "Total Bytes Read") + body.len() as u64
+    );
+    assert!(count(&after, "Total Bytes Written") > count(&before, "Total Bytes Written"));
+    assert_eq!(count(&after, "Current Requests"), 1);
+    let lines: Vec<&str> = after["Requests"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|r| r["Request-Line"].as_str().unwrap())
+        .collect();
+    assert!(lines.contains(&"POST /login HTTP/1.1"), "{lines:?}");
+    let login = after["Requests"]
+        .as_object()
+        .unwrap()
+        .values()
+        .find(|r| r["Request-Line"] == "POST /login HTTP/1.1")
+        .unwrap();
+    assert_eq!(login["Response Status"], "401 Unauthorized");
+    // Without the option, a token is needed.
+    let closed = fleet.api("", &[]);
+    let r = c.get(format!("{}/stats", closed.url)).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+}

@@ -694,6 +694,80 @@ async fn pepper_sees_maid_api_as_salt_api() {
         assert_eq!(side[1]["accepted"], json!(true));
     }
 
+    // GET /stats: CherryPy's statistics, the same names and kinds of
+    // value; every request counted, this one in flight; a token needed.
+    let mut side = Vec::new();
+    for (url, token) in [(&salt_url, &s_token), (&api.url, &m_token)] {
+        // One slow request (over a second): a slow query.
+        let slept = c
+            .post(format!("{url}/"))
+            .header("X-Auth-Token", token.as_str())
+            .json(&json!([{"client": "local", "tgt": "m1", "fun": "test.sleep", "arg": [1.2]}]))
+            .send()
+            .await
+            .unwrap();
+        assert!(slept.status().is_success());
+        let unauthenticated = c.get(format!("{url}/stats")).send().await.unwrap().status();
+        let stats: Value = c
+            .get(format!("{url}/stats"))
+            .header("X-Auth-Token", token.as_str())
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let app = &stats["CherryPy Applications"];
+        let kinds = |v: &Value| -> Value {
+            v.as_object()
+                .map(|m| {
+                    m.iter()
+                        .map(|(k, v)| {
+                            let kind = match v {
+                                Value::Number(n) if n.is_f64() => "number",
+                                Value::Number(_) => "number",
+                                Value::Object(_) => "object",
+                                Value::String(_) => "string",
+                                Value::Bool(_) => "bool",
+                                Value::Null => "null",
+                                Value::Array(_) => "array",
+                            };
+                            (k.clone(), json!(kind))
+                        })
+                        .collect::<serde_json::Map<_, _>>()
+                        .into()
+                })
+                .unwrap_or(Value::Null)
+        };
+        let in_flight: Vec<&Value> = app["Requests"]
+            .as_object()
+            .into_iter()
+            .flat_map(|m| m.values())
+            .filter(|r| r["End Time"].is_null())
+            .collect();
+        side.push(json!({
+            "without a token": unauthenticated.as_u16(),
+            // Not Cheroot's own thread-pool section (README).
+            "top": stats.as_object().map(|m| {
+                m.keys()
+                    .filter(|k| !k.starts_with("Cheroot HTTPServer"))
+                    .cloned()
+                    .collect::<Vec<_>>()
+            }),
+            "kinds": kinds(app),
+            "requests counted": app["Total Requests"].as_u64().unwrap_or(0) > 10,
+            "enabled": app["Enabled"],
+            "this request": in_flight.first().map(|r| json!([r["Request-Line"], kinds(r)])),
+        }));
+    }
+    compare_sides("GET /stats", &side, &mut transcript, &mut differences);
+    assert_eq!(side[1]["requests counted"], json!(true), "{}", side[1]);
+    assert!(
+        side[1]["kinds"].get("Slow Queries").is_some(),
+        "{}",
+        side[1]
+    );
+
     let path = Path::new(env!("CARGO_TARGET_TMPDIR")).join("pepper-transcript.txt");
     std::fs::write(&path, &transcript).unwrap();
     // The corpus ran what it says: real returns, real exit codes (so a

@@ -338,6 +338,9 @@ pub struct ApiSettings {
     pub perms: BTreeMap<String, Vec<crate::api::perms::PermEntry>>,
     /// Groups for `perms`: group name → its users.
     pub groups: BTreeMap<String, Vec<String>>,
+    /// Serve `GET /stats` without a token (salt-api's
+    /// `stats_disable_auth`).
+    pub stats_disable_auth: bool,
 }
 
 impl Default for ApiSettings {
@@ -351,6 +354,7 @@ impl Default for ApiSettings {
             users: BTreeMap::new(),
             perms: BTreeMap::new(),
             groups: BTreeMap::new(),
+            stats_disable_auth: false,
         }
     }
 }

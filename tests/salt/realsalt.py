@@ -129,6 +129,8 @@ def master_config(root, ports, user, api_port):
             "host": "127.0.0.1",
             "port": api_port,
             "disable_ssl": True,
+            # GET /stats counts requests (CherryPy's cpstats).
+            "collect_stats": True,
         }
     return conf
 

@@ -30,6 +30,7 @@ pub mod master_funs;
 mod media;
 mod minions;
 pub mod perms;
+mod stats;
 pub mod tls;
 
 use std::future::Future;
@@ -102,6 +103,10 @@ struct Inner {
     /// Turns true when the server begins to shut down, so that endless
     /// responses (`/events`) end.
     stopping: watch::Receiver<bool>,
+    /// Request statistics for `GET /stats`.
+    stats: stats::Stats,
+    /// `GET /stats` without a token (`[api] stats_disable_auth`).
+    stats_disable_auth: bool,
 }
 
 /// The address a request came from, for throttling logins per address.
@@ -188,13 +193,22 @@ fn router(api: Api) -> Router {
         .route("/keys/{mid}", get(keys::one))
         .route("/events", get(events::stream))
         .route("/hook", post(hook::fire))
-        .route("/hook/{*path}", post(hook::fire))
-        .route_layer(axum::middleware::from_fn_with_state(
-            api.clone(),
-            login::require_token,
-        ));
-    Router::new()
-        .route("/", get(welcome))
+        .route("/hook/{*path}", post(hook::fire));
+    let protected = if api.stats_disable_auth {
+        protected
+    } else {
+        protected.route("/stats", get(stats::get))
+    };
+    let protected = protected.route_layer(axum::middleware::from_fn_with_state(
+        api.clone(),
+        login::require_token,
+    ));
+    let open = if api.stats_disable_auth {
+        Router::new().route("/stats", get(stats::get))
+    } else {
+        Router::new()
+    };
+    open.route("/", get(welcome))
         .route("/login", get(login::how_to_log_in).post(login::login))
         .route("/logout", post(login::logout))
         .route("/token", post(login::token_for_run))
@@ -207,6 +221,10 @@ fn router(api: Api) -> Router {
         .merge(protected)
         .fallback(|| async { ApiError::NotFound.into_response() })
         .layer(axum::middleware::from_fn(media::respond_as_accepted))
+        .layer(axum::middleware::from_fn_with_state(
+            api.clone(),
+            stats::count,
+        ))
         .with_state(api)
 }
 
@@ -257,6 +275,8 @@ pub async fn serve(
         max_timeout_secs: settings.api.max_timeout_secs,
         nodegroups: settings.nodegroups,
         stopping,
+        stats: stats::Stats::default(),
+        stats_disable_auth: settings.api.stats_disable_auth,
     }));
     let app = router(api);
     let signal = async move {
