@@ -1032,3 +1032,128 @@ async fn stats_count_every_request() {
     let r = c.get(format!("{}/stats", closed.url)).send().await.unwrap();
     assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
 }
+
+/// Read `ws` until a message carries the event tagged `tag`; every message
+/// must be salt-api's `data: {...}` and a blank line. The event's JSON
+/// text, and every message read.
+async fn ws_event<S>(ws: &mut S, tag: &str) -> (String, Vec<String>)
+where
+    S: futures_util::Stream<
+            Item = Result<
+                tokio_tungstenite::tungstenite::Message,
+                tokio_tungstenite::tungstenite::Error,
+            >,
+        > + Unpin,
+{
+    use futures_util::StreamExt;
+    let mut seen = Vec::new();
+    loop {
+        let message = tokio::time::timeout(Duration::from_secs(30), ws.next())
+            .await
+            .unwrap_or_else(|_| panic!("no {tag} on /ws"))
+            .expect("the socket stays open")
+            .unwrap();
+        let text = message.into_text().unwrap().to_string();
+        let body = text
+            .strip_prefix("data: ")
+            .and_then(|t| t.strip_suffix("\n\n"))
+            .unwrap_or_else(|| panic!("not salt-api's framing: {text:?}"));
+        seen.push(body.to_string());
+        let event: Value = serde_json::from_str(body).unwrap();
+        if event["tag"] == tag {
+            return (body.to_string(), seen);
+        }
+    }
+}
+
+/// `GET /ws[/<token>]`, salt-api's WebSocket of the event stream (salt-api
+/// 3008.4's own fails with CherryPy 18: README): a token is needed; once
+/// the client says it is ready, each event comes as `data: {json}` and a
+/// blank line, the same JSON as on `/events`; a user without `@jobs` gets
+/// only their own jobs' events.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_websocket_carries_the_events_a_user_may_see() {
+    use futures_util::SinkExt;
+    use tokio_tungstenite::tungstenite::Message;
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+
+    let mut fleet = Fleet::new();
+    fleet.agent("web-1", "role = \"web\"").await;
+    let api = fleet.api("", &[]);
+    let c = client();
+    let admin = login(&c, &api).await;
+    let ws_url = |token: &str| format!("{}/ws/{token}", api.url.replacen("http", "ws", 1));
+
+    assert_eq!(
+        c.get(format!("{}/ws", api.url))
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        StatusCode::UNAUTHORIZED
+    );
+    assert!(
+        tokio_tungstenite::connect_async(ws_url("not-a-token"))
+            .await
+            .is_err()
+    );
+    let (status, _) = get(&c, &api, &admin, "/ws?format_events").await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+
+    let (mut ws, _) = tokio_tungstenite::connect_async(ws_url(&admin))
+        .await
+        .unwrap();
+    // The header works too.
+    let mut request = format!("{}/ws", api.url.replacen("http", "ws", 1))
+        .into_client_request()
+        .unwrap();
+    request
+        .headers_mut()
+        .insert("X-Auth-Token", admin.parse().unwrap());
+    let (mut by_header, _) = tokio_tungstenite::connect_async(request).await.unwrap();
+    let (_, body, _) = login_as(&c, &api, INTERN, PASSWORD).await;
+    let intern = body["return"][0]["token"].as_str().unwrap().to_string();
+    let (mut interns, _) = tokio_tungstenite::connect_async(ws_url(&intern))
+        .await
+        .unwrap();
+    for socket in [&mut ws, &mut by_header, &mut interns] {
+        socket
+            .send(Message::text("websocket client ready"))
+            .await
+            .unwrap();
+    }
+    let mut sse = open_events(&c, &api, &admin).await;
+    // Past the ready message before any job starts.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    let chunk = |client: &str| json!([{"client": client, "tgt": "web-1", "fun": "test.ping"}]);
+    let (status, started) = lowstate(&c, &api, &admin, &chunk("local_async")).await;
+    assert_eq!(status, StatusCode::OK, "{started}");
+    let admins_jid = started["return"][0]["jid"].as_str().unwrap().to_string();
+    let tag = format!("salt/job/{admins_jid}/ret/web-1");
+    let (on_ws, _) = ws_event(&mut ws, &tag).await;
+    assert_eq!(ws_event(&mut by_header, &tag).await.0, on_ws);
+    let on_sse = read_events(
+        &mut sse,
+        std::slice::from_ref(&tag),
+        Duration::from_secs(30),
+    )
+    .await;
+    assert!(
+        on_sse.contains(&format!("data: {on_ws}\n")),
+        "{on_ws}\n{on_sse}"
+    );
+    let event: Value = serde_json::from_str(&on_ws).unwrap();
+    assert_eq!(event["data"]["return"], json!(true));
+
+    // The intern's socket: their own job's return, never the admin's.
+    let (status, own) = lowstate(&c, &api, &intern, &chunk("local_async")).await;
+    assert_eq!(status, StatusCode::OK, "{own}");
+    let own = own["return"][0]["jid"].as_str().unwrap().to_string();
+    let (_, seen) = ws_event(&mut interns, &format!("salt/job/{own}/ret/web-1")).await;
+    assert!(seen.iter().all(|e| e.contains(&own)), "{seen:?}");
+    assert!(
+        !seen.iter().any(|e| e.contains(&admins_jid)),
+        "the intern saw another user's job: {seen:?}"
+    );
+}

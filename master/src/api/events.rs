@@ -1,5 +1,6 @@
 //! `GET /events`: a Server-Sent Events stream of PINGs, returns, rejects
-//! and the jobs this API publishes, as they happen.
+//! and the jobs this API publishes, as they happen; `GET /ws`, the same
+//! events over a WebSocket, as salt-api's.
 //!
 //! Each SSE message is named after its kind (`event: return`) and carries
 //! salt-api's `{"tag", "data"}` object. The stream covers every job whose
@@ -8,17 +9,22 @@
 //! keep up gets a comment saying how many events it missed, never a stall
 //! of the other requests.
 
+use std::collections::HashMap;
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Extension;
-use axum::extract::State;
+use axum::extract::ws::rejection::WebSocketUpgradeRejection;
+use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
+use axum::extract::{Path, Query, State};
+use axum::response::Response;
 use axum::response::sse::{self, KeepAlive, Sse};
 use futures_util::Stream;
 use tokio::sync::broadcast::error::RecvError;
 
 use super::Api;
+use super::error::ApiError;
 use super::hub::Event;
 use super::login::User;
 use super::perms;
@@ -68,4 +74,93 @@ pub async fn stream(
             Some((Ok(out), (rx, stop, api, user)))
         });
     Sse::new(futures_util::StreamExt::chain(hello, events)).keep_alive(KeepAlive::default())
+}
+
+/// `GET /ws` (token in `X-Auth-Token`): salt-api's WebSocket of the same
+/// events.
+pub async fn websocket(
+    State(api): State<Api>,
+    Extension(User(user)): Extension<User>,
+    Query(query): Query<HashMap<String, String>>,
+    ws: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
+) -> Result<Response, ApiError> {
+    upgrade(api, user, &query, ws)
+}
+
+/// `GET /ws/{token}`: the token in the path, for browsers, whose
+/// `WebSocket` cannot send a header.
+pub async fn websocket_with_token(
+    State(api): State<Api>,
+    Path(token): Path<String>,
+    Query(query): Query<HashMap<String, String>>,
+    ws: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
+) -> Result<Response, ApiError> {
+    let user = api.auth.check(&token).ok_or(ApiError::Unauthorized(
+        "token unknown or expired; log in again",
+    ))?;
+    upgrade(api, user, &query, ws)
+}
+
+/// As salt-api's `WebsocketEndpoint`: once the client has sent a first
+/// message (`websocket client ready`), each event `user` may see goes out
+/// as a text message `data: {"tag", "data"}` and a blank line. The stream
+/// ends when the client closes it or the server shuts down.
+fn upgrade(
+    api: Api,
+    user: String,
+    query: &HashMap<String, String>,
+    ws: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
+) -> Result<Response, ApiError> {
+    if query.contains_key("format_events") {
+        return Err(ApiError::bad(
+            "format_events",
+            "format_events (the salt-ui formatting) is not supported: events come as salt-api sends them without it",
+        ));
+    }
+    let ws = ws.map_err(|e| ApiError::bad("Upgrade", e.body_text()))?;
+    Ok(ws.on_upgrade(move |socket| forward(socket, api, user)))
+}
+
+async fn forward(mut socket: WebSocket, api: Api, user: String) {
+    let mut stop = api.stopping.clone();
+    // Nothing is sent before the client says it is ready.
+    loop {
+        tokio::select! {
+            _ = stop.wait_for(|s| *s) => return,
+            message = socket.recv() => match message {
+                Some(Ok(Message::Close(_))) | Some(Err(_)) | None => return,
+                Some(Ok(Message::Text(_) | Message::Binary(_))) => break,
+                Some(Ok(_)) => continue,
+            },
+        }
+    }
+    let mut rx = api.hub.events();
+    let every = perms::has(&api.perms.of(&user), perms::JOBS);
+    loop {
+        let event = tokio::select! {
+            _ = stop.wait_for(|s| *s) => break,
+            message = socket.recv() => match message {
+                Some(Ok(Message::Close(_))) | Some(Err(_)) | None => return,
+                Some(Ok(_)) => continue,
+            },
+            received = rx.recv() => match received {
+                Ok(event) => event,
+                // A listener too slow for the stream misses events; the
+                // others do not wait for it.
+                Err(RecvError::Lagged(_)) => continue,
+                Err(RecvError::Closed) => break,
+            },
+        };
+        if !every && !api.owns(&user, &event.jid) {
+            continue;
+        }
+        let text = format!(
+            "data: {}\n\n",
+            serde_json::to_string(&*event).expect("events serialise")
+        );
+        if socket.send(Message::Text(text.into())).await.is_err() {
+            return;
+        }
+    }
+    let _ = socket.send(Message::Close(None)).await;
 }

@@ -192,6 +192,7 @@ fn router(api: Api) -> Router {
         .route("/keys", get(keys::all))
         .route("/keys/{mid}", get(keys::one))
         .route("/events", get(events::stream))
+        .route("/ws", get(events::websocket))
         .route("/hook", post(hook::fire))
         .route("/hook/{*path}", post(hook::fire));
     let protected = if api.stats_disable_auth {
@@ -214,6 +215,7 @@ fn router(api: Api) -> Router {
         .route("/token", post(login::token_for_run))
         .route("/run", post(jobs::run_with_credentials))
         .route("/keys", post(keys::generate))
+        .route("/ws/{token}", get(events::websocket_with_token))
         .route(
             "/openapi.json",
             get(|| async { ([(CONTENT_TYPE, "application/json")], OPENAPI) }),
