@@ -437,6 +437,18 @@ fn comparable(path: &str, mut v: Value) -> Value {
     serde_json::from_str(&masked(&v.to_string())).unwrap()
 }
 
+/// `GET url` with the session `token`: its JSON.
+async fn get_json(c: &reqwest::Client, url: &str, token: &str) -> Value {
+    c.get(url)
+        .header("X-Auth-Token", token)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
 async fn login(c: &reqwest::Client, base: &str) -> String {
     let r: Value = c
         .post(format!("{base}/login"))
@@ -664,15 +676,7 @@ async fn pepper_sees_maid_api_as_salt_api() {
                 })
                 .map(Value::from)
                 .unwrap_or_else(|_| Value::from(String::from_utf8_lossy(&bytes).into_owned()));
-            let listed: Value = c
-                .get(format!("{url}/keys"))
-                .header("X-Auth-Token", token.as_str())
-                .send()
-                .await
-                .unwrap()
-                .json()
-                .await
-                .unwrap();
+            let listed = get_json(&c, &format!("{url}/keys"), token).await;
             let accepted = listed["return"]["minions"]
                 .as_array()
                 .is_some_and(|ids| ids.contains(&json!("boot1")));
@@ -708,15 +712,7 @@ async fn pepper_sees_maid_api_as_salt_api() {
             .unwrap();
         assert!(slept.status().is_success());
         let unauthenticated = c.get(format!("{url}/stats")).send().await.unwrap().status();
-        let stats: Value = c
-            .get(format!("{url}/stats"))
-            .header("X-Auth-Token", token.as_str())
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let stats = get_json(&c, &format!("{url}/stats"), token).await;
         let app = &stats["CherryPy Applications"];
         let kinds = |v: &Value| -> Value {
             v.as_object()
@@ -724,7 +720,6 @@ async fn pepper_sees_maid_api_as_salt_api() {
                     m.iter()
                         .map(|(k, v)| {
                             let kind = match v {
-                                Value::Number(n) if n.is_f64() => "number",
                                 Value::Number(_) => "number",
                                 Value::Object(_) => "object",
                                 Value::String(_) => "string",
