@@ -1223,4 +1223,24 @@ async fn salt_cli_flags_work_as_in_salt() {
     let (out, code) = short(&["--hide-timeout", "-l", "quiet", "flag-*", "test.ping"]);
     assert!(returned(&out), "{out}");
     assert_eq!((out.lines().count(), code), (4, Some(0)), "{out}");
+
+    // -p: as `salt -p` with a minion that never answers (seen against Salt
+    // 3008.4 by hand; tests/salt_cli.rs compares the rest): the summary
+    // counts it; when none returns, Salt prints nothing at all.
+    let (out, code) = short(&["-p", "-L", "flag-a,flag-ghost", "test.ping"]);
+    assert_eq!(
+        (out.as_str(), code),
+        (
+            "\n\n-------------------------------------------\nSummary\n\
+             -------------------------------------------\n\
+             # of minions targeted: 2\n# of minions returned: 1\n\
+             # of minions that did not return: 1\n# of minions with errors: 0\n\
+             -------------------------------------------\n",
+            Some(0)
+        )
+    );
+    assert_eq!(
+        short(&["-p", "-L", "flag-ghost", "test.ping"]),
+        (String::new(), Some(0))
+    );
 }

@@ -461,8 +461,8 @@ fn run_and_report(
 }
 
 /// `salt -p`: Salt's progress bar from the first return on, no returns
-/// shown, then the summary; the exit status is 0 whatever came back, as
-/// `salt`'s is.
+/// shown, then the summary (nothing at all when no minion returned); the
+/// exit status is 0 whatever came back, as `salt`'s is.
 fn run_with_progress(ready: &Ready, jid: String, verbose: bool) -> anyhow::Result<ExitCode> {
     let minion_count = ready.selected.len();
     let mut bar: Option<ProgressBar> = None;
@@ -473,7 +473,11 @@ fn run_with_progress(ready: &Ready, jid: String, verbose: bool) -> anyhow::Resul
             .update(returned);
     }))??;
     report_forged(&report.forged);
-    print!("\n\n{}", salt_summary(&report, verbose));
+    // Salt draws its bar at the first return and, when none came, stops
+    // there without a word (its outputter cannot start): so does this.
+    if bar.is_some() {
+        print!("\n\n{}", salt_summary(&report, verbose));
+    }
     Ok(ExitCode::SUCCESS)
 }
 
