@@ -36,16 +36,9 @@ fn command(argv: &[String], tty: bool) -> Command {
         cmd.args(&argv[1..]);
         return cmd;
     }
-    let quoted: Vec<String> = argv
-        .iter()
-        .map(|a| format!("'{}'", a.replace('\'', "'\\''")))
-        .collect();
+    let line = shlex::try_join(argv.iter().map(String::as_str)).expect("no NUL in arguments");
     let mut cmd = Command::new("script");
-    cmd.args([
-        "-qec",
-        &format!("{} 2>/dev/null", quoted.join(" ")),
-        "/dev/null",
-    ]);
+    cmd.args(["-qec", &format!("{line} 2>/dev/null"), "/dev/null"]);
     cmd
 }
 

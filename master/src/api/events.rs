@@ -47,11 +47,10 @@ pub async fn stream(
     let rx = api.hub.events();
     let stop = api.stopping.clone();
     let hello = futures_util::stream::once(async { Ok(sse::Event::default().retry(RETRY)) });
-    // Whether the user sees every job is decided once, at connection.
-    let every = perms::has(&api.perms.of(&user), perms::JOBS);
-    let state = (rx, stop, api, user);
+    let visible = visible_to(&api, user);
+    let state = (rx, stop, visible);
     let events =
-        futures_util::stream::unfold(state, move |(mut rx, mut stop, api, user)| async move {
+        futures_util::stream::unfold(state, move |(mut rx, mut stop, visible)| async move {
             let out = loop {
                 let received: Result<Arc<Event>, RecvError> = tokio::select! {
                     // The server is shutting down: end the stream so the
@@ -60,7 +59,7 @@ pub async fn stream(
                     r = rx.recv() => r,
                 };
                 match received {
-                    Ok(event) if !every && !api.owns(&user, &event.jid) => continue,
+                    Ok(event) if !visible(&event) => continue,
                     other => break other,
                 }
             };
@@ -71,9 +70,17 @@ pub async fn stream(
                 }
                 Err(RecvError::Closed) => return None,
             };
-            Some((Ok(out), (rx, stop, api, user)))
+            Some((Ok(out), (rx, stop, visible)))
         });
     Sse::new(futures_util::StreamExt::chain(hello, events)).keep_alive(KeepAlive::default())
+}
+
+/// Which events `user` is sent: every job's with `@jobs` (decided once,
+/// at connection), else those of the jobs they started.
+fn visible_to(api: &Api, user: String) -> impl Fn(&Event) -> bool + Send + use<> {
+    let every = perms::has(&api.perms.of(&user), perms::JOBS);
+    let api = api.clone();
+    move |event| every || api.owns(&user, &event.jid)
 }
 
 /// `GET /ws` (token in `X-Auth-Token`): salt-api's WebSocket of the same
@@ -135,7 +142,7 @@ async fn forward(mut socket: WebSocket, api: Api, user: String) {
         }
     }
     let mut rx = api.hub.events();
-    let every = perms::has(&api.perms.of(&user), perms::JOBS);
+    let visible = visible_to(&api, user);
     loop {
         let event = tokio::select! {
             _ = stop.wait_for(|s| *s) => break,
@@ -151,7 +158,7 @@ async fn forward(mut socket: WebSocket, api: Api, user: String) {
                 Err(RecvError::Closed) => break,
             },
         };
-        if !every && !api.owns(&user, &event.jid) {
+        if !visible(&event) {
             continue;
         }
         let text = format!(

@@ -531,13 +531,7 @@ async fn master_run(
                     "wheel key functions need the master's key store ([master] pki_dir)",
                 ));
             };
-            // The keys maids submitted through the registry are filed
-            // first, as `maid key` does, so pending ones are listed.
-            let mut conn = api.hub.conn().await?;
-            let maids = jobs::registrations(&mut conn).await?;
-            if let Err(e) = jobs::file_registered_keys(pki, &maids) {
-                tracing::warn!(cause = %e, "cannot file the maids' registered keys");
-            }
+            super::keys::file_registered_keys(api, pki).await?;
             master_funs::wheel(pki, &chunk.fun, &bound).map_err(|e| e.to_string())
         }
         Form::Runner => runner(api, chunk, &bound, user)

@@ -29,11 +29,7 @@ async fn wheel(
     let Some(pki) = &api.pki else {
         return Err(ApiError::NotFound);
     };
-    let mut conn = api.hub.conn().await?;
-    let maids = crate::jobs::registrations(&mut conn).await?;
-    if let Err(e) = crate::jobs::file_registered_keys(pki, &maids) {
-        tracing::warn!(cause = %e, "cannot file the maids' registered keys");
-    }
+    file_registered_keys(api, pki).await?;
     let bound = master_funs::bind(Form::Wheel, fun, vec![], &kwargs)
         .map_err(|e| ApiError::bad("mid", e.0))?;
     let ret = master_funs::wheel(pki, fun, &bound).map_err(|e| ApiError::Internal(e.0))?;
@@ -57,6 +53,17 @@ pub async fn one(
     let mut kwargs = Map::new();
     kwargs.insert("match".into(), Value::String(mid));
     wheel(&api, &user, "key.finger", kwargs).await
+}
+
+/// File the keys maids submitted through the registry, as `maid key`
+/// does before it lists or acts, so the wheel sees pending ones.
+pub(super) async fn file_registered_keys(api: &Api, pki: &crate::pki::Pki) -> Result<(), ApiError> {
+    let mut conn = api.hub.conn().await?;
+    let maids = crate::jobs::registrations(&mut conn).await?;
+    if let Err(e) = crate::jobs::file_registered_keys(pki, &maids) {
+        tracing::warn!(cause = %e, "cannot file the maids' registered keys");
+    }
+    Ok(())
 }
 
 /// `POST /keys`: salt-api's bootstrap of a new minion. The body (JSON,

@@ -195,20 +195,17 @@ fn router(api: Api) -> Router {
         .route("/ws", get(events::websocket))
         .route("/hook", post(hook::fire))
         .route("/hook/{*path}", post(hook::fire));
-    let protected = if api.stats_disable_auth {
-        protected
+    // `GET /stats` needs a token unless `[api] stats_disable_auth`.
+    let stats = Router::new().route("/stats", get(stats::get));
+    let (protected, open) = if api.stats_disable_auth {
+        (protected, stats)
     } else {
-        protected.route("/stats", get(stats::get))
+        (protected.merge(stats), Router::new())
     };
     let protected = protected.route_layer(axum::middleware::from_fn_with_state(
         api.clone(),
         login::require_token,
     ));
-    let open = if api.stats_disable_auth {
-        Router::new().route("/stats", get(stats::get))
-    } else {
-        Router::new()
-    };
     open.route("/", get(welcome))
         .route("/login", get(login::how_to_log_in).post(login::login))
         .route("/logout", post(login::logout))

@@ -484,7 +484,6 @@ fn run_with_progress(ready: &Ready, jid: String, verbose: bool) -> anyhow::Resul
 /// Salt's `_print_returns_summary`: the counts, and with `-v` who was not
 /// connected, who did not respond and who failed.
 fn salt_summary(r: &Report, verbose: bool) -> String {
-    let line = "-------------------------------------------";
     let failed: Vec<&str> = r
         .returns
         .iter()
@@ -494,15 +493,7 @@ fn salt_summary(r: &Report, verbose: bool) -> String {
         .collect();
     let returned = r.returns.len() + r.rejected.len();
     let missed = r.missed_maids.len() + r.missed_minions.len();
-    let mut text = format!(
-        "{line}\nSummary\n{line}\n\
-         # of minions targeted: {}\n\
-         # of minions returned: {returned}\n\
-         # of minions that did not return: {missed}\n\
-         # of minions with errors: {}\n",
-        returned + missed,
-        failed.len(),
-    );
+    let mut text = summary_head(returned + missed, returned, missed, failed.len());
     if verbose {
         let named = |label: &str, ids: Vec<&str>| {
             if ids.is_empty() {
@@ -521,9 +512,23 @@ fn salt_summary(r: &Report, verbose: bool) -> String {
         ));
         text.push_str(&named("Minions with failures", failed));
     }
-    text.push_str(line);
+    text.push_str(SUMMARY_RULE);
     text.push('\n');
     text
+}
+
+const SUMMARY_RULE: &str = "-------------------------------------------";
+
+/// The head of Salt's summary block: its heading and four counts.
+fn summary_head(targeted: usize, returned: usize, missed: usize, errors: usize) -> String {
+    let line = SUMMARY_RULE;
+    format!(
+        "{line}\nSummary\n{line}\n\
+         # of minions targeted: {targeted}\n\
+         # of minions returned: {returned}\n\
+         # of minions that did not return: {missed}\n\
+         # of minions with errors: {errors}\n"
+    )
 }
 
 /// `salt -b`: the selected minions a batch at a time, each start
@@ -601,7 +606,7 @@ fn report_forged(forged: &std::collections::BTreeMap<String, String>) {
 /// Salt's `--summary` block, plus the original design's counts.
 pub fn summary(r: &Report) -> String {
     let errors = r.returns.iter().filter(|x| x.retcode != 0).count();
-    let line = "-------------------------------------------";
+    let line = SUMMARY_RULE;
     let list = |s: &mut dyn Iterator<Item = String>| {
         let v: Vec<String> = s.collect();
         if v.is_empty() {
@@ -610,20 +615,18 @@ pub fn summary(r: &Report) -> String {
             v.join(", ")
         }
     };
+    let head = summary_head(
+        r.targeted.len(),
+        r.returns.len(),
+        r.missed_minions.len(),
+        errors,
+    );
     format!(
-        "{line}\nSummary\n{line}\n\
-         # of minions targeted: {}\n\
-         # of minions returned: {}\n\
-         # of minions that did not return: {}\n\
-         # of minions with errors: {errors}\n\
-         {line}\n\
+        "{head}{line}\n\
          normal: {}\nmissed: {}\nempty: {}\n\
          missed maids: {}\nmissed minions: {}\nrepeated minions: {}\n\
          forged: {}\n\
          jid: {}\n{line}\n",
-        r.targeted.len(),
-        r.returns.len(),
-        r.missed_minions.len(),
         r.returns.len(),
         r.missed_maids.len() + r.missed_minions.len(),
         r.empty.len(),

@@ -12,7 +12,8 @@ use anyhow::Context;
 use clap::{ArgGroup, Args, ValueEnum};
 use serde_json::{Map, Value};
 
-use maid_protocol::salt::output::{ColorOpts, colors};
+use maid_protocol::salt::output::ColorOpts;
+use maid_protocol::salt::output::colors::{self, tinted};
 
 use super::{MasterOpts, block_on};
 use crate::pki::{KeyState, Pki, fingerprint};
@@ -190,15 +191,6 @@ fn tints(state: KeyState) -> (&'static str, &'static str) {
         KeyState::Denied => (colors::LIGHT_MAGENTA, colors::MAGENTA),
         KeyState::Pending => (colors::LIGHT_RED, colors::RED),
         KeyState::Rejected => (colors::LIGHT_BLUE, colors::BLUE),
-    }
-}
-
-/// `text` in `tint`, then reset, when `color`.
-fn tinted(color: bool, tint: &str, text: &str) -> String {
-    if color {
-        format!("{tint}{text}{}", colors::ENDC)
-    } else {
-        text.to_string()
     }
 }
 

@@ -67,6 +67,15 @@ pub mod colors {
     pub const LIGHT_MAGENTA: &str = "\x1b[0;1;35m";
     pub const CYAN: &str = "\x1b[0;36m";
     pub const ENDC: &str = "\x1b[0;0m";
+
+    /// `text` in `tint`, then reset, when `on`; else `text` alone.
+    pub fn tinted(on: bool, tint: &str, text: &str) -> String {
+        if on {
+            format!("{tint}{text}{ENDC}")
+        } else {
+            text.to_string()
+        }
+    }
 }
 
 /// Salt's `--no-color` and `--force-color` (`OutputOptionsMixIn`).
@@ -288,22 +297,15 @@ struct Paint {
 }
 
 impl Paint {
-    fn color(self, code: &'static str) -> &'static str {
-        if self.on { code } else { "" }
-    }
-
     /// Keys, `----------` and `|_`: `ok` unless the retcode says failure.
     fn structure(self, ok: &'static str) -> &'static str {
-        self.color(if self.retcode != 0 { colors::RED } else { ok })
+        if self.retcode != 0 { colors::RED } else { ok }
     }
 
     /// `NestDisplay.ustring`: indent, colour, prefix, text, reset, suffix.
     fn line(self, indent: usize, color: &str, prefix: &str, msg: &str, suffix: &str) -> String {
-        format!(
-            "{}{color}{prefix}{msg}{}{suffix}",
-            " ".repeat(indent),
-            self.color(colors::ENDC)
-        )
+        let text = colors::tinted(self.on, color, &format!("{prefix}{msg}"));
+        format!("{}{text}{suffix}", " ".repeat(indent))
     }
 }
 
@@ -344,19 +346,18 @@ fn nested_display(v: &Value, indent: usize, prefix: &str, paint: Paint, out: &mu
             // `strip_colors`: an escape character would colour the
             // terminal; Salt shows it as `?`.
             let s = s.replace('\x1b', "?");
-            let color = paint.color(colors::GREEN);
             for (i, line) in split_lines(&s).into_iter().enumerate() {
                 let p = if i == 0 {
                     prefix.to_string()
                 } else {
                     " ".repeat(prefix.chars().count())
                 };
-                out.push(paint.line(indent, color, &p, line, ""));
+                out.push(paint.line(indent, colors::GREEN, &p, line, ""));
             }
         }
         scalar => out.push(paint.line(
             indent,
-            paint.color(colors::LIGHT_YELLOW),
+            colors::LIGHT_YELLOW,
             prefix,
             &python::repr(scalar),
             "",
