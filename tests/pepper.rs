@@ -268,6 +268,13 @@ fn raw_requests() -> Vec<(
         ),
         (
             "POST",
+            "/",
+            json,
+            r#"[{"client": "local_batch", "tgt": "m2", "fun": "cmd.run", "arg": ["exit 3"], "batch": "1", "failhard": true, "batch_wait": 1}]"#,
+            json,
+        ),
+        (
+            "POST",
             "/minions",
             json,
             r#"[{"tgt": "m9*", "fun": "test.ping"}]"#,

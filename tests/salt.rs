@@ -886,6 +886,19 @@ fn return_shapes() -> Vec<Value> {
         json!({"pid": 4242, "retcode": 0, "stderr": "", "stdout": long_words}),
         json!(long_list),
         json!({"deep": {"er": {"and": {"deeper": [{"x": [long_words.trim_end()]}]}}}}),
+        // What `--out table` lays out, and what makes it fall back.
+        json!([{"name": "a", "size_kb": 1}, {"name": "bb", "size_kb": 22.5}]),
+        json!(["one", "two words here", long_words.trim_end()]),
+        json!([["a", "b"], ["cc", "d"]]),
+        json!({"disks": [{"dev": "/dev/sda", "use": "10%"}], "x": 1, "l": ["s"]}),
+        json!([{"a": 1}, {"b": 2, "c": 3}]),
+        json!([{}, {}]),
+        json!([[1, 2]]),
+        json!([[]]),
+        json!([{"a": 1}, "s"]),
+        json!([true, false]),
+        json!([{"text": format!("{long_words}{long_words}"), "n": "x", "m": {"k": [1, null]}}]),
+        json!([{"é_ü": "ünïcode ✓", "x_y_z": "a"}]),
     ]
 }
 
@@ -908,6 +921,8 @@ fn outputters() -> Vec<(&'static str, Option<i64>)> {
         ("pprint", Some(-1)),
         ("quiet", None),
         ("newline_values_only", None),
+        ("table", None),
+        ("table", Some(2)),
     ]
 }
 
@@ -1141,6 +1156,17 @@ async fn salt_cli_flags_work_as_in_salt() {
     // --preview-target: whom it would run on, through the outputter.
     let (out, _, code) = run(&["--preview-target", "flag-*", "test.ping"]);
     assert_eq!((out.as_str(), code), ("- flag-a\n- flag-b\n", Some(0)));
+
+    // sys.doc (and -d): each function's text once, as Salt's
+    // `_print_docs` prints it, or through the outputter named.
+    let (out, _, code) = run(&["--out", "json", "flag-*", "sys.doc", "test.ping"]);
+    assert_eq!(code, Some(0), "{out}");
+    let doc: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+    let text = doc["test.ping"].as_str().unwrap_or_else(|| panic!("{out}"));
+    assert_eq!(doc.as_object().unwrap().len(), 1, "{out}");
+    let printed = format!("test.ping:\n{text}\n\n");
+    assert_eq!(run(&["-d", "flag-*", "test.ping"]).0, printed);
+    assert_eq!(run(&["flag-a", "sys.doc", "test.ping"]).0, printed);
 
     // Nothing matched: Salt's words, nothing sent, exit 2.
     let (out, err, code) = run(&["nobody*", "test.ping"]);

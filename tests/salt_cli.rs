@@ -135,6 +135,98 @@ fn corpus() -> Vec<(Vec<&'static str>, bool)> {
         // The progress bar (on stderr, compared too), then the summary.
         (vec!["-p", "*", "test.ping"], false),
         (vec!["--progress", "-L", "m2", "cmd.run", "exit 3"], false),
+        // -v heads the returns with the jid; the summary (only where no
+        // outputter is named) names who failed.
+        (vec!["-v", "*", "test.ping"], true),
+        (vec!["--summary", "*", "test.ping"], true),
+        (
+            vec!["--summary", "--out", "json", "-L", "m1", "test.ping"],
+            false,
+        ),
+        (
+            vec!["-v", "--summary", "-L", "m2", "cmd.run", "exit 3"],
+            false,
+        ),
+        (
+            vec![
+                "--output",
+                "json",
+                "--output-indent",
+                "1",
+                "-L",
+                "m1",
+                "test.ping",
+            ],
+            false,
+        ),
+        // --out-file: the outputter writes there (shown after `--- file`),
+        // emptied first unless appending; other lines stay on stdout.
+        (
+            vec!["--out-file", "{outfile}", "-L", "m1", "test.ping"],
+            false,
+        ),
+        (
+            vec![
+                "--out-file",
+                "{outfile}",
+                "--out-file-append",
+                "--out",
+                "json",
+                "*",
+                "test.ping",
+            ],
+            true,
+        ),
+        (
+            vec![
+                "--out-file",
+                "{outfile}",
+                "-v",
+                "-L",
+                "m2",
+                "cmd.run",
+                "exit 3",
+            ],
+            false,
+        ),
+        (
+            vec![
+                "--out",
+                "table",
+                "-L",
+                "m1",
+                "test.echo",
+                "[{a: 1, b_c: x}, {a: 22, b_c: y}]",
+            ],
+            false,
+        ),
+        // Batches: a wait between them, and a target wide enough to switch.
+        (vec!["-b", "1", "--batch-wait", "1", "*", "test.ping"], true),
+        (vec!["--batch-safe-limit", "2", "*", "test.ping"], true),
+        (vec!["--batch-safe-limit", "3", "*", "test.ping"], true),
+        // sys.doc of a function neither side has: nothing, exit 0.
+        (vec!["-L", "m1", "sys.doc", "nope.nope"], false),
+        (vec!["-d", "-L", "m1", "test.ping", "test.echo"], false),
+        (vec!["--subset", "1", "*", "nope.nope"], false),
+        (vec!["--subset", "3", "nomatch*", "test.ping"], false),
+    ]
+}
+
+/// Command lines whose minion Salt picks at random (the first of a
+/// batch, a subset): compared with the minions' ids masked.
+fn any_minion_corpus() -> Vec<Vec<&'static str>> {
+    vec![
+        vec!["--subset", "1", "*", "test.ping"],
+        vec!["-b", "1", "--failhard", "*", "cmd.run", "exit 3"],
+        vec![
+            "--failhard",
+            "-b",
+            "1",
+            "--static",
+            "*",
+            "cmd.run",
+            "exit 3",
+        ],
     ]
 }
 
@@ -163,6 +255,7 @@ fn runner_corpus() -> Vec<Vec<&'static str>> {
         // jobs from salt-api, which records the target given.
         vec!["jobs.list_jobs", "search_function=no.such"],
         vec!["jobs.lookup_jid", "20000101000000000000"],
+        vec!["--out-file", "{outfile}", "--out", "json", "manage.up"],
         vec!["nope.nope"],
     ]
 }
@@ -179,6 +272,14 @@ fn cp_corpus() -> Vec<Vec<&'static str>> {
         vec!["*", "{src}/nothing-here", "{dest}/"],
         vec!["nomatch*", "{src}/a.txt", "{dest}/"],
         vec!["--force-color", "*", "{src}/a.txt", "{dest}/y.txt"],
+        vec![
+            "--out-file",
+            "{outfile}",
+            "-L",
+            "m1",
+            "{src}/a.txt",
+            "{dest}/z.txt",
+        ],
     ]
 }
 
@@ -213,39 +314,54 @@ async fn salt_and_maid_run_print_the_same() {
 
     let mut differences = Vec::new();
     let mut transcript = String::new();
+    // (tool, maid's subcommand, words, lines in any order, on a terminal,
+    // minion ids masked)
     let lines = corpus()
         .into_iter()
-        .map(|(args, any_order)| ("salt", "run", args, any_order, false))
+        .map(|(args, any_order)| ("salt", "run", args, any_order, false, false))
+        .chain(
+            any_minion_corpus()
+                .into_iter()
+                .map(|args| ("salt", "run", args, true, false, true)),
+        )
         .chain(
             cp_corpus()
                 .into_iter()
-                .map(|args| ("salt-cp", "cp", args, false, false)),
+                .map(|args| ("salt-cp", "cp", args, false, false, false)),
         )
         .chain(
             runner_corpus()
                 .into_iter()
-                .map(|args| ("salt-run", "runner", args, false, false)),
+                .map(|args| ("salt-run", "runner", args, false, false, false)),
         )
         .chain(
             tty_corpus()
                 .into_iter()
-                .map(|(tool, sub, args)| (tool, sub, args, false, true)),
+                .map(|(tool, sub, args)| (tool, sub, args, false, true, false)),
         );
     let maid_bin = env!("CARGO_BIN_EXE_maid");
-    for (tool, sub, args, any_order, tty) in lines {
-        let args: Vec<String> = args
-            .iter()
-            .map(|a| {
-                a.replace("{src}", src.to_str().unwrap())
-                    .replace("{dest}", dest.to_str().unwrap())
-            })
-            .collect();
-        let (dir, a) = (config_dir.clone(), args.clone());
+    // Each side's `--out-file`, holding a line of its own before each run.
+    let out_files = tempfile::tempdir().unwrap();
+    let out_file = |side: &str| out_files.path().join(format!("{side}.out"));
+    for (tool, sub, args, any_order, tty, ids_masked) in lines {
+        let words = |side: &str| -> Vec<String> {
+            args.iter()
+                .map(|a| {
+                    a.replace("{src}", src.to_str().unwrap())
+                        .replace("{dest}", dest.to_str().unwrap())
+                        .replace("{outfile}", out_file(side).to_str().unwrap())
+                })
+                .collect()
+        };
+        for side in ["salt", "maid"] {
+            std::fs::write(out_file(side), "before\n").unwrap();
+        }
+        let (dir, a) = (config_dir.clone(), words("salt"));
         let s = tokio::task::spawn_blocking(move || salt(tool, &dir, &a, tty));
         let mut argv: Vec<String> = [maid_bin, sub, "--master-topic", TOPIC]
             .map(String::from)
             .to_vec();
-        argv.extend(args.iter().cloned());
+        argv.extend(words("maid"));
         let m = printed(
             command(&argv, tty)
                 .current_dir(tmp.path())
@@ -255,17 +371,29 @@ async fn salt_and_maid_run_print_the_same() {
                 .expect("run maid"),
         );
         let s = s.await.unwrap();
-        // The progress bar is drawn on stderr; elsewhere stderr carries
-        // Salt's log lines, which maid does not print.
-        let bar = args.iter().any(|a| a == "-p" || a == "--progress");
-        let shown = |p: &Printed| {
-            if bar {
-                format!("{}--- stderr:\n{}\n", p.0, p.1)
-            } else {
-                p.0.clone()
+        let args = words("salt");
+        // The progress bar is drawn on stderr, and so is the line that
+        // stops a batch; elsewhere stderr carries Salt's log lines, which
+        // maid does not print.
+        let stderr_shown = args
+            .iter()
+            .any(|a| a == "-p" || a == "--progress" || a == "--failhard");
+        let written = args.iter().any(|a| a == "--out-file");
+        let shown = |p: &Printed, side: &str| {
+            let mut text = p.0.clone();
+            if stderr_shown {
+                text.push_str(&format!("--- stderr:\n{}\n", p.1));
             }
+            if written {
+                let file = std::fs::read_to_string(out_file(side)).unwrap_or_default();
+                text.push_str(&format!("--- file:\n{file}"));
+            }
+            if ids_masked {
+                text = text.replace("m1", "m?").replace("m2", "m?");
+            }
+            text
         };
-        let (s_text, m_text) = (shown(&s), shown(&m));
+        let (s_text, m_text) = (shown(&s, "salt"), shown(&m, "maid"));
         let tty_note = if tty { " (on a terminal)" } else { "" };
         transcript.push_str(&format!(
             "$ {tool} {}{tty_note}\n--- salt (exit {}):\n{s_text}--- maid {sub} (exit {}):\n{m_text}\n",
@@ -305,7 +433,11 @@ async fn salt_and_maid_run_print_the_same() {
         differences.is_empty(),
         "{} of {} command lines differ from Salt {}'s `salt` (transcript: {}):\n\n{}",
         differences.len(),
-        corpus().len() + cp_corpus().len() + runner_corpus().len() + tty_corpus().len(),
+        corpus().len()
+            + any_minion_corpus().len()
+            + cp_corpus().len()
+            + runner_corpus().len()
+            + tty_corpus().len(),
         crate::common::salt::SALT_VERSION,
         path.display(),
         differences.join("\n\n")

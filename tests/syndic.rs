@@ -161,7 +161,7 @@ async fn syndic_maids_answer_for_the_maids_beneath_and_misses_are_told_apart() {
     assert_eq!(returned(&r), set(&["s1", "l1a"]), "{r:?}");
     // The CLI's summary says the same, apart.
     let out = cli(&["run", "*", "test.ping", "-t", "3", "--summary"]);
-    let text = String::from_utf8_lossy(&out.stdout);
+    let text = String::from_utf8_lossy(&out.stderr);
     assert!(text.contains("missed maids: s2\n"), "{text}");
     assert!(text.contains("missed minions: l1b\n"), "{text}");
     assert_eq!(out.status.code(), Some(1), "{text}");

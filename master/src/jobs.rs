@@ -114,6 +114,52 @@ pub struct Report {
     pub elapsed: Duration,
 }
 
+/// Salt's `cmd_subset` choice: of the minions whose `sys.list_functions`
+/// return (`listed`) names `fun`, `n` picked at random.
+pub fn subset<'a>(
+    listed: impl IntoIterator<Item = (&'a String, &'a Value)>,
+    fun: &str,
+    n: usize,
+) -> Vec<String> {
+    let mut having: Vec<String> = listed
+        .into_iter()
+        .filter(|(_, funs)| {
+            funs.as_array()
+                .is_some_and(|f| f.iter().any(|f| f.as_str() == Some(fun)))
+        })
+        .map(|(id, _)| id.clone())
+        .collect();
+    shuffle(&mut having);
+    having.truncate(n);
+    having
+}
+
+/// Put `items` in a random order (Fisher-Yates).
+fn shuffle<T>(items: &mut [T]) {
+    for i in (1..items.len()).rev() {
+        let mut b = [0u8; 8];
+        if getrandom::fill(&mut b).is_err() {
+            return;
+        }
+        let j = (u64::from_le_bytes(b) % (i as u64 + 1)) as usize;
+        items.swap(i, j);
+    }
+}
+
+/// Salt's row for a targeted minion that did not return in time, naming
+/// the command that looks the job up later.
+pub fn no_response(jid: &str) -> String {
+    format!(
+        "Minion did not return. [No response]\nThe minions may not have all finished running \
+         and any remaining minions will return upon completion. To look up the return data for \
+         this job later, run the following command:\n\nmaid job {jid}"
+    )
+}
+
+/// Salt's row for an expected minion that is not connected (a maid that
+/// never pinged).
+pub const NOT_CONNECTED: &str = "Minion did not return. [Not connected]";
+
 impl Report {
     /// Every expected maid pinged and every targeted one returned
     /// (`counts`: returns seen per id).

@@ -10,7 +10,7 @@ use clap::Args;
 use maid::runtime::CallRequest;
 use maid::runtime::Failure;
 use maid::salt::args::{load_args_and_kwargs, parse_cli};
-use maid::salt::output::{ColorOpts, Out};
+use maid::salt::output::OutputOpts;
 use serde_json::{Map, Value};
 
 use maid::setup::RuntimeOpts;
@@ -35,24 +35,24 @@ pub struct CallArgs {
 #[derive(Debug, Args)]
 pub struct Invocation {
     /// The function, `module.function` (e.g. `test.ping`, `cmd.run`).
-    pub fun: String,
+    #[arg(required_unless_present_any = ["doc", "grains"])]
+    pub fun: Option<String>,
 
     /// Arguments: `value` is positional, `key=value` is a keyword argument;
     /// values are read as YAML, as Salt reads them.
     pub args: Vec<String>,
 
-    /// Outputter: nested, json, yaml, txt, raw or pprint (another name
-    /// falls back to nested, as in Salt).
-    #[arg(long, default_value_t = Out::default())]
-    pub out: Out,
+    /// Print the documentation of every function whose name starts with
+    /// FUN (every function without one), as `salt-call -d` does.
+    #[arg(short = 'd', long = "doc", visible_alias = "documentation")]
+    pub doc: bool,
 
-    /// Indent json/yaml/pprint output by N (json: default 4; negative:
-    /// one line).
-    #[arg(long, alias = "output-indent", allow_negative_numbers = true)]
-    pub out_indent: Option<i64>,
+    /// Print the grains this call would run with, as `salt-call -g`.
+    #[arg(short = 'g', long, conflicts_with = "doc")]
+    pub grains: bool,
 
     #[command(flatten)]
-    pub color: ColorOpts,
+    pub output: OutputOpts,
 
     /// Serve `salt://` paths from DIR (repeatable).
     #[arg(long)]
@@ -91,6 +91,13 @@ pub fn run(args: CallArgs) -> anyhow::Result<ExitCode> {
 /// function. An `author` (`maid plugin test`) sees every return printed and
 /// the retcode as the exit status.
 pub fn invoke(setup: &Setup, call: &Invocation, author: bool) -> anyhow::Result<ExitCode> {
+    call.output.prepare()?;
+    if call.doc && !call.args.is_empty() {
+        return Err(maid_master::cli::Usage(
+            "You can only get documentation for one method at one time",
+        )
+        .into());
+    }
     let timeout = match call.timeout {
         Some(t) if !(t.is_finite() && t > 0.0 && t <= maid::protocol::MAX_TIMEOUT_SECS) => {
             bail!(
@@ -106,17 +113,44 @@ pub fn invoke(setup: &Setup, call: &Invocation, author: bool) -> anyhow::Result<
         .clone()
         .or_else(|| setup.config.id.clone())
         .unwrap_or_else(maid::grains::hostname);
-    let runtime = setup.runtime(&setup.grains(&id), &call.file_root)?;
+    let grains = setup.grains(&id);
+    if call.grains {
+        if call.fun.is_some() {
+            return Err(
+                maid_master::cli::Usage("-g/--grains does not accept any arguments").into(),
+            );
+        }
+        // Salt's `grains` outputter is gone: `nested` prints it, unless
+        // another is named.
+        let mut data = Map::new();
+        data.insert("local".into(), Value::Object(grains));
+        call.output
+            .out()
+            .display_value(&Value::Object(data), call.output.out_indent);
+        return Ok(ExitCode::SUCCESS);
+    }
+    let runtime = setup.runtime(&grains, &call.file_root)?;
     let (positional, mut kwargs) = parse_cli(&call.args);
     // As the minion reads a job's arguments (`load_args_and_kwargs`): a
     // string that reads `key=value` is a keyword argument there too.
     let positional = load_args_and_kwargs(positional, &mut kwargs);
+    // `-d`: the documentation of every function, from `sys.doc`.
+    let fun = match (&call.fun, call.doc) {
+        (_, true) => "sys.doc".to_string(),
+        (Some(fun), false) => fun.clone(),
+        (None, false) => bail!("FUN is required"),
+    };
+    let (positional, kwargs) = if call.doc {
+        (Vec::new(), Map::new())
+    } else {
+        (positional, kwargs)
+    };
     let outcome = super::block_on(async {
         runtime.load_dir(&setup.plugin_dir).await?;
         anyhow::Ok(
             runtime
                 .call(CallRequest {
-                    fun: call.fun.clone(),
+                    fun,
                     args: positional,
                     kwargs,
                     jid: maid::jid::new_jid(),
@@ -133,11 +167,26 @@ pub fn invoke(setup: &Setup, call: &Invocation, author: bool) -> anyhow::Result<
         eprintln!("{}", outcome.ret.as_str().unwrap_or_default());
         return Ok(ExitCode::from(255));
     }
+    if call.doc {
+        // As salt-call's `print_docs`: `NAME:`, the text and a blank line
+        // for each documented function the prefix names, sorted.
+        let prefix = call.fun.as_deref().unwrap_or_default();
+        let docs: std::collections::BTreeMap<&String, &Value> =
+            outcome.ret.as_object().into_iter().flatten().collect();
+        for (name, doc) in docs {
+            if let Some(text) = doc.as_str().filter(|t| !t.is_empty())
+                && name.starts_with(prefix)
+            {
+                println!("{name}:\n{text}\n");
+            }
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
     let mut data = Map::new();
     data.insert("local".into(), outcome.ret);
-    call.out.colored(call.color.on()).display_ret(
+    call.output.out().display_ret(
         &Value::Object(data),
-        call.out_indent,
+        call.output.out_indent,
         outcome.retcode.into(),
     );
     Ok(

@@ -18,7 +18,8 @@ use maid_master::cli::{acl, api, fleet, key, runner};
 #[derive(Debug, Parser)]
 #[command(name = "maid", version, about, propagate_version = true)]
 pub struct Cli {
-    /// More log output on stderr (-v info, -vv debug, -vvv trace).
+    /// More log output on stderr (-v info, -vv debug, -vvv trace); for
+    /// `run` and `cp`, Salt's verbose output instead.
     #[arg(short, long, action = clap::ArgAction::Count, global = true)]
     pub verbose: u8,
 
@@ -85,6 +86,17 @@ pub enum Command {
 pub enum FileCommand {
     /// Store a file so `salt://NAME` resolves on every agent.
     Push(fleet::PushArgs),
+}
+
+impl Cli {
+    /// How much `-v` raises the log level: not at all for `maid run` and
+    /// `maid cp`, where `-v` is `salt`'s verbose output.
+    pub fn log_verbosity(&self) -> u8 {
+        match self.command {
+            Command::Run(_) | Command::Cp(_) => 0,
+            _ => self.verbose,
+        }
+    }
 }
 
 /// Send `tracing` output to stderr.

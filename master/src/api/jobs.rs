@@ -287,18 +287,11 @@ async fn local_subset(api: &Api, chunk: &Chunk, user: &str) -> Result<(Value, Va
         ..chunk.clone()
     };
     let (listed, probe_report) = local(api, &probe, user).await?;
-    let mut having: Vec<String> = listed
-        .as_object()
-        .into_iter()
-        .flatten()
-        .filter(|(_, funs)| {
-            funs.as_array()
-                .is_some_and(|f| f.iter().any(|f| f.as_str() == Some(chunk.fun.as_str())))
-        })
-        .map(|(id, _)| id.clone())
-        .collect();
-    shuffle(&mut having);
-    having.truncate(chunk.subset.unwrap_or(lowstate::DEFAULT_SUBSET));
+    let having = jobs::subset(
+        listed.as_object().into_iter().flatten(),
+        &chunk.fun,
+        chunk.subset.unwrap_or(lowstate::DEFAULT_SUBSET),
+    );
     if having.is_empty() {
         return Ok((json!({}), json!({"probe": probe_report})));
     }
@@ -313,25 +306,9 @@ async fn local_subset(api: &Api, chunk: &Chunk, user: &str) -> Result<(Value, Va
     Ok((returns, report))
 }
 
-/// Put `items` in a random order (Fisher-Yates).
-fn shuffle<T>(items: &mut [T]) {
-    for i in (1..items.len()).rev() {
-        let mut b = [0u8; 8];
-        if getrandom::fill(&mut b).is_err() {
-            return;
-        }
-        let j = (u64::from_le_bytes(b) % (i as u64 + 1)) as usize;
-        items.swap(i, j);
-    }
-}
-
 /// Salt's answer for a targeted minion that did not return in time.
 fn no_return(jid: &str, full: bool) -> Value {
-    let text = format!(
-        "Minion did not return. [No response]\nThe minions may not have all finished running \
-         and any remaining minions will return upon completion. To look up the return data for \
-         this job later, run the following command:\n\nmaid job {jid}"
-    );
+    let text = crate::jobs::no_response(jid);
     if full {
         json!({"out": "no_return", "ret": text, "retcode": 1})
     } else {
@@ -390,6 +367,7 @@ async fn local_batch(
     batch::run(
         ids,
         size,
+        chunk.pace,
         &req,
         launch,
         |_| {},
@@ -591,6 +569,7 @@ async fn manage_ping(
         timeout: Some(timeout),
         full_return: false,
         batch: None,
+        pace: crate::batch::Pace::default(),
         subset: None,
         bound: None,
     };

@@ -59,6 +59,8 @@ pub struct Chunk {
     pub full_return: bool,
     /// `local_batch`'s `batch`.
     pub batch: Option<String>,
+    /// `local_batch`'s `batch_wait` and `failhard`.
+    pub pace: crate::batch::Pace,
     /// `local_subset`'s `subset`: how many of the targeted minions that
     /// have the function run it.
     pub subset: Option<usize>,
@@ -252,6 +254,33 @@ fn chunk(
         }),
         _ => None,
     };
+    // As `cmd_batch` reads them: `failhard` by Python's truth, and
+    // `int(batch_wait)`.
+    let pace = match client {
+        Client::LocalBatch => crate::batch::Pace {
+            failhard: obj
+                .get("failhard")
+                .is_some_and(maid_protocol::salt::python::truthy),
+            wait: match obj.get("batch_wait") {
+                None | Some(Value::Null) => Duration::ZERO,
+                Some(v) => v
+                    .as_f64()
+                    .filter(|w| w.is_finite())
+                    .map(f64::trunc)
+                    .or_else(|| {
+                        v.as_str()
+                            .and_then(|s| s.trim().parse::<i64>().ok())
+                            .map(|n| n as f64)
+                    })
+                    .filter(|w| (0.0..=max_timeout).contains(w))
+                    .map(Duration::from_secs_f64)
+                    .ok_or_else(|| {
+                        ApiError::bad(field("batch_wait"), "must be a whole number of seconds")
+                    })?,
+            },
+        },
+        _ => crate::batch::Pace::default(),
+    };
     let subset = match client {
         Client::LocalSubset => Some(match obj.get("subset") {
             None | Some(Value::Null) => DEFAULT_SUBSET,
@@ -274,6 +303,7 @@ fn chunk(
         timeout,
         full_return,
         batch,
+        pace,
         subset,
         bound: None,
     })
@@ -349,6 +379,7 @@ fn master_chunk(
         timeout,
         full_return,
         batch: None,
+        pace: crate::batch::Pace::default(),
         subset: None,
         bound: Some(bound),
     })

@@ -10,11 +10,11 @@ use anyhow::{Context, bail};
 use clap::{ArgGroup, Args};
 use maid_protocol::protocol::Return;
 use maid_protocol::salt::args::parse_cli;
-use maid_protocol::salt::output::{ColorOpts, Out};
+use maid_protocol::salt::output::{Out, OutputOpts};
 use serde_json::{Map, Value};
 
 use super::progress::ProgressBar;
-use super::{MasterOpts, block_on};
+use super::{MasterOpts, Usage, block_on};
 use crate::filestore;
 use crate::jobs::{self, JobRequest, Report};
 use crate::plugin_store::{MODULES_KWARG, SYNC_ALL, SYNC_MODULES};
@@ -100,14 +100,8 @@ pub struct ReportOpts {
     /// another timeout. 0: do not ask.
     #[arg(long, default_value_t = 10.0)]
     pub gather_job_timeout: f64,
-    /// Outputter: nested, json, yaml, txt, raw or pprint (another name
-    /// falls back to nested, as in Salt).
-    #[arg(long, default_value_t = Out::default())]
-    pub out: Out,
-    /// Indent json/yaml/pprint output by N (json: default 4; negative:
-    /// one line).
-    #[arg(long, alias = "output-indent", allow_negative_numbers = true)]
-    pub out_indent: Option<i64>,
+    #[command(flatten)]
+    pub output: OutputOpts,
     /// File of ids never expected to answer, one per line (`#` comments).
     #[arg(long)]
     pub exclude: Option<PathBuf>,
@@ -131,25 +125,22 @@ pub struct ReportOpts {
     /// Print the minions the target selects, and run nothing.
     #[arg(long)]
     pub preview_target: bool,
-    #[command(flatten)]
-    pub color: ColorOpts,
 }
 
 impl ReportOpts {
     /// The outputter, colouring as `--no-color`, `--force-color` and the
-    /// terminal say.
+    /// terminal say, writing where `--out-file` says.
     pub(super) fn output(&self) -> Out {
-        self.out.colored(self.color.on())
+        self.output.out()
     }
 
     /// Defaults that print nothing extra, for jobs the master runs for
     /// itself (`manage.status`).
-    pub(super) fn quiet(out: Out, out_indent: Option<i64>) -> ReportOpts {
+    pub(super) fn quiet(output: OutputOpts) -> ReportOpts {
         ReportOpts {
             timeout: 5.0,
             gather_job_timeout: 10.0,
-            out,
-            out_indent,
+            output,
             exclude: None,
             summary: false,
             run_async: false,
@@ -157,7 +148,6 @@ impl ReportOpts {
             hide_timeout: false,
             static_out: false,
             preview_target: false,
-            color: ColorOpts::default(),
         }
     }
 }
@@ -166,16 +156,43 @@ impl ReportOpts {
 pub struct RunArgs {
     #[command(flatten)]
     pub target: TargetOpts,
-    /// Target expression.
-    pub tgt: String,
+    /// Target expression (`*` with `-d` and nothing else).
+    #[arg(required_unless_present = "doc")]
+    pub tgt: Option<String>,
     /// `module.function`.
-    pub fun: String,
+    #[arg(required_unless_present = "doc")]
+    pub fun: Option<String>,
     /// Arguments: `value` positional, `key=value` keyword (YAML values).
     pub args: Vec<String>,
+    /// Show the documentation of FUN (a function, a module, or every
+    /// function when none is named) from the targeted minions, as
+    /// `salt -d` does: `sys.doc` run on them.
+    #[arg(short = 'd', long = "doc", visible_alias = "documentation")]
+    pub doc: bool,
     /// Run on at most this many minions at a time (a count, or a
     /// percentage of those targeted), starting another as each returns.
     #[arg(short = 'b', long = "batch-size", visible_alias = "batch")]
     pub batch: Option<String>,
+    /// With a batch: wait SECONDS after a minion returns before its slot
+    /// takes the next one.
+    #[arg(long, value_name = "SECONDS", default_value_t = 0.0)]
+    pub batch_wait: f64,
+    /// With a batch: stop starting minions once one returns a non-zero
+    /// retcode.
+    #[arg(long)]
+    pub failhard: bool,
+    /// Run on N of the targeted minions that have the function, picked at
+    /// random (`sys.list_functions` asked first), as `salt --subset`
+    /// (0: all of them).
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub subset: usize,
+    /// Run as a batch of --batch-safe-size when the target selects at
+    /// least N minions (when N is over 1).
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub batch_safe_limit: usize,
+    /// The batch --batch-safe-limit switches to.
+    #[arg(long, value_name = "SIZE", default_value = "8")]
+    pub batch_safe_size: String,
     /// Draw Salt's progress bar on stderr as returns arrive, then print
     /// the summary instead of the returns (`salt -p`).
     #[arg(short = 'p', long)]
@@ -290,7 +307,7 @@ pub(super) fn prepare(
         bail!("--timeout must be a positive number of seconds, at most {max}");
     }
     let (bus, config) = master.bus()?;
-    let (out, indent) = (&report_opts.output(), report_opts.out_indent);
+    let (out, indent) = (&report_opts.output(), report_opts.output.out_indent);
     // Nodegroups are the master's: expanded here, as Salt's LocalClient
     // does, so maids only ever see compound words.
     let (tgt, tgt_type) =
@@ -315,7 +332,7 @@ pub(super) fn prepare(
         kwarg,
         timeout: Duration::from_secs_f64(report_opts.timeout),
         user: std::env::var("USER").ok(),
-        out: Some(report_opts.out.name().into()),
+        out: Some(report_opts.output.name().into()),
         exclude: read_exclude(&report_opts.exclude)?,
         linger: Duration::from_millis(100),
         key: master.signing_key(&config)?,
@@ -345,37 +362,71 @@ pub(super) fn prepare(
     })))
 }
 
+/// How `maid run` goes about a job beyond what it runs where: Salt's
+/// `-v`, `-p`, `--subset` and batch options.
+struct Mode {
+    /// `-v`: the jid heads the returns; the summary names who failed.
+    verbose: bool,
+    /// `-p`: a progress bar, then the summary.
+    progress: bool,
+    /// `--subset N`: N of the targeted that have the function (0: all).
+    subset: usize,
+    /// `--batch-wait`, `--failhard`.
+    pace: crate::batch::Pace,
+    /// `--batch-safe-limit`: a target selecting this many (when over 1)
+    /// runs as a batch of `safe_size`.
+    safe_limit: usize,
+    safe_size: String,
+}
+
 /// Publish, stream returns as they come, then report what is missing.
 fn run_and_report(
     master: &MasterOpts,
     report_opts: &ReportOpts,
     mut spec: Spec,
-    verbose: bool,
-    progress: bool,
+    mode: &Mode,
 ) -> anyhow::Result<ExitCode> {
-    let (out, indent) = (&report_opts.output(), report_opts.out_indent);
-    let batch = spec.batch.take();
+    let Mode {
+        verbose, progress, ..
+    } = *mode;
+    let (out, indent) = (&report_opts.output(), report_opts.output.out_indent);
+    let mut batch = spec.batch.take();
+    let doc = spec.fun == DOC_FUN;
+    // As `salt` when no minion matches: nothing is published, and the
+    // outputter shows `{}` (a batch says it once more).
+    let no_match = |batch: bool| {
+        println!("{NO_MATCH}");
+        if batch && !report_opts.run_async {
+            println!("No minions matched the target.");
+            eprintln!("ERROR: No return received");
+            return ExitCode::from(2);
+        }
+        if report_opts.run_async {
+            println!("Executed command with job ID: 0");
+            return ExitCode::SUCCESS;
+        }
+        out.display(&Map::new(), indent);
+        eprintln!("ERROR: No return received");
+        ExitCode::from(2)
+    };
+    let subset = mode.subset > 0 && !report_opts.run_async && !report_opts.static_out;
     let ready = match prepare(master, report_opts, spec)? {
         Prepared::Done(code) => return Ok(code),
         Prepared::NoMatch => {
-            // As `salt`: nothing is published, and the outputter shows `{}`
-            // (a batch says it once more).
-            println!("{NO_MATCH}");
-            if batch.is_some() && !report_opts.run_async {
-                println!("No minions matched the target.");
-                eprintln!("ERROR: No return received");
-                return Ok(ExitCode::from(2));
+            // `--subset` asks (`sys.list_functions`) before it runs: the
+            // question matches nobody either.
+            if subset && batch.is_none() {
+                println!("{NO_MATCH}");
             }
-            if report_opts.run_async {
-                println!("Executed command with job ID: 0");
-                return Ok(ExitCode::SUCCESS);
-            }
-            out.display(&Map::new(), indent);
-            eprintln!("ERROR: No return received");
-            return Ok(ExitCode::from(2));
+            return Ok(no_match(batch.is_some()));
         }
         Prepared::Ready(ready) => *ready,
     };
+    // As `salt --batch-safe-limit`: a target too wide runs as a batch.
+    if batch.is_none() && mode.safe_limit > 1 && ready.selected.len() >= mode.safe_limit {
+        println!("\nNOTICE: Too many minions targeted, switching to batch execution.");
+        batch = Some(mode.safe_size.clone());
+    }
     let jid = crate::jid::new_jid();
     if let Some(batch) = batch
         && !report_opts.run_async
@@ -386,19 +437,38 @@ fn run_and_report(
             report_opts,
             ready.selected,
             &batch,
+            mode.pace,
             jid,
         );
+    }
+    let mut ready = ready;
+    if subset {
+        pick_subset(&mut ready, mode.subset)?;
+        if ready.selected.is_empty() {
+            return Ok(no_match(false));
+        }
     }
     if report_opts.run_async {
         block_on(jobs::submit(&ready.bus, &ready.req, &jid, ready.selected))??;
         println!("Executed command with job ID: {jid}");
         return Ok(ExitCode::SUCCESS);
     }
-    if report_opts.show_jid {
-        println!("jid: {jid}");
+    // As Salt's `get_cli_event_returns`: `-v` heads the returns with the
+    // jid (not under `-p`), else `--show-jid` names it; `--static` runs
+    // as a quiet batch there, which says neither.
+    if !report_opts.static_out {
+        if verbose && !progress && !doc {
+            let head = format!("Executing job with jid {jid}");
+            println!("{head}\n{}\n", "-".repeat(head.len()));
+        } else if report_opts.show_jid {
+            println!("jid: {jid}");
+        }
     }
     if progress && !report_opts.static_out {
         return run_with_progress(&ready, jid, verbose);
+    }
+    if doc && !report_opts.static_out {
+        return run_docs(&ready, jid, report_opts);
     }
     // `--static` gathers every return and prints them as one document.
     let mut gathered = Map::new();
@@ -409,9 +479,6 @@ fn run_and_report(
             print_one(out, indent, &r.id, r.ret.clone(), r.retcode);
         }
     }))??;
-    if verbose {
-        eprintln!("jid: {}", report.jid);
-    }
     if report_opts.static_out {
         // As `salt --static`: one document, and no retcode decides.
         if gathered.is_empty() {
@@ -426,12 +493,12 @@ fn run_and_report(
         let missed = report
             .missed_minions
             .iter()
-            .map(|id| (id, "Minion did not return. [No response]".to_string()))
+            .map(|id| (id, jobs::no_response(&report.jid)))
             .chain(
                 report
                     .missed_maids
                     .iter()
-                    .map(|id| (id, "Minion did not return. [Not connected]".to_string())),
+                    .map(|id| (id, jobs::NOT_CONNECTED.to_string())),
             );
         // Salt's `EX_GENERIC` for each.
         for (id, row) in missed {
@@ -449,7 +516,12 @@ fn run_and_report(
     }
     report_forged(&report.forged);
     if report_opts.summary {
-        print!("{}", summary(&report));
+        // Salt's block, as `salt --summary` prints it: only when no
+        // outputter was named.
+        if report_opts.output.out.is_none() {
+            print!("\n\n{}", salt_summary(&report, verbose));
+        }
+        eprint!("{}", accounting(&report));
     }
     let code = report.exit_code_with(!report_opts.hide_timeout);
     match code {
@@ -458,6 +530,69 @@ fn run_and_report(
         _ => {}
     }
     Ok(ExitCode::from(code))
+}
+
+/// `salt --subset N`: ask the targeted minions which functions they have
+/// (`sys.list_functions`) and retarget the job to N of those that have
+/// its function, picked at random.
+fn pick_subset(ready: &mut Ready, n: usize) -> anyhow::Result<()> {
+    let mut probe = ready.req.clone();
+    probe.fun = "sys.list_functions".into();
+    probe.arg.clear();
+    probe.kwarg.clear();
+    let report = block_on(jobs::run_as(
+        &ready.bus,
+        &probe,
+        crate::jid::new_jid(),
+        Some(&ready.registry),
+        |_| {},
+    ))??;
+    let picked = jobs::subset(
+        report.returns.iter().map(|r| (&r.id, &r.ret)),
+        &ready.req.fun,
+        n,
+    );
+    ready.req.tgt = Value::Array(picked.iter().cloned().map(Value::String).collect());
+    ready.req.tgt_type = "list".into();
+    ready.selected = picked.into_iter().collect();
+    Ok(())
+}
+
+/// `salt TGT sys.doc [FUN]` (and `salt -d`): every return gathered, then
+/// each function's documentation once, sorted, as Salt's `_print_docs`
+/// prints it (`FUN:`, the text, a blank line; or through the outputter
+/// named with `--out`); the exit status is 0 once anyone answered.
+fn run_docs(ready: &Ready, jid: String, report_opts: &ReportOpts) -> anyhow::Result<ExitCode> {
+    let report = block_on(ready.run(jid, |_| {}))??;
+    report_forged(&report.forged);
+    let mut docs: BTreeMap<String, Value> = BTreeMap::new();
+    for r in &report.returns {
+        for (fun, doc) in r.ret.as_object().into_iter().flatten() {
+            if !docs.contains_key(fun) && maid_protocol::salt::python::truthy(doc) {
+                docs.insert(fun.clone(), doc.clone());
+            }
+        }
+    }
+    let missed = report.missed_minions.len() + report.missed_maids.len();
+    if report.returns.is_empty() && report.rejected.is_empty() && missed == 0 {
+        eprintln!("No minions found to gather docs from");
+        return Ok(ExitCode::from(2));
+    }
+    let out = report_opts.output();
+    for (fun, doc) in docs {
+        if report_opts.output.out.is_some() {
+            let mut one = Map::new();
+            one.insert(fun, doc);
+            out.display(&one, report_opts.output.out_indent);
+        } else {
+            let text = match &doc {
+                Value::String(s) => s.clone(),
+                other => maid_protocol::salt::python::str(other),
+            };
+            println!("{fun}:\n{text}\n");
+        }
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// `salt -p`: Salt's progress bar from the first return on, no returns
@@ -540,9 +675,10 @@ fn run_batch(
     report_opts: &ReportOpts,
     selected: std::collections::BTreeSet<String>,
     batch: &str,
+    pace: crate::batch::Pace,
     jid: String,
 ) -> anyhow::Result<ExitCode> {
-    let (out, indent) = (&report_opts.output(), report_opts.out_indent);
+    let (out, indent) = (&report_opts.output(), report_opts.output.out_indent);
     let quiet = report_opts.static_out;
     let ids: Vec<String> = selected.into_iter().collect();
     let Some(size) = crate::batch::size(batch, ids.len()) else {
@@ -563,6 +699,7 @@ fn run_batch(
     let outcome = block_on(crate::batch::run(
         ids,
         size,
+        pace,
         req,
         launch,
         |next| {
@@ -586,6 +723,10 @@ fn run_batch(
             out.display(&shown, indent);
         },
     ))??;
+    if outcome.halted {
+        // Salt's log line, at its console format.
+        eprintln!("[ERROR   ] Batch run stopped due to failhard");
+    }
     if quiet {
         out.display(&gathered, indent);
         return Ok(ExitCode::SUCCESS);
@@ -603,10 +744,11 @@ fn report_forged(forged: &std::collections::BTreeMap<String, String>) {
     }
 }
 
-/// Salt's `--summary` block, plus the original design's counts.
-pub fn summary(r: &Report) -> String {
-    let errors = r.returns.iter().filter(|x| x.retcode != 0).count();
-    let line = SUMMARY_RULE;
+/// What the original design reports of a job beyond Salt's summary, on
+/// stderr under `--summary`: returns, misses told apart (maids that never
+/// pinged, minions that did not return), empty and repeated returns,
+/// forged replies, and the jid.
+pub fn accounting(r: &Report) -> String {
     let list = |s: &mut dyn Iterator<Item = String>| {
         let v: Vec<String> = s.collect();
         if v.is_empty() {
@@ -615,18 +757,11 @@ pub fn summary(r: &Report) -> String {
             v.join(", ")
         }
     };
-    let head = summary_head(
-        r.targeted.len(),
-        r.returns.len(),
-        r.missed_minions.len(),
-        errors,
-    );
     format!(
-        "{head}{line}\n\
-         normal: {}\nmissed: {}\nempty: {}\n\
+        "normal: {}\nmissed: {}\nempty: {}\n\
          missed maids: {}\nmissed minions: {}\nrepeated minions: {}\n\
          forged: {}\n\
-         jid: {}\n{line}\n",
+         jid: {}\n",
         r.returns.len(),
         r.missed_maids.len() + r.missed_minions.len(),
         r.empty.len(),
@@ -643,25 +778,74 @@ pub fn summary(r: &Report) -> String {
     )
 }
 
+/// `salt -d`'s words: the target (`*` when none), then `sys.doc`, then
+/// at most one function or module to document.
+fn doc_words(words: Vec<String>) -> anyhow::Result<(String, Vec<String>)> {
+    let mut words = words;
+    if words.is_empty() {
+        words.push("*".into());
+    }
+    if words.get(1).map(String::as_str) != Some(DOC_FUN) {
+        words.insert(1, DOC_FUN.into());
+    }
+    if words.len() > 3 {
+        return Err(Usage("You can only get documentation for one method at one time.").into());
+    }
+    let tgt = words.remove(0);
+    Ok((tgt, words))
+}
+
+/// The function whose returns `salt` prints as documentation.
+const DOC_FUN: &str = "sys.doc";
+
 pub fn run(args: RunArgs, verbose: bool) -> anyhow::Result<ExitCode> {
-    let (arg, mut kwarg) = parse_cli(&args.args);
+    args.report.output.prepare()?;
+    let words: Vec<String> = args
+        .tgt
+        .iter()
+        .chain(&args.fun)
+        .chain(&args.args)
+        .cloned()
+        .collect();
+    let (tgt, mut words) = if args.doc {
+        doc_words(words)?
+    } else {
+        let mut words = words.into_iter();
+        (words.next().context("TGT")?, words.collect())
+    };
+    let fun = words.remove(0);
+    let (arg, mut kwarg) = parse_cli(&words);
     // A sync installs what this master pushed last, from its own record.
-    if (args.fun == SYNC_MODULES || args.fun == SYNC_ALL)
+    if (fun == SYNC_MODULES || fun == SYNC_ALL)
         && !kwarg.contains_key(MODULES_KWARG)
         && let Some(pins) = super::plugin_push::recorded_pins(&args.master)?
     {
         kwarg.insert(MODULES_KWARG.into(), pins);
     }
     let spec = Spec {
-        tgt: args.target.tgt(&args.tgt),
+        tgt: args.target.tgt(&tgt),
         tgt_type: args.target.tgt_type(),
-        fun: args.fun.clone(),
+        fun,
         arg,
         kwarg,
         source_hashes: Default::default(),
         batch: args.batch.clone(),
     };
-    run_and_report(&args.master, &args.report, spec, verbose, args.progress)
+    if !(args.batch_wait.is_finite() && args.batch_wait >= 0.0) {
+        bail!("--batch-wait must be a number of seconds");
+    }
+    let mode = Mode {
+        verbose,
+        progress: args.progress,
+        subset: args.subset,
+        pace: crate::batch::Pace {
+            wait: Duration::from_secs_f64(args.batch_wait),
+            failhard: args.failhard,
+        },
+        safe_limit: args.batch_safe_limit,
+        safe_size: args.batch_safe_size.clone(),
+    };
+    run_and_report(&args.master, &args.report, spec, &mode)
 }
 
 #[derive(Debug, Args)]
@@ -694,6 +878,7 @@ const DEST_UNAVAILABLE: &str = "Destination unavailable";
 /// directory is refused; the exit status is 0 once the copy went out, as
 /// salt-cp's.
 pub fn cp(args: CpArgs, verbose: bool) -> anyhow::Result<ExitCode> {
+    args.report.output.prepare()?;
     let (dest, sources) = args.paths.split_last().context("SOURCE... DEST")?;
     let mut files = Vec::new();
     for src in sources {
@@ -727,7 +912,7 @@ pub fn cp(args: CpArgs, verbose: bool) -> anyhow::Result<ExitCode> {
         source_hashes: Default::default(),
         batch: None,
     };
-    let (out, indent) = (&args.report.output(), args.report.out_indent);
+    let (out, indent) = (&args.report.output(), args.report.output.out_indent);
     let (bus, req, selected) = match prepare(&args.master, &args.report, spec)? {
         Prepared::Done(code) => return Ok(code),
         Prepared::NoMatch => {
@@ -809,7 +994,7 @@ pub fn cp(args: CpArgs, verbose: bool) -> anyhow::Result<ExitCode> {
     }
     out.display(&shown.into_iter().collect(), indent);
     if let (Some(report), true) = (last, args.report.summary) {
-        print!("{}", summary(&report));
+        eprint!("{}", accounting(&report));
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -818,19 +1003,14 @@ pub fn cp(args: CpArgs, verbose: bool) -> anyhow::Result<ExitCode> {
 pub struct JobArgs {
     /// The job id.
     pub jid: String,
-    /// Outputter (as `maid run --out`).
-    #[arg(long, default_value_t = Out::default())]
-    pub out: Out,
-    /// Indent json/yaml/pprint output by N.
-    #[arg(long, alias = "output-indent", allow_negative_numbers = true)]
-    pub out_indent: Option<i64>,
     #[command(flatten)]
-    pub color: ColorOpts,
+    pub output: OutputOpts,
     #[command(flatten)]
     pub master: MasterOpts,
 }
 
 pub fn job(args: JobArgs) -> anyhow::Result<ExitCode> {
+    args.output.prepare()?;
     let (bus, config) = args.master.bus()?;
     let pki = args.master.pki(&config);
     let cached = block_on(async {
@@ -839,9 +1019,15 @@ pub fn job(args: JobArgs) -> anyhow::Result<ExitCode> {
     })??;
     report_forged(&cached.forged);
     let returns = cached.returns;
+    let out = args.output.out();
     for r in &returns {
-        let out = args.out.colored(args.color.on());
-        print_one(&out, args.out_indent, &r.id, r.ret.clone(), r.retcode);
+        print_one(
+            &out,
+            args.output.out_indent,
+            &r.id,
+            r.ret.clone(),
+            r.retcode,
+        );
     }
     Ok(if returns.is_empty() {
         eprintln!("maid: no returns cached for job {}", args.jid);

@@ -17,6 +17,12 @@ use clap::Args;
 use crate::bus::Bus;
 use crate::config::Config;
 
+/// A command line Salt's option parser refuses after parsing it: the
+/// binary says why and exits 64 (`EX_USAGE`), as Salt's tools do.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct Usage(pub &'static str);
+
 /// Where Redis and the master topic are (master-side commands).
 #[derive(Debug, Clone, Args)]
 pub struct MasterOpts {

@@ -9,7 +9,7 @@ use std::process::ExitCode;
 
 use clap::Args;
 use maid_protocol::salt::args::parse_input;
-use maid_protocol::salt::output::{ColorOpts, Out};
+use maid_protocol::salt::output::OutputOpts;
 use serde_json::Value;
 
 use super::fleet::{self, Prepared, ReportOpts, Spec};
@@ -25,20 +25,15 @@ pub struct RunnerArgs {
     /// Seconds `manage.*` waits for the minions to answer.
     #[arg(short = 't', long, default_value_t = 5.0)]
     pub timeout: f64,
-    /// Outputter, as `maid run --out`.
-    #[arg(long, default_value_t = Out::default())]
-    pub out: Out,
-    /// Indent json/yaml/pprint output by N.
-    #[arg(long, alias = "output-indent", allow_negative_numbers = true)]
-    pub out_indent: Option<i64>,
     #[command(flatten)]
-    pub color: ColorOpts,
+    pub output: OutputOpts,
     #[command(flatten)]
     pub master: MasterOpts,
 }
 
 pub fn run(args: RunnerArgs) -> anyhow::Result<ExitCode> {
-    let (out, indent) = (&args.out.colored(args.color.on()), args.out_indent);
+    args.output.prepare()?;
+    let (out, indent) = (&args.output.out(), args.output.out_indent);
     if !master_funs::exists(Form::Runner, &args.fun) {
         // As salt-run: said, and exit 0.
         out.display_value(
@@ -91,7 +86,7 @@ fn manage_ping(
     let timeout = target.timeout.unwrap_or(args.timeout);
     let report_opts = ReportOpts {
         timeout,
-        ..ReportOpts::quiet(args.out.clone(), args.out_indent)
+        ..ReportOpts::quiet(args.output.clone())
     };
     let spec = Spec::new(target.tgt, target.tgt_type.name(), "test.ping");
     let Prepared::Ready(ready) = fleet::prepare(&args.master, &report_opts, spec)? else {

@@ -8,6 +8,7 @@
 //! on stderr. `tests/salt.rs` compares every outputter with Salt's own on a
 //! corpus of return shapes.
 
+pub mod table;
 pub mod yaml;
 
 use serde_json::{Map, Value};
@@ -23,6 +24,7 @@ pub enum Outputter {
     Txt,
     Raw,
     Pprint,
+    Table,
 }
 
 impl Outputter {
@@ -35,6 +37,7 @@ impl Outputter {
             Self::Txt => "txt",
             Self::Raw => "raw",
             Self::Pprint => "pprint",
+            Self::Table => "table",
         }
     }
 
@@ -47,6 +50,7 @@ impl Outputter {
             "txt" | "text" => Self::Txt,
             "raw" => Self::Raw,
             "pprint" => Self::Pprint,
+            "table" => Self::Table,
             _ => return None,
         })
     }
@@ -66,6 +70,9 @@ pub mod colors {
     pub const MAGENTA: &str = "\x1b[0;35m";
     pub const LIGHT_MAGENTA: &str = "\x1b[0;1;35m";
     pub const CYAN: &str = "\x1b[0;36m";
+    pub const DARK_GRAY: &str = "\x1b[0;1;30m";
+    pub const LIGHT_GRAY: &str = "\x1b[0;37m";
+    pub const WHITE: &str = "\x1b[0;1;37m";
     pub const ENDC: &str = "\x1b[0;0m";
 
     /// `text` in `tint`, then reset, when `on`; else `text` alone.
@@ -98,12 +105,72 @@ impl ColorOpts {
     }
 }
 
+/// Salt's output options (`OutputOptionsMixIn`), as every command that
+/// prints through an outputter takes them.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct OutputOpts {
+    /// Outputter: nested, json, yaml, txt, table, raw or pprint (another
+    /// name falls back to nested, as in Salt).
+    #[arg(long, visible_alias = "output", value_name = "OUTPUTTER")]
+    pub out: Option<Out>,
+    /// Indent json/yaml/pprint output by N (json: default 4; negative:
+    /// one line).
+    #[arg(long, visible_alias = "output-indent", allow_negative_numbers = true)]
+    pub out_indent: Option<i64>,
+    /// Write what the outputter prints to FILE instead of stdout (emptied
+    /// first, unless --out-file-append).
+    #[arg(long, visible_alias = "output-file", value_name = "FILE")]
+    pub out_file: Option<std::path::PathBuf>,
+    /// Append to --out-file instead of emptying it first.
+    #[arg(long, visible_alias = "output-file-append")]
+    pub out_file_append: bool,
+    #[command(flatten)]
+    pub color: ColorOpts,
+}
+
+impl OutputOpts {
+    /// The outputter, colouring as `--no-color`, `--force-color` and the
+    /// terminal say, writing to `--out-file` when given.
+    pub fn out(&self) -> Out {
+        Out {
+            name: self.name().to_string(),
+            color: self.color.on(),
+            file: self.out_file.clone(),
+        }
+    }
+
+    /// The outputter's name: the one asked for, else `nested`.
+    pub fn name(&self) -> &str {
+        self.out.as_ref().map_or("nested", |o| o.name.as_str())
+    }
+
+    /// What Salt's parser does with `--out-file` before anything runs:
+    /// empty an existing file (keeping its mode) unless appending. Call
+    /// once, at the start of a command.
+    pub fn prepare(&self) -> std::io::Result<()> {
+        match &self.out_file {
+            Some(path) if !self.out_file_append && path.is_file() => std::fs::OpenOptions::new()
+                .write(true)
+                .truncate(true)
+                .open(path)
+                .map(drop)
+                .map_err(|e| {
+                    std::io::Error::new(e.kind(), format!("{}: Access denied: {e}", path.display()))
+                }),
+            _ => Ok(()),
+        }
+    }
+}
+
 /// `--out NAME` as Salt takes it: any name; one it does not know is
-/// rendered by `nested`. Colour is off unless [`Out::colored`] turns it on.
+/// rendered by `nested`. Colour is off unless [`Out::colored`] turns it
+/// on; the text goes to stdout unless [`OutputOpts::out`] names a file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Out {
     name: String,
     color: bool,
+    /// `--out-file`: where `display_output` appends instead of stdout.
+    file: Option<std::path::PathBuf>,
 }
 
 impl Default for Out {
@@ -111,6 +178,7 @@ impl Default for Out {
         Self {
             name: "nested".into(),
             color: false,
+            file: None,
         }
     }
 }
@@ -122,6 +190,7 @@ impl std::str::FromStr for Out {
         Ok(Self {
             name: name.to_string(),
             color: false,
+            file: None,
         })
     }
 }
@@ -137,6 +206,7 @@ impl From<Outputter> for Out {
         Self {
             name: o.name().into(),
             color: false,
+            file: None,
         }
     }
 }
@@ -147,6 +217,7 @@ impl Out {
         Out {
             name: self.name.clone(),
             color: on,
+            file: self.file.clone(),
         }
     }
 
@@ -185,14 +256,17 @@ impl Out {
     /// [`Self::render_value`] of a return with `retcode`, which `nested`
     /// shows in red when it is not 0 and colour is on (Salt's `_retcode`).
     pub fn render_ret(&self, data: &Value, indent: Option<i64>, retcode: i64) -> String {
+        let paint = Paint {
+            on: self.color,
+            retcode,
+        };
         let text = match self.outputter() {
-            Outputter::Nested => nested_painted(
-                data,
-                Paint {
-                    on: self.color,
-                    retcode,
-                },
-            ),
+            Outputter::Nested => nested_painted(data, paint),
+            // Where Salt's table raises, `display_output` falls back to
+            // `nested`.
+            Outputter::Table => {
+                table::table(data, self.color).unwrap_or_else(|| nested_painted(data, paint))
+            }
             Outputter::Json => json(data, indent),
             Outputter::Yaml => yaml::dump(data, indent),
             Outputter::Txt => txt(data),
@@ -223,7 +297,29 @@ impl Out {
         if let Some(w) = self.warning() {
             eprintln!("{w}");
         }
-        print!("{}", self.render_ret(data, indent, retcode));
+        self.emit(&self.render_ret(data, indent, retcode));
+    }
+
+    /// Rendered text to stdout, or appended to `--out-file` (as Salt
+    /// opens it for each document); a file that cannot be written is
+    /// said on stderr.
+    pub fn emit(&self, text: &str) {
+        use std::io::Write;
+        let Some(path) = &self.file else {
+            print!("{text}");
+            return;
+        };
+        if text.is_empty() {
+            return;
+        }
+        let written = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .and_then(|mut f| f.write_all(text.as_bytes()));
+        if let Err(e) = written {
+            eprintln!("ERROR: {}: {e}", path.display());
+        }
     }
 }
 
