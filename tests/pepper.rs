@@ -177,6 +177,26 @@ fn corpus() -> Vec<(Vec<&'static str>, bool)> {
             vec![
                 "--client",
                 "runner",
+                "jobs.list_jobs",
+                "search_function=test.echo",
+                "start_time=2000, Jan 01 00:00",
+                "end_time=2999-12-31",
+            ],
+            false,
+        ),
+        (
+            vec![
+                "--client",
+                "runner",
+                "jobs.list_jobs",
+                "start_time=2999-01-01 10:00",
+            ],
+            false,
+        ),
+        (
+            vec![
+                "--client",
+                "runner",
                 "jobs.lookup_jid",
                 "jid=20000101000000000000",
             ],

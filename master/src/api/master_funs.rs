@@ -309,19 +309,52 @@ fn split_input(v: &Value) -> Vec<String> {
     }
 }
 
+/// A time as `dateutil.parser.parse` reads the forms an operator gives
+/// `jobs.list_jobs`: Salt's own StartTime (`2015, Mar 16 19:00`, seconds
+/// and their fraction optional) and ISO 8601 (`2015-03-16 19:00`, `T`
+/// between, a date alone at midnight).
+fn parse_time(text: &str) -> Option<chrono::NaiveDateTime> {
+    use chrono::{NaiveDate, NaiveDateTime};
+    let text = text.trim();
+    const FORMATS: [&str; 8] = [
+        "%Y, %b %d %H:%M:%S%.f",
+        "%Y, %b %d %H:%M",
+        "%Y-%m-%d %H:%M:%S%.f",
+        "%Y-%m-%dT%H:%M:%S%.f",
+        "%Y-%m-%d %H:%M",
+        "%Y-%m-%dT%H:%M",
+        "%Y/%m/%d %H:%M:%S%.f",
+        "%Y/%m/%d %H:%M",
+    ];
+    FORMATS
+        .iter()
+        .find_map(|f| NaiveDateTime::parse_from_str(text, f).ok())
+        .or_else(|| {
+            ["%Y-%m-%d", "%Y, %b %d", "%Y/%m/%d"]
+                .iter()
+                .find_map(|f| NaiveDate::parse_from_str(text, f).ok())
+                .and_then(|d| d.and_hms_opt(0, 0, 0))
+        })
+}
+
 /// `jobs.list_jobs`' filters over `described` (jid → description).
 pub fn filter_jobs(described: Map<String, Value>, bound: &Bound) -> Result<Value, BadCall> {
     let search_function = bound.get("search_function").filter(|v| truthy(v));
     let search_target = bound.get("search_target").filter(|v| truthy(v));
     let search_metadata = bound.get("search_metadata").filter(|v| truthy(v));
-    if ["start_time", "end_time"]
-        .iter()
-        .any(|k| bound.get(*k).is_some_and(truthy))
-    {
-        return Err(BadCall(
-            "start_time and end_time are not supported by maid's jobs.list_jobs".into(),
-        ));
-    }
+    // `start_time` and `end_time` bound each job's StartTime, inclusive.
+    let bound_time = |key: &str| -> Result<Option<chrono::NaiveDateTime>, BadCall> {
+        match bound.get(key).filter(|v| truthy(v)) {
+            None => Ok(None),
+            Some(v) => {
+                let text = jid_text(v);
+                parse_time(&text)
+                    .map(Some)
+                    .ok_or_else(|| BadCall(format!("{key}: Unknown string format: {text}")))
+            }
+        }
+    };
+    let (start_time, end_time) = (bound_time("start_time")?, bound_time("end_time")?);
     let mut out = Map::new();
     for (jid, job) in described {
         let mut keep = true;
@@ -346,6 +379,15 @@ pub fn filter_jobs(described: Map<String, Value>, bound: &Bound) -> Result<Value
         if let (Some(sf), true) = (search_function, keep) {
             let fun = job.get("Function").map(jid_text).unwrap_or_default();
             keep = split_input(sf).iter().any(|k| fnmatch(&fun, k));
+        }
+        if (start_time.is_some() || end_time.is_some()) && keep {
+            let started = job
+                .get("StartTime")
+                .and_then(Value::as_str)
+                .and_then(parse_time);
+            keep = started.is_some_and(|t| {
+                start_time.is_none_or(|s| t >= s) && end_time.is_none_or(|e| t <= e)
+            });
         }
         if keep {
             out.insert(jid, job);
@@ -699,8 +741,10 @@ mod tests {
     #[test]
     fn list_jobs_filters_as_salt() {
         let jobs = json!({
-            "1": {"Function": "test.ping", "Target": "web*", "Metadata": {"a": 1}},
-            "2": {"Function": "cmd.run", "Target": ["db1", "db2"]},
+            "1": {"Function": "test.ping", "Target": "web*", "Metadata": {"a": 1},
+                  "StartTime": "2015, Mar 16 19:00:00.123456"},
+            "2": {"Function": "cmd.run", "Target": ["db1", "db2"],
+                  "StartTime": "2015, Mar 18 22:00:00.000001"},
         });
         let jobs = jobs.as_object().unwrap().clone();
         let run = |kw: Value| {
@@ -713,6 +757,30 @@ mod tests {
         assert_eq!(run(json!({"search_target": "db2"})), ["2"]);
         assert_eq!(run(json!({"search_target": "web*,db1"})), ["1", "2"]);
         assert_eq!(run(json!({"search_metadata": {"a": 1}})), ["1"]);
+        // Times as dateutil reads them; both bounds inclusive.
+        assert_eq!(run(json!({"start_time": "2015, Mar 16 19:00"})), ["1", "2"]);
+        assert_eq!(run(json!({"start_time": "2015-03-17"})), ["2"]);
+        assert_eq!(run(json!({"end_time": "2015-03-17T00:00"})), ["1"]);
+        assert_eq!(
+            run(
+                json!({"start_time": "2015/03/16 19:00:00.123456", "end_time": "2015, Mar 18 22:00"})
+            ),
+            ["1"]
+        );
+        assert_eq!(
+            run(json!({"end_time": "2015, Mar 18 22:00:00.000001", "search_function": "cmd.*"})),
+            ["2"]
+        );
+        let bound = b(
+            "jobs.list_jobs",
+            json!([]),
+            json!({"start_time": "whenever"}),
+        )
+        .unwrap();
+        assert_eq!(
+            filter_jobs(jobs.clone(), &bound).unwrap_err().0,
+            "start_time: Unknown string format: whenever"
+        );
         let bound = b("jobs.list_jobs", json!([]), json!({"outputter": "yaml"})).unwrap();
         assert_eq!(
             filter_jobs(jobs, &bound).unwrap()["outputter"],
