@@ -923,6 +923,7 @@ fn outputters() -> Vec<(&'static str, Option<i64>)> {
         ("newline_values_only", None),
         ("table", None),
         ("table", Some(2)),
+        ("no_return", None),
     ]
 }
 

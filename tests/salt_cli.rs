@@ -54,6 +54,8 @@ fn salt(tool: &str, config_dir: &Path, args: &[String], tty: bool) -> Printed {
 
 /// Jids masked: each run has its own.
 fn masked(text: &str) -> String {
+    // maid names its own command for looking a job up (README).
+    let text = &text.replace("maid job ", "salt-run jobs.lookup_jid ");
     let b = text.as_bytes();
     let mut out = String::with_capacity(text.len());
     let mut i = 0;
@@ -98,6 +100,22 @@ fn corpus() -> Vec<(Vec<&'static str>, bool)> {
             false,
         ),
         (vec!["-L", "m2", "cmd.run", "exit 3"], false),
+        // Listed ids no minion answers for: rows of their own, exit 1;
+        // nobody known at all is no match.
+        (vec!["-t", "2", "-L", "m1,nosuch", "test.ping"], false),
+        (
+            vec!["-t", "2", "-C", "L@m1,gone and m*", "test.ping"],
+            false,
+        ),
+        (
+            vec!["-t", "2", "-C", "m1 or not L@nosuch", "test.ping"],
+            true,
+        ),
+        (vec!["-L", "nosuch,gone", "test.ping"], false),
+        (
+            vec!["--summary", "-t", "2", "-L", "m2,nosuch", "test.ping"],
+            false,
+        ),
         (vec!["nomatch*", "test.ping"], false),
         (vec!["-I", "role:web", "test.ping"], false),
         (vec!["-J", "role:w.*", "test.ping"], false),
@@ -200,6 +218,19 @@ fn corpus() -> Vec<(Vec<&'static str>, bool)> {
             ],
             false,
         ),
+        // A function's own outputter (nested) prints it under `--out highstate`.
+        (vec!["--out", "highstate", "*", "test.ping"], true),
+        (
+            vec![
+                "--out",
+                "no_return",
+                "-L",
+                "m2",
+                "test.echo",
+                "{a: [1], b: x}",
+            ],
+            false,
+        ),
         // Batches: a wait between them, and a target wide enough to switch.
         (vec!["-b", "1", "--batch-wait", "1", "*", "test.ping"], true),
         (vec!["--batch-safe-limit", "2", "*", "test.ping"], true),
@@ -269,6 +300,7 @@ fn cp_corpus() -> Vec<Vec<&'static str>> {
         vec!["*", "{src}/a.txt", "{src}/b.txt", "{dest}/"],
         vec!["--out", "json", "-L", "m1", "{src}/b.txt", "{dest}"],
         vec!["-L", "m1", "{src}/a.txt", "{dest}/missing/deep.txt"],
+        vec!["-t", "2", "-L", "m1,nosuch", "{src}/a.txt", "{dest}/w.txt"],
         vec!["*", "{src}/nothing-here", "{dest}/"],
         vec!["nomatch*", "{src}/a.txt", "{dest}/"],
         vec!["--force-color", "*", "{src}/a.txt", "{dest}/y.txt"],

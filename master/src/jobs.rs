@@ -265,6 +265,23 @@ impl Registry {
     pub fn selected(&self, req: &JobRequest) -> BTreeSet<String> {
         matching(&self.maids, &self.beneath, req, self.accepted(req).as_ref())
     }
+
+    /// The ids `req`'s target names in a list (`-L`, or an `L@` word not
+    /// under `not`) that no maid answers for: Salt's master counts them
+    /// as targeted minions that never return ([`no_response`]).
+    pub fn unknown(&self, req: &JobRequest) -> BTreeSet<String> {
+        let accepted = self.accepted(req);
+        // A minion beneath a syndic maid is its syndic's to vouch for.
+        let known = |id: &String| {
+            self.beneath.contains_key(id)
+                || (self.maids.contains_key(id)
+                    && accepted.as_ref().is_none_or(|keys| keys.contains_key(id)))
+        };
+        crate::target::listed_ids(&req.tgt, &req.tgt_type)
+            .into_iter()
+            .filter(|id| !id.is_empty() && !known(id) && !req.exclude.contains(id))
+            .collect()
+    }
 }
 
 /// The minions beneath syndic maids (PROTOCOL §7), by id: the syndic maid

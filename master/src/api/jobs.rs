@@ -240,10 +240,13 @@ async fn publish_and_wait(
 ) -> Result<Option<(BTreeSet<String>, Report)>, ApiError> {
     let mut conn = api.hub.conn().await?;
     let registry = jobs::Registry::read(&mut conn).await?;
-    let selected = registry.selected(req);
+    let mut selected = registry.selected(req);
     if selected.is_empty() {
         return Ok(None);
     }
+    // Ids a list names that no maid answers for are awaited in vain, as
+    // by Salt's LocalClient.
+    selected.extend(registry.unknown(req));
     let jid = jid::new_jid();
     let topic = jobs::temp_topic(&jid);
     let route = api.hub.route(&topic).await?;

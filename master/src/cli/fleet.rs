@@ -472,13 +472,18 @@ fn run_and_report(
     }
     // `--static` gathers every return and prints them as one document.
     let mut gathered = Map::new();
-    let report: Report = block_on(ready.run(jid, |r: &Return| {
+    let mut report: Report = block_on(ready.run(jid, |r: &Return| {
         if report_opts.static_out {
             gathered.insert(r.id.clone(), r.ret.clone());
         } else {
             print_one(out, indent, &r.id, r.ret.clone(), r.retcode);
         }
     }))??;
+    // Ids the target listed that no maid answers for never return, as on
+    // a Salt master that has no key for them.
+    report
+        .missed_minions
+        .extend(ready.registry.unknown(&ready.req));
     if report_opts.static_out {
         // As `salt --static`: one document, and no retcode decides.
         if gathered.is_empty() {
@@ -913,17 +918,18 @@ pub fn cp(args: CpArgs, verbose: bool) -> anyhow::Result<ExitCode> {
         batch: None,
     };
     let (out, indent) = (&args.report.output(), args.report.output.out_indent);
-    let (bus, req, selected) = match prepare(&args.master, &args.report, spec)? {
+    let (bus, req, selected, unknown) = match prepare(&args.master, &args.report, spec)? {
         Prepared::Done(code) => return Ok(code),
         Prepared::NoMatch => {
             println!("{NO_MATCH}");
             return Ok(ExitCode::SUCCESS);
         }
         Prepared::Ready(ready) => {
+            let unknown = ready.registry.unknown(&ready.req);
             let Ready {
                 bus, req, selected, ..
             } = *ready;
-            (bus, req, selected)
+            (bus, req, selected, unknown)
         }
     };
     // Each selected minion's document: what it wrote, or why not.
@@ -980,11 +986,8 @@ pub fn cp(args: CpArgs, verbose: bool) -> anyhow::Result<ExitCode> {
             }
         }
         let missed = report.missed_minions.iter().chain(&report.missed_maids);
-        for id in missed.filter(|id| selected.contains(*id)) {
-            shown.insert(
-                id.clone(),
-                Value::String("Minion did not return. [No response]".into()),
-            );
+        for id in missed.filter(|id| selected.contains(*id)).chain(&unknown) {
+            shown.insert(id.clone(), Value::String(jobs::no_response(&report.jid)));
         }
         for (id, reason) in &report.rejected {
             shown.insert(id.clone(), Value::String(format!("Job rejected: {reason}")));

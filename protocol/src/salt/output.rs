@@ -25,6 +25,7 @@ pub enum Outputter {
     Raw,
     Pprint,
     Table,
+    NoReturn,
 }
 
 impl Outputter {
@@ -38,6 +39,7 @@ impl Outputter {
             Self::Raw => "raw",
             Self::Pprint => "pprint",
             Self::Table => "table",
+            Self::NoReturn => "no_return",
         }
     }
 
@@ -51,6 +53,11 @@ impl Outputter {
             "raw" => Self::Raw,
             "pprint" => Self::Pprint,
             "table" => Self::Table,
+            "no_return" => Self::NoReturn,
+            // Salt's CLIs print a return named `--out highstate` with the
+            // function's own outputter (`get_printout` leaves `out` alone
+            // for it): `nested` for every function a maid runs.
+            "highstate" => Self::Nested,
             _ => return None,
         })
     }
@@ -270,6 +277,7 @@ impl Out {
             Outputter::Json => json(data, indent),
             Outputter::Yaml => yaml::dump(data, indent),
             Outputter::Txt => txt(data),
+            Outputter::NoReturn => no_return(data, self.color),
             Outputter::Raw => python::repr(data),
             Outputter::Pprint => pprint(data, indent),
         };
@@ -321,6 +329,36 @@ impl Out {
             eprintln!("ERROR: {}: {e}", path.display());
         }
     }
+}
+
+/// Salt's `no_return` outputter (what `salt -v` once showed for minions
+/// that did not return): each key in cyan, each line of a string in red,
+/// anything else nothing.
+pub fn no_return(data: &Value, color: bool) -> String {
+    fn display(v: &Value, indent: usize, color: bool, out: &mut String) {
+        let pad = " ".repeat(indent);
+        match v {
+            Value::String(s) => {
+                for line in s.split('\n') {
+                    out.push_str(&colors::tinted(color, colors::RED, &format!("{pad}{line}")));
+                    out.push('\n');
+                }
+            }
+            Value::Object(map) => {
+                let mut keys: Vec<&String> = map.keys().collect();
+                keys.sort();
+                for key in keys {
+                    out.push_str(&colors::tinted(color, colors::CYAN, &format!("{pad}{key}")));
+                    out.push_str(":\n");
+                    display(&map[key], indent + 4, color, out);
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut out = String::new();
+    display(data, 0, color, &mut out);
+    out
 }
 
 /// Python's `str.splitlines()`: every line boundary Python knows, no

@@ -159,6 +159,44 @@ pub enum TargetError {
     },
 }
 
+/// The ids a target names in lists, as Salt's master reads them to find
+/// targeted minions it has no key for: a `list` target's ids (an array,
+/// or a string split at commas), and the ids of a compound target's `L@`
+/// words, except a word right after `not` (excluded, so not awaited).
+pub fn listed_ids(tgt: &Value, tgt_type: &str) -> Vec<String> {
+    let split = |s: &str| -> Vec<String> {
+        s.split(',')
+            .filter(|m| !m.is_empty())
+            .map(str::to_string)
+            .collect()
+    };
+    match (tgt_type, tgt) {
+        ("list", Value::String(s)) => split(s),
+        ("list", Value::Array(items)) => items
+            .iter()
+            .filter_map(|i| i.as_str())
+            .map(str::to_string)
+            .collect(),
+        ("compound", tgt) => {
+            let words: Vec<&str> = match tgt {
+                Value::String(s) => s.split_whitespace().collect(),
+                Value::Array(items) => items.iter().filter_map(Value::as_str).collect(),
+                _ => Vec::new(),
+            };
+            let mut ids = Vec::new();
+            for (i, word) in words.iter().enumerate() {
+                if let Some(list) = word.strip_prefix("L@")
+                    && (i == 0 || words[i - 1] != "not")
+                {
+                    ids.extend(split(list));
+                }
+            }
+            ids
+        }
+        _ => Vec::new(),
+    }
+}
+
 /// Whether minion `id` with `grains` is targeted by `tgt` (a JSON string, or for `list` also a JSON array of strings).
 ///
 /// A `compound` target may also be a JSON array of strings, which Salt takes
@@ -328,6 +366,18 @@ mod tests {
             }
             other => panic!("{expr:?}: expected BadCompound, got {other:?}"),
         }
+    }
+
+    #[test]
+    fn listed_ids_are_those_a_master_awaits() {
+        assert_eq!(listed_ids(&json!("a,,b"), "list"), ["a", "b"]);
+        assert_eq!(listed_ids(&json!(["a", "b"]), "list"), ["a", "b"]);
+        assert_eq!(
+            listed_ids(&json!("L@a,b and not L@c or ( L@d )"), "compound"),
+            ["a", "b", "d"]
+        );
+        assert_eq!(listed_ids(&json!(["L@x", "or", "y*"]), "compound"), ["x"]);
+        assert!(listed_ids(&json!("a,b"), "glob").is_empty());
     }
 
     #[test]
