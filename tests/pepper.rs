@@ -170,6 +170,10 @@ fn corpus() -> Vec<(Vec<&'static str>, bool)> {
             false,
         ),
         (
+            vec!["--client", "runner", "jobs.print_job", "jid={jid}"],
+            false,
+        ),
+        (
             vec![
                 "--client",
                 "runner",

@@ -240,11 +240,18 @@ fn corpus() -> Vec<(Vec<&'static str>, bool)> {
         (vec!["-d", "-L", "m1", "test.ping", "test.echo"], false),
         (vec!["--subset", "1", "*", "nope.nope"], false),
         (vec!["--subset", "3", "nomatch*", "test.ping"], false),
+        // -t 0 and less are the default; --static runs before --async.
+        (vec!["-t", "0", "-L", "m1", "test.ping"], false),
+        (vec!["-t", "-1", "-L", "m2", "test.ping"], false),
+        (vec!["--static", "--async", "*", "test.ping"], false),
+        // --preview-target needs no function; nothing to preview fails.
+        (vec!["--preview-target", "m*"], false),
+        (vec!["--preview-target", "zz*", "test.ping"], false),
     ]
 }
 
 /// Command lines whose minion Salt picks at random (the first of a
-/// batch, a subset): compared with the minions' ids masked.
+/// batch, a subset): compared line for line with the minions' ids masked.
 fn any_minion_corpus() -> Vec<Vec<&'static str>> {
     vec![
         vec!["--subset", "1", "*", "test.ping"],
@@ -258,6 +265,10 @@ fn any_minion_corpus() -> Vec<Vec<&'static str>> {
             "cmd.run",
             "exit 3",
         ],
+        // The next sub-batch is announced before the return that made
+        // room for it is shown.
+        vec!["-b", "1", "*", "test.ping"],
+        vec!["-b", "1", "--out", "json", "*", "test.echo", "in order"],
     ]
 }
 
@@ -288,6 +299,9 @@ fn runner_corpus() -> Vec<Vec<&'static str>> {
         vec!["jobs.lookup_jid", "20000101000000000000"],
         vec!["--out-file", "{outfile}", "--out", "json", "manage.up"],
         vec!["nope.nope"],
+        vec!["manage.up", "zz*"],
+        vec!["manage.status", "tgt=zz*"],
+        vec!["manage.up", "a", "b", "c"],
     ]
 }
 
@@ -354,7 +368,7 @@ async fn salt_and_maid_run_print_the_same() {
         .chain(
             any_minion_corpus()
                 .into_iter()
-                .map(|args| ("salt", "run", args, true, false, true)),
+                .map(|args| ("salt", "run", args, false, false, true)),
         )
         .chain(
             cp_corpus()

@@ -102,12 +102,17 @@ where
             resting.push_back(Instant::now() + pace.wait);
         }
     };
-    // A return shown; `true` when it halts the batch.
-    let mut shown = |outcome: &mut Outcome, ret: &Return| {
+    // A return shown, its retcode kept for the exit status.
+    let mut show = |outcome: &mut Outcome, ret: &Return| {
         on_return(ret);
         outcome.retcodes.push(ret.retcode);
-        pace.failhard && ret.retcode > 0
     };
+    // Returns wait here until the slots they freed have taken the next
+    // minions: Salt announces the next sub-batch before it shows the
+    // returns that made room for it.
+    let mut held: Vec<Return> = Vec::new();
+    // A return in is held; `true` when it trips `failhard`.
+    let trips = |ret: &Return| pace.failhard && ret.retcode > 0;
     loop {
         let now = Instant::now();
         while resting.front().is_some_and(|t| *t <= now) {
@@ -124,6 +129,10 @@ where
             let job = launch(sub, tx.clone());
             running.spawn(async move { (next, job.await) });
             continue;
+        }
+        // Nothing more starts now: what is held is shown.
+        for r in held.drain(..) {
+            show(&mut outcome, &r);
         }
         if running.is_empty() {
             // Nothing runs, so nobody is in flight.
@@ -142,10 +151,8 @@ where
         tokio::select! {
             Some(ret) = rx.recv() => {
                 finished(&mut in_flight, &mut resting, &ret.id);
-                if shown(&mut outcome, &ret) {
-                    outcome.halted = true;
-                    break;
-                }
+                outcome.halted = trips(&ret);
+                held.push(ret);
             }
             Some(done) = running.join_next() => {
                 let (ids, report) = done.map_err(|e| {
@@ -153,17 +160,12 @@ where
                 })?;
                 let report = report?;
                 // Returns still queued are the report's own: take them first.
-                while let Ok(ret) = rx.try_recv() {
+                while !outcome.halted && let Ok(ret) = rx.try_recv() {
                     finished(&mut in_flight, &mut resting, &ret.id);
-                    if shown(&mut outcome, &ret) {
-                        outcome.halted = true;
-                        break;
-                    }
+                    outcome.halted = trips(&ret);
+                    held.push(ret);
                 }
                 outcome.reports.push(report);
-                if outcome.halted {
-                    break;
-                }
                 // Whoever it targeted and did not hear from is done too.
                 for id in &ids {
                     finished(&mut in_flight, &mut resting, id);
@@ -171,6 +173,14 @@ where
             }
             // A resting slot comes free (only while there is more to start).
             () = tokio::time::sleep_until(rest.unwrap_or(now)), if rest.is_some() && !pending.is_empty() => {}
+        }
+        // A halted batch starts nothing more: it shows what it holds, the
+        // return that halted it last.
+        if outcome.halted {
+            for r in held.drain(..) {
+                show(&mut outcome, &r);
+            }
+            break;
         }
     }
     // What is still running when the batch halts goes on on the minions,

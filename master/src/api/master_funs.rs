@@ -486,7 +486,6 @@ pub async fn jobs_runner(
         "jobs.print_job" => {
             let mut job = list_job(conn, pki, &jid).await?;
             job.remove("jid");
-            job.remove("Minions");
             json!({jid: job})
         }
         "jobs.exit_success" => {

@@ -88,11 +88,15 @@ impl TargetOpts {
     }
 }
 
+/// Salt's `timeout` option: what `-t` is unless given, and what a
+/// timeout of 0 or less means.
+const DEFAULT_TIMEOUT: f64 = 5.0;
+
 /// How results are shown.
 #[derive(Debug, Clone, Args)]
 pub struct ReportOpts {
-    /// Seconds to wait for returns.
-    #[arg(short = 't', long, default_value_t = 5.0)]
+    /// Seconds to wait for returns (0 or less: the default, as Salt).
+    #[arg(short = 't', long, default_value_t = DEFAULT_TIMEOUT, allow_negative_numbers = true)]
     pub timeout: f64,
     /// When the timeout passes, ask the minions yet to return whether
     /// they still run the job (`saltutil.find_job`), waiting this many
@@ -159,8 +163,8 @@ pub struct RunArgs {
     /// Target expression (`*` with `-d` and nothing else).
     #[arg(required_unless_present = "doc")]
     pub tgt: Option<String>,
-    /// `module.function`.
-    #[arg(required_unless_present = "doc")]
+    /// `module.function` (none needed with --preview-target).
+    #[arg(required_unless_present_any = ["doc", "preview_target"])]
     pub fun: Option<String>,
     /// Arguments: `value` positional, `key=value` keyword (YAML values).
     pub args: Vec<String>,
@@ -283,7 +287,8 @@ impl Ready {
     }
 }
 
-const NO_MATCH: &str = "No minions matched the target. No command was sent, no jid was assigned.";
+pub(super) const NO_MATCH: &str =
+    "No minions matched the target. No command was sent, no jid was assigned.";
 
 /// The job `spec` describes (its batch aside), and whom it selects: the
 /// checks, nodegroups and registry lookup `salt` does before it publishes.
@@ -302,9 +307,14 @@ pub(super) fn prepare(
         batch: _,
     } = spec;
     let max = maid_protocol::protocol::MAX_TIMEOUT_SECS;
-    if !(report_opts.timeout.is_finite() && report_opts.timeout > 0.0 && report_opts.timeout <= max)
-    {
-        bail!("--timeout must be a positive number of seconds, at most {max}");
+    // As `salt`: a timeout of 0 or less is the configured one.
+    let timeout = if report_opts.timeout <= 0.0 {
+        DEFAULT_TIMEOUT
+    } else {
+        report_opts.timeout
+    };
+    if !(timeout.is_finite() && timeout <= max) {
+        bail!("--timeout must be a number of seconds, at most {max}");
     }
     let (bus, config) = master.bus()?;
     let (out, indent) = (&report_opts.output(), report_opts.output.out_indent);
@@ -330,7 +340,7 @@ pub(super) fn prepare(
         fun,
         arg,
         kwarg,
-        timeout: Duration::from_secs_f64(report_opts.timeout),
+        timeout: Duration::from_secs_f64(timeout),
         user: std::env::var("USER").ok(),
         out: Some(report_opts.output.name().into()),
         exclude: read_exclude(&report_opts.exclude)?,
@@ -347,8 +357,13 @@ pub(super) fn prepare(
     })??;
     let selected = registry.selected(&req);
     if report_opts.preview_target {
-        let ids = selected.into_iter().map(Value::String).collect();
-        out.display_value(&Value::Array(ids), indent);
+        let ids: Vec<Value> = selected.into_iter().map(Value::String).collect();
+        out.display_value(&Value::Array(ids.clone()), indent);
+        // As `salt`'s `_output_ret`: nothing to show is no return.
+        if ids.is_empty() {
+            eprintln!("ERROR: No return received");
+            return Ok(Prepared::Done(ExitCode::from(2)));
+        }
         return Ok(Prepared::Done(ExitCode::SUCCESS));
     }
     if selected.is_empty() {
@@ -816,8 +831,12 @@ pub fn run(args: RunArgs, verbose: bool) -> anyhow::Result<ExitCode> {
         doc_words(words)?
     } else {
         let mut words = words.into_iter();
-        (words.next().context("TGT")?, words.collect())
+        (words.next().context("TGT")?, words.collect::<Vec<_>>())
     };
+    // `--preview-target` runs nothing: Salt puts a function in for form.
+    if words.is_empty() {
+        words.push("not_a_valid_command".into());
+    }
     let fun = words.remove(0);
     let (arg, mut kwarg) = parse_cli(&words);
     // A sync installs what this master pushed last, from its own record.
@@ -850,7 +869,21 @@ pub fn run(args: RunArgs, verbose: bool) -> anyhow::Result<ExitCode> {
         safe_limit: args.batch_safe_limit,
         safe_size: args.batch_safe_size.clone(),
     };
-    run_and_report(&args.master, &args.report, spec, &mode)
+    let mut report = args.report.clone();
+    if report.run_async && args.batch.is_some() {
+        // Salt's master takes an async batch over (its BatchManager) and
+        // runs it after `salt` exits; a maid master is this command alone.
+        bail!(
+            "--async with --batch needs a master that goes on running the batch after this \
+             command exits, and maid has none: run the batch without --async"
+        );
+    }
+    // As `salt`: `--static` runs the job (as a quiet batch) before
+    // `--async` is looked at.
+    if report.static_out {
+        report.run_async = false;
+    }
+    run_and_report(&args.master, &report, spec, &mode)
 }
 
 #[derive(Debug, Args)]

@@ -82,15 +82,25 @@ fn manage_ping(
     args: &RunnerArgs,
     bound: &master_funs::Bound,
 ) -> anyhow::Result<(Vec<String>, Vec<String>)> {
-    let target = master_funs::ManageTarget::of(bound)?;
+    // As Salt's `manage._ping` (through `LocalClient.run_job`): a target
+    // that selects nobody, or of a type there is none of, is said so.
+    let no_match = || {
+        println!("{}", fleet::NO_MATCH);
+        Ok((vec![], vec![]))
+    };
+    let Ok(target) = master_funs::ManageTarget::of(bound) else {
+        return no_match();
+    };
     let timeout = target.timeout.unwrap_or(args.timeout);
     let report_opts = ReportOpts {
         timeout,
         ..ReportOpts::quiet(args.output.clone())
     };
     let spec = Spec::new(target.tgt, target.tgt_type.name(), "test.ping");
-    let Prepared::Ready(ready) = fleet::prepare(&args.master, &report_opts, spec)? else {
-        return Ok((vec![], vec![]));
+    let ready = match fleet::prepare(&args.master, &report_opts, spec)? {
+        Prepared::Ready(ready) => ready,
+        Prepared::NoMatch => return no_match(),
+        Prepared::Done(_) => return Ok((vec![], vec![])),
     };
     let report = block_on(ready.run(crate::jid::new_jid(), |_| {}))??;
     Ok(master_funs::up_down(&ready.selected, &report))
