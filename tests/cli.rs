@@ -166,6 +166,28 @@ fn call_local_exits_with_the_retcode() {
     );
     assert_eq!(o.status.code(), Some(5));
 
+    // Arguments that do not fit: salt-call's words on stderr (Python's
+    // TypeError, naming the bare function), the documentation as usage on
+    // stdout, exit 1 whatever --retcode-passthrough says.
+    let doc = maid(
+        &["call", "--local", "sys.doc", "test.echo", "--out", "json"],
+        tmp.path(),
+    );
+    let doc: serde_json::Value = serde_json::from_slice(&doc.stdout).unwrap();
+    let doc = doc["local"]["test.echo"].as_str().unwrap().to_string();
+    for extra in [None, Some("--retcode-passthrough")] {
+        let mut argv = vec!["call", "--local"];
+        argv.extend(extra);
+        argv.push("test.echo");
+        let o = maid(&argv, tmp.path());
+        assert_eq!(
+            String::from_utf8_lossy(&o.stderr),
+            "\nPassed invalid arguments: echo() missing 1 required positional argument: 'text'.\n\nUsage:\n"
+        );
+        assert_eq!(stdout(&o), format!("{doc}\n"));
+        assert_eq!(o.status.code(), Some(1));
+    }
+
     // An unknown function is named on stderr; the exit status is 255.
     let o = maid(&["call", "--local", "nope.ping"], tmp.path());
     assert_eq!(stdout(&o), "");
@@ -317,7 +339,7 @@ fn plugin_list_and_inspect() {
         .iter()
         .map(|f| f["name"].as_str().unwrap())
         .collect();
-    assert_eq!(names, ["get_file", "get_file_str", "hash_file"]);
+    assert_eq!(names, ["get_file", "get_file_str", "recv_chunked", "hash_file"]);
 
     let o = maid(&["plugin", "inspect", cp.to_str().unwrap()], tmp.path());
     let text = stdout(&o);

@@ -574,6 +574,34 @@ fn modules_refuse_what_their_default_grants_do_not_give() {
         "outside the directories granted",
     );
     refused(&["file.mkdir", "/srv/maid/x", "user=root"], "owner");
+    // cp.recv_chunked (salt-cp -C): a chunk or a directory only where cp
+    // may write, and nothing made elsewhere.
+    refused(
+        &[
+            "cp.recv_chunked",
+            "/etc/maid-cp-test",
+            "chunk=YQo=",
+            "compressed=False",
+        ],
+        "outside the directories granted",
+    );
+    refused(
+        &["cp.recv_chunked", "/etc/maid-cp-dir/sub", "chunk=null"],
+        "outside the directories granted",
+    );
+    refused(
+        &[
+            "cp.recv_chunked",
+            "/srv/maid/../../etc/maid-cp-test",
+            "chunk=YQo=",
+            "compressed=False",
+            "mode=2541",
+        ],
+        "outside the directories granted",
+    );
+    for made in ["/etc/maid-cp-test", "/etc/maid-cp-dir"] {
+        assert!(!std::path::Path::new(made).exists(), "{made} was made");
+    }
     // cmd: programs outside its allow-list, even through which.
     refused(
         &[

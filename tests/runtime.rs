@@ -89,17 +89,17 @@ async fn bad_arguments_as_salt_reports_them() {
         (
             json!(["x"]),
             json!({}),
-            "test.ping() takes 0 positional arguments but 1 was given",
+            "ping() takes 0 positional arguments but 1 was given",
         ),
         (
             json!([]),
             json!({}),
-            "test.echo() missing 1 required positional argument: 'text'",
+            "echo() missing 1 required positional argument: 'text'",
         ),
         (
             json!(["a"]),
             json!({"text": "b"}),
-            "test.echo() got multiple values for argument 'text'",
+            "echo() got multiple values for argument 'text'",
         ),
         (
             json!(["a"]),

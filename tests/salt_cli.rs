@@ -326,6 +326,30 @@ fn cp_corpus() -> Vec<Vec<&'static str>> {
             "{src}/a.txt",
             "{dest}/z.txt",
         ],
+        // A single path is the destination of nothing.
+        vec!["*", "{dest}/only.txt"],
+        // --chunked: directories walked, missing directories made, modes
+        // kept, files of several chunks; each side into a tree of its own
+        // (and one minion each: both would append the same file here).
+        vec!["-C", "-L", "m1", "{src}/tree", "{dest}/c-{side}/"],
+        vec!["-C", "*", "{src}/tree/sub", "{dest}/c-{side}/all/"],
+        vec![
+            "--chunked",
+            "-n",
+            "-L",
+            "m1",
+            "{src}/tree/run.sh",
+            "{dest}/c-{side}/deep/n.sh",
+        ],
+        vec![
+            "-C",
+            "-L",
+            "m2",
+            "{src}/a.txt",
+            "{src}/b.txt",
+            "{dest}/c-{side}/two",
+        ],
+        vec!["-C", "*", "{src}/nope", "{dest}/"],
     ]
 }
 
@@ -344,6 +368,20 @@ async fn salt_and_maid_run_print_the_same() {
     std::fs::create_dir_all(&dest).unwrap();
     std::fs::write(src.join("a.txt"), "a\n").unwrap();
     std::fs::write(src.join("b.txt"), "b\n").unwrap();
+    // A tree for `salt-cp -C`: a subdirectory, an empty one, an executable
+    // file, and one of more than one chunk.
+    let tree = src.join("tree");
+    std::fs::create_dir_all(tree.join("sub")).unwrap();
+    std::fs::create_dir_all(tree.join("hollow")).unwrap();
+    std::fs::write(tree.join("sub/c.txt"), "c\n").unwrap();
+    std::fs::write(tree.join("run.sh"), "#!/bin/sh\necho run\n").unwrap();
+    std::fs::set_permissions(
+        tree.join("run.sh"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o750),
+    )
+    .unwrap();
+    let big: String = (0..40_000).map(|i| format!("{i}\n")).collect();
+    std::fs::write(tree.join("big.txt"), &big).unwrap();
     let grants = format!(
         "[plugins.cmd]\nexec = [\"/usr/bin/*\", \"/bin/*\"]\nshell = true\nenv = [\"PATH\"]\n\
          [plugins.cp]\nfetch = [\"salt://**\"]\ndirs = [{{ path = \"{}\", writable = true }}]\n",
@@ -396,6 +434,7 @@ async fn salt_and_maid_run_print_the_same() {
                     a.replace("{src}", src.to_str().unwrap())
                         .replace("{dest}", dest.to_str().unwrap())
                         .replace("{outfile}", out_file(side).to_str().unwrap())
+                        .replace("{side}", side)
                 })
                 .collect()
         };
@@ -437,7 +476,7 @@ async fn salt_and_maid_run_print_the_same() {
             if ids_masked {
                 text = text.replace("m1", "m?").replace("m2", "m?");
             }
-            text
+            text.replace(&format!("/c-{side}/"), "/c-SIDE/")
         };
         let (s_text, m_text) = (shown(&s, "salt"), shown(&m, "maid"));
         let tty_note = if tty { " (on a terminal)" } else { "" };
@@ -463,6 +502,40 @@ async fn salt_and_maid_run_print_the_same() {
             ));
         }
     }
+    // What `cp -C` wrote is the same on both sides, byte for byte and
+    // mode for mode.
+    let written = |side: &str| -> Vec<(String, Vec<u8>, u32)> {
+        use std::os::unix::fs::PermissionsExt;
+        let root = dest.join(format!("c-{side}"));
+        let mut out = Vec::new();
+        let mut stack = vec![root.clone()];
+        while let Some(dir) = stack.pop() {
+            for entry in std::fs::read_dir(&dir).unwrap().flatten() {
+                let path = entry.path();
+                let rel = path.strip_prefix(&root).unwrap().display().to_string();
+                if path.is_dir() {
+                    out.push((format!("{rel}/"), vec![], 0));
+                    stack.push(path);
+                } else {
+                    let mode = entry.metadata().unwrap().permissions().mode();
+                    out.push((rel, std::fs::read(&path).unwrap(), mode & 0o7777));
+                }
+            }
+        }
+        out.sort();
+        out
+    };
+    let (salt_tree, maid_tree) = (written("salt"), written("maid"));
+    let has = |path: &str| maid_tree.iter().find(|(p, _, _)| p == path).cloned();
+    assert_eq!(
+        has("tree/run.sh").map(|f| f.2),
+        Some(0o750),
+        "{maid_tree:?}"
+    );
+    assert_eq!(has("tree/big.txt").map(|f| f.1.len()), Some(big.len()));
+    assert!(has("tree/hollow/").is_some(), "{maid_tree:?}");
+    assert_eq!(salt_tree, maid_tree);
+
     let path = Path::new(env!("CARGO_TARGET_TMPDIR")).join("salt-cli-transcript.txt");
     std::fs::write(&path, &transcript).unwrap();
     // Real runs, not the same failure twice.

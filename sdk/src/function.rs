@@ -32,6 +32,12 @@ impl Call {
         format!("{}.{}", self.module, self.function)
     }
 
+    /// The function's name as Python's errors name it (`echo` in
+    /// `echo() missing 1 required positional argument: 'text'`).
+    pub fn py_name(&self) -> &str {
+        &self.function
+    }
+
     /// Keyword arguments the user gave, without the ones Salt adds itself.
     pub fn user_kwargs(&self) -> impl Iterator<Item = (&String, &Value)> {
         self.kwargs.iter().filter(|(k, _)| !k.starts_with("__"))
@@ -60,7 +66,7 @@ impl Call {
         if self.args.len() > named.len() && !varargs {
             return Err(Error::bad_arguments(format!(
                 "{}() takes {} positional argument{} but {} {} given",
-                self.fun(),
+                self.py_name(),
                 named.len(),
                 if named.len() == 1 { "" } else { "s" },
                 self.args.len(),
@@ -77,7 +83,7 @@ impl Call {
                 if bound.contains_key(key) {
                     return Err(Error::bad_arguments(format!(
                         "{}() got multiple values for argument '{key}'",
-                        self.fun()
+                        self.py_name()
                     )));
                 }
                 bound.insert(key.clone(), value.clone());
@@ -139,9 +145,9 @@ fn deserialize<A: DeserializeOwned>(call: &Call, value: Value) -> Result<A, Erro
         {
             Some(field) => Error::bad_arguments(format!(
                 "{}() missing 1 required positional argument: '{field}'",
-                call.fun()
+                call.py_name()
             )),
-            None => Error::bad_arguments(format!("{}(): {msg}", call.fun())),
+            None => Error::bad_arguments(format!("{}(): {msg}", call.py_name())),
         }
     })
 }
@@ -285,12 +291,12 @@ mod tests {
             .unwrap_err();
         assert_eq!(
             err.message,
-            "m.f() takes 2 positional arguments but 3 were given"
+            "f() takes 2 positional arguments but 3 were given"
         );
         let err = call(json!(["x"]), json!({"a": "y"}))
             .bind::<Ab>(&["a", "b"])
             .unwrap_err();
-        assert_eq!(err.message, "m.f() got multiple values for argument 'a'");
+        assert_eq!(err.message, "f() got multiple values for argument 'a'");
         let err = call(json!(["x"]), json!({"c": true}))
             .bind::<Ab>(&["a", "b"])
             .unwrap_err();
@@ -303,7 +309,7 @@ mod tests {
             .unwrap_err();
         assert_eq!(
             err.message,
-            "m.f() missing 1 required positional argument: 'a'"
+            "f() missing 1 required positional argument: 'a'"
         );
         assert_eq!(err.kind, crate::ErrorKind::BadArguments);
     }

@@ -145,27 +145,44 @@ pub fn invoke(setup: &Setup, call: &Invocation, author: bool) -> anyhow::Result<
     } else {
         (positional, kwargs)
     };
+    let request = |fun: String, args: Vec<Value>, kwargs: Map<String, Value>| CallRequest {
+        fun,
+        args,
+        kwargs,
+        jid: maid::jid::new_jid(),
+        minion_id: id.clone(),
+        user: std::env::var("USER").ok(),
+        timeout,
+        ..Default::default()
+    };
     let outcome = super::block_on(async {
         runtime.load_dir(&setup.plugin_dir).await?;
-        anyhow::Ok(
-            runtime
-                .call(CallRequest {
-                    fun,
-                    args: positional,
-                    kwargs,
-                    jid: maid::jid::new_jid(),
-                    minion_id: id.clone(),
-                    user: std::env::var("USER").ok(),
-                    timeout,
-                    ..Default::default()
-                })
-                .await,
-        )
+        anyhow::Ok(runtime.call(request(fun.clone(), positional, kwargs)).await)
     })??;
     // salt-call names an unknown function on stderr and exits 255.
     if !author && outcome.failure == Some(Failure::NotAvailable) {
         eprintln!("{}", outcome.ret.as_str().unwrap_or_default());
         return Ok(ExitCode::from(255));
+    }
+    // salt-call says on stderr that the arguments did not fit, prints the
+    // function's documentation as its usage, and exits 1.
+    if !author && outcome.failure == Some(Failure::BadArguments) {
+        let why = outcome.ret.as_str().unwrap_or_default();
+        let why = why
+            .strip_prefix("Passed invalid arguments: ")
+            .unwrap_or(why);
+        eprint!("\nPassed invalid arguments: {why}.\n\nUsage:\n");
+        let docs = super::block_on(runtime.call(request(
+            "sys.doc".into(),
+            vec![Value::String(fun.clone())],
+            Map::new(),
+        )))?;
+        // Python prints a function without a docstring's `None`.
+        match docs.ret.get(&fun).and_then(Value::as_str) {
+            Some(doc) => println!("{doc}"),
+            None => println!("None"),
+        }
+        return Ok(ExitCode::FAILURE);
     }
     if call.doc {
         // As salt-call's `print_docs`: `NAME:`, the text and a blank line

@@ -12,7 +12,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use maid_master::cli::block_on;
-use maid_master::cli::{acl, api, fleet, key, runner};
+use maid_master::cli::{acl, api, cp, fleet, key, runner};
 
 /// maid: run Salt execution modules as sandboxed WebAssembly plugins.
 #[derive(Debug, Parser)]
@@ -60,7 +60,7 @@ pub enum Command {
     /// Run a function on the minions TGT selects, as `salt` does.
     Run(fleet::RunArgs),
     /// Copy a file to the minions TGT selects, as `salt-cp` does.
-    Cp(fleet::CpArgs),
+    Cp(cp::CpArgs),
     /// Run a runner function on the master, as `salt-run` does
     /// (`jobs.list_jobs`, `jobs.lookup_jid`, `manage.status`, ...).
     Runner(runner::RunnerArgs),
@@ -133,7 +133,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Policy(args) => plugin::policy(args),
         Command::Agent(args) => agent::agent(args),
         Command::Run(args) => fleet::run(args, cli.verbose > 0),
-        Command::Cp(args) => fleet::cp(args, cli.verbose > 0),
+        Command::Cp(args) => cp::cp(args, cli.verbose > 0),
         Command::Runner(args) => runner::run(args),
         Command::Job(args) => fleet::job(args),
         Command::Maids(args) => fleet::maids(args),

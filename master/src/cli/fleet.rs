@@ -2,7 +2,7 @@
 //! `maid maids`, `maid file push` and `maid keygen`.
 
 use std::collections::{BTreeMap, HashSet};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -56,7 +56,7 @@ pub struct TargetOpts {
 }
 
 impl TargetOpts {
-    fn tgt_type(&self) -> &'static str {
+    pub(super) fn tgt_type(&self) -> &'static str {
         [
             (self.list, "list"),
             (self.pcre, "pcre"),
@@ -75,7 +75,7 @@ impl TargetOpts {
 
     /// The target as `salt` publishes it: a list target is split into ids,
     /// at commas (spaces removed) or else at whitespace.
-    fn tgt(&self, tgt: &str) -> Value {
+    pub(super) fn tgt(&self, tgt: &str) -> Value {
         if !self.list {
             return Value::String(tgt.to_string());
         }
@@ -230,15 +230,15 @@ fn print_one(out: &Out, indent: Option<i64>, id: &str, value: Value, retcode: i3
 
 /// What to run, on whom.
 pub(super) struct Spec {
-    tgt: Value,
-    tgt_type: &'static str,
-    fun: String,
-    arg: Vec<Value>,
-    kwarg: Map<String, Value>,
+    pub(super) tgt: Value,
+    pub(super) tgt_type: &'static str,
+    pub(super) fun: String,
+    pub(super) arg: Vec<Value>,
+    pub(super) kwarg: Map<String, Value>,
     /// SHA-256 pinned for `salt://` sources (`maid cp`).
-    source_hashes: std::collections::BTreeMap<String, String>,
+    pub(super) source_hashes: std::collections::BTreeMap<String, String>,
     /// `-b`: a rolling batch of this size.
-    batch: Option<String>,
+    pub(super) batch: Option<String>,
 }
 
 impl Spec {
@@ -758,7 +758,7 @@ fn run_batch(
 }
 
 /// Forged replies go to stderr, never among the returns.
-fn report_forged(forged: &std::collections::BTreeMap<String, String>) {
+pub(super) fn report_forged(forged: &std::collections::BTreeMap<String, String>) {
     for (id, why) in forged {
         eprintln!("maid: a forged reply claimed to come from {id}: {why}; not counted");
     }
@@ -887,155 +887,6 @@ pub fn run(args: RunArgs, verbose: bool) -> anyhow::Result<ExitCode> {
 }
 
 #[derive(Debug, Args)]
-pub struct CpArgs {
-    #[command(flatten)]
-    pub target: TargetOpts,
-    /// Target expression.
-    pub tgt: String,
-    /// Local files to copy, then the destination on the minions: a file
-    /// (one source), or a directory they are copied into.
-    #[arg(required = true, num_args = 2.., value_name = "SOURCE... DEST")]
-    pub paths: Vec<String>,
-    /// Create missing directories of DEST.
-    #[arg(long)]
-    pub makedirs: bool,
-    #[command(flatten)]
-    pub report: ReportOpts,
-    #[command(flatten)]
-    pub master: MasterOpts,
-}
-
-/// What `salt-cp` shows for a minion whose destination directory is
-/// missing.
-const DEST_UNAVAILABLE: &str = "Destination unavailable";
-
-/// `salt-cp`: push each source to the file store, have the targeted maids
-/// fetch it with `cp.get_file` (pinned to the bytes pushed), and show, as
-/// salt-cp does, each minion's `{path written: true}` in one document, or
-/// `Destination unavailable`. Sources that are not there are skipped, a
-/// directory is refused; the exit status is 0 once the copy went out, as
-/// salt-cp's.
-pub fn cp(args: CpArgs, verbose: bool) -> anyhow::Result<ExitCode> {
-    args.report.output.prepare()?;
-    let (dest, sources) = args.paths.split_last().context("SOURCE... DEST")?;
-    let mut files = Vec::new();
-    for src in sources {
-        let path = Path::new(src);
-        if path.is_dir() {
-            println!(
-                "{src} is a directory, only files are supported in non-chunked mode. \
-                 Use \"--chunked\" command line argument."
-            );
-            return Ok(ExitCode::FAILURE);
-        }
-        // As salt-cp: what is neither file nor directory is left out.
-        if path.is_file() {
-            let name = path
-                .file_name()
-                .and_then(|n| n.to_str())
-                .with_context(|| format!("{src} has no file name"))?;
-            files.push((path.to_path_buf(), name.to_string()));
-        }
-    }
-    let mut kwarg = Map::new();
-    if args.makedirs {
-        kwarg.insert("makedirs".into(), Value::Bool(true));
-    }
-    let spec = Spec {
-        tgt: args.target.tgt(&args.tgt),
-        tgt_type: args.target.tgt_type(),
-        fun: "cp.get_file".into(),
-        arg: vec![],
-        kwarg,
-        source_hashes: Default::default(),
-        batch: None,
-    };
-    let (out, indent) = (&args.report.output(), args.report.output.out_indent);
-    let (bus, req, selected, unknown) = match prepare(&args.master, &args.report, spec)? {
-        Prepared::Done(code) => return Ok(code),
-        Prepared::NoMatch => {
-            println!("{NO_MATCH}");
-            return Ok(ExitCode::SUCCESS);
-        }
-        Prepared::Ready(ready) => {
-            let unknown = ready.registry.unknown(&ready.req);
-            let Ready {
-                bus, req, selected, ..
-            } = *ready;
-            (bus, req, selected, unknown)
-        }
-    };
-    // Each selected minion's document: what it wrote, or why not.
-    let mut shown: BTreeMap<String, Value> = BTreeMap::new();
-    if files.is_empty() {
-        // Salt sends the minions an empty set of files: each answers `{}`.
-        shown.extend(
-            selected
-                .iter()
-                .map(|id| (id.clone(), Value::Object(Map::new()))),
-        );
-    }
-    let mut last = None;
-    for (path, name) in &files {
-        // Signed like the job: the file then stays vouched for after this
-        // copy, for jobs that name it without a pin.
-        let pushed = block_on(async {
-            let mut conn = bus.connect().await?;
-            anyhow::Ok(filestore::push(&mut conn, path, name, req.key.as_ref()).await?)
-        })??;
-        if verbose {
-            eprintln!(
-                "pushed salt://{} ({} bytes, sha256 {}{})",
-                pushed.name,
-                pushed.size,
-                pushed.sha256,
-                signed_by(&pushed)
-            );
-        }
-        let url = format!("salt://{}", pushed.name);
-        let mut one = req.clone();
-        one.arg = vec![Value::String(url.clone()), Value::String(dest.clone())];
-        // The agents write exactly the bytes pushed here, whatever the
-        // Redis file store holds by the time they read it.
-        one.source_hashes = [(url, pushed.sha256.clone())].into();
-        let report = block_on(jobs::run(&bus, &one, |_| {}))??;
-        for r in &report.returns {
-            let entry = shown
-                .entry(r.id.clone())
-                .or_insert_with(|| Value::Object(Map::new()));
-            match (&r.ret, r.retcode) {
-                (Value::String(written), 0) if !written.is_empty() => {
-                    if let Value::Object(m) = entry {
-                        m.insert(written.clone(), Value::Bool(true));
-                    }
-                }
-                (Value::String(_), 0) => {}
-                // The agent's words for a missing destination directory
-                // are salt-cp's `Destination unavailable`.
-                (Value::String(why), _) if why.contains("does not exist; pass makedirs") => {
-                    *entry = Value::String(DEST_UNAVAILABLE.into());
-                }
-                (other, _) => *entry = other.clone(),
-            }
-        }
-        let missed = report.missed_minions.iter().chain(&report.missed_maids);
-        for id in missed.filter(|id| selected.contains(*id)).chain(&unknown) {
-            shown.insert(id.clone(), Value::String(jobs::no_response(&report.jid)));
-        }
-        for (id, reason) in &report.rejected {
-            shown.insert(id.clone(), Value::String(format!("Job rejected: {reason}")));
-        }
-        report_forged(&report.forged);
-        last = Some(report);
-    }
-    out.display(&shown.into_iter().collect(), indent);
-    if let (Some(report), true) = (last, args.report.summary) {
-        eprint!("{}", accounting(&report));
-    }
-    Ok(ExitCode::SUCCESS)
-}
-
-#[derive(Debug, Args)]
 pub struct JobArgs {
     /// The job id.
     pub jid: String,
@@ -1160,7 +1011,7 @@ pub struct PushArgs {
 }
 
 /// `, signed by KID` when a key signed the push.
-fn signed_by(pushed: &filestore::Pushed) -> String {
+pub(super) fn signed_by(pushed: &filestore::Pushed) -> String {
     match &pushed.kid {
         Some(kid) => format!(", signed by {kid}"),
         None => String::new(),

@@ -4,6 +4,7 @@
 
 pub mod acl;
 pub mod api;
+pub mod cp;
 pub mod fleet;
 pub mod key;
 pub mod plugin_push;

@@ -42,6 +42,16 @@ struct GetFileStr {
     path: String,
 }
 
+#[derive(Deserialize)]
+struct RecvChunked {
+    dest: String,
+    /// Base64 of the chunk; `None` makes `dest` an (empty) directory.
+    chunk: Option<String>,
+    append: bool,
+    compressed: bool,
+    mode: Option<u32>,
+}
+
 const CHUNK: usize = 1 << 20;
 
 fn open(url: &str) -> Result<Option<Source>, Error> {
@@ -113,6 +123,71 @@ fn get_file(a: GetFile, call: &Call) -> Result<String, Error> {
     }
     maid_sdk::fs::write_source(&mut src, &a.path, &dest, &call.context.jid)?;
     Ok(dest.display().to_string())
+}
+
+/// Salt's `cp.recv_chunked`, what `salt-cp -C` (and `maid cp -C`) sends:
+/// one chunk of a file written (or appended) at `dest`, its directory made
+/// when missing, the mode set with the first chunk; or `dest` made a
+/// directory. Writes go through the granted directories only, as
+/// `get_file`'s do.
+fn recv_chunked(a: RecvChunked) -> Result<serde_json::Value, Error> {
+    use std::io::Write;
+
+    let dest = Path::new(&a.dest);
+    if !dest.is_absolute() {
+        return Err(Error::bad_arguments(format!(
+            "dest must be an absolute path, not {:?}",
+            a.dest
+        )));
+    }
+    maid_sdk::fs::check_write(dest)?;
+    let Some(chunk) = a.chunk else {
+        return match fs::create_dir_all(dest) {
+            Ok(()) => Ok(json!(true)),
+            // Salt's answer, a success.
+            Err(_) if dest.is_file() => Ok(json!("Path exists and is a file")),
+            Err(e) => Err(at(dest, "cannot create")(e)),
+        };
+    };
+    use base64::Engine;
+    let data = base64::engine::general_purpose::STANDARD
+        .decode(chunk.trim())
+        .map_err(|e| Error::failed(format!("the chunk is not base64: {e}"), 1))?;
+    let data = if a.compressed {
+        let mut plain = Vec::new();
+        flate2::read::GzDecoder::new(&data[..])
+            .read_to_end(&mut plain)
+            .map_err(|e| Error::failed(format!("the chunk is not gzip: {e}"), 1))?;
+        plain
+    } else {
+        data
+    };
+    let open = || {
+        let mut options = fs::OpenOptions::new();
+        if a.append {
+            options.append(true).create(true);
+        } else {
+            options.write(true).create(true).truncate(true);
+        }
+        options.open(dest)
+    };
+    let mut file = match open() {
+        Ok(file) => file,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            if let Some(dir) = dest.parent() {
+                fs::create_dir_all(dir).map_err(at(dir, "cannot create"))?;
+            }
+            open().map_err(at(dest, "cannot write"))?
+        }
+        Err(e) => return Err(at(dest, "cannot write")(e)),
+    };
+    file.write_all(&data).map_err(at(dest, "cannot write"))?;
+    if !a.append
+        && let Some(mode) = a.mode
+    {
+        host::set_mode(&a.dest, mode & 0o7777)?;
+    }
+    Ok(json!(true))
 }
 
 fn hex(bytes: &[u8]) -> String {
@@ -188,6 +263,18 @@ impl Plugin for Cp {
                         .map_err(at(Path::new(&a.path), "cannot read"))?;
                     Ok(json!(String::from_utf8_lossy(&bytes)))
                 },
+            ),
+            Function::new(
+                "recv_chunked",
+                "Write one chunk of a file salt-cp -C sends (or make DEST a directory); return True",
+                &[
+                    "dest",
+                    "chunk",
+                    "append=false",
+                    "compressed=true",
+                    "mode=null",
+                ],
+                |a: RecvChunked, _: &Call| recv_chunked(a),
             ),
             Function::new(
                 "hash_file",

@@ -163,7 +163,7 @@ fn path_arg(call: &Call, name: &str) -> Result<String, Error> {
         .ok_or_else(|| {
             Error::bad_arguments(format!(
                 "{}() missing 1 required positional argument: '{name}'",
-                call.fun()
+                call.py_name()
             ))
         })
 }

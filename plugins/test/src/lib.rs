@@ -429,7 +429,7 @@ impl Plugin for Test {
                     if !call.args.is_empty() {
                         return Err(Error::bad_arguments(format!(
                             "{}() takes 0 positional arguments but {} were given",
-                            call.fun(),
+                            call.py_name(),
                             call.args.len()
                         )));
                     }
