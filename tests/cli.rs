@@ -339,7 +339,10 @@ fn plugin_list_and_inspect() {
         .iter()
         .map(|f| f["name"].as_str().unwrap())
         .collect();
-    assert_eq!(names, ["get_file", "get_file_str", "recv_chunked", "hash_file"]);
+    assert_eq!(
+        names,
+        ["get_file", "get_file_str", "recv_chunked", "hash_file"]
+    );
 
     let o = maid(&["plugin", "inspect", cp.to_str().unwrap()], tmp.path());
     let text = stdout(&o);

@@ -218,6 +218,8 @@ fn corpus() -> Vec<(Vec<&'static str>, bool)> {
             false,
         ),
         (vec!["--client", "runner", "manage.up"], false),
+        (vec!["--client", "runner", "manage.present"], false),
+        (vec!["--client", "runner", "manage.not_joined"], false),
         (vec!["--client", "runner", "manage.down"], false),
         (vec!["--batch", "1", "*", "test.echo", "batched"], true),
         (vec!["--batch", "50%", "*", "cmd.run", "echo half"], true),

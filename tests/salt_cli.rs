@@ -302,6 +302,12 @@ fn runner_corpus() -> Vec<Vec<&'static str>> {
         vec!["manage.up", "zz*"],
         vec!["manage.status", "tgt=zz*"],
         vec!["manage.up", "a", "b", "c"],
+        // Presence from the registry, nothing sent.
+        vec!["manage.present"],
+        vec!["manage.alived", "subset=[m2, nobody]"],
+        vec!["manage.not_present"],
+        vec!["manage.list_state", "show_ip=True"],
+        vec!["manage.list_not_state", "subset=m1"],
     ]
 }
 

@@ -536,6 +536,10 @@ async fn runner(
     bound: &Bound,
     user: &str,
 ) -> Result<Result<Value, BadCall>, ApiError> {
+    if master_funs::is_presence(&chunk.fun) {
+        let mut conn = api.hub.conn().await?;
+        return Ok(master_funs::presence(&mut conn, api.pki.as_ref(), &chunk.fun, bound).await?);
+    }
     if chunk.fun.starts_with("manage.") {
         let (up, down) = manage_ping(api, bound, user).await?;
         return Ok(Ok(master_funs::manage_answer(&chunk.fun, up, down)));
