@@ -54,36 +54,27 @@ pub fn run(args: RunnerArgs) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::SUCCESS);
         }
     };
-    let ret = if master_funs::is_presence(&args.fun) {
-        let (bus, config) = args.master.bus()?;
-        let pki = args.master.pki(&config);
-        let answer = block_on(async {
-            let mut conn = bus.connect().await?;
-            master_funs::presence(&mut conn, pki.as_ref(), &args.fun, &bound).await
-        })??;
-        match answer {
-            Ok(ret) => ret,
-            Err(bad) => {
-                out.display_value(&Value::String(bad.0), indent);
-                return Ok(ExitCode::SUCCESS);
-            }
-        }
-    } else if args.fun.starts_with("manage.") {
+    let answer = if args.fun.starts_with("manage.") && !master_funs::is_presence(&args.fun) {
         let (up, down) = manage_ping(&args, &bound)?;
-        master_funs::manage_answer(&args.fun, up, down)
+        Ok(master_funs::manage_answer(&args.fun, up, down))
     } else {
+        // The rest read Redis: the registry, or the job cache.
         let (bus, config) = args.master.bus()?;
         let pki = args.master.pki(&config);
-        let answer = block_on(async {
+        block_on(async {
             let mut conn = bus.connect().await?;
-            master_funs::jobs_runner(&mut conn, pki.as_ref(), &args.fun, &bound, |_| true).await
-        })??;
-        match answer {
-            Ok(ret) => ret,
-            Err(bad) => {
-                out.display_value(&Value::String(bad.0), indent);
-                return Ok(ExitCode::SUCCESS);
+            if master_funs::is_presence(&args.fun) {
+                master_funs::presence(&mut conn, pki.as_ref(), &args.fun, &bound).await
+            } else {
+                master_funs::jobs_runner(&mut conn, pki.as_ref(), &args.fun, &bound, |_| true).await
             }
+        })??
+    };
+    let ret = match answer {
+        Ok(ret) => ret,
+        Err(bad) => {
+            out.display_value(&Value::String(bad.0), indent);
+            return Ok(ExitCode::SUCCESS);
         }
     };
     out.display_value(&ret, indent);
