@@ -1271,8 +1271,9 @@ fn service_enables_and_disables_units_in_a_unit_tree() {
         Some(&config),
         &["service.enable".into(), "--now".into(), r.clone()],
     );
+    // salt-call prints a bad call's message on stderr, the usage on stdout.
     assert_eq!(out.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&out.stdout).contains("is not a unit name"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("is not a unit name"));
 }
 
 /// The dpkg database is the machine's: one test at a time changes or
