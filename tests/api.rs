@@ -326,13 +326,15 @@ async fn lowstate_runs_several_chunks_and_reports_like_maid_run() {
             {"client": "local", "tgt": "role:db", "expr_form": "grain", "fun": "test.arg",
              "arg": [1], "kwarg": {"k": "v"}},
             {"client": "local", "tgt": "web-*", "fun": "nosuch.fun"},
+            {"client": "local", "tgt": "role;web", "tgt_type": "grain", "delimiter": ";",
+             "fun": "test.echo", "arg": ["semi"]},
         ]),
     )
     .await;
     assert_eq!(status, StatusCode::OK, "{body}");
     let ret = &body["return"];
     let maid = &body["maid"];
-    assert_eq!(ret.as_array().unwrap().len(), 4, "{body}");
+    assert_eq!(ret.as_array().unwrap().len(), 5, "{body}");
     // The missed maid is answered for, as Salt answers for a minion that
     // did not return.
     let jid = maid[0]["jid"].as_str().unwrap();
@@ -361,6 +363,10 @@ async fn lowstate_runs_several_chunks_and_reports_like_maid_run() {
     // not-available return.
     assert_eq!(ret[3]["web-1"], "'nosuch.fun' is not available.", "{body}");
     assert_eq!(maid[3]["retcodes"]["web-1"], 254, "{body}");
+    // The job's delimiter reaches the maids, which split the grain target
+    // at it.
+    assert_eq!(ret[4], json!({"web-1": "semi"}), "{body}");
+    assert_eq!(sorted(&maid[4]["empty"]), ["db-1"]);
     let jids: Vec<&str> = maid
         .as_array()
         .unwrap()

@@ -245,6 +245,33 @@ fn hand_written() -> Vec<(&'static str, &'static str)> {
     ]
 }
 
+/// A target case: `(tgt_type, tgt, delimiter)`, the delimiter sent only
+/// when not `None` (as `salt --delimiter` sends it).
+type Case = (String, String, Option<String>);
+
+/// Grain targets under `salt --delimiter`: `(tgt_type, delimiter, tgt)`.
+fn delimited() -> Vec<(&'static str, &'static str, &'static str)> {
+    vec![
+        ("grain", ";", "os;*"),
+        ("grain", ";", "os:*"),
+        ("grain", ";", "app;name;shop"),
+        ("grain", ";", "app;a:b;colon-key"),
+        ("grain", ";", "app;a;b;colon-key"),
+        ("grain", ";", "master;*:4506"),
+        ("grain", "|", "tags|0|k|v*"),
+        ("grain", "::", "app::name::SHOP"),
+        ("grain", "::", "app:name:shop"),
+        ("grain", ":", "app:name:shop"),
+        ("grain", "", "app:name:shop"),
+        ("grain_pcre", ";", "datacenter;region-(east|west)"),
+        ("grain_pcre", ";", "app;version;1\\.[0-2]\\.3$"),
+        ("grain_pcre", "", "os:.*"),
+        ("glob", ";", "web*"),
+        ("compound", ";", "G@app:name:shop or db*"),
+        ("compound", ";", "G@app;name;shop or db*"),
+    ]
+}
+
 /// A tiny deterministic generator, so the generated corpus is the same in
 /// every run and a difference can be reproduced from the test's output.
 struct Rng(u64);
@@ -419,7 +446,7 @@ fn generated(ids: &[&str]) -> Vec<(&'static str, String)> {
 
 /// Who runs each job, as maid's agents decide it: the ids that PINGed
 /// `match: true`. Jobs go out in batches, each with its own reply topic.
-async fn maid_decisions(bus: &Bus, cases: &[(String, String)], ids: &[&str]) -> Vec<Vec<String>> {
+async fn maid_decisions(bus: &Bus, cases: &[Case], ids: &[&str]) -> Vec<Vec<String>> {
     let mut out = Vec::with_capacity(cases.len());
     for (batch_no, batch) in cases.chunks(40).enumerate() {
         let topics: Vec<String> = (0..batch.len())
@@ -428,8 +455,8 @@ async fn maid_decisions(bus: &Bus, cases: &[(String, String)], ids: &[&str]) -> 
         let pubsub = bus.subscribe(&topics).await.unwrap();
         let mut stream = pubsub.into_on_message();
         let mut conn = bus.connect().await.unwrap();
-        for (i, (tgt_type, tgt)) in batch.iter().enumerate() {
-            let job = json!({
+        for (i, (tgt_type, tgt, delimiter)) in batch.iter().enumerate() {
+            let mut job = json!({
                 "jid": format!("2026112400000{batch_no:03}{i:04}"),
                 "tempTopic": topics[i],
                 "fun": "test.ping",
@@ -437,6 +464,9 @@ async fn maid_decisions(bus: &Bus, cases: &[(String, String)], ids: &[&str]) -> 
                 "tgt_type": tgt_type,
                 "timeout": 5,
             });
+            if let Some(d) = delimiter {
+                job["delimiter"] = json!(d);
+            }
             maid_master::bus::publish(&mut conn, TOPIC, &job.to_string())
                 .await
                 .unwrap();
@@ -497,11 +527,20 @@ async fn targeting_agrees_with_salts_matchers() {
         })
         .collect();
 
-    let mut cases: Vec<(String, String)> = hand_written()
+    let mut cases: Vec<Case> = hand_written()
         .into_iter()
-        .map(|(t, e)| (t.to_string(), e.to_string()))
+        .map(|(t, e)| (t.to_string(), e.to_string(), None))
         .collect();
-    cases.extend(generated(&ids).into_iter().map(|(t, e)| (t.to_string(), e)));
+    cases.extend(
+        generated(&ids)
+            .into_iter()
+            .map(|(t, e)| (t.to_string(), e, None)),
+    );
+    cases.extend(
+        delimited()
+            .into_iter()
+            .map(|(t, d, e)| (t.to_string(), e.to_string(), Some(d.to_string()))),
+    );
     let pairs = cases.len() * ids.len();
     assert!(pairs >= 1000, "the corpus has only {pairs} pairs");
 
@@ -509,7 +548,10 @@ async fn targeting_agrees_with_salts_matchers() {
         "targeting",
         &json!({
             "minions": grains,
-            "cases": cases.iter().map(|(t, e)| json!({"tgt_type": t, "tgt": e})).collect::<Vec<_>>(),
+            "cases": cases
+                .iter()
+                .map(|(t, e, d)| json!({"tgt_type": t, "tgt": e, "delimiter": d}))
+                .collect::<Vec<_>>(),
         }),
     );
     let salt: Vec<Vec<String>> = serde_json::from_value(salt).unwrap();
@@ -524,12 +566,12 @@ async fn targeting_agrees_with_salts_matchers() {
     .unwrap();
 
     let mut differences = Vec::new();
-    for (((tgt_type, tgt), salt), maid) in cases.iter().zip(&salt).zip(&maid) {
+    for (((tgt_type, tgt, delimiter), salt), maid) in cases.iter().zip(&salt).zip(&maid) {
         if salt != maid {
             let salt: BTreeSet<_> = salt.iter().collect();
             let maid: BTreeSet<_> = maid.iter().collect();
             differences.push(format!(
-                "{tgt_type} {tgt:?}: Salt runs on {salt:?}, maid on {maid:?}"
+                "{tgt_type} {tgt:?} (delimiter {delimiter:?}): Salt runs on {salt:?}, maid on {maid:?}"
             ));
         }
     }

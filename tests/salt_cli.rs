@@ -119,6 +119,10 @@ fn corpus() -> Vec<(Vec<&'static str>, bool)> {
         (vec!["nomatch*", "test.ping"], false),
         (vec!["-I", "role:web", "test.ping"], false),
         (vec!["-J", "role:w.*", "test.ping"], false),
+        // Grain key paths split at --delimiter, on the master and the minions.
+        (vec!["--delimiter", ";", "-G", "id;m1", "test.ping"], false),
+        (vec!["--delimiter", ";", "-G", "id:m1", "test.ping"], false),
+        (vec!["--delimiter=|", "-P", "id|m[12]", "test.ping"], true),
         (vec!["--preview-target", "-E", "m[12]", "test.ping"], true),
         (vec!["-b", "1", "*", "test.echo", "one at a time"], true),
         (vec!["-b", "50%", "--out", "json", "*", "test.ping"], true),
@@ -323,6 +327,23 @@ fn cp_corpus() -> Vec<Vec<&'static str>> {
         vec!["-t", "2", "-L", "m1,nosuch", "{src}/a.txt", "{dest}/w.txt"],
         vec!["*", "{src}/nothing-here", "{dest}/"],
         vec!["nomatch*", "{src}/a.txt", "{dest}/"],
+        // salt-cp takes --delimiter and reads the target with `:`.
+        vec![
+            "--delimiter",
+            ";",
+            "-G",
+            "id;m2",
+            "{src}/a.txt",
+            "{dest}/d.txt",
+        ],
+        vec![
+            "--delimiter",
+            ";",
+            "-G",
+            "id:m2",
+            "{src}/a.txt",
+            "{dest}/e.txt",
+        ],
         vec!["--force-color", "*", "{src}/a.txt", "{dest}/y.txt"],
         vec![
             "--out-file",

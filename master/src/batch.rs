@@ -210,6 +210,7 @@ mod tests {
             source_hashes: Default::default(),
             pki: None,
             gather_job_timeout: None,
+            delimiter: None,
         }
     }
 

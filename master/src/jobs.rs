@@ -52,6 +52,8 @@ pub struct JobRequest {
     /// long for their answers; those still running the job are waited for
     /// another `timeout`, as Salt's master waits. `None`: do not ask.
     pub gather_job_timeout: Option<Duration>,
+    /// `--delimiter`: [`Job::delimiter`].
+    pub delimiter: Option<String>,
 }
 
 /// Salt's default `gather_job_timeout`.
@@ -372,7 +374,8 @@ fn matching(
     };
     let empty = Map::new();
     let targets = |id: &str, grains: &Map<String, Value>| {
-        crate::target::matches(&req.tgt, tgt_type, id, grains).unwrap_or(false)
+        crate::target::matches_delimited(&req.tgt, tgt_type, id, grains, req.delimiter.as_deref())
+            .unwrap_or(false)
     };
     let expected: BTreeMap<&String, Option<&Registration>> =
         expected(maids, req, accepted).collect();
@@ -564,6 +567,7 @@ pub fn job_payload(req: &JobRequest, jid: &str, topic: &str) -> String {
         out: req.out.clone(),
         topic: Some(req.master_topic.clone()),
         source_hashes: req.source_hashes.clone(),
+        delimiter: req.delimiter.clone(),
     };
     let payload = serde_json::to_string(&job).expect("jobs serialise");
     match &req.key {
@@ -704,6 +708,7 @@ pub async fn run_in(
                 timeout: gather,
                 source_hashes: BTreeMap::new(),
                 gather_job_timeout: None,
+                delimiter: None,
                 ..req.clone()
             };
             // On this job's reply topic: the answers come on the stream

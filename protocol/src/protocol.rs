@@ -62,6 +62,11 @@ pub struct Job {
     /// only with exactly that content (`docs/security.md`).
     #[serde(skip_serializing_if = "BTreeMap::is_empty", default)]
     pub source_hashes: BTreeMap<String, String>,
+    /// Between the levels of a `grain`/`grain_pcre` target's key path when
+    /// not Salt's `:` (`salt --delimiter`); sent, as Salt's master sends it,
+    /// only when it is not the default.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub delimiter: Option<String>,
 }
 
 /// The longest `timeout` a job may ask for, in seconds (a year): the value
@@ -105,6 +110,8 @@ struct WireJob {
     topic: Option<String>,
     #[serde(default)]
     source_hashes: BTreeMap<String, String>,
+    #[serde(default)]
+    delimiter: Option<String>,
 }
 
 /// Whether a field is there at all, whatever its value (`null` too).
@@ -249,6 +256,7 @@ impl Job {
             out: wire.out,
             topic: wire.topic,
             source_hashes: wire.source_hashes,
+            delimiter: wire.delimiter,
         })
     }
 
@@ -447,6 +455,23 @@ mod tests {
         let job =
             Job::from_value(json!({"jid": "1", "tempTopic": "t", "fun": "test.ping"})).unwrap();
         assert_eq!((job.tgt, job.tgt_type.as_str()), (json!("*"), "glob"));
+        assert_eq!(job.delimiter, None);
+        // Salt's `delimiter` rides along, and only when set.
+        let job = Job::from_value(json!({"jid": "1", "tempTopic": "t", "fun": "test.ping",
+            "tgt": "os;Debian", "tgt_type": "grain", "delimiter": ";"}))
+        .unwrap();
+        assert_eq!(job.delimiter.as_deref(), Some(";"));
+        assert_eq!(serde_json::to_value(&job).unwrap()["delimiter"], ";");
+        let plain = Job {
+            delimiter: None,
+            ..job
+        };
+        assert!(
+            serde_json::to_value(&plain)
+                .unwrap()
+                .get("delimiter")
+                .is_none()
+        );
     }
 
     #[test]

@@ -135,6 +135,7 @@ pub fn request(tgt: &str, tgt_type: &str, fun: &str, arg: Value, kwarg: Value) -
         source_hashes: Default::default(),
         pki: None,
         gather_job_timeout: None,
+        delimiter: None,
     }
 }
 

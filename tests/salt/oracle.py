@@ -22,7 +22,8 @@ logging.disable(logging.CRITICAL)
 def targeting(doc):
     """Does each minion run each job? As `Minion._target_load` decides.
 
-    Input: {"minions": {id: grains}, "cases": [{"tgt", "tgt_type"}]}.
+    Input: {"minions": {id: grains}, "cases": [{"tgt", "tgt_type",
+    "delimiter" (null: the default)}]}.
     Output: for each case, the sorted ids whose matcher returned a true
     value; a matcher that raised counts as not targeted, as the minion
     drops the publication when `_target_load` raises.
@@ -41,7 +42,11 @@ def targeting(doc):
                 continue
             try:
                 if tgt_type in ("grain", "grain_pcre", "pillar"):
-                    ok = func(tgt, delimiter=":", opts=mopts, minion_id=minion_id)
+                    # `load.get("delimiter", DEFAULT_TARGET_DELIM)`.
+                    delimiter = case.get("delimiter")
+                    if delimiter is None:
+                        delimiter = ":"
+                    ok = func(tgt, delimiter=delimiter, opts=mopts, minion_id=minion_id)
                 else:
                     ok = func(tgt, opts=mopts, minion_id=minion_id)
             except Exception:  # pylint: disable=broad-except

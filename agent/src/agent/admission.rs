@@ -12,7 +12,7 @@ use super::Shared;
 use crate::audit::{Decision, Record};
 use crate::jidstore::Insert;
 use crate::protocol::{self, Job, Refusal};
-use crate::target::{TargetType, matches};
+use crate::target::{TargetType, matches_delimited};
 
 /// What a message is to this maid.
 pub(super) enum Verdict {
@@ -105,8 +105,15 @@ pub(super) fn admit(shared: &Shared, topic: &str, payload: &[u8]) -> Verdict {
             };
         }
     };
-    let matched = TargetType::parse(&job.tgt_type)
-        .and_then(|t| matches(&job.tgt, t, &shared.id, &shared.grains.read()));
+    let matched = TargetType::parse(&job.tgt_type).and_then(|t| {
+        matches_delimited(
+            &job.tgt,
+            t,
+            &shared.id,
+            &shared.grains.read(),
+            job.delimiter.as_deref(),
+        )
+    });
     let matched = match matched {
         Ok(m) => m,
         Err(e) => {

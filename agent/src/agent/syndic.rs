@@ -24,7 +24,7 @@ use crate::bus::{Bus, BusError, Conn, RedisConfig, publish};
 use crate::filestore::ConnSource;
 use crate::outbox::Pending;
 use crate::protocol::{self, Job, Registration, Reply};
-use crate::target::{TargetType, matches};
+use crate::target::{TargetType, matches_delimited};
 
 /// The minions beneath, by id, as they registered.
 type Listed = BTreeMap<String, Registration>;
@@ -68,7 +68,15 @@ impl Syndic {
         beneath
             .iter()
             .filter(|(id, reg)| {
-                id.as_str() != own && matches(&job.tgt, tgt_type, id, &reg.grains).unwrap_or(false)
+                id.as_str() != own
+                    && matches_delimited(
+                        &job.tgt,
+                        tgt_type,
+                        id,
+                        &reg.grains,
+                        job.delimiter.as_deref(),
+                    )
+                    .unwrap_or(false)
             })
             .map(|(id, _)| id.clone())
             .collect()

@@ -178,7 +178,14 @@ async fn authorize(api: &Api, chunks: &[Chunk], users: &[String]) -> Result<(), 
             Client::Master(form) | Client::MasterAsync(form) => {
                 perms::spec_allows(&entries, &chunk.fun, form.name())
             }
-            _ => perms::allows(&entries, &chunk.fun, &chunk.tgt, chunk.tgt_type, &known),
+            _ => perms::allows_delimited(
+                &entries,
+                &chunk.fun,
+                &chunk.tgt,
+                chunk.tgt_type,
+                chunk.delimiter.as_deref(),
+                &known,
+            ),
         };
         if !allowed {
             tracing::warn!(%user, fun = %chunk.fun, tgt = %chunk.tgt, "refused by [api.perms]");
@@ -214,6 +221,7 @@ fn request(api: &Api, chunk: &Chunk, user: &str, timeout: std::time::Duration) -
         pki: api.pki.clone(),
         // salt-api's LocalClient asks as the salt CLI does.
         gather_job_timeout: Some(crate::jobs::GATHER_JOB_TIMEOUT),
+        delimiter: chunk.delimiter.clone(),
     }
 }
 
@@ -579,6 +587,7 @@ async fn manage_ping(
         pace: crate::batch::Pace::default(),
         subset: None,
         bound: None,
+        delimiter: None,
     };
     let req = request(api, &ping, user, timeout);
     Ok(match publish_and_wait(api, &req).await? {

@@ -67,6 +67,8 @@ pub struct Chunk {
     /// A runner's or wheel's arguments bound to its parameters, or why
     /// they could not be (Salt answers that as the function's return).
     pub bound: Option<Result<Bound, BadCall>>,
+    /// `delimiter` (as `salt --delimiter`), when not the default `:`.
+    pub delimiter: Option<String>,
 }
 
 impl Chunk {
@@ -194,6 +196,15 @@ fn chunk(
         Some(Value::String(t)) => t.clone(),
         Some(_) => return Err(ApiError::bad(field(type_field), "must be a string")),
     };
+    let delimiter = match obj.get("delimiter") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(d)) if d == ":" => None,
+        Some(Value::String(d)) if d.is_empty() => {
+            return Err(ApiError::bad(field("delimiter"), "is empty"));
+        }
+        Some(Value::String(d)) => Some(d.clone()),
+        Some(_) => return Err(ApiError::bad(field("delimiter"), "must be a string")),
+    };
     // Nodegroups are the master's: expanded into compound words here.
     let (tgt, tgt_type_name) = match target::expand_nodegroups(tgt, &tgt_type_name, nodegroups) {
         Ok((tgt, name)) => (tgt, name.to_string()),
@@ -306,6 +317,7 @@ fn chunk(
         pace,
         subset,
         bound: None,
+        delimiter,
     })
 }
 
@@ -382,6 +394,7 @@ fn master_chunk(
         pace: crate::batch::Pace::default(),
         subset: None,
         bound: Some(bound),
+        delimiter: None,
     })
 }
 
@@ -471,6 +484,27 @@ mod tests {
             let c = &parse(lit(&body), 60.0, &Map::new()).unwrap()[0];
             assert_eq!((c.tgt_type, &c.tgt), (TargetType::List, &json!([])), "{t}");
             assert_eq!(c.tgt_type_name, t);
+        }
+    }
+
+    /// `delimiter` is the job's (salt-api passes it to LocalClient), not
+    /// the function's; `:` is no delimiter at all, as Salt's master sends
+    /// none for it.
+    #[test]
+    fn a_delimiter_goes_with_the_job() {
+        let one = |body: &str| parse(lit(body), 60.0, &Map::new()).unwrap().remove(0);
+        let c = one(
+            r#"{"client": "local", "tgt": "os;Debian", "tgt_type": "grain", "fun": "test.kwarg", "delimiter": ";"}"#,
+        );
+        assert_eq!(c.delimiter.as_deref(), Some(";"));
+        assert!(c.kwarg.is_empty());
+        let c = one(r#"{"client": "local", "tgt": "*", "fun": "test.ping", "delimiter": ":"}"#);
+        assert_eq!(c.delimiter, None);
+        for bad in [r#""""#, "1", "[]"] {
+            let body = format!(
+                r#"{{"client": "local", "tgt": "*", "fun": "test.ping", "delimiter": {bad}}}"#
+            );
+            assert_eq!(field_of(&body), "[0].delimiter", "{bad}");
         }
     }
 

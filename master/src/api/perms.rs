@@ -176,12 +176,19 @@ fn fun_allowed(patterns: &[String], fun: &str) -> bool {
 
 /// The known minions `tgt` of type `tgt_type` selects (the registered
 /// ones: an entry whose registration does not read selects nothing).
-fn selected<'a>(tgt: &Value, tgt_type: TargetType, known: &'a Maids) -> Vec<&'a str> {
+fn selected<'a>(
+    tgt: &Value,
+    tgt_type: TargetType,
+    delimiter: Option<&str>,
+    known: &'a Maids,
+) -> Vec<&'a str> {
     known
         .iter()
         .filter(|(id, (_, reg))| {
-            reg.as_ref()
-                .is_some_and(|reg| target::matches(tgt, tgt_type, id, &reg.grains).unwrap_or(false))
+            reg.as_ref().is_some_and(|reg| {
+                target::matches_delimited(tgt, tgt_type, id, &reg.grains, delimiter)
+                    .unwrap_or(false)
+            })
         })
         .map(|(id, _)| id.as_str())
         .collect()
@@ -196,6 +203,22 @@ pub fn allows(
     tgt_type: TargetType,
     known: &Maids,
 ) -> bool {
+    allows_delimited(entries, fun, tgt, tgt_type, None, known)
+}
+
+/// [`allows`] for a job with a `delimiter`: the minions it selects are
+/// those the maids will find with that delimiter. (Salt's `auth_check`
+/// resolves the target with `:` whatever the job's delimiter, so a grain
+/// target written for another delimiter selects no one there and passes
+/// any targeted permission; maid does not copy that.)
+pub fn allows_delimited(
+    entries: &[PermEntry],
+    fun: &str,
+    tgt: &Value,
+    tgt_type: TargetType,
+    delimiter: Option<&str>,
+    known: &Maids,
+) -> bool {
     let mut targeted: Option<Vec<&str>> = None;
     entries.iter().any(|entry| match entry {
         PermEntry::Fun(f) => fun_allowed(std::slice::from_ref(f), fun),
@@ -203,8 +226,14 @@ pub fn allows(
             if !fun_allowed(funs, fun) {
                 return false;
             }
-            let targeted = targeted.get_or_insert_with(|| selected(tgt, tgt_type, known));
-            let allowed = selected(&Value::String(allowed.clone()), TargetType::Compound, known);
+            let targeted =
+                targeted.get_or_insert_with(|| selected(tgt, tgt_type, delimiter, known));
+            let allowed = selected(
+                &Value::String(allowed.clone()),
+                TargetType::Compound,
+                None,
+                known,
+            );
             targeted.iter().all(|id| allowed.contains(id))
         }),
     })
@@ -286,6 +315,34 @@ mod tests {
             TargetType::Glob,
             &k
         ));
+    }
+
+    /// A grain target for another delimiter is resolved with it: it may
+    /// not pass a targeted entry by selecting no one under `:`.
+    #[test]
+    fn a_delimited_target_is_checked_on_whom_it_selects() {
+        let e = entries(json!([{"web1": ["cmd.*"]}, {"G@role:db": ["test.ping"]}]));
+        let (k, tgt) = (known(), json!("role;web"));
+        // web1 and web2 have role web: web2 is not web1's.
+        assert!(!allows_delimited(
+            &e,
+            "cmd.run",
+            &tgt,
+            TargetType::Grain,
+            Some(";"),
+            &k
+        ));
+        assert!(allows_delimited(
+            &e,
+            "test.ping",
+            &json!("role;db"),
+            TargetType::Grain,
+            Some(";"),
+            &k
+        ));
+        // Read with `:`, as Salt's check reads it, it selects no one and
+        // would pass.
+        assert!(allows(&e, "cmd.run", &tgt, TargetType::Grain, &k));
     }
 
     #[test]

@@ -133,6 +133,8 @@ pub fn cp(args: CpArgs, verbose: bool) -> anyhow::Result<ExitCode> {
         },
     );
     spec.kwarg = kwarg;
+    // `--delimiter` is taken and not used: salt-cp reads the target with
+    // `:` whatever it says, and so does maid cp.
     let copy = match prepare(&args.master, &args.report, spec)? {
         Prepared::Done(code) => return Ok(code),
         Prepared::NoMatch => {

@@ -53,6 +53,9 @@ pub struct TargetOpts {
     /// TGT is `key:regex` over pillar data (selects no one, as `-I`).
     #[arg(short = 'J', long)]
     pub pillar_pcre: bool,
+    /// What separates the levels of a grain key path in TGT (`-G`, `-P`).
+    #[arg(long, default_value = ":")]
+    pub delimiter: String,
 }
 
 impl TargetOpts {
@@ -85,6 +88,12 @@ impl TargetOpts {
             tgt.split_whitespace().map(Value::from).collect()
         };
         Value::Array(ids)
+    }
+
+    /// The job's `delimiter`: sent only when it is not the default, as
+    /// Salt's master sends it.
+    pub(super) fn delimiter(&self) -> Option<String> {
+        (self.delimiter != ":").then(|| self.delimiter.clone())
     }
 }
 
@@ -239,6 +248,8 @@ pub(super) struct Spec {
     pub(super) source_hashes: std::collections::BTreeMap<String, String>,
     /// `-b`: a rolling batch of this size.
     pub(super) batch: Option<String>,
+    /// `--delimiter`, when not the default.
+    pub(super) delimiter: Option<String>,
 }
 
 impl Spec {
@@ -252,6 +263,7 @@ impl Spec {
             kwarg: Map::new(),
             source_hashes: Default::default(),
             batch: None,
+            delimiter: None,
         }
     }
 }
@@ -305,6 +317,7 @@ pub(super) fn prepare(
         kwarg,
         source_hashes,
         batch: _,
+        delimiter,
     } = spec;
     let max = maid_protocol::protocol::MAX_TIMEOUT_SECS;
     // As `salt`: a timeout of 0 or less is the configured one.
@@ -350,6 +363,7 @@ pub(super) fn prepare(
         pki: master.pki(&config),
         gather_job_timeout: (report_opts.gather_job_timeout > 0.0)
             .then(|| Duration::from_secs_f64(report_opts.gather_job_timeout)),
+        delimiter,
     };
     let registry = block_on(async {
         let mut conn = bus.connect().await?;
@@ -854,6 +868,7 @@ pub fn run(args: RunArgs, verbose: bool) -> anyhow::Result<ExitCode> {
         kwarg,
         source_hashes: Default::default(),
         batch: args.batch.clone(),
+        delimiter: args.target.delimiter(),
     };
     if !(args.batch_wait.is_finite() && args.batch_wait >= 0.0) {
         bail!("--batch-wait must be a number of seconds");

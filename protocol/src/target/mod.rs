@@ -139,6 +139,9 @@ pub enum TargetError {
     /// An `ipcidr` target that is neither an address nor a network.
     #[error("invalid IP/CIDR target `{0}`")]
     BadCidr(String),
+    /// A `grain`/`grain_pcre` job whose `delimiter` is empty.
+    #[error("the target delimiter is empty")]
+    EmptyDelimiter,
     /// A compound target uses a Salt engine that maid does not implement.
     #[error("target engine `{engine}@` ({name} matching) is not supported")]
     UnsupportedEngine {
@@ -208,6 +211,25 @@ pub fn matches(
     id: &str,
     grains: &Map<String, Value>,
 ) -> Result<bool, TargetError> {
+    matches_delimited(tgt, tgt_type, id, grains, None)
+}
+
+/// [`matches`] with the job's `delimiter` (`salt --delimiter`): what
+/// separates the levels of a `grain` or `grain_pcre` target's key path,
+/// `:` when `None`. As a Salt minion, only those two target types read it;
+/// compound words name their own (`G;@os;Debian`).
+pub fn matches_delimited(
+    tgt: &Value,
+    tgt_type: TargetType,
+    id: &str,
+    grains: &Map<String, Value>,
+    delimiter: Option<&str>,
+) -> Result<bool, TargetError> {
+    let delimiter = delimiter.unwrap_or(DEFAULT_DELIM);
+    if delimiter.is_empty() && matches!(tgt_type, TargetType::Grain | TargetType::GrainPcre) {
+        // Python's `str.split("")` raises: a Salt minion drops the job.
+        return Err(TargetError::EmptyDelimiter);
+    }
     match tgt_type {
         TargetType::Glob => Ok(Glob::new(expect_str(tgt, tgt_type)?)?.is_match(id)),
         TargetType::Pcre => Ok(py_re_match(&compile_regex(expect_str(tgt, tgt_type)?)?, id)),
@@ -233,10 +255,8 @@ pub fn matches(
                 other,
             )),
         },
-        TargetType::Grain => grain_match(expect_str(tgt, tgt_type)?, DEFAULT_DELIM, false, grains),
-        TargetType::GrainPcre => {
-            grain_match(expect_str(tgt, tgt_type)?, DEFAULT_DELIM, true, grains)
-        }
+        TargetType::Grain => grain_match(expect_str(tgt, tgt_type)?, delimiter, false, grains),
+        TargetType::GrainPcre => grain_match(expect_str(tgt, tgt_type)?, delimiter, true, grains),
         TargetType::Ipcidr => {
             let tgt = expect_str(tgt, tgt_type)?;
             Cidr::parse(tgt)
@@ -581,6 +601,48 @@ mod tests {
         // No delimiter at all: no match.
         assert!(!grain("os"));
         assert!(!grain(""));
+    }
+
+    /// `salt --delimiter`: grain and grain_pcre split key paths at it; the
+    /// other types never read it; an empty one is a malformed job.
+    #[test]
+    fn grain_targets_take_the_jobs_delimiter() {
+        let at = |tgt: &str, t: TargetType, delim: Option<&str>| {
+            matches_delimited(&json!(tgt), t, "web-dc1-srv1", &grains(), delim)
+        };
+        assert_eq!(at("deep;a;b;leaf", TargetType::Grain, Some(";")), Ok(true));
+        assert_eq!(
+            at("deep;a:b;colon-*", TargetType::Grain, Some(";")),
+            Ok(true)
+        );
+        assert_eq!(at("master;*:4506", TargetType::Grain, Some(";")), Ok(true));
+        assert_eq!(
+            at("nested|x|y|value:with:*", TargetType::Grain, Some("|")),
+            Ok(true)
+        );
+        assert_eq!(at("os;Deb.*", TargetType::GrainPcre, Some(";")), Ok(true));
+        // `:` is then part of a key or a value like any other character.
+        assert_eq!(at("os:Debian", TargetType::Grain, Some(";")), Ok(false));
+        assert_eq!(
+            at("deep:a:b:leaf", TargetType::Grain, Some("::")),
+            Ok(false)
+        );
+        assert_eq!(
+            at("deep::a::b::leaf", TargetType::Grain, Some("::")),
+            Ok(true)
+        );
+        assert_eq!(at("web*", TargetType::Glob, Some(";")), Ok(true));
+        assert_eq!(at("G@os:Debian", TargetType::Compound, Some(";")), Ok(true));
+        assert_eq!(at("os:Debian", TargetType::Grain, None), Ok(true));
+        assert_eq!(
+            at("os;Debian", TargetType::Grain, Some("")),
+            Err(TargetError::EmptyDelimiter)
+        );
+        assert_eq!(
+            at("os;Debian", TargetType::GrainPcre, Some("")),
+            Err(TargetError::EmptyDelimiter)
+        );
+        assert_eq!(at("web*", TargetType::Glob, Some("")), Ok(true));
     }
 
     #[test]
