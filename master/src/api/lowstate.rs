@@ -198,7 +198,7 @@ fn chunk(
     };
     let delimiter = match obj.get("delimiter") {
         None | Some(Value::Null) => None,
-        Some(Value::String(d)) if d == ":" => None,
+        Some(Value::String(d)) if d == target::DEFAULT_DELIM => None,
         Some(Value::String(d)) if d.is_empty() => {
             return Err(ApiError::bad(field("delimiter"), "is empty"));
         }

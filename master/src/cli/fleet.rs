@@ -54,7 +54,7 @@ pub struct TargetOpts {
     #[arg(short = 'J', long)]
     pub pillar_pcre: bool,
     /// What separates the levels of a grain key path in TGT (`-G`, `-P`).
-    #[arg(long, default_value = ":")]
+    #[arg(long, default_value = crate::target::DEFAULT_DELIM)]
     pub delimiter: String,
 }
 
@@ -93,7 +93,7 @@ impl TargetOpts {
     /// The job's `delimiter`: sent only when it is not the default, as
     /// Salt's master sends it.
     pub(super) fn delimiter(&self) -> Option<String> {
-        (self.delimiter != ":").then(|| self.delimiter.clone())
+        (self.delimiter != crate::target::DEFAULT_DELIM).then(|| self.delimiter.clone())
     }
 }
 

@@ -43,8 +43,9 @@ use serde_json::{Map, Value};
 
 use self::{compound::*, glob::*, grain::*, ipcidr::*, list::*, pcre::*};
 
-/// Salt's `DEFAULT_TARGET_DELIM`, between the levels of a grain key path.
-const DEFAULT_DELIM: &str = ":";
+/// Salt's `DEFAULT_TARGET_DELIM`, between the levels of a grain key path:
+/// a job carries a `delimiter` only when it is another.
+pub const DEFAULT_DELIM: &str = ":";
 
 /// Python's parser gives up beyond this many nested parentheses; so do we,
 /// which also keeps a hostile target from exhausting the stack.
