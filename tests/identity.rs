@@ -20,7 +20,7 @@ use maid_master::pki::Pki;
 
 /// `maid key --pki-dir PKI ARGS`, with `input` on its stdin.
 fn maid_key(url: &str, pki: &Path, args: &[&str], input: &str) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_maid"))
+    let mut child = crate::common::maid_command()
         .arg("key")
         .arg("--pki-dir")
         .arg(pki)
@@ -124,11 +124,16 @@ async fn maid_key_lists_accepts_rejects_and_deletes_as_salt_key_does() {
     // key stays the one that counts.
     let mut conn = bus.connect().await.unwrap();
     let reg: String = conn.hget("maid:registry", "key-a").await.unwrap();
-    let mut reg: Value = serde_json::from_str(&reg).unwrap();
-    let impostor = maid::trust::generate().unwrap().verifying_key();
-    reg["pubkey"] = Value::from(maid::trust::encode_verifying(&impostor));
+    let mut reg: Value = maid::registry::read(&reg).unwrap().value;
+    let impostor = maid::trust::generate().unwrap();
+    reg["pubkey"] = Value::from(maid::trust::encode_verifying(&impostor.verifying_key()));
+    // Signed with the key it presents, as a maid's registration is.
     let _: i64 = conn
-        .hset("maid:registry", "key-a", reg.to_string())
+        .hset(
+            "maid:registry",
+            "key-a",
+            maid::registry::write(&reg, Some(&impostor)),
+        )
         .await
         .unwrap();
     assert_eq!(
@@ -272,7 +277,7 @@ async fn only_replies_signed_by_an_accepted_key_count() {
     let key = maid::protocol::job_key(&report.jid);
     let genuine: String = conn.hget(&key, "sig-a").await.unwrap();
     let job_out = |pki_dir: Option<&Path>| -> Output {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_maid"));
+        let mut cmd = crate::common::maid_command();
         cmd.args(["job", &report.jid, "--out", "json"])
             .env("MAID_REDIS", server.url())
             .env_remove("MAID_CONFIG");
@@ -326,7 +331,7 @@ async fn redis_acls_hold_each_credential_to_what_it_must_do() {
     // the generated rules, loaded as an operator deploys them.
     std::fs::write(&aclfile, "user default on nopass ~* &* +@all\n").unwrap();
     let server = RedisServer::start_with(&["--aclfile", aclfile.to_str().unwrap()]);
-    let out = Command::new(env!("CARGO_BIN_EXE_maid"))
+    let out = crate::common::maid_command()
         .args(["acl", "--master-topic", TOPIC])
         .env("MAID_REDIS_AGENT_PASSWORD", AGENT_PW)
         .env("MAID_REDIS_MASTER_PASSWORD", MASTER_PW)

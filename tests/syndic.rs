@@ -19,7 +19,7 @@ use maid_master::jobs::Report;
 
 /// The `[syndic]` table of a syndic maid whose maids beneath use
 /// `downstream`.
-fn syndic(downstream: &RedisServer) -> String {
+pub(crate) fn syndic(downstream: &RedisServer) -> String {
     format!(
         "[syndic]\nrefresh_secs = 0.2\n[syndic.redis]\nurl = \"{}\"\n",
         downstream.url()
@@ -27,7 +27,7 @@ fn syndic(downstream: &RedisServer) -> String {
 }
 
 /// Wait until syndic maid `id` lists `ids` beneath it on `top`.
-async fn wait_beneath(top: &RedisServer, id: &str, ids: &[&str]) {
+pub(crate) async fn wait_beneath(top: &RedisServer, id: &str, ids: &[&str]) {
     let mut conn = top
         .client()
         .get_multiplexed_async_connection()
@@ -36,7 +36,8 @@ async fn wait_beneath(top: &RedisServer, id: &str, ids: &[&str]) {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let text: Option<String> = conn.get(format!("maid:syndic:{id}")).await.unwrap();
-        let listed: Value = text.map_or(Value::Null, |t| serde_json::from_str(&t).unwrap());
+        // Bare, or signed by the syndic maid's key (PROTOCOL v1.2 §7).
+        let listed: Value = text.map_or(Value::Null, |t| maid::registry::read(&t).unwrap().value);
         if ids.iter().all(|i| listed.get(i).is_some()) {
             return;
         }
@@ -277,7 +278,7 @@ async fn the_maids_beneath_may_sit_behind_sentinel() {
 
 /// Run `req` while publishing `message(jid)` ten times, 50 ms apart, on
 /// its reply topic on `redis`: what someone who can publish there sends.
-async fn run_injecting(
+pub(crate) async fn run_injecting(
     bus: &Bus,
     req: &maid_master::jobs::JobRequest,
     redis: &RedisServer,
@@ -308,8 +309,8 @@ async fn run_injecting(
 }
 
 /// `maid key --pki-dir PKI -A -y`: accept every pending key.
-fn accept_all(url: &str, pki: &Path) {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_maid"))
+pub(crate) fn accept_all(url: &str, pki: &Path) {
+    let out = crate::common::maid_command()
         .args(["key", "--pki-dir"])
         .arg(pki)
         .args(["-A", "-y"])
@@ -358,15 +359,26 @@ async fn signed_jobs_reach_the_maids_beneath_and_their_replies_verify_end_to_end
     wait_registered(&Bus::new(&low.config()).unwrap(), &["leaf-a", "leaf-b"]).await;
     wait_registered(&bus, &["syn"]).await;
     wait_beneath(&top, "syn", &["leaf-a", "leaf-b"]).await;
-    // The master accepts the keys of the syndic maid and, as listed by it,
-    // of the maids beneath: `maid key` sees them all.
+    // The master accepts the keys of the syndic maid (with its role: it
+    // was pending as a syndic maid's) and then, as listed by it, of the
+    // maids beneath: `maid key` sees them all.
     let pki = dir.path().join("pki");
+    accept_all(&top.url(), &pki);
     accept_all(&top.url(), &pki);
     let accepted = maid_master::pki::Pki::new(&pki).accepted().unwrap();
     assert_eq!(
         accepted.keys().cloned().collect::<BTreeSet<_>>(),
         set(&["syn", "leaf-a", "leaf-b"])
     );
+    // `maid maids` shows the role its key was accepted with.
+    let o = maid_cli(
+        &top.url(),
+        &["maids", "--json", "--pki-dir", pki.to_str().unwrap()],
+        dir.path(),
+    );
+    let listed: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(listed[0]["id"], "syn", "{listed}");
+    assert_eq!(listed[0]["role"], "syndic", "{listed}");
 
     let signed = |tgt: &str| {
         let mut req = request(tgt, "glob", "test.arg", json!(["signed"]), json!({}));

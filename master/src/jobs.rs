@@ -18,7 +18,10 @@ use serde_json::{Map, Value};
 
 use crate::bus::{Bus, BusError, Conn, publish};
 use crate::pki::Pki;
-use crate::protocol::{self, Job, Registration, Reply, Return};
+use crate::protocol::{self, Job, Reply, Return};
+pub use crate::registry::{
+    Beneath, Maids, Registry, Targets, accepted_keys, alive_maids, file_keys,
+};
 use crate::replies::{AcceptedKeys, Received, receive};
 
 /// A job to publish.
@@ -202,204 +205,48 @@ impl Report {
     }
 }
 
-/// Every registry entry by id: whether its alive key exists, and the
-/// registration when it reads as one.
-pub type Maids = BTreeMap<String, (bool, Option<Registration>)>;
-
-/// The registry entries, each with whether its alive key exists: the
-/// registry, then every alive key at once (one pipeline; on a cluster,
-/// where the keys lie on many nodes, all asked together), whatever the
-/// fleet's size.
-pub async fn alive_maids(conn: &mut Conn) -> redis::RedisResult<Maids> {
-    let all: BTreeMap<String, String> = conn.hgetall(protocol::REGISTRY_KEY).await?;
-    if all.is_empty() {
-        return Ok(Maids::new());
-    }
-    let alive: Vec<bool> = match conn {
-        Conn::Single(single) => {
-            let mut pipe = redis::pipe();
-            for id in all.keys() {
-                pipe.exists(protocol::alive_key(id));
-            }
-            pipe.query_async(single).await?
-        }
-        Conn::Cluster(cluster, _) => {
-            futures_util::future::try_join_all(all.keys().map(|id| {
-                let mut c = cluster.clone();
-                let key = protocol::alive_key(id);
-                async move { c.exists::<_, bool>(key).await }
-            }))
-            .await?
-        }
-    };
-    Ok(all
-        .into_iter()
-        .zip(alive)
-        .map(|((id, json), alive)| (id, (alive, serde_json::from_str(&json).ok())))
-        .collect())
-}
-
-/// What one job reads of the registry, once: the maids, and the minions
-/// beneath syndic maids. Whom a job selects and whom it then expects come
-/// from the same reading.
-#[derive(Debug, Clone, Default)]
-pub struct Registry {
-    pub maids: Maids,
-    pub beneath: Beneath,
-}
-
 impl Registry {
-    /// Read the registry.
-    pub async fn read(conn: &mut Conn) -> redis::RedisResult<Self> {
-        let maids = alive_maids(conn).await?;
-        let beneath = beneath(conn, &maids).await?;
-        Ok(Self { maids, beneath })
-    }
-
-    /// The keys accepted for these maids, when `req`'s master verifies.
-    fn accepted(&self, req: &JobRequest) -> Option<AcceptedKeys> {
-        req.pki
-            .as_ref()
-            .map(|pki| accepted_keys(pki, &self.maids, &self.beneath))
-    }
-
-    /// Whom `req`'s target selects ([`selected`]).
+    /// Whom `req`'s target selects among the maids it expects (and the
+    /// minions beneath them): whom Salt's master would publish to. An empty
+    /// set is Salt's "No minions matched the target": nothing is sent.
     pub fn selected(&self, req: &JobRequest) -> BTreeSet<String> {
-        matching(&self.maids, &self.beneath, req, self.accepted(req).as_ref())
+        self.targets(&req.tgt, &req.tgt_type, req.delimiter.as_deref(), &|id| {
+            req.exclude.contains(id)
+        })
+        .ids
     }
 
     /// The ids `req`'s target names in a list (`-L`, or an `L@` word not
     /// under `not`) that no maid answers for: Salt's master counts them
     /// as targeted minions that never return ([`no_response`]).
     pub fn unknown(&self, req: &JobRequest) -> BTreeSet<String> {
-        let accepted = self.accepted(req);
         // A minion beneath a syndic maid is its syndic's to vouch for.
         let known = |id: &String| {
             self.beneath.contains_key(id)
                 || (self.maids.contains_key(id)
-                    && accepted.as_ref().is_none_or(|keys| keys.contains_key(id)))
+                    && self
+                        .accepted
+                        .as_ref()
+                        .is_none_or(|keys| keys.contains_key(id)))
         };
         crate::target::listed_ids(&req.tgt, &req.tgt_type)
             .into_iter()
             .filter(|id| !id.is_empty() && !known(id) && !req.exclude.contains(id))
             .collect()
     }
-}
 
-/// The minions beneath syndic maids (PROTOCOL §7), by id: the syndic maid
-/// each is beneath, and its registration as the syndic maid listed it.
-pub type Beneath = BTreeMap<String, (String, Registration)>;
-
-/// The minions the alive syndic maids of `maids` list beneath them. A
-/// list that does not read is left out (and logged); an id the registry
-/// has itself stays the registry's.
-pub async fn beneath(conn: &mut Conn, maids: &Maids) -> redis::RedisResult<Beneath> {
-    let syndics: Vec<&String> = maids
-        .iter()
-        .filter(|(_, (alive, reg))| *alive && reg.as_ref().is_some_and(|r| r.syndic))
-        .map(|(id, _)| id)
-        .collect();
-    let mut out = Beneath::new();
-    for syndic in syndics {
-        let text: Option<String> = conn.get(protocol::syndic_key(syndic)).await?;
-        let Some(text) = text else { continue };
-        let listed: BTreeMap<String, Registration> = match serde_json::from_str(&text) {
-            Ok(listed) => listed,
-            Err(e) => {
-                tracing::warn!(%syndic, cause = %e, "the minions beneath a syndic maid do not read");
-                continue;
-            }
-        };
-        for (id, reg) in listed {
-            if !maids.contains_key(&id) {
-                out.entry(id).or_insert_with(|| (syndic.clone(), reg));
-            }
-        }
+    /// The maids `req` expects to PING.
+    fn expected_by(&self, req: &JobRequest) -> BTreeSet<String> {
+        self.expected(&|id| req.exclude.contains(id))
+            .map(|(id, _)| id.clone())
+            .collect()
     }
-    Ok(out)
-}
-
-/// Every registration the master can see, for filing their keys: the
-/// registry's, and the minions' beneath syndic maids (never alive: they
-/// are not maids a job expects).
-pub async fn registrations(conn: &mut Conn) -> redis::RedisResult<Maids> {
-    let mut maids = alive_maids(conn).await?;
-    let beneath = beneath(conn, &maids).await?;
-    maids.extend(as_maids(&beneath));
-    Ok(maids)
-}
-
-/// The minions `beneath` as registry entries that are never alive: what
-/// their keys are filed from.
-fn as_maids(beneath: &Beneath) -> Maids {
-    beneath
-        .iter()
-        .map(|(id, (_, reg))| (id.clone(), (false, Some(reg.clone()))))
-        .collect()
-}
-
-/// The maids a job expects: alive, not excluded, and accepted (when the
-/// master verifies, `accepted` is set).
-fn expected<'m>(
-    maids: &'m Maids,
-    req: &'m JobRequest,
-    accepted: Option<&'m AcceptedKeys>,
-) -> impl Iterator<Item = (&'m String, Option<&'m Registration>)> {
-    maids
-        .iter()
-        .filter(|(id, (alive, _))| *alive && !req.exclude.contains(*id))
-        .filter(move |(id, _)| accepted.is_none_or(|keys| keys.contains_key(*id)))
-        .map(|(id, (_, reg))| (id, reg.as_ref()))
 }
 
 /// The expected maids that `req`'s target selects by their registered
-/// grains: whom Salt's master would publish to. An empty set is Salt's "No
-/// minions matched the target": nothing is sent. A target a maid cannot
-/// evaluate selects nobody, as Salt's master finds no minion for it.
+/// grains ([`Registry::selected`]), read now.
 pub async fn selected(conn: &mut Conn, req: &JobRequest) -> Result<BTreeSet<String>, BusError> {
-    Ok(Registry::read(conn).await?.selected(req))
-}
-
-/// The expected maids of `maids`, and the minions `beneath` them, that
-/// `req`'s target selects. A minion beneath counts when the syndic maid
-/// that lists it is expected; its key is checked by its syndic's side.
-fn matching(
-    maids: &Maids,
-    beneath: &Beneath,
-    req: &JobRequest,
-    accepted: Option<&AcceptedKeys>,
-) -> BTreeSet<String> {
-    let Ok(tgt_type) = crate::target::TargetType::parse(&req.tgt_type) else {
-        return BTreeSet::new();
-    };
-    let empty = Map::new();
-    let targets = |id: &str, grains: &Map<String, Value>| {
-        crate::target::matches_delimited(&req.tgt, tgt_type, id, grains, req.delimiter.as_deref())
-            .unwrap_or(false)
-    };
-    let expected: BTreeMap<&String, Option<&Registration>> =
-        expected(maids, req, accepted).collect();
-    let leaves = beneath
-        .iter()
-        .filter(|(id, (syndic, reg))| {
-            expected.contains_key(syndic) && !req.exclude.contains(*id) && targets(id, &reg.grains)
-        })
-        .map(|(id, _)| id.clone());
-    // A syndic maid that lists no one beneath it (over a Salt master,
-    // whose own targeting decides) may have anyone there: it is sent the
-    // job, and its PING says whom it targeted.
-    let listing: BTreeSet<&String> = beneath.values().map(|(syndic, _)| syndic).collect();
-    let unknown_beneath = |id: &String, reg: Option<&Registration>| {
-        reg.is_some_and(|r| r.syndic) && !listing.contains(id)
-    };
-    expected
-        .iter()
-        .filter(|(id, reg)| {
-            targets(id, reg.map_or(&empty, |r| &r.grains)) || unknown_beneath(id, **reg)
-        })
-        .map(|(id, _)| (*id).clone())
-        .chain(leaves)
-        .collect()
+    Ok(Registry::read(conn, req.pki.as_ref()).await?.selected(req))
 }
 
 /// Save `req`'s load as job `jid` ([`jobcache`](crate::jobcache)), the
@@ -418,7 +265,7 @@ pub async fn publish_job(
 }
 
 /// Returns stored in the job cache for `jid`, as they are (signed or not).
-pub async fn cached_returns(conn: &mut Conn, jid: &str) -> redis::RedisResult<Vec<Return>> {
+pub async fn cached_returns(conn: &mut Conn, jid: &str) -> Result<Vec<Return>, BusError> {
     Ok(cached(conn, jid, None).await?.returns)
 }
 
@@ -433,12 +280,9 @@ pub struct Cached {
 
 /// The job cache's returns for `jid`; with the key store `pki`, only
 /// those the key accepted for their maid signed, the others as forged.
-pub async fn cached(conn: &mut Conn, jid: &str, pki: Option<&Pki>) -> redis::RedisResult<Cached> {
+pub async fn cached(conn: &mut Conn, jid: &str, pki: Option<&Pki>) -> Result<Cached, BusError> {
     let accepted = match pki {
-        Some(pki) => {
-            let maids = alive_maids(conn).await?;
-            Some(accepted_keys(pki, &maids, &beneath(conn, &maids).await?))
-        }
+        Some(pki) => Some(crate::registry::accepted_keys(conn, pki).await?),
         None => None,
     };
     let accepted = accepted.as_ref();
@@ -454,31 +298,6 @@ pub async fn cached(conn: &mut Conn, jid: &str, pki: Option<&Pki>) -> redis::Red
         }
     }
     Ok(out)
-}
-
-/// File the keys the registry entries `maids` carry, as their maids'
-/// submissions ([`Pki::submit_registry`]).
-pub fn file_registered_keys(pki: &Pki, maids: &Maids) -> Result<(), crate::pki::PkiError> {
-    pki.submit_registry(
-        maids
-            .iter()
-            .filter_map(|(id, (_, reg))| reg.as_ref().map(|r| (id, r))),
-    )
-}
-
-/// The accepted keys of `pki`, after filing what the registry carries and
-/// what syndic maids list `beneath` them; none (so nothing counts) when
-/// the store cannot be read.
-pub fn accepted_keys(pki: &Pki, maids: &Maids, beneath: &Beneath) -> AcceptedKeys {
-    let filed = file_registered_keys(pki, maids)
-        .and_then(|()| file_registered_keys(pki, &as_maids(beneath)));
-    match filed.and_then(|()| pki.accepted()) {
-        Ok(keys) => keys,
-        Err(e) => {
-            tracing::error!(cause = %e, "cannot read the accepted maid keys: no reply counts");
-            AcceptedKeys::new()
-        }
-    }
 }
 
 /// The reply `msg` carries when it is one of `report`'s job and, with
@@ -617,7 +436,7 @@ pub async fn run_as(
     let registry = match registry {
         Some(r) => r,
         None => {
-            read = Registry::read(&mut conn).await?;
+            read = Registry::read(&mut conn, req.pki.as_ref()).await?;
             &read
         }
     };
@@ -635,7 +454,7 @@ pub async fn run_on(
     req: &JobRequest,
     on_return: impl FnMut(&Return),
 ) -> Result<Report, BusError> {
-    let registry = Registry::read(conn).await?;
+    let registry = Registry::read(conn, req.pki.as_ref()).await?;
     run_in(conn, &registry, replies, jid, topic, req, on_return).await
 }
 
@@ -654,13 +473,11 @@ pub async fn run_in(
         jid,
         ..Default::default()
     };
-    let Registry { maids, beneath } = registry;
-    let accepted = registry.accepted(req);
-    report.expected = expected(maids, req, accepted.as_ref())
-        .map(|(id, _)| id.clone())
-        .collect();
+    let maids = &registry.maids;
+    let accepted = registry.accepted.clone();
+    report.expected = registry.expected_by(req);
     let started = Instant::now();
-    let minions = matching(maids, beneath, req, accepted.as_ref());
+    let minions = registry.selected(req);
     // The minions each syndic maid listed in its PING: the only ids other
     // than its own it may return for.
     let mut listed: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
@@ -754,6 +571,19 @@ pub async fn run_in(
             Reply::Ping(p) => {
                 pinged.insert(p.sub_ip.clone());
                 match p.minions {
+                    // Only a syndic maid may answer for others (PROTOCOL
+                    // v1.2 §7): anyone else's list is forged, and it
+                    // stands for itself alone.
+                    Some(_) if !registry.syndics.contains(&p.sub_ip) => {
+                        let why = "listed minions beneath it, and is not an accepted syndic maid";
+                        tracing::warn!(jid = %p.jid, maid = %p.sub_ip, %why, "forged reply");
+                        report.forged.insert(p.sub_ip.clone(), why.into());
+                        if p.matched {
+                            report.targeted.insert(p.sub_ip);
+                        } else {
+                            report.empty.insert(p.sub_ip);
+                        }
+                    }
                     // A syndic maid: each listed minion is targeted. It
                     // cannot answer for a maid the master reaches itself.
                     Some(mut minions) => {

@@ -4,16 +4,19 @@
 //! the master side and the fuzz targets build on the same types:
 //!
 //! * [`protocol`]: jobs and replies as `docs/protocol.md` (the shared
-//!   `PROTOCOL.md`, v1.1) defines them.
+//!   `PROTOCOL.md`, v1.2) defines them.
 //! * [`trust`]: Ed25519 keys and the signed envelope of jobs and pushes.
 //! * [`replies`]: replies as a master receives them, signed by the maid's
 //!   own key or not, and checked against the keys it accepted.
+//! * [`registry`]: registrations and syndic lists, signed with the maid's
+//!   own key, as a master that keeps keys believes them.
 //! * [`jid`]: Salt-style job ids and timestamps.
 //! * [`target`]: Salt's matchers, deciding whether a job targets a minion.
 //! * [`salt`]: Salt's argument parsing and outputters.
 
 pub mod jid;
 pub mod protocol;
+pub mod registry;
 pub mod replies;
 pub mod salt;
 pub mod target;

@@ -1,5 +1,5 @@
 //! The wire protocol (`docs/protocol.md`, a copy of the shared
-//! `PROTOCOL.md`, version 1.1): jobs a master publishes and the replies a
+//! `PROTOCOL.md`, version 1.2): jobs a master publishes and the replies a
 //! maid sends, as Rust types.
 //!
 //! Decoding is split in two so a maid can always answer: a message that is

@@ -9,11 +9,11 @@
 
 use std::collections::BTreeMap;
 
-use ed25519_dalek::{SigningKey, Verifier as _, VerifyingKey};
+use ed25519_dalek::{SigningKey, VerifyingKey};
 use serde_json::Value;
 
 use crate::protocol::Reply;
-use crate::trust::{Envelope, decode_signature, key_id, sign};
+use crate::trust::{Envelope, sign};
 
 /// A reply message as it arrived: the reply, and the envelope it came in
 /// when it was signed.
@@ -70,19 +70,7 @@ impl Received {
         let Some(key) = accepted.get(maid) else {
             return Err(format!("{maid:?} has no accepted key"));
         };
-        let Some(envelope) = &self.envelope else {
-            return Err(format!("unsigned, and {maid:?} has an accepted key"));
-        };
-        if envelope
-            .kid
-            .as_deref()
-            .is_some_and(|kid| kid != key_id(key))
-        {
-            return Err(format!("signed by another key than {maid:?}'s"));
-        }
-        let sig = decode_signature(&envelope.sig).map_err(|e| e.to_string())?;
-        key.verify(envelope.payload.as_bytes(), &sig)
-            .map_err(|_| format!("the signature does not verify with {maid:?}'s key"))
+        crate::registry::verify_envelope(self.envelope.as_ref(), key, maid)
     }
 }
 

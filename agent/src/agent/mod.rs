@@ -73,6 +73,8 @@ pub enum AgentError {
         dir: String,
         error: crate::runtime::LoadError,
     },
+    #[error("{0}")]
+    StateDir(#[from] crate::identity::StateDirError),
     #[error("a fleet needs at least one agent id")]
     NoAgents,
     #[error("an agent of the fleet stopped")]
@@ -314,8 +316,10 @@ impl Shared {
 
     /// Write the registry entry and the alive key.
     async fn register(&self, conn: &mut Conn) -> redis::RedisResult<()> {
-        let json = serde_json::to_string(&self.registration()).expect("registration serialises");
-        let _: i64 = conn.hset(protocol::REGISTRY_KEY, &self.id, json).await?;
+        // Signed with this maid's key when it has one (PROTOCOL v1.2 §4):
+        // nobody else can write grains a master will believe.
+        let value = crate::registry::write(&self.registration(), self.identity.as_ref());
+        let _: i64 = conn.hset(protocol::REGISTRY_KEY, &self.id, value).await?;
         let ttl = self.config.agent.heartbeat_secs * 3;
         let _: () = conn.set_ex(protocol::alive_key(&self.id), 1, ttl).await?;
         Ok(())
@@ -334,6 +338,11 @@ impl Shared {
 pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(), AgentError> {
     let id = config.id.clone().unwrap_or_else(crate::grains::hostname);
     let keys = trusted_keys(&config)?;
+    // Held until the agent returns: one maid per state_dir.
+    let _claimed = match &config.security.state_dir {
+        Some(dir) => Some(crate::identity::lock_state_dir(dir)?),
+        None => None,
+    };
     let identity = match &config.security.state_dir {
         Some(dir) => Some(crate::identity::load_or_create(dir)?),
         None => None,

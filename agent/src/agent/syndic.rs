@@ -140,7 +140,7 @@ async fn read_beneath(conn: &mut Conn) -> redis::RedisResult<Listed> {
     let mut listed = Listed::new();
     let mut syndics = Vec::new();
     for (id, alive) in ids.into_iter().zip(alive) {
-        let Ok(reg) = serde_json::from_str::<Registration>(&all[id]) else {
+        let Ok(reg) = crate::registry::read::<Registration>(&all[id]).map(|r| r.value) else {
             continue;
         };
         if !alive || reg.id != *id {
@@ -153,10 +153,10 @@ async fn read_beneath(conn: &mut Conn) -> redis::RedisResult<Listed> {
     }
     for syndic in syndics {
         let text: Option<String> = conn.get(protocol::syndic_key(&syndic)).await?;
-        let Some(Ok(beneath)) = text.map(|t| serde_json::from_str::<Listed>(&t)) else {
+        let Some(Ok(beneath)) = text.map(|t| crate::registry::read::<Listed>(&t)) else {
             continue;
         };
-        for (id, reg) in beneath {
+        for (id, reg) in beneath.value {
             listed.entry(id).or_insert(reg);
         }
     }
@@ -198,7 +198,7 @@ pub(super) async fn read_beneath_now(shared: &Shared) {
 }
 
 /// Keep the list of who is beneath upstream, on `conn`, at
-/// `maid:syndic:<id>` for three heartbeats.
+/// `maid:syndic:<id>` for three heartbeats, signed with this maid's key.
 pub(super) async fn mirror(shared: &Shared, conn: &mut Conn) {
     let Some(syndic) = &shared.syndic else {
         return;
@@ -209,11 +209,21 @@ pub(super) async fn mirror(shared: &Shared, conn: &mut Conn) {
             .read()
             .unwrap_or_else(|e| e.into_inner())
             .clone();
-        serde_json::to_string(&*beneath).expect("registrations serialise")
+        // Signed with this maid's key (PROTOCOL v1.2 §7): a Redis writer
+        // cannot add minions a master would expect from this syndic maid.
+        crate::registry::write(&*beneath, shared.identity.as_ref())
     };
     let key = protocol::syndic_key(&shared.id);
     let ttl = shared.config.agent.heartbeat_secs * 3;
     let mut mirrored = syndic.mirrored.lock().await;
+    // Kept alive only while what Redis holds is this maid's own list: one
+    // another writer replaced is written again, not refreshed.
+    if *mirrored == text {
+        let held: redis::RedisResult<Option<String>> = conn.get(&key).await;
+        if !matches!(&held, Ok(Some(h)) if *h == text) {
+            mirrored.clear();
+        }
+    }
     let kept: redis::RedisResult<()> = if *mirrored == text {
         conn.expire::<_, bool>(&key, ttl as i64)
             .await

@@ -59,10 +59,7 @@ pub async fn one(
 /// does before it lists or acts, so the wheel sees pending ones.
 pub(super) async fn file_registered_keys(api: &Api, pki: &crate::pki::Pki) -> Result<(), ApiError> {
     let mut conn = api.hub.conn().await?;
-    let maids = crate::jobs::registrations(&mut conn).await?;
-    if let Err(e) = crate::jobs::file_registered_keys(pki, &maids) {
-        tracing::warn!(cause = %e, "cannot file the maids' registered keys");
-    }
+    crate::jobs::file_keys(&mut conn, pki).await?;
     Ok(())
 }
 

@@ -170,6 +170,26 @@ pub fn exists(form: Form, fun: &str) -> bool {
     signature(form, fun).is_some()
 }
 
+/// The runners that read one job's returns, whose jid they are given.
+const ONE_JOB: [&str; 4] = [
+    "jobs.lookup_jid",
+    "jobs.list_job",
+    "jobs.print_job",
+    "jobs.exit_success",
+];
+
+/// The job whose returns a call reads, when it reads one: a caller that
+/// may not read that job may not make the call (the API holds these
+/// runners to what `GET /jobs/{jid}` allows; [`jobs_runner`] does not
+/// check).
+pub fn job_read(form: Form, fun: &str, bound: &Bound) -> Option<String> {
+    if form == Form::Runner && ONE_JOB.contains(&fun) {
+        bound.get("jid").map(jid_text)
+    } else {
+        None
+    }
+}
+
 /// Why a call could not be made: Salt's `TypeError` text.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[error("{0}")]
@@ -444,7 +464,8 @@ pub async fn list_job(
 }
 
 /// The runner functions over the job cache (`jobs.*`), `visible` saying
-/// which cached jobs the caller may list.
+/// which cached jobs the caller may list. Those that read one job
+/// ([`job_read`]) read it whoever may see it: the caller decides first.
 pub async fn jobs_runner(
     conn: &mut Conn,
     pki: Option<&Pki>,
@@ -568,7 +589,7 @@ pub async fn presence(
     fun: &str,
     bound: &Bound,
 ) -> Result<Result<Value, BadCall>, BusError> {
-    let registry = jobs::Registry::read(conn).await?;
+    let registry = jobs::Registry::read(conn, pki).await?;
     let show_ip = bound.get("show_ip").is_some_and(truthy);
     let subset = bound.get("subset").filter(|v| truthy(v));
     // Python's `x in subset`: a list's items, or a string's substrings.

@@ -18,24 +18,19 @@ use crate::target::TargetType;
 /// answers `GET /minions` by running it).
 async fn listing(api: &Api, user: &str, only: Option<&str>) -> Result<Json<Value>, ApiError> {
     let mut conn = api.hub.conn().await?;
-    let maids = jobs::alive_maids(&mut conn)
+    let registry = jobs::Registry::read(&mut conn, api.pki.as_ref())
         .await
         .inspect_err(|_| api.hub.reset())?;
     let tgt = Value::String(only.unwrap_or("*").to_string());
-    if !perms::allows(
-        &api.perms.of(user),
-        "grains.items",
-        &tgt,
-        TargetType::Glob,
-        &maids,
-    ) {
+    let reached = perms::reach(&registry, &tgt, TargetType::Glob, None);
+    if !perms::allows(&api.perms.of(user), "grains.items", &reached, &registry) {
         return Err(ApiError::Forbidden(format!(
             "user {user:?} may not run grains.items on {tgt}"
         )));
     }
     let mut grains = Map::new();
     let mut maid = Map::new();
-    for (id, (alive, reg)) in maids {
+    for (id, (alive, reg)) in registry.maids {
         if only.is_some_and(|o| o != id) {
             continue;
         }

@@ -16,7 +16,7 @@ use maid_protocol::salt::pyre::PyRegex;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::jobs::Maids;
+use crate::jobs::{Registry, Targets};
 use crate::target::{self, TargetType};
 
 /// One entry of a user's list (`[api.perms]`).
@@ -174,69 +174,50 @@ fn fun_allowed(patterns: &[String], fun: &str) -> bool {
         .any(|p| !p.starts_with('@') && fun_regex(p).is_ok_and(|r| r.is_match_at_start(fun)))
 }
 
-/// The known minions `tgt` of type `tgt_type` selects (the registered
-/// ones: an entry whose registration does not read selects nothing).
-fn selected<'a>(
-    tgt: &Value,
-    tgt_type: TargetType,
-    delimiter: Option<&str>,
-    known: &'a Maids,
-) -> Vec<&'a str> {
-    known
-        .iter()
-        .filter(|(id, (_, reg))| {
-            reg.as_ref().is_some_and(|reg| {
-                target::matches_delimited(tgt, tgt_type, id, &reg.grains, delimiter)
-                    .unwrap_or(false)
-            })
-        })
-        .map(|(id, _)| id.as_str())
-        .collect()
-}
-
-/// Whether `entries` allow running `fun` on what `tgt` selects among the
-/// `known` minions.
-pub fn allows(
-    entries: &[PermEntry],
-    fun: &str,
-    tgt: &Value,
-    tgt_type: TargetType,
-    known: &Maids,
-) -> bool {
-    allows_delimited(entries, fun, tgt, tgt_type, None, known)
-}
-
-/// [`allows`] for a job with a `delimiter`: the minions it selects are
-/// those the maids will find with that delimiter. (Salt's `auth_check`
-/// resolves the target with `:` whatever the job's delimiter, so a grain
-/// target written for another delimiter selects no one there and passes
-/// any targeted permission; maid does not copy that.)
-pub fn allows_delimited(
-    entries: &[PermEntry],
-    fun: &str,
-    tgt: &Value,
-    tgt_type: TargetType,
-    delimiter: Option<&str>,
-    known: &Maids,
-) -> bool {
-    let mut targeted: Option<Vec<&str>> = None;
+/// Whether `entries` allow running `fun` on `targeted`: whom the job can
+/// reach, resolved by [`Registry::targets`] — the function the master
+/// uses to decide whom to publish to and expect, so a user is checked
+/// against exactly the maids and the minions beneath syndic maids the job
+/// reaches. A targeted entry allows it when its own target, resolved the
+/// same way over the same reading, holds every one of them; a job that
+/// reaches a syndic maid listing nobody beneath it (over a Salt master:
+/// anyone may be there) is allowed only by an entry for every minion (a
+/// plain function, or the target `*`).
+/// (Salt's `auth_check` resolves the target with `:` whatever the job's
+/// delimiter, so a grain target written for another delimiter selects no
+/// one there and passes any targeted permission; maid resolves it as the
+/// maids will.)
+pub fn allows(entries: &[PermEntry], fun: &str, targeted: &Targets, registry: &Registry) -> bool {
     entries.iter().any(|entry| match entry {
         PermEntry::Fun(f) => fun_allowed(std::slice::from_ref(f), fun),
         PermEntry::Targeted(table) => table.iter().any(|(allowed, funs)| {
             if !fun_allowed(funs, fun) {
                 return false;
             }
-            let targeted =
-                targeted.get_or_insert_with(|| selected(tgt, tgt_type, delimiter, known));
-            let allowed = selected(
-                &Value::String(allowed.clone()),
-                TargetType::Compound,
-                None,
-                known,
-            );
-            targeted.iter().all(|id| allowed.contains(id))
+            if allowed == "*" {
+                return true;
+            }
+            if !targeted.opaque.is_empty() {
+                return false;
+            }
+            let allowed =
+                registry.targets(&Value::String(allowed.clone()), "compound", None, &|_| {
+                    false
+                });
+            targeted.ids.is_subset(&allowed.ids)
         }),
     })
+}
+
+/// Whom `tgt` of type `tgt_type` reaches over `registry`, as a job to it
+/// would ([`Registry::targets`]).
+pub fn reach(
+    registry: &Registry,
+    tgt: &Value,
+    tgt_type: TargetType,
+    delimiter: Option<&str>,
+) -> Targets {
+    registry.targets(tgt, tgt_type.name(), delimiter, &|_| false)
 }
 
 #[cfg(test)]
@@ -262,18 +243,35 @@ mod tests {
         assert!(!spec_allows(&e, "manage.up", "runner"));
     }
 
-    fn known() -> Maids {
-        ["web1", "web2", "db1"]
+    fn registration(id: &str, syndic: bool) -> crate::protocol::Registration {
+        serde_json::from_value(json!({
+            "id": id, "version": "1", "master_topics": [], "functions": [],
+            "grains": {"role": if id.starts_with("web") { "web" } else { "db" }},
+            "started_at": "x", "last_seen": "x", "syndic": syndic}))
+        .unwrap()
+    }
+
+    fn known() -> Registry {
+        let maids = ["web1", "web2", "db1"]
             .into_iter()
-            .map(|id| {
-                let reg: crate::protocol::Registration = serde_json::from_value(json!({
-                    "id": id, "version": "1", "master_topics": [], "functions": [],
-                    "grains": {"role": if id.starts_with("web") { "web" } else { "db" }},
-                    "started_at": "x", "last_seen": "x"}))
-                .unwrap();
-                (id.to_string(), (true, Some(reg)))
-            })
-            .collect()
+            .map(|id| (id.to_string(), (true, Some(registration(id, false)))))
+            .collect();
+        Registry {
+            maids,
+            ..Default::default()
+        }
+    }
+
+    /// [`allows`] for `tgt` as a job to it reaches over `registry`.
+    fn allowed(
+        e: &[PermEntry],
+        fun: &str,
+        tgt: &Value,
+        tgt_type: TargetType,
+        delimiter: Option<&str>,
+        registry: &Registry,
+    ) -> bool {
+        allows(e, fun, &reach(registry, tgt, tgt_type, delimiter), registry)
     }
 
     fn entries(v: Value) -> Vec<PermEntry> {
@@ -284,35 +282,86 @@ mod tests {
     fn functions_match_as_salts_re_match() {
         let e = entries(json!(["test.*", "grains.items"]));
         let (k, all) = (known(), json!("*"));
-        assert!(allows(&e, "test.ping", &all, TargetType::Glob, &k));
-        assert!(allows(&e, "grains.items", &all, TargetType::Glob, &k));
-        assert!(!allows(&e, "cmd.run", &all, TargetType::Glob, &k));
+        assert!(allowed(&e, "test.ping", &all, TargetType::Glob, None, &k));
+        assert!(allowed(
+            &e,
+            "grains.items",
+            &all,
+            TargetType::Glob,
+            None,
+            &k
+        ));
+        assert!(!allowed(&e, "cmd.run", &all, TargetType::Glob, None, &k));
         // Anchored at the start only, as re.match is.
-        assert!(allows(&e, "grains.items_extra", &all, TargetType::Glob, &k));
-        assert!(!allows(&e, "xtest.ping", &all, TargetType::Glob, &k));
+        assert!(allowed(
+            &e,
+            "grains.items_extra",
+            &all,
+            TargetType::Glob,
+            None,
+            &k
+        ));
+        assert!(!allowed(&e, "xtest.ping", &all, TargetType::Glob, None, &k));
     }
 
     #[test]
     fn a_targeted_entry_allows_only_jobs_within_its_minions() {
         let e = entries(json!([{"web*": ["cmd.*"]}, {"G@role:db": ["test.ping"]}]));
         let k = known();
-        assert!(allows(&e, "cmd.run", &json!("web1"), TargetType::Glob, &k));
-        assert!(allows(&e, "cmd.run", &json!("web*"), TargetType::Glob, &k));
-        assert!(allows(
+        assert!(allowed(
+            &e,
+            "cmd.run",
+            &json!("web1"),
+            TargetType::Glob,
+            None,
+            &k
+        ));
+        assert!(allowed(
+            &e,
+            "cmd.run",
+            &json!("web*"),
+            TargetType::Glob,
+            None,
+            &k
+        ));
+        assert!(allowed(
             &e,
             "cmd.run",
             &json!("role:web"),
             TargetType::Grain,
+            None,
             &k
         ));
-        assert!(!allows(&e, "cmd.run", &json!("*"), TargetType::Glob, &k));
-        assert!(!allows(&e, "cmd.run", &json!("db1"), TargetType::Glob, &k));
-        assert!(allows(&e, "test.ping", &json!("db1"), TargetType::Glob, &k));
-        assert!(!allows(
+        assert!(!allowed(
+            &e,
+            "cmd.run",
+            &json!("*"),
+            TargetType::Glob,
+            None,
+            &k
+        ));
+        assert!(!allowed(
+            &e,
+            "cmd.run",
+            &json!("db1"),
+            TargetType::Glob,
+            None,
+            &k
+        ));
+        assert!(allowed(
+            &e,
+            "test.ping",
+            &json!("db1"),
+            TargetType::Glob,
+            None,
+            &k
+        ));
+        assert!(!allowed(
             &e,
             "test.ping",
             &json!("web1"),
             TargetType::Glob,
+            None,
             &k
         ));
     }
@@ -324,7 +373,7 @@ mod tests {
         let e = entries(json!([{"web1": ["cmd.*"]}, {"G@role:db": ["test.ping"]}]));
         let (k, tgt) = (known(), json!("role;web"));
         // web1 and web2 have role web: web2 is not web1's.
-        assert!(!allows_delimited(
+        assert!(!allowed(
             &e,
             "cmd.run",
             &tgt,
@@ -332,7 +381,7 @@ mod tests {
             Some(";"),
             &k
         ));
-        assert!(allows_delimited(
+        assert!(allowed(
             &e,
             "test.ping",
             &json!("role;db"),
@@ -342,7 +391,77 @@ mod tests {
         ));
         // Read with `:`, as Salt's check reads it, it selects no one and
         // would pass.
-        assert!(allows(&e, "cmd.run", &tgt, TargetType::Grain, &k));
+        assert!(allowed(&e, "cmd.run", &tgt, TargetType::Grain, None, &k));
+    }
+
+    /// Minions beneath a syndic maid are checked as the job reaches them:
+    /// a user limited to the syndic maid cannot reach its minions by any
+    /// target, and a syndic maid over a Salt master (listing nobody) is
+    /// reachable only with an entry for every minion.
+    #[test]
+    fn minions_beneath_syndic_maids_are_checked_as_the_job_reaches_them() {
+        let mut k = known();
+        k.maids
+            .insert("sig-1".into(), (true, Some(registration("sig-1", true))));
+        k.syndics.insert("sig-1".into());
+        k.beneath.insert(
+            "leaf-1".into(),
+            ("sig-1".into(), registration("leaf-1", false)),
+        );
+        let e = entries(json!([{"sig-1": ["cmd.*"]}]));
+        assert!(allowed(
+            &e,
+            "cmd.run",
+            &json!("sig-1"),
+            TargetType::Glob,
+            None,
+            &k
+        ));
+        for (tgt, t) in [
+            (json!("leaf-*"), TargetType::Glob),
+            (json!("sig-1,leaf-1"), TargetType::List),
+            (json!("sig-1 or leaf-1"), TargetType::Compound),
+            (json!("*"), TargetType::Glob),
+        ] {
+            assert!(!allowed(&e, "cmd.run", &tgt, t, None, &k), "{tgt}");
+        }
+        let e = entries(json!([{"sig-1 or leaf-1": ["cmd.*"]}]));
+        assert!(allowed(
+            &e,
+            "cmd.run",
+            &json!("leaf-*"),
+            TargetType::Glob,
+            None,
+            &k
+        ));
+        // Over a Salt master: nobody listed, anyone may be beneath.
+        k.beneath.clear();
+        let e = entries(json!([{"sig-1": ["cmd.*"]}, {"*": ["test.*"]}]));
+        assert!(!allowed(
+            &e,
+            "cmd.run",
+            &json!("sig-1"),
+            TargetType::Glob,
+            None,
+            &k
+        ));
+        assert!(allowed(
+            &e,
+            "test.ping",
+            &json!("*"),
+            TargetType::Glob,
+            None,
+            &k
+        ));
+        let e = entries(json!(["cmd.*"]));
+        assert!(allowed(
+            &e,
+            "cmd.run",
+            &json!("sig-1"),
+            TargetType::Glob,
+            None,
+            &k
+        ));
     }
 
     #[test]

@@ -360,14 +360,14 @@ pub(super) fn prepare(
         linger: Duration::from_millis(100),
         key: master.signing_key(&config)?,
         source_hashes,
-        pki: master.pki(&config),
+        pki: master.verified_pki(&config)?,
         gather_job_timeout: (report_opts.gather_job_timeout > 0.0)
             .then(|| Duration::from_secs_f64(report_opts.gather_job_timeout)),
         delimiter,
     };
     let registry = block_on(async {
         let mut conn = bus.connect().await?;
-        anyhow::Ok(jobs::Registry::read(&mut conn).await?)
+        anyhow::Ok(jobs::Registry::read(&mut conn, req.pki.as_ref()).await?)
     })??;
     let selected = registry.selected(&req);
     if report_opts.preview_target {
@@ -914,7 +914,7 @@ pub struct JobArgs {
 pub fn job(args: JobArgs) -> anyhow::Result<ExitCode> {
     args.output.prepare()?;
     let (bus, config) = args.master.bus()?;
-    let pki = args.master.pki(&config);
+    let pki = args.master.verified_pki(&config)?;
     let cached = block_on(async {
         let mut conn = bus.connect().await?;
         anyhow::Ok(jobs::cached(&mut conn, &args.jid, pki.as_ref()).await?)
@@ -953,15 +953,12 @@ pub fn maids(args: MaidsArgs) -> anyhow::Result<ExitCode> {
     let pki = args.master.pki(&config);
     let maids = block_on(async {
         let mut conn = bus.connect().await?;
-        anyhow::Ok(jobs::alive_maids(&mut conn).await?)
+        anyhow::Ok(jobs::alive_maids(&mut conn, pki.as_ref()).await?)
     })??;
     // Each maid's key state, where the master keeps keys: only accepted
     // maids are expected to answer.
     let states: BTreeMap<String, &'static str> = match &pki {
         Some(pki) => {
-            if let Err(e) = jobs::file_registered_keys(pki, &maids) {
-                eprintln!("maid: keys not filed from the registry: {e}");
-            }
             let mut states = BTreeMap::new();
             for (state, ids) in pki.list()? {
                 for id in ids {
@@ -978,6 +975,22 @@ pub fn maids(args: MaidsArgs) -> anyhow::Result<ExitCode> {
             None => "-",
         }
     };
+    // A syndic maid answers for others only when its key was accepted as
+    // a syndic maid's (PROTOCOL v1.2 §7): the role the operator accepted.
+    let role_of = |id: &str, reg: &Option<crate::protocol::Registration>| -> &str {
+        let accepted_syndic = pki.as_ref().is_some_and(|pki| {
+            pki.key(crate::pki::KeyState::Accepted, id)
+                .ok()
+                .flatten()
+                .is_some_and(|key| crate::registry::is_syndic_key(pki, id, &key))
+        });
+        match (&pki, reg.as_ref().is_some_and(|r| r.syndic)) {
+            (Some(_), _) if accepted_syndic => "syndic",
+            (Some(_), true) => "syndic?",
+            (None, true) => "syndic",
+            _ => "minion",
+        }
+    };
     if args.json {
         let v: Vec<Value> = maids
             .iter()
@@ -986,6 +999,7 @@ pub fn maids(args: MaidsArgs) -> anyhow::Result<ExitCode> {
                 if pki.is_some() {
                     entry["key"] = Value::from(key_of(id));
                 }
+                entry["role"] = Value::from(role_of(id, reg));
                 entry
             })
             .collect();
@@ -993,8 +1007,8 @@ pub fn maids(args: MaidsArgs) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     println!(
-        "{:<24} {:<6} {:<9} {:<8} {:<27} FUNCTIONS",
-        "ID", "ALIVE", "KEY", "VERSION", "LAST SEEN"
+        "{:<24} {:<6} {:<9} {:<8} {:<8} {:<27} FUNCTIONS",
+        "ID", "ALIVE", "KEY", "ROLE", "VERSION", "LAST SEEN"
     );
     for (id, (alive, reg)) in &maids {
         let (version, seen, funs) = match reg {
@@ -1006,9 +1020,10 @@ pub fn maids(args: MaidsArgs) -> anyhow::Result<ExitCode> {
             None => ("?".into(), "?".into(), "?".into()),
         };
         println!(
-            "{id:<24} {:<6} {:<9} {version:<8} {seen:<27} {funs}",
+            "{id:<24} {:<6} {:<9} {:<8} {version:<8} {seen:<27} {funs}",
             if *alive { "yes" } else { "no" },
-            key_of(id)
+            key_of(id),
+            role_of(id, reg)
         );
     }
     Ok(ExitCode::SUCCESS)

@@ -1,0 +1,403 @@
+//! What the master reads of the registry (PROTOCOL v1.2 §4, §7): the maids,
+//! whether each is alive, what each registered, and the minions beneath
+//! syndic maids — and, for a master that keeps keys, which of that it may
+//! believe.
+//!
+//! Every maid holds a Redis credential that can write any registry entry,
+//! so nothing there is believed for its own sake. A registration signed
+//! with the key it names *presents* that key (filed as `salt-key` files a
+//! minion's authentication); a master that keeps keys then uses an
+//! accepted maid's registration — its grains for targeting and for API
+//! permissions — only when the key it accepted signed it. Only a maid whose
+//! key was filed, and so accepted, as a syndic maid's may list minions
+//! beneath it, and only in a list its accepted key signed. Whom a job
+//! targets and whom the API lets a user reach are both [`Registry::targets`]
+//! over one reading.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::os::unix::fs::DirBuilderExt;
+
+use redis::AsyncCommands;
+use serde_json::{Map, Value};
+
+use crate::bus::{BusError, Conn};
+use crate::pki::{Pki, PkiError, Submitted};
+use crate::protocol::{self, Registration};
+use crate::replies::AcceptedKeys;
+use crate::wire_registry::Signed;
+
+/// Every registry entry by id: whether its alive key exists, and the
+/// registration when it reads as one (and, where the master keeps keys,
+/// may be believed).
+pub type Maids = BTreeMap<String, (bool, Option<Registration>)>;
+
+/// The minions beneath syndic maids (PROTOCOL §7), by id: the syndic maid
+/// each is beneath, and its registration as the syndic maid listed it.
+pub type Beneath = BTreeMap<String, (String, Registration)>;
+
+/// The registry as it reads, before anything is believed.
+type Raw = BTreeMap<String, (bool, Option<Signed<Registration>>)>;
+
+/// The registry entries, each with whether its alive key exists: the
+/// registry, then every alive key at once (one pipeline; on a cluster,
+/// where the keys lie on many nodes, all asked together), whatever the
+/// fleet's size.
+async fn read_raw(conn: &mut Conn) -> redis::RedisResult<Raw> {
+    let all: BTreeMap<String, String> = conn.hgetall(protocol::REGISTRY_KEY).await?;
+    if all.is_empty() {
+        return Ok(Raw::new());
+    }
+    let alive: Vec<bool> = match conn {
+        Conn::Single(single) => {
+            let mut pipe = redis::pipe();
+            for id in all.keys() {
+                pipe.exists(protocol::alive_key(id));
+            }
+            pipe.query_async(single).await?
+        }
+        Conn::Cluster(cluster, _) => {
+            futures_util::future::try_join_all(all.keys().map(|id| {
+                let mut c = cluster.clone();
+                let key = protocol::alive_key(id);
+                async move { c.exists::<_, bool>(key).await }
+            }))
+            .await?
+        }
+    };
+    Ok(all
+        .into_iter()
+        .zip(alive)
+        .map(|((id, text), alive)| (id, (alive, crate::wire_registry::read(&text).ok())))
+        .collect())
+}
+
+/// `raw` as a master reads it before checking keys: every registration,
+/// but a `pubkey` only where the registration is signed with it (a key
+/// nobody proved they hold is never filed).
+fn presented(raw: &Raw) -> Maids {
+    raw.iter()
+        .map(|(id, (alive, signed))| {
+            let reg = signed.as_ref().map(|s| {
+                let mut reg = s.value.clone();
+                if s.presented_key(id).is_err() {
+                    reg.pubkey = None;
+                }
+                reg
+            });
+            (id.clone(), (*alive, reg))
+        })
+        .collect()
+}
+
+/// The registry entries with whether each is alive: with `pki`, an
+/// accepted maid's registration only when its accepted key signed it
+/// ([`Registry::read`]); without, every registration as it reads.
+pub async fn alive_maids(conn: &mut Conn, pki: Option<&Pki>) -> redis::RedisResult<Maids> {
+    Ok(Registry::read(conn, pki).await?.maids)
+}
+
+/// What one job reads of the registry, once: the maids, the minions
+/// beneath syndic maids, and (for a master that keeps keys) the keys it
+/// accepted. Whom a job selects, whom it then expects and whom the API
+/// lets a user reach come from the same reading.
+#[derive(Debug, Clone, Default)]
+pub struct Registry {
+    pub maids: Maids,
+    pub beneath: Beneath,
+    /// The maids that may list minions beneath them and answer for them.
+    pub syndics: BTreeSet<String>,
+    /// The accepted keys, when the master keeps keys: then only the maids
+    /// they name are expected, and only replies they sign count.
+    pub accepted: Option<AcceptedKeys>,
+}
+
+/// Whom a target selects ([`Registry::targets`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Targets {
+    /// The maids and the minions beneath them the target selects.
+    pub ids: BTreeSet<String>,
+    /// Among them, syndic maids that list nobody beneath them (over a
+    /// Salt master, whose own targeting decides): anyone may be behind
+    /// them.
+    pub opaque: BTreeSet<String>,
+}
+
+impl Registry {
+    /// Read the registry; with `pki`, as a master that keeps keys: keys
+    /// presented are filed, and only what the accepted keys signed is
+    /// believed.
+    pub async fn read(conn: &mut Conn, pki: Option<&Pki>) -> redis::RedisResult<Self> {
+        let raw = read_raw(conn).await?;
+        let Some(pki) = pki else {
+            let maids = presented(&raw);
+            let syndics = maids
+                .iter()
+                .filter(|(_, (alive, reg))| *alive && reg.as_ref().is_some_and(|r| r.syndic))
+                .map(|(id, _)| id.clone())
+                .collect();
+            let beneath = beneath(conn, &maids, &syndics, None).await?;
+            return Ok(Self {
+                maids,
+                beneath,
+                syndics,
+                accepted: None,
+            });
+        };
+        let filed = file_presented(pki, &raw);
+        let accepted = match filed.and_then(|()| pki.accepted()) {
+            Ok(keys) => keys,
+            Err(e) => {
+                tracing::error!(cause = %e, "cannot read the accepted maid keys: no reply counts");
+                AcceptedKeys::new()
+            }
+        };
+        let maids = believed(&raw, &accepted);
+        let syndics = accepted_syndics(pki, &maids, &accepted);
+        let beneath = beneath(conn, &maids, &syndics, Some(&accepted)).await?;
+        // The minions' keys, as their syndic maids vouch for them.
+        if let Err(e) = file_registered_keys(pki, &as_maids(&beneath)) {
+            tracing::error!(cause = %e, "cannot file the keys of the minions beneath");
+        }
+        let accepted = pki.accepted().unwrap_or(accepted);
+        Ok(Self {
+            maids,
+            beneath,
+            syndics,
+            accepted: Some(accepted),
+        })
+    }
+
+    /// Whom target `tgt` of type `tgt_type` (split at `delimiter`)
+    /// selects, `exclude` left out: the expected maids whose registered
+    /// grains match (an id whose registration cannot be believed matches
+    /// only on its id), the minions beneath expected syndic maids that
+    /// match, and every expected syndic maid that lists nobody. A target
+    /// a maid cannot evaluate selects nobody, as Salt's master finds no
+    /// minion for it.
+    pub fn targets(
+        &self,
+        tgt: &Value,
+        tgt_type: &str,
+        delimiter: Option<&str>,
+        exclude: &dyn Fn(&str) -> bool,
+    ) -> Targets {
+        let Ok(tgt_type) = crate::target::TargetType::parse(tgt_type) else {
+            return Targets::default();
+        };
+        let empty = Map::new();
+        let matches = |id: &str, grains: &Map<String, Value>| {
+            crate::target::matches_delimited(tgt, tgt_type, id, grains, delimiter).unwrap_or(false)
+        };
+        let expected: BTreeMap<&String, Option<&Registration>> = self.expected(exclude).collect();
+        let listing: BTreeSet<&String> = self.beneath.values().map(|(s, _)| s).collect();
+        let opaque: BTreeSet<String> = expected
+            .keys()
+            .filter(|id| self.syndics.contains(**id) && !listing.contains(*id))
+            .map(|id| (*id).clone())
+            .collect();
+        let leaves = self.beneath.iter().filter(|(id, (syndic, reg))| {
+            expected.contains_key(syndic) && !exclude(id) && matches(id, &reg.grains)
+        });
+        let ids = expected
+            .iter()
+            .filter(|(id, reg)| {
+                matches(id, reg.map_or(&empty, |r| &r.grains)) || opaque.contains(**id)
+            })
+            .map(|(id, _)| (*id).clone())
+            .chain(leaves.map(|(id, _)| id.clone()))
+            .collect();
+        Targets { ids, opaque }
+    }
+
+    /// The maids a job expects: alive, not excluded, and accepted (when
+    /// the master keeps keys).
+    pub fn expected<'m>(
+        &'m self,
+        exclude: &'m dyn Fn(&str) -> bool,
+    ) -> impl Iterator<Item = (&'m String, Option<&'m Registration>)> {
+        self.maids
+            .iter()
+            .filter(move |(id, (alive, _))| *alive && !exclude(id))
+            .filter(|(id, _)| self.accepted.as_ref().is_none_or(|k| k.contains_key(*id)))
+            .map(|(id, (_, reg))| (id, reg.as_ref()))
+    }
+}
+
+/// File every key `raw` presents ([`presented`]) as its maid's
+/// submission; a syndic maid's key filed while it is pending is noted as
+/// a syndic maid's ([`note_syndic`]), so accepting it accepts the role.
+fn file_presented(pki: &Pki, raw: &Raw) -> Result<(), PkiError> {
+    for (id, (_, signed)) in raw {
+        let Some(signed) = signed else { continue };
+        let Ok((_, text)) = signed.presented_key(id) else {
+            continue;
+        };
+        let filed = pki.submit(id, text)?;
+        if signed.value.syndic
+            && matches!(
+                filed,
+                Submitted::Pending | Submitted::Known(crate::pki::KeyState::Pending)
+            )
+        {
+            note_syndic(pki, id, text)?;
+        }
+    }
+    Ok(())
+}
+
+/// The registrations of `raw` a master that accepted `accepted` believes:
+/// an accepted maid's only when its accepted key signed it (a forged or
+/// unsigned one is logged and read as none: the maid matches on its id
+/// alone), any other's as it presents itself.
+fn believed(raw: &Raw, accepted: &AcceptedKeys) -> Maids {
+    raw.iter()
+        .map(|(id, (alive, signed))| {
+            let reg = signed.as_ref().and_then(|s| match accepted.get(id) {
+                Some(key) => match s.verify(key, id) {
+                    Ok(()) if s.value.id == *id => Some(s.value.clone()),
+                    Ok(()) => None,
+                    Err(why) => {
+                        tracing::warn!(%id, %why, "forged registration: not believed");
+                        None
+                    }
+                },
+                None => s.presented_key(id).is_ok().then(|| s.value.clone()),
+            });
+            (id.clone(), (*alive, reg))
+        })
+        .collect()
+}
+
+/// The directory, beside the key states, that notes which keys were
+/// filed as syndic maids': one file per id holding the key it was filed
+/// with.
+const SYNDICS_DIR: &str = "syndics";
+
+/// Note that `id` presented `key` as a syndic maid while its key was
+/// pending: an operator who accepts that key accepts the role with it.
+fn note_syndic(pki: &Pki, id: &str, key: &str) -> Result<(), PkiError> {
+    crate::pki::check_id(id)?;
+    let dir = pki.dir().join(SYNDICS_DIR);
+    let io = |error| PkiError::Io {
+        path: dir.clone(),
+        error,
+    };
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&dir)
+        .map_err(io)?;
+    let path = dir.join(id);
+    if std::fs::read_to_string(&path).is_ok_and(|t| t.trim() == key) {
+        return Ok(());
+    }
+    crate::fsutil::replace_private(&path, [key]).map_err(|error| PkiError::Io { path, error })
+}
+
+/// Whether `id`'s accepted key was filed as a syndic maid's: the role
+/// `maid key` shows.
+pub fn is_syndic_key(pki: &Pki, id: &str, accepted: &str) -> bool {
+    crate::pki::check_id(id).is_ok()
+        && std::fs::read_to_string(pki.dir().join(SYNDICS_DIR).join(id))
+            .is_ok_and(|t| t.trim() == accepted.trim())
+}
+
+/// The maids that may list minions beneath them: alive, registered as
+/// syndic maids in a registration their accepted key signed, and accepted
+/// with that role.
+fn accepted_syndics(pki: &Pki, maids: &Maids, accepted: &AcceptedKeys) -> BTreeSet<String> {
+    maids
+        .iter()
+        .filter(|(_, (alive, reg))| *alive && reg.as_ref().is_some_and(|r| r.syndic))
+        .filter(|(id, _)| {
+            accepted
+                .get(*id)
+                .is_some_and(|key| is_syndic_key(pki, id, &crate::trust::encode_verifying(key)))
+        })
+        .map(|(id, _)| id.clone())
+        .collect()
+}
+
+/// The minions `syndics` list beneath them. With `accepted`, a list
+/// counts only when the syndic maid's accepted key signed it; without, when
+/// it is bare or signed by the key its syndic maid presents. A list that
+/// does not read or verify is left out (and logged); an id the registry
+/// has itself stays the registry's.
+async fn beneath(
+    conn: &mut Conn,
+    maids: &Maids,
+    syndics: &BTreeSet<String>,
+    accepted: Option<&AcceptedKeys>,
+) -> redis::RedisResult<Beneath> {
+    let mut out = Beneath::new();
+    for syndic in syndics {
+        let text: Option<String> = conn.get(protocol::syndic_key(syndic)).await?;
+        let Some(text) = text else { continue };
+        let key = match accepted {
+            Some(keys) => keys.get(syndic).copied(),
+            None => maids[syndic]
+                .1
+                .as_ref()
+                .and_then(|r| r.pubkey.as_deref())
+                .and_then(|k| crate::trust::decode_verifying_key(k).ok()),
+        };
+        let listed =
+            crate::wire_registry::read::<BTreeMap<String, Registration>>(&text).and_then(|l| {
+                match key {
+                    Some(key) => l.verify(&key, syndic).map(|()| l.value),
+                    None if accepted.is_none() && l.envelope.is_none() => Ok(l.value),
+                    None => Err(format!("{syndic:?} has no key to sign its list")),
+                }
+            });
+        let listed = match listed {
+            Ok(listed) => listed,
+            Err(why) => {
+                tracing::warn!(%syndic, %why, "the minions beneath a syndic maid are not believed");
+                continue;
+            }
+        };
+        for (id, reg) in listed {
+            if !maids.contains_key(&id) && reg.id == id {
+                out.entry(id).or_insert_with(|| (syndic.clone(), reg));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The minions `beneath` as registry entries that are never alive: what
+/// their keys are filed from.
+fn as_maids(beneath: &Beneath) -> Maids {
+    beneath
+        .iter()
+        .map(|(id, (_, reg))| (id.clone(), (false, Some(reg.clone()))))
+        .collect()
+}
+
+/// File the keys the registry entries `maids` carry, as their maids'
+/// submissions ([`Pki::submit_registry`]).
+fn file_registered_keys(pki: &Pki, maids: &Maids) -> Result<(), PkiError> {
+    pki.submit_registry(
+        maids
+            .iter()
+            .filter_map(|(id, (_, reg))| reg.as_ref().map(|r| (id, r))),
+    )
+}
+
+/// File every key the registry presents — each a maid's submission, a
+/// pending syndic maid's noted with its role, the minions' beneath as
+/// their accepted syndic maids list them — as `maid key` and the wheel do
+/// before they list or act.
+pub async fn file_keys(conn: &mut Conn, pki: &Pki) -> Result<(), BusError> {
+    Registry::read(conn, Some(pki)).await?;
+    Ok(())
+}
+
+/// The keys accepted by `pki`, after filing what the registry presents:
+/// none (so nothing counts) when the store cannot be read.
+pub async fn accepted_keys(conn: &mut Conn, pki: &Pki) -> Result<AcceptedKeys, BusError> {
+    Ok(Registry::read(conn, Some(pki))
+        .await?
+        .accepted
+        .unwrap_or_default())
+}
