@@ -111,7 +111,7 @@ impl Fleet {
 
 /// Start `maid api` with the configuration file `config` (in `dir`).
 pub(crate) fn start_api(dir: tempfile::TempDir, config: &Path, extra_args: &[&str]) -> ApiServer {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_maid"))
+    let mut child = crate::common::maid_command()
         .args(["api", "--listen", "127.0.0.1:0", "-c"])
         .arg(config)
         .args(extra_args)

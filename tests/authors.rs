@@ -34,7 +34,7 @@ fn work() -> PathBuf {
 }
 
 fn maid(args: &[&str], cwd: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_maid"))
+    crate::common::maid_command()
         .args(args)
         .current_dir(cwd)
         .env("MAID_CACHE_DIR", crate::common::shared_cache())
@@ -245,7 +245,7 @@ fn template_behaves(dir: &Path) {
     );
     assert_eq!(code, Some(254), "{err}");
 
-    let o = Command::new(env!("CARGO_BIN_EXE_maid"))
+    let o = crate::common::maid_command()
         .args([
             "-v",
             "plugin",

@@ -9,7 +9,7 @@ use std::process::{Command, Output};
 use crate::common::guests;
 
 fn maid(args: &[&str], cwd: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_maid"))
+    crate::common::maid_command()
         .args(args)
         .current_dir(cwd)
         .env("MAID_PLUGIN_DIR", guests::PLUGINS_DIR)
@@ -550,5 +550,42 @@ fn the_protocol_and_master_crates_link_no_wasm_runtime() {
             !master.iter().any(|c| c == banned),
             "maid-master links {banned}"
         );
+    }
+}
+
+/// `./dev demo` is the first thing a newcomer runs: it passes every time
+/// (two maids once shared a `state_dir` and raced to make its key), and
+/// never hangs (each wait has a timeout that shows the logs). Run here on
+/// the test build, ten times in a row.
+#[test]
+fn the_demo_passes_ten_times_in_a_row() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    for round in 1..=10 {
+        let out = Command::new("timeout")
+            .arg("300")
+            .arg(root.join("dev"))
+            .arg("demo-only")
+            .current_dir(root)
+            .env("MAID_DEMO_BIN", env!("CARGO_BIN_EXE_maid"))
+            .env("MAID_DEMO_PLUGINS", guests::PLUGINS_DIR)
+            .env("MAID_DEMO_CACHE", crate::common::shared_cache())
+            .env_remove("MAID_CONFIG")
+            .stdin(std::process::Stdio::null())
+            .output()
+            .expect("run ./dev demo-only");
+        let (text, err) = (stdout(&out), String::from_utf8_lossy(&out.stderr));
+        assert!(out.status.success(), "round {round}:\n{text}\n{err}");
+        // Both maids answered every step: pinged, ran the command, got and
+        // hashed the file.
+        for id in ["maid-1", "maid-2"] {
+            assert!(
+                text.contains(&format!("{id}:\n    True")),
+                "round {round}: {text}"
+            );
+            assert!(
+                text.contains(&format!("{id}:\n    hello from")),
+                "round {round}: {text}"
+            );
+        }
     }
 }

@@ -69,7 +69,9 @@ async fn sentinel_failover_during_a_run_of_jobs() {
     }
     // The registry moved with them.
     let mut conn = bus.connect().await.unwrap();
-    let maids = maid_master::jobs::alive_maids(&mut conn).await.unwrap();
+    let maids = maid_master::jobs::alive_maids(&mut conn, None)
+        .await
+        .unwrap();
     assert!(maids["s-1"].0 && maids["s-2"].0);
 }
 

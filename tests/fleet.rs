@@ -66,7 +66,9 @@ async fn round_trip_has_every_protocol_field() {
         .await
         .unwrap();
     assert!(ttl > 86_000 && ttl <= 86_400, "{ttl}");
-    let maids = maid_master::jobs::alive_maids(&mut conn).await.unwrap();
+    let maids = maid_master::jobs::alive_maids(&mut conn, None)
+        .await
+        .unwrap();
     let (alive, reg) = &maids["maid-a"];
     let reg = reg.as_ref().unwrap();
     assert!(alive);

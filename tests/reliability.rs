@@ -96,7 +96,11 @@ async fn redis_restarted_mid_stream_loses_no_return() {
     // look until it is there rather than once).
     let mut conn = bus.connect().await.unwrap();
     let deadline = Instant::now() + crate::common::fleet::REPLY_DEADLINE;
-    while !maid_master::jobs::alive_maids(&mut conn).await.unwrap()["steady"].0 {
+    while !maid_master::jobs::alive_maids(&mut conn, None)
+        .await
+        .unwrap()["steady"]
+        .0
+    {
         assert!(Instant::now() < deadline, "the registry never came back");
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
@@ -281,7 +285,9 @@ async fn plugins_hot_reload_during_a_stream_of_calls() {
     // the first call.
     let mut conn = bus.connect().await.unwrap();
     loop {
-        let reg = maid_master::jobs::alive_maids(&mut conn).await.unwrap()["hot"]
+        let reg = maid_master::jobs::alive_maids(&mut conn, None)
+            .await
+            .unwrap()["hot"]
             .1
             .clone()
             .unwrap();

@@ -516,7 +516,9 @@ async fn targeting_agrees_with_salts_matchers() {
 
     // The grains as the agents registered them are what Salt is given.
     let mut conn = bus.connect().await.unwrap();
-    let registry = maid_master::jobs::alive_maids(&mut conn).await.unwrap();
+    let registry = maid_master::jobs::alive_maids(&mut conn, None)
+        .await
+        .unwrap();
     let grains: serde_json::Map<String, Value> = ids
         .iter()
         .map(|id| {
@@ -775,7 +777,7 @@ fn is_nonjson(v: &Value) -> bool {
 }
 
 fn maid_cli(args: &[&str]) -> std::process::Output {
-    std::process::Command::new(env!("CARGO_BIN_EXE_maid"))
+    crate::common::maid_command()
         .args(args)
         .env("MAID_PLUGIN_DIR", crate::common::guests::PLUGINS_DIR)
         .env("MAID_CACHE_DIR", crate::common::shared_cache())

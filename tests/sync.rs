@@ -269,7 +269,9 @@ async fn pushed_plugins_sync_to_every_maid_and_every_bad_push_is_refused() {
 
     // The registry lists the new function and the built-in one.
     let mut conn = f.redis().await;
-    let maids = maid_master::jobs::alive_maids(&mut conn).await.unwrap();
+    let maids = maid_master::jobs::alive_maids(&mut conn, None)
+        .await
+        .unwrap();
     for id in IDS {
         let functions = &maids[id].1.as_ref().unwrap().functions;
         assert!(

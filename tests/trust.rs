@@ -286,7 +286,7 @@ async fn the_audit_log_records_and_redacts() {
 fn keygen_writes_a_private_key_only_its_owner_reads() {
     use std::os::unix::fs::PermissionsExt;
     let tmp = tempfile::tempdir().unwrap();
-    let o = std::process::Command::new(env!("CARGO_BIN_EXE_maid"))
+    let o = crate::common::maid_command()
         .args(["keygen", "m"])
         .current_dir(tmp.path())
         .output()
@@ -298,7 +298,7 @@ fn keygen_writes_a_private_key_only_its_owner_reads() {
     let public = std::fs::read_to_string(tmp.path().join("m.pub")).unwrap();
     let pk = maid::trust::read_verifying_key(public.trim()).unwrap();
     assert_eq!(pk, key.verifying_key());
-    let o = std::process::Command::new(env!("CARGO_BIN_EXE_maid"))
+    let o = crate::common::maid_command()
         .args(["keygen", "m"])
         .current_dir(tmp.path())
         .output()

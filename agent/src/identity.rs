@@ -14,6 +14,43 @@ pub const KEY_FILE: &str = "minion.key";
 /// The public key's file name in `state_dir`, as Salt's `minion.pub`.
 pub const PUB_FILE: &str = "minion.pub";
 
+/// The lock file's name in `state_dir`: held while a maid runs.
+pub const LOCK_FILE: &str = "maid.lock";
+
+/// Why a `state_dir` cannot be used by this maid.
+#[derive(Debug, thiserror::Error)]
+pub enum StateDirError {
+    #[error("state_dir {0}: {1}")]
+    Io(std::path::PathBuf, std::io::Error),
+    #[error(
+        "state_dir {0} is in use by another running maid (it holds {LOCK_FILE}); \
+         each maid needs a state_dir of its own"
+    )]
+    InUse(std::path::PathBuf),
+}
+
+/// Claim `state_dir` for this maid until the returned file is dropped.
+/// A `state_dir` holds one maid's key and replay memory: two maids on one
+/// would race to make the key and forget each other's jids, so a second
+/// is refused with a clear error rather than left to fail later.
+pub fn lock_state_dir(state_dir: &Path) -> Result<std::fs::File, StateDirError> {
+    let io = |e| StateDirError::Io(state_dir.to_path_buf(), e);
+    std::fs::create_dir_all(state_dir).map_err(io)?;
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(state_dir.join(LOCK_FILE))
+        .map_err(io)?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => {
+            Err(StateDirError::InUse(state_dir.to_path_buf()))
+        }
+        Err(std::fs::TryLockError::Error(e)) => Err(io(e)),
+    }
+}
+
 /// The maid's key in `state_dir`, made (and its public half written) when
 /// there is none yet. A key file that exists but does not read is an
 /// error, never silently replaced: the master knows this maid by its key.

@@ -80,7 +80,7 @@ pub fn start_agent_with_plugins(
     let text =
         format!("master_topics = [\"{TOPIC}\"]\n{extra_toml}\n{security}[redis]\n{redis_toml}\n");
     std::io::Write::write_all(&mut config, text.as_bytes()).unwrap();
-    let child = Command::new(env!("CARGO_BIN_EXE_maid"))
+    let child = crate::common::maid_command()
         .args(["agent", "--id", id, "-c"])
         .arg(config.path())
         .env("MAID_PLUGIN_DIR", plugin_dir)
@@ -105,7 +105,7 @@ pub async fn wait_registered(bus: &Bus, ids: &[&str]) {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         if let Ok(mut conn) = bus.connect().await
-            && let Ok(maids) = maid_master::jobs::alive_maids(&mut conn).await
+            && let Ok(maids) = maid_master::jobs::alive_maids(&mut conn, None).await
             && ids
                 .iter()
                 .all(|id| maids.get(*id).is_some_and(|(alive, _)| *alive))
@@ -201,7 +201,7 @@ pub async fn run_watching(
 
 /// The `maid` binary as a master: `maid run ...` against `redis_url`.
 pub fn maid_cli(redis_url: &str, args: &[&str], cwd: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_maid"))
+    crate::common::maid_command()
         .args(args)
         .current_dir(cwd)
         .env("MAID_REDIS", redis_url)

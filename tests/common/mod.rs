@@ -18,6 +18,19 @@ use serde_json::{Map, Value};
 
 pub use maid_test_guests as guests;
 
+/// The `maid` binary as the tests run it. A master command without a key
+/// store must have been told it counts replies unverified, or it refuses
+/// to run (`tests/attacks_fleet.rs` proves that); here it is told so. A
+/// `--pki-dir` verifies whatever this says.
+pub fn maid_command() -> std::process::Command {
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_maid"));
+    // The warning it then gives at every run is silenced alone: Salt's
+    // stderr, which the tests compare, has no such line.
+    cmd.env("MAID_VERIFY_REPLIES", "false")
+        .env("MAID_LOG", "warn,maid::unverified=off");
+    cmd
+}
+
 /// One compiled-artifact cache for the whole test run, so each plugin is
 /// compiled once, not once per test.
 pub fn shared_cache() -> PathBuf {

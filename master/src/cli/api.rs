@@ -60,6 +60,7 @@ fn hash_password() -> anyhow::Result<ExitCode> {
 
 fn serve(args: ApiArgs) -> anyhow::Result<ExitCode> {
     let (bus, config) = args.master.bus()?;
+    let pki = args.master.verified_pki(&config)?;
     let mut settings = config.api.clone();
     if let Some(listen) = args.listen {
         settings.listen = listen;
@@ -82,7 +83,6 @@ fn serve(args: ApiArgs) -> anyhow::Result<ExitCode> {
         _ => None,
     };
     let master_topic = args.master.topic(&config);
-    let pki = args.master.pki(&config);
     let nodegroups = config.master.nodegroups.clone();
     // Many requests at once: a worker per core, unlike the one-shot
     // commands.

@@ -24,6 +24,11 @@ use crate::config::Config;
 #[error("{0}")]
 pub struct Usage(pub &'static str);
 
+/// The log target of the warning a master that counts replies
+/// unverified gives at every run (`MAID_LOG=maid::unverified=off` silences
+/// it alone).
+pub const UNVERIFIED_TARGET: &str = "maid::unverified";
+
 /// Where Redis and the master topic are (master-side commands).
 #[derive(Debug, Clone, Args)]
 pub struct MasterOpts {
@@ -43,6 +48,11 @@ pub struct MasterOpts {
     /// master.pki_dir]; with one, only replies their maid's key signed count.
     #[arg(long, env = "MAID_PKI_DIR")]
     pub pki_dir: Option<PathBuf>,
+    /// `false`: count every reply without a key store, forged or not
+    /// [default: the config's master.verify_replies]. A master that has
+    /// neither a key store nor this said refuses to run.
+    #[arg(long, env = "MAID_VERIFY_REPLIES", value_name = "BOOL")]
+    pub verify_replies: Option<bool>,
 }
 
 impl MasterOpts {
@@ -85,6 +95,33 @@ impl MasterOpts {
             .clone()
             .or_else(|| config.master.pki_dir.clone())
             .map(crate::pki::Pki::new)
+    }
+
+    /// The key store that replies are verified against, for a command
+    /// that counts replies (`maid run`, `cp`, `job`, `runner`, `api`).
+    /// Fail closed, as the agent is about `require_signed`: without a key
+    /// store the master must have been told `verify_replies = false`, and
+    /// says so at every run; told neither, it refuses.
+    pub fn verified_pki(&self, config: &Config) -> anyhow::Result<Option<crate::pki::Pki>> {
+        let verify = self.verify_replies.or(config.master.verify_replies);
+        match (self.pki(config), verify) {
+            // A key store verifies, whatever else was said.
+            (Some(pki), _) => Ok(Some(pki)),
+            (None, Some(false)) => {
+                tracing::warn!(
+                    target: UNVERIFIED_TARGET,
+                    "replies are not verified (verify_replies = false): \
+                     any Redis client can answer as any maid"
+                );
+                Ok(None)
+            }
+            (None, _) => anyhow::bail!(
+                "replies cannot be verified: set [master] pki_dir (--pki-dir, MAID_PKI_DIR) \
+                 to the maid keys `maid key` accepts, or verify_replies = false \
+                 (--verify-replies false, MAID_VERIFY_REPLIES=false) to count every reply \
+                 unverified"
+            ),
+        }
     }
 
     pub(super) fn topic(&self, config: &Config) -> String {

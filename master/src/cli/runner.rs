@@ -60,7 +60,7 @@ pub fn run(args: RunnerArgs) -> anyhow::Result<ExitCode> {
     } else {
         // The rest read Redis: the registry, or the job cache.
         let (bus, config) = args.master.bus()?;
-        let pki = args.master.pki(&config);
+        let pki = args.master.verified_pki(&config)?;
         block_on(async {
             let mut conn = bus.connect().await?;
             if master_funs::is_presence(&args.fun) {
