@@ -21,7 +21,7 @@ fn maid_call(cwd: &Path, config: Option<&Path>, words: &[String]) -> Output {
 
 /// [`maid_call`] with `flags` before the words.
 fn maid_call_with(cwd: &Path, config: Option<&Path>, flags: &[&str], words: &[String]) -> Output {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_maid"));
+    let mut cmd = crate::common::maid_command();
     cmd.args(["call", "--local", "--out", "json"])
         .arg("--file-root")
         .arg(cwd)
@@ -810,7 +810,7 @@ fn modules_refuse_what_their_default_grants_do_not_give() {
     // test, grains, sys and network ask for nothing, so nothing is granted
     // them.
     for m in ["test", "grains", "sys", "network"] {
-        let out = Command::new(env!("CARGO_BIN_EXE_maid"))
+        let out = crate::common::maid_command()
             .args(["plugin", "inspect", "--format", "json"])
             .arg(format!("{}/{m}.wasm", guests::PLUGINS_DIR))
             .arg("-c")
@@ -1144,7 +1144,9 @@ async fn a_grain_set_is_targeted_at_once_and_kept() {
     let deadline = Instant::now() + Duration::from_secs(5);
     let mut conn = bus.connect().await.unwrap();
     loop {
-        let reg = maid_master::jobs::alive_maids(&mut conn).await.unwrap()["maid-g"]
+        let reg = maid_master::jobs::alive_maids(&mut conn, None)
+            .await
+            .unwrap()["maid-g"]
             .1
             .clone()
             .unwrap();
@@ -1239,7 +1241,18 @@ fn service_enables_and_disables_units_in_a_unit_tree() {
          [Install]\nWantedBy=multi-user.target\n",
     )
     .unwrap();
-    let config = default_config(dir.path());
+    // maid init's grants, and the unit tree granted to service (`root=`
+    // works only in a directory granted to it).
+    let config = dir.path().join("maid.toml");
+    let tree = format!(
+        "[plugins.service]\ndirs = [{{ path = {:?}, writable = false }}]\n",
+        root.display().to_string()
+    );
+    std::fs::write(
+        &config,
+        maid_master::config::TEMPLATE.replace("[plugins.service]\n", &tree),
+    )
+    .unwrap();
     let r = format!("root={}", root.display());
     let ask = |words: &[&str]| -> Value {
         let words: Vec<String> = words.iter().map(|w| w.to_string()).collect();
@@ -1484,7 +1497,7 @@ fn pkg_installs_and_removes_as_salt_does() {
     purge_packages(&names);
 
     let (maid_returns, differences) = against_salt(&calls, salt, |call| {
-        Command::new(env!("CARGO_BIN_EXE_maid"))
+        crate::common::maid_command()
             .args(["call", "--local", "--out", "json"])
             .arg("--file-root")
             .arg(&debs)
@@ -1528,8 +1541,21 @@ fn pkg_installs_and_removes_as_salt_does() {
         json!({"removed": {"maid-test-b": change("1.0-1", "")}, "installed": {}})
     );
     // maid init's grants for pkg are enough to install and remove (its
-    // programs, and the variables it sets for them).
-    let config = default_config(dir.path());
+    // programs, and the variables it sets for them), with the directory
+    // of the local package granted to it.
+    let config = dir.path().join("maid.toml");
+    let debs_dir = format!(
+        "{{ path = \"/var/cache/maid/pkg\", writable = true }}, {{ path = {:?}, writable = false }}]",
+        debs.display().to_string()
+    );
+    std::fs::write(
+        &config,
+        maid_master::config::TEMPLATE.replace(
+            "{ path = \"/var/cache/maid/pkg\", writable = true }]",
+            &debs_dir,
+        ),
+    )
+    .unwrap();
     for words in [
         vec!["pkg.install".to_string(), source_a1.clone()],
         vec!["pkg.remove".to_string(), "maid-test-a".to_string()],
@@ -1820,13 +1846,15 @@ fn pkg_on_dnf_answers_as_salt_does() {
         format!(
             "[grains]\nos = \"Fedora\"\nos_family = \"RedHat\"\nosrelease = \"38\"\n\
              osmajorrelease = 38\nosarch = \"x86_64\"\ncpuarch = \"x86_64\"\n\
-             [plugins.pkg]\nexec = [\"{0}/dnf\", \"{0}/rpm\"]\nenv = [\"PATH\"]\n",
-            host.bin.display()
+             [plugins.pkg]\nexec = [\"{0}/dnf\", \"{0}/rpm\"]\nenv = [\"PATH\"]\n\
+             dirs = [{{ path = {1:?}, writable = false }}]\n",
+            host.bin.display(),
+            top.display().to_string()
         ),
     )
     .unwrap();
     let (maid_returns, differences) = against_salt(&calls, salt, |call| {
-        Command::new(env!("CARGO_BIN_EXE_maid"))
+        crate::common::maid_command()
             .args(["call", "--local", "--out", "json", "--config"])
             .arg(&config)
             .current_dir(dir.path())

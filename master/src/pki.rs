@@ -78,8 +78,10 @@ pub enum PkiError {
         path: PathBuf,
         error: std::io::Error,
     },
-    #[error("{0:?} cannot name a key file")]
-    BadId(String),
+    /// Salt's master answers such an id with "Request contains invalid
+    /// minion id".
+    #[error("invalid minion id '{}': {why}", .id.escape_debug())]
+    BadId { id: String, why: &'static str },
     #[error("the key presented for {0:?} is not a base64 Ed25519 public key")]
     BadKey(String),
 }
@@ -93,6 +95,11 @@ pub enum Submitted {
     Pending,
     /// A key other than the one filed for the id: now in denied.
     Denied,
+    /// Nothing filed: the id is no minion id ([`check_id`]) or the key is
+    /// no key. One such registry entry is passed over (and logged), as
+    /// Salt's master answers one bad authentication, so that it cannot
+    /// stop every other maid's key from being filed.
+    Refused,
 }
 
 /// A pki dir.
@@ -101,18 +108,37 @@ pub struct Pki {
     dir: PathBuf,
 }
 
-/// Whether `id` can be a file name in the key directories: what a maid id
-/// may be (no path separators, not `.` or `..`, nothing hidden, no NUL).
+/// The longest file name Linux allows (`NAME_MAX`): a longer id could be
+/// no key file.
+const MAX_ID_BYTES: usize = 255;
+
+/// Whether `id` may be a maid id, and so a file name in the key
+/// directories: stricter than Salt's `valid_id` (no `/`, `\`, NUL, and
+/// inside the pki dir), because ids are also words an operator pastes
+/// into `maid key` and targets. Refused: empty, too long for a file
+/// name, `.`-leading (hidden, `.`, `..`), `-`-leading (an option to
+/// `maid key -a`, `rm`, ...), path separators, control characters (which
+/// would write on the operator's terminal) and `*?[]{},` (which `maid key`
+/// and glob targets read as patterns: accepting `*` would accept all).
 pub fn check_id(id: &str) -> Result<(), PkiError> {
-    let ok = !id.is_empty()
-        && id.len() <= crate::protocol::MAX_ADDRESS_BYTES
-        && !id.starts_with('.')
-        && !id.contains(['/', '\0', '\\']);
-    if ok {
-        Ok(())
+    let why = if id.is_empty() {
+        "it is empty"
+    } else if id.len() > MAX_ID_BYTES.min(crate::protocol::MAX_ADDRESS_BYTES) {
+        "it is longer than a file name may be"
+    } else if id.contains(['/', '\\']) {
+        "it holds a path separator"
+    } else if id.chars().any(char::is_control) {
+        "it holds a control character"
+    } else if id.starts_with('.') {
+        "it begins with '.'"
+    } else if id.starts_with('-') {
+        "it begins with '-', as an option does"
+    } else if id.contains(['*', '?', '[', ']', '{', '}', ',']) {
+        "it holds a character that maid key and targets read as a pattern"
     } else {
-        Err(PkiError::BadId(id.into()))
-    }
+        return Ok(());
+    };
+    Err(PkiError::BadId { id: id.into(), why })
 }
 
 /// Salt's fingerprint of a key: the SHA-256 of its raw bytes as
@@ -237,10 +263,17 @@ impl Pki {
     /// key is kept) and the filed one stays; a new id — or one only ever
     /// denied — goes to pending.
     pub fn submit(&self, id: &str, key: &str) -> Result<Submitted, PkiError> {
-        check_id(id)?;
         let key = key.trim();
-        if trust::decode_verifying_key(key).is_err() || key.contains('\n') {
-            return Err(PkiError::BadKey(id.into()));
+        let refused = match check_id(id) {
+            Err(e) => Some(e),
+            Ok(()) if trust::decode_verifying_key(key).is_err() || key.contains('\n') => {
+                Some(PkiError::BadKey(id.into()))
+            }
+            Ok(()) => None,
+        };
+        if let Some(e) = refused {
+            tracing::warn!(cause = %e, "a key submission refused: nothing filed");
+            return Ok(Submitted::Refused);
         }
         if self.key(KeyState::Rejected, id)?.is_some() {
             return Ok(Submitted::Known(KeyState::Rejected));
@@ -374,10 +407,38 @@ mod tests {
             Submitted::Known(KeyState::Rejected)
         );
         assert!(pki.ids(KeyState::Pending).unwrap().is_empty());
-        // Ids that are no file names are refused.
-        for bad in ["", "..", ".hidden", "a/b", "a\0b"] {
-            assert!(pki.submit(bad, &k1).is_err(), "{bad:?}");
+        // Ids that are no file names, or would be options or patterns on
+        // an operator's command line, are refused and nothing is filed.
+        let long = "m".repeat(256);
+        for bad in [
+            "",
+            "..",
+            ".hidden",
+            "a/b",
+            "../x",
+            "a\0b",
+            "a\\b",
+            "*",
+            "web[1]",
+            "a,b",
+            "-A",
+            "-rf",
+            "a\nb",
+            "\u{1b}[31m",
+            &long,
+        ] {
+            assert!(check_id(bad).is_err(), "{bad:?}");
+            assert_eq!(pki.submit(bad, &k1).unwrap(), Submitted::Refused, "{bad:?}");
         }
+        assert_eq!(pki.submit("m3", "not a key").unwrap(), Submitted::Refused);
+        assert!(pki.ids(KeyState::Pending).unwrap().is_empty());
+        for good in ["web1", "db-1.example.com", "a_b", "m:1", "x@y"] {
+            assert!(check_id(good).is_ok(), "{good:?}");
+        }
+        assert_eq!(
+            check_id("../x").unwrap_err().to_string(),
+            "invalid minion id '../x': it holds a path separator"
+        );
     }
 
     #[test]

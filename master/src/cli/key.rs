@@ -10,13 +10,14 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::{ArgGroup, Args, ValueEnum};
+use redis::AsyncCommands;
 use serde_json::{Map, Value};
 
 use maid_protocol::salt::output::ColorOpts;
 use maid_protocol::salt::output::colors::{self, tinted};
 
 use super::{MasterOpts, block_on};
-use crate::pki::{KeyState, Pki, fingerprint};
+use crate::pki::{KeyState, Pki, check_id, fingerprint};
 
 /// How `maid key` prints (`salt-key --out`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -92,7 +93,7 @@ pub struct KeyArgs {
 }
 
 /// What a state-changing action does.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Change {
     Accept,
     Reject,
@@ -270,16 +271,24 @@ fn confirm(question: &str, default: bool) -> anyhow::Result<bool> {
 }
 
 /// File what the registry carries, when Redis answers; the keys on disk
-/// are listed and changed either way.
+/// are listed and changed either way. A registry entry whose id is no
+/// minion id ([`check_id`]) is passed over by the filing; it is named
+/// here, on standard error, so that the operator sees it and the rest are
+/// listed and accepted as ever.
 fn refresh(pki: &Pki, config: &crate::config::Config) -> anyhow::Result<()> {
     let bus = crate::bus::Bus::new(&config.redis)?;
     let result = block_on(async {
         let mut conn = bus.connect().await?;
-        let maids = crate::jobs::registrations(&mut conn).await?;
-        anyhow::Ok(maids)
+        let ids: Vec<String> = conn.hkeys(crate::protocol::REGISTRY_KEY).await?;
+        crate::jobs::file_keys(&mut conn, pki).await?;
+        anyhow::Ok(ids)
     })?;
     match result {
-        Ok(maids) => crate::jobs::file_registered_keys(pki, &maids)?,
+        Ok(ids) => {
+            for e in ids.iter().filter_map(|id| check_id(id).err()) {
+                eprintln!("maid: registry entry skipped: {e}");
+            }
+        }
         Err(e) => eprintln!("maid: keys not refreshed from the registry: {e:#}"),
     }
     Ok(())
@@ -416,6 +425,9 @@ fn apply(pki: &Pki, args: &KeyArgs, change: Change, pattern: &str) -> anyhow::Re
         );
         return Ok(ExitCode::SUCCESS);
     }
+    if change == Change::Accept {
+        warn_of_syndic_roles(pki, &matched)?;
+    }
     if !args.yes {
         println!("The following keys are going to be {}:", change.verb());
         print!("{}", render(&matched, false, args.color.on()));
@@ -440,6 +452,29 @@ fn apply(pki: &Pki, args: &KeyArgs, change: Change, pattern: &str) -> anyhow::Re
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Say, on stderr (stdout is `salt-key`'s), which of the keys about to be
+/// accepted were filed as syndic maids': accepting one accepts the role,
+/// and that maid may then answer for the minions beneath it (PROTOCOL
+/// v1.2 §7).
+fn warn_of_syndic_roles(
+    pki: &Pki,
+    matched: &BTreeMap<KeyState, Vec<(String, Option<String>)>>,
+) -> anyhow::Result<()> {
+    for (state, entries) in matched {
+        for (id, _) in entries {
+            if let Some(key) = pki.key(*state, id)?
+                && crate::registry::is_syndic_key(pki, id, &key)
+            {
+                eprintln!(
+                    "maid: {id} presented its key as a syndic maid's: accepted, it answers for \
+                     the minions beneath it"
+                );
+            }
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -14,8 +14,8 @@ use maid_sdk::{Call, Error, host, python};
 use serde_json::{Map, Value, json};
 
 use super::{
-    Install, Targets, argv, compare, kwarg, listed, match_wildcard, names, problem, repack, shaped,
-    without_epoch,
+    Install, Targets, argv, checked, compare, kwarg, listed, match_wildcard, names, package,
+    problem, repack, shaped, without_epoch,
 };
 
 /// Salt's `salt.utils.pkg.rpm.QUERYFORMAT`, with `repoid` for the
@@ -184,8 +184,43 @@ pub(crate) fn list_pkgs(as_list: bool) -> Result<Map<String, Value>, Error> {
     Ok(shaped(installed(&super::osarch())?, as_list))
 }
 
+/// What a `setopt=` setting may not name: where dnf loads plugins,
+/// configuration and repositories from, where it installs, and what it
+/// trusts. `--setopt=pluginpath=DIR` would run Python from a directory a
+/// job can write as root, and `reposdir=` or `*.baseurl=` would install
+/// packages from one.
+const SETOPT_REFUSED: [&str; 13] = [
+    "path",
+    "dir",
+    "url",
+    "mirrorlist",
+    "metalink",
+    "gpg",
+    "ssl",
+    "proxy",
+    "root",
+    "file",
+    "plugin",
+    "key",
+    "cert",
+];
+
+/// One `setopt=` setting, `[repo.]name=value`, unless it names what
+/// [`SETOPT_REFUSED`] keeps from a job.
+fn setting(text: String) -> Result<String, Error> {
+    let name = text.split('=').next().unwrap_or_default();
+    let option = name.rsplit('.').next().unwrap_or(name).to_ascii_lowercase();
+    if let Some(what) = SETOPT_REFUSED.iter().find(|w| option.contains(*w)) {
+        return Err(Error::denied(format!(
+            "setopt {text}: a job may not set dnf's {name} (it names a {what}: \
+             what dnf loads, installs from or trusts)"
+        )));
+    }
+    Ok(format!("--setopt={text}"))
+}
+
 /// Salt's `_get_options`: which repositories, excludes and settings.
-fn options(call: &Call) -> Vec<String> {
+fn options(call: &Call) -> Result<Vec<String>, Error> {
     let given = |k: &str| kwarg(call, k).filter(|v| python::truthy(v));
     let each = |v: &Value| match v {
         Value::Array(items) => items.iter().map(python::str).collect(),
@@ -219,9 +254,11 @@ fn options(call: &Call) -> Vec<String> {
                 .map(|s| s.trim().to_string())
                 .collect(),
         };
-        out.extend(items.into_iter().map(|s| format!("--setopt={s}")));
+        for item in items {
+            out.push(setting(item)?);
+        }
     }
-    out
+    Ok(out)
 }
 
 /// Salt's `_call_yum`: `dnf` and the arguments.
@@ -236,7 +273,7 @@ fn dnf(args: &[String], merge_stderr: bool) -> Result<Output, Error> {
 /// True when there are updates, None when there are none, False when it
 /// failed.
 pub(crate) fn refresh_db(call: &Call, check_update: bool) -> Result<Value, Error> {
-    let options = options(call);
+    let options = options(call)?;
     let mut clean = argv(&["--quiet", "--assumeyes", "clean", "expire-cache"]);
     clean.extend(options.iter().cloned());
     dnf(&clean, false)?;
@@ -405,9 +442,12 @@ pub(crate) fn latest_version(names: &[String], call: &Call) -> Result<Value, Err
     if names.is_empty() {
         return Ok(json!(""));
     }
+    for name in names {
+        package(name)?;
+    }
     let osarch = super::osarch();
     let mut cmd = argv(&["--quiet"]);
-    cmd.extend(options(call));
+    cmd.extend(options(call)?);
     if refresh {
         refresh_db(call, true)?;
     }
@@ -451,7 +491,7 @@ pub(crate) fn latest_version(names: &[String], call: &Call) -> Result<Value, Err
 /// Salt's `list_upgrades`: `dnf list --upgrades`, `{name: version}`.
 pub(crate) fn list_upgrades(refresh: bool, call: &Call) -> Result<Value, Error> {
     let mut cmd = argv(&["--quiet"]);
-    cmd.extend(options(call));
+    cmd.extend(options(call)?);
     if refresh {
         refresh_db(call, false)?;
     }
@@ -469,7 +509,7 @@ fn bin_pkg_info(path: &str) -> Result<Option<PkgInfo>, Error> {
     let out = Command::new("rpm")
         .args(["-qp", "--queryformat"])
         .arg(queryformat("none"))
-        .arg(path)
+        .args(["--", path])
         .output()?;
     Ok(parse_pkginfo(&out.stdout_lossy(), &super::osarch()))
 }
@@ -497,7 +537,7 @@ pub(crate) fn install(a: &Install, call: &Call) -> Result<Value, Error> {
     // `ignore_epoch is True`: only a real True.
     let ignore_epoch = kwarg(call, "ignore_epoch") == Some(&json!(true));
     let split = kwarg(call, "split_arch").is_none_or(python::truthy);
-    let options = options(call);
+    let options = options(call)?;
     if is_true(&a.refresh) {
         refresh_db(call, true)?;
     }
@@ -555,6 +595,7 @@ pub(crate) fn install(a: &Install, call: &Call) -> Result<Value, Error> {
                 without_epoch(&version)
             };
             let pkgstr = format!("{base}-{v}{arch}");
+            package(&pkgstr)?;
             (Some(base), pkgstr, version)
         } else {
             (name, what, version)
@@ -640,6 +681,7 @@ pub(crate) fn remove(name: &Value, pkgs: &Value, call: &Call) -> Result<Value, E
     } else {
         Vec::new()
     };
+    let params = checked(params)?;
     let old = list_pkgs(false)?;
     let params = match_wildcard(params, &old);
     let split = kwarg(call, "split_arch").is_none_or(python::truthy);
@@ -706,6 +748,24 @@ mod tests {
         assert_eq!(loose_cmp("1.10-1", "1.9-1"), Ordering::Greater);
         assert_eq!(loose_cmp("1.10", "1.9"), Ordering::Greater);
         assert_eq!(loose_cmp("2:1.0-1", "1.1-1"), Ordering::Greater);
+    }
+
+    #[test]
+    fn settings_that_name_code_or_trust_are_refused() {
+        for bad in [
+            "pluginpath=/srv/x",
+            "reposdir=/tmp",
+            "maidtest.baseurl=file:///tmp",
+            "gpgcheck=0",
+            "sslverify=False",
+            "installroot=/",
+        ] {
+            assert!(setting(bad.into()).is_err(), "{bad}");
+        }
+        assert_eq!(
+            setting("install_weak_deps=False".into()).unwrap(),
+            "--setopt=install_weak_deps=False"
+        );
     }
 
     #[test]

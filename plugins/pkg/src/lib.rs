@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use maid_sdk::host::{self, Command, Output};
 use maid_sdk::salt::{fnmatch, is_true};
-use maid_sdk::{Call, Capability, Error, Function, Plugin, export_plugin, python};
+use maid_sdk::{Call, Capability, Error, ErrorKind, Function, Plugin, export_plugin, python};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
@@ -40,6 +40,55 @@ fn command(argv: &[String]) -> Command {
 
 fn argv(words: &[&str]) -> Vec<String> {
     words.iter().map(|w| w.to_string()).collect()
+}
+
+/// A word a job gives (a name, a version, a repository) that reaches a
+/// package tool's command line as an argument of its own: never an
+/// option (`-oDPkg::Pre-Invoke::=...` makes apt run a command as root;
+/// dnf has no working `--`), nor a line of `dpkg --set-selections`.
+pub(crate) fn word<'a>(what: &str, text: &'a str) -> Result<&'a str, Error> {
+    if text.starts_with('-') {
+        return Err(Error::bad_arguments(format!(
+            "{what} {text:?} begins with '-': it would be read as an option"
+        )));
+    }
+    if text.chars().any(char::is_control) {
+        return Err(Error::bad_arguments(format!(
+            "{what} {text:?} holds a control character"
+        )));
+    }
+    Ok(text)
+}
+
+/// A package as a job names it ([`word`]), which must name a package and
+/// never a package file: `apt-get install` and `dnf install` take a path
+/// (`x/../../evil.deb`, `/tmp/evil.rpm`, a URL) as a local package, which
+/// would get round `sources=`'s check. For apt a `/` may only name a
+/// release (`name/bookworm-backports`); for dnf a name may not end in
+/// `.rpm` nor be a URL.
+pub(crate) fn package(text: &str) -> Result<&str, Error> {
+    word("package", text)?;
+    if package_file(text, dnf::active()) {
+        return Err(Error::denied(format!(
+            "{text} names a package file: install files with sources=, \
+             from the directories granted to pkg"
+        )));
+    }
+    Ok(text)
+}
+
+/// Whether apt-get (or with `dnf`, dnf) would take `text` for a package
+/// file rather than a package name.
+fn package_file(text: &str, dnf: bool) -> bool {
+    if dnf {
+        return text.to_ascii_lowercase().ends_with(".rpm") || text.contains("://");
+    }
+    text.split_once('/').is_some_and(|(_, release)| {
+        release.is_empty()
+            || !release
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_+~".contains(c))
+    })
 }
 
 /// Salt's `_call_apt`: run the program; while dpkg's lock is held, wait
@@ -278,10 +327,10 @@ fn match_wildcard(
 /// orders the two, or None when it cannot.
 fn version_cmp(a: &str, b: &str, ignore_epoch: bool) -> Result<Option<i32>, Error> {
     let norm = |v| if ignore_epoch { without_epoch(v) } else { v };
-    let (a, b) = (norm(a), norm(b));
+    let (a, b) = (word("version", norm(a))?, word("version", norm(b))?);
     for (oper, ret) in [("lt", -1), ("eq", 0), ("gt", 1)] {
         let out = Command::new("dpkg")
-            .args(["--compare-versions", a, oper, b])
+            .args(["--compare-versions", "--", a, oper, b])
             .output()?;
         if out.retcode == 0 {
             return Ok(Some(ret));
@@ -408,6 +457,9 @@ fn latest(
     if names.is_empty() {
         return Ok(json!(""));
     }
+    for name in names {
+        package(name)?;
+    }
     let mut names = names.to_vec();
     let mut ret: Map<String, Value> = names.iter().map(|n| (n.clone(), json!(""))).collect();
     let pkgs = versions()?;
@@ -415,11 +467,12 @@ fn latest(
         refresh_db(cache_valid_time, &Value::Null)?;
     }
     let mut cmd = argv(&["apt-cache", "-q", "policy"]);
-    cmd.extend(names.iter().cloned());
     if let Some(repo) = fromrepo {
         cmd.push("-o".into());
         cmd.push(format!("APT::Default-Release={repo}"));
     }
+    cmd.push("--".into());
+    cmd.extend(names.iter().cloned());
     let out = call_apt(&cmd)?;
     let short: Vec<&str> = names
         .iter()
@@ -667,7 +720,7 @@ fn parse_targets(a: &Install, osarch: &str) -> Result<Option<Targets>, Error> {
         let Some(list) = listed(&a.pkgs) else {
             return Ok(None);
         };
-        let pkgs = repack(&list, normalize, osarch)?;
+        let pkgs = checked(repack(&list, normalize, osarch)?)?;
         return Ok((!pkgs.is_empty()).then_some(Targets::Repository(pkgs)));
     }
     if given(&a.sources) {
@@ -692,7 +745,7 @@ fn parse_targets(a: &Install, osarch: &str) -> Result<Option<Targets>, Error> {
                     "Path {src} for package {name} is either not absolute or an invalid protocol"
                 )));
             } else {
-                files.push(src);
+                files.push(local_source(&src, name)?);
             }
         }
         return Ok((!files.is_empty()).then_some(Targets::Files(files)));
@@ -703,10 +756,45 @@ fn parse_targets(a: &Install, osarch: &str) -> Result<Option<Targets>, Error> {
             .into_iter()
             .map(|n| (n, version.clone()))
             .collect();
-        return Ok(Some(Targets::Repository(pkgs)));
+        return Ok(Some(Targets::Repository(checked(pkgs)?)));
     }
     host::warn("No package sources provided");
     Ok(None)
+}
+
+/// Packages and versions a job names, each checked ([`package`], [`word`]).
+pub(crate) fn checked(
+    pkgs: Vec<(String, Option<String>)>,
+) -> Result<Vec<(String, Option<String>)>, Error> {
+    for (name, version) in &pkgs {
+        package(name)?;
+        if let Some(v) = version {
+            word("version", v)?;
+        }
+    }
+    Ok(pkgs)
+}
+
+/// A local `sources=` package, which must lie in a directory granted to
+/// pkg: a file that another plugin lets a job write (`cp`'s directory)
+/// must never reach `dpkg -I`, `rpm -qp` or `apt-get install`. The host
+/// resolves links (one that leads out of the granted directory is
+/// refused), and the tools are given the real path it found.
+fn local_source(src: &str, name: &str) -> Result<String, Error> {
+    let at = |e: Error| match e.kind {
+        ErrorKind::Denied => Error::denied(format!(
+            "Path {src} for package {name} is not in a directory granted to pkg: {}",
+            e.message
+        )),
+        _ => Error::failed(format!("Path {src} for package {name}: {}", e.message), 1),
+    };
+    let st = host::stat(src, true).map_err(at)?;
+    if st.kind != "file" {
+        return Err(Error::bad_arguments(format!(
+            "Path {src} for package {name} is not a file"
+        )));
+    }
+    Ok(st.target.unwrap_or_else(|| src.to_string()))
 }
 
 /// Salt's `cp.cache_file` for a `sources=` URL: a `salt://` package is
@@ -756,7 +844,7 @@ fn cache_source(url: &str, name: &str) -> Result<String, Error> {
 
 /// Salt's `lowpkg.bin_pkg_info`: name and version from `dpkg -I`.
 fn bin_pkg_info(path: &str) -> Result<(String, String), Error> {
-    let out = Command::new("dpkg").args(["-I", path]).output()?;
+    let out = Command::new("dpkg").args(["-I", "--", path]).output()?;
     if out.retcode != 0 {
         let mut msg = format!("Unable to get info for {path}");
         let err = out.stderr_lossy();
@@ -854,6 +942,59 @@ struct Install {
     normalize: Value,
     #[serde(skip)]
     version: Option<Value>,
+}
+
+/// What one `install` gives `apt-get`, in Salt's three batches.
+struct Batches<'a> {
+    install: Vec<String>,
+    downgrade: Vec<String>,
+    /// (name, what apt-get is given)
+    reinstall: &'a [(String, String)],
+}
+
+/// Salt's `apt-get install` commands for the batches, each with its
+/// options first and the packages after `--`, so that none is read as an
+/// option; and every name they install.
+fn apt_commands(
+    prefix: &[String],
+    batches: Batches,
+    repository: bool,
+    download_only: bool,
+) -> (Vec<Vec<String>>, Vec<String>) {
+    let with = |mut cmd: Vec<String>, targets: &mut dyn Iterator<Item = String>| {
+        cmd.push("--".into());
+        cmd.extend(targets);
+        cmd
+    };
+    let mut cmds = Vec::new();
+    let mut all = Vec::new();
+    if !batches.install.is_empty() {
+        all.extend(batches.install.iter().cloned());
+        cmds.push(with(prefix.to_vec(), &mut batches.install.into_iter()));
+    }
+    if !batches.downgrade.is_empty() {
+        let mut cmd = prefix.to_vec();
+        if repository && !cmd.iter().any(|w| w == "--force-yes") {
+            cmd.insert(cmd.len() - 1, "--force-yes".into());
+        }
+        cmds.push(with(cmd, &mut batches.downgrade.into_iter()));
+    }
+    if download_only && let Some(last) = cmds.last_mut() {
+        let at = last.iter().position(|w| w == "--").unwrap_or(last.len());
+        last.insert(at, "--download-only".into());
+    }
+    if !batches.reinstall.is_empty() {
+        all.extend(batches.reinstall.iter().map(|(n, _)| n.clone()));
+        let mut cmd = prefix.to_vec();
+        if repository {
+            cmd.push("--reinstall".into());
+        }
+        cmds.push(with(
+            cmd,
+            &mut batches.reinstall.iter().map(|(_, s)| s.clone()),
+        ));
+    }
+    (cmds, all)
 }
 
 /// Salt's `aptpkg.install`.
@@ -967,7 +1108,7 @@ fn install(mut a: Install, call: &Call) -> Result<Value, Error> {
     if let Some(repo) = &fromrepo
         && repository
     {
-        prefix.extend(["-t".to_string(), repo.clone()]);
+        prefix.extend(["-t".to_string(), word("fromrepo", repo)?.to_string()]);
     }
     prefix.push("install".into());
 
@@ -994,6 +1135,9 @@ fn install(mut a: Install, call: &Call) -> Result<Value, Error> {
                 } else {
                     target
                 };
+                if repository {
+                    package(&pkgstr)?;
+                }
                 let cver = old.get(&name).map(python::str).unwrap_or_default();
                 if reinstall && !cver.is_empty() && version_cmp(&v, &cver, false)? == Some(0) {
                     to_reinstall.push((name, pkgstr));
@@ -1005,36 +1149,16 @@ fn install(mut a: Install, call: &Call) -> Result<Value, Error> {
             }
         }
     }
-    let mut cmds = Vec::new();
-    let mut all = Vec::new();
-    if !targets_.is_empty() {
-        all.extend(targets_.iter().cloned());
-        let mut cmd = prefix.clone();
-        cmd.extend(targets_);
-        cmds.push(cmd);
-    }
-    if !downgrade.is_empty() {
-        let mut cmd = prefix.clone();
-        if repository && !cmd.iter().any(|w| w == "--force-yes") {
-            cmd.insert(cmd.len() - 1, "--force-yes".into());
-        }
-        cmd.extend(downgrade);
-        cmds.push(cmd);
-    }
-    if is_true(&a.downloadonly)
-        && let Some(last) = cmds.last_mut()
-    {
-        last.push("--download-only".into());
-    }
-    if !to_reinstall.is_empty() {
-        all.extend(to_reinstall.iter().map(|(n, _)| n.clone()));
-        let mut cmd = prefix.clone();
-        if repository {
-            cmd.push("--reinstall".into());
-        }
-        cmd.extend(to_reinstall.iter().map(|(_, s)| s.clone()));
-        cmds.push(cmd);
-    }
+    let (cmds, all) = apt_commands(
+        &prefix,
+        Batches {
+            install: targets_,
+            downgrade,
+            reinstall: &to_reinstall,
+        },
+        repository,
+        is_true(&a.downloadonly),
+    );
     if cmds.is_empty() {
         return Ok(json!({}));
     }
@@ -1110,6 +1234,9 @@ fn uninstall(action: &str, a: &Uninstall) -> Result<Value, Error> {
     } else {
         Vec::new()
     };
+    for name in &params {
+        package(name)?;
+    }
     let (old, old_removed) = snapshot()?;
     // Globs match installed names. Purge then looks for the same names
     // among the removed packages: a glob never reaches those.
@@ -1128,7 +1255,7 @@ fn uninstall(action: &str, a: &Uninstall) -> Result<Value, Error> {
     if targets.is_empty() {
         return Ok(json!({}));
     }
-    let mut cmd = argv(&["apt-get", "-q", "-y", action]);
+    let mut cmd = argv(&["apt-get", "-q", "-y", action, "--"]);
     cmd.extend(targets);
     let out = call_apt(&cmd)?;
     let err = out.stderr_lossy();
@@ -1286,3 +1413,38 @@ impl Plugin for Pkg {
 }
 
 export_plugin!(Pkg);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn options_and_package_files_are_no_package_names() {
+        assert!(word("package", "-oDPkg::Pre-Invoke::=touch /x").is_err());
+        assert!(word("version", "--force").is_err());
+        assert!(word("package", "a\nb hold").is_err());
+        assert_eq!(word("package", "bash").unwrap(), "bash");
+        for file in [
+            "./x.deb",
+            "partial/../../tmp/evil.deb",
+            "a/",
+            "a/b/c",
+            "/tmp/x.deb",
+        ] {
+            assert!(package_file(file, false), "{file}");
+        }
+        for name in [
+            "bash",
+            "bash=5.2-1",
+            "bash:amd64",
+            "bash/bookworm-backports",
+        ] {
+            assert!(!package_file(name, false), "{name}");
+        }
+        for file in ["/tmp/x.rpm", "x.RPM", "https://example.com/x"] {
+            assert!(package_file(file, true), "{file}");
+        }
+        assert!(!package_file("/usr/bin/vim", true));
+        assert!(!package_file("vim-9.0-1.x86_64", true));
+    }
+}

@@ -5,7 +5,7 @@
 //! for `status`, `start`, `stop`, `restart` and `reload`.
 
 use maid_sdk::host::{Command, Output};
-use maid_sdk::{Call, Capability, Error, Function, Plugin, export_plugin, python};
+use maid_sdk::{Call, Capability, Error, ErrorKind, Function, Plugin, export_plugin, python};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -33,16 +33,45 @@ fn canonical(name: &str) -> String {
     }
 }
 
-/// A unit name as a job gives it; never an option for `systemctl`.
+/// A unit name as a job gives it. Never a path: `systemctl link` and
+/// `enable` take a unit file by path and link it into the unit tree, so a
+/// file any job could write (`cp`'s directory) would become a root service
+/// (a denial, retcode 77). Never an option for `systemctl`, nor anything
+/// with control characters (bad arguments, as Salt calls a name it cannot
+/// use).
 fn unit(name: &Value) -> Result<String, Error> {
     let name = python::str(name);
-    if name.is_empty() || name.starts_with('-') {
+    if name.contains('/') {
+        return Err(Error::denied(format!(
+            "{name} is a path: service functions take unit names, never unit files"
+        )));
+    }
+    if name.is_empty() || name.starts_with('-') || name.chars().any(char::is_control) {
         return Err(Error::bad_arguments(format!("{name:?} is not a unit name")));
     }
     Ok(canonical(&name))
 }
 
-/// Salt's `_systemctl_cmd`.
+/// Where `systemctl` runs for `root=`: the unit tree itself, which must be
+/// an absolute path. The host starts a program only in a directory granted
+/// to this plugin once links are resolved (a tree elsewhere is denied),
+/// and `systemctl --root .` then works on the directory it was started in,
+/// so a link swapped in after the check changes nothing.
+fn unit_tree(root: &Option<Value>) -> Result<Option<String>, Error> {
+    let Some(root) = root.as_ref().filter(|r| !r.is_null()) else {
+        return Ok(None);
+    };
+    let root = python::str(root);
+    if !root.starts_with('/') || root.chars().any(char::is_control) {
+        return Err(Error::bad_arguments(format!(
+            "root must be an absolute path: {root}"
+        )));
+    }
+    Ok(Some(root))
+}
+
+/// Salt's `_systemctl_cmd`, every option before `--` and the unit after
+/// it.
 fn systemctl(
     action: &[&str],
     name: Option<&str>,
@@ -53,23 +82,25 @@ fn systemctl(
     if no_block {
         cmd = cmd.arg("--no-block");
     }
-    if let Some(root) = root.as_ref().filter(|r| !r.is_null()) {
-        let root = python::str(root);
-        if !root.starts_with('/') {
-            return Err(Error::bad_arguments(format!(
-                "root must be an absolute path: {root}"
-            )));
-        }
-        cmd = cmd.args(["--root", root.as_str()]);
+    let tree = unit_tree(root)?;
+    if let Some(tree) = &tree {
+        cmd = cmd.args(["--root", "."]).cwd(tree.as_str());
     }
     cmd = cmd.args(action.iter().copied());
-    if let Some(name) = name {
-        cmd = cmd.arg(name);
-    }
     if action.contains(&"status") {
         cmd = cmd.args(["-n", "0"]);
     }
+    if let Some(name) = name {
+        cmd = cmd.args(["--", name]);
+    }
     cmd.output()
+        .map_err(|e| match e.message.strip_prefix("cwd ") {
+            // The host names the directory it refused as `cwd`: it is `root`.
+            Some(rest) if tree.is_some() && e.kind == ErrorKind::Denied => {
+                Error::denied(format!("root {rest}"))
+            }
+            _ => e,
+        })
 }
 
 #[derive(Deserialize)]
@@ -242,8 +273,7 @@ impl Plugin for Service {
                 "Return whether a unit file exists for the name",
                 &["name", "root=null"],
                 |a: Name, _: &Call| {
-                    let name = python::str(&a.name);
-                    let shown = canonical(&name);
+                    let shown = unit(&a.name)?;
                     let shown = shown.strip_suffix(".service").unwrap_or(&shown);
                     Ok(unit_files(&a.root)?.iter().any(|(n, _)| n == shown))
                 },
@@ -280,3 +310,29 @@ impl Plugin for Service {
 }
 
 export_plugin!(Service);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn only_unit_names_are_units() {
+        assert_eq!(unit(&json!("nginx")).unwrap(), "nginx.service");
+        assert_eq!(unit(&json!("getty@tty1")).unwrap(), "getty@tty1.service");
+        assert_eq!(unit(&json!("a.timer")).unwrap(), "a.timer");
+        for path in ["/srv/drop/evil.service", "drop/evil", "../x"] {
+            assert_eq!(unit(&json!(path)).unwrap_err().kind, ErrorKind::Denied);
+        }
+        for bad in ["", "--now", "-x", "a\nb", "a\u{7f}"] {
+            assert_eq!(
+                unit(&json!(bad)).unwrap_err().kind,
+                ErrorKind::BadArguments,
+                "{bad:?}"
+            );
+        }
+        assert!(unit_tree(&Some(json!("relative"))).is_err());
+        assert_eq!(unit_tree(&Some(Value::Null)).unwrap(), None);
+        assert_eq!(unit_tree(&None).unwrap(), None);
+    }
+}

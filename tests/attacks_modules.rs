@@ -1,0 +1,514 @@
+//! The modules and `maid key` attacked as a job sender or a Redis writer
+//! would attack them, against real agents, a real `redis-server` and the
+//! real `maid` binary: `service` given a unit file or a unit tree outside
+//! its grants, `pkg` given words its tools read as options or package
+//! files, and the registry given ids that are no minion ids. One named
+//! test per hole (docs/security.md, "Threat model"); each fails if its
+//! hole reopens, and shows the hostile step working outside the agent
+//! where that can be shown.
+
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use crate::common::fleet::{request, run, start_agent, wait_registered};
+use crate::common::redis::RedisServer;
+use maid::protocol::Return;
+use maid_master::bus::Bus;
+use redis::AsyncCommands;
+use serde_json::{Value, json};
+
+/// The only return of maid `tgt` for `fun` with `arg`, `kwarg`.
+async fn one_return(bus: &Bus, tgt: &str, fun: &str, arg: Value, kwarg: Value) -> Return {
+    let mut req = request(tgt, "glob", fun, arg, kwarg);
+    // dnf on a host that is not Fedora takes its time.
+    req.timeout = Duration::from_secs(90);
+    let report = run(bus, &req).await;
+    assert_eq!(report.returns.len(), 1, "{fun}: {report:?}");
+    report.returns[0].clone()
+}
+
+fn text(r: &Return) -> &str {
+    r.ret.as_str().unwrap_or_default()
+}
+
+fn assert_denied(r: &Return, says: &str, what: &str) {
+    assert_eq!(r.retcode, 77, "{what}: {r:?}");
+    assert!(
+        text(r).starts_with("Denied:") && text(r).contains(says),
+        "{what}: should be denied saying {says:?}: {r:?}"
+    );
+}
+
+fn assert_refused(r: &Return, says: &str, what: &str) {
+    assert_ne!(r.retcode, 0, "{what}: {r:?}");
+    assert!(text(r).contains(says), "{what}: should say {says:?}: {r:?}");
+}
+
+fn toml_str(p: &Path) -> String {
+    format!("{:?}", p.display().to_string())
+}
+
+// ---------------------------------------------------------------------
+// 8. service: unit files by path, unit trees outside the grants
+// ---------------------------------------------------------------------
+
+/// A unit tree as `systemctl --root` reads one: `maidtest.service`
+/// installed, and `srv/drop/evil.service` where a job could have written
+/// it (as `cp` writes into its directory).
+fn unit_tree(root: &Path) {
+    std::fs::create_dir_all(root.join("etc/systemd/system")).unwrap();
+    std::fs::create_dir_all(root.join("usr/lib/systemd/system")).unwrap();
+    std::fs::create_dir_all(root.join("srv/drop")).unwrap();
+    let unit = |what: &str| {
+        format!(
+            "[Unit]\nDescription={what}\n[Service]\nExecStart=/bin/true\n\
+             [Install]\nWantedBy=multi-user.target\n"
+        )
+    };
+    std::fs::write(
+        root.join("usr/lib/systemd/system/maidtest.service"),
+        unit("maid test"),
+    )
+    .unwrap();
+    std::fs::write(root.join("srv/drop/evil.service"), unit("evil")).unwrap();
+}
+
+/// Every link systemctl made in a unit tree's `etc`.
+fn links(root: &Path) -> Vec<String> {
+    let out = Command::new("find")
+        .arg(root.join("etc"))
+        .args(["-type", "l"])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn service_never_links_a_unit_file_nor_works_outside_its_granted_tree() {
+    let work = tempfile::tempdir().unwrap();
+    let (tree, outside, scratch) = (
+        work.path().join("tree"),
+        work.path().join("outside"),
+        work.path().join("scratch"),
+    );
+    for root in [&tree, &outside, &scratch] {
+        unit_tree(root);
+    }
+    std::os::unix::fs::symlink(&outside, tree.join("escape")).unwrap();
+    // What the job asks is what systemctl does when given it: the unit
+    // file is linked into the tree and enabled.
+    let out = Command::new("systemctl")
+        .arg("--root")
+        .arg(&scratch)
+        .args(["enable", "/srv/drop/evil.service"])
+        .output()
+        .expect("systemctl");
+    assert!(out.status.success(), "{out:?}");
+    assert!(links(&scratch).iter().any(|l| l.ends_with("evil.service")));
+
+    let server = RedisServer::start();
+    let bus = Bus::new(&server.config()).unwrap();
+    let grants = format!(
+        "[plugins.service]\nexec = [\"/usr/bin/systemctl\", \"/bin/systemctl\"]\n\
+         dirs = [{{ path = {}, writable = false }}]\n",
+        toml_str(&tree)
+    );
+    let _agent = start_agent(&server.config(), "svc-1", &grants);
+    wait_registered(&bus, &["svc-1"]).await;
+    let ask = |fun: &'static str, name: &str, root: &Path| {
+        let (arg, kwarg) = (json!([name]), json!({"root": root}));
+        let bus = &bus;
+        async move { one_return(bus, "svc-1", fun, arg, kwarg).await }
+    };
+
+    // A unit file by path: refused by every function, before systemctl.
+    for fun in [
+        "service.enable",
+        "service.disable",
+        "service.enabled",
+        "service.disabled",
+        "service.available",
+    ] {
+        let r = ask(fun, "/srv/drop/evil.service", &tree).await;
+        assert_denied(&r, "never unit files", fun);
+        let r = ask(fun, "srv/drop/evil.service", &tree).await;
+        assert_denied(&r, "never unit files", fun);
+    }
+    for fun in ["service.start", "service.restart", "service.status"] {
+        let r = one_return(
+            &bus,
+            "svc-1",
+            fun,
+            json!(["/srv/drop/evil.service"]),
+            json!({}),
+        )
+        .await;
+        assert_denied(&r, "never unit files", fun);
+    }
+    // An option where the name goes.
+    let r = ask("service.enable", "--now", &tree).await;
+    assert_refused(&r, "is not a unit name", "--now");
+    // A tree outside the grants, directly, through a link inside the
+    // granted one, or through `..`.
+    for root in [
+        outside.clone(),
+        tree.join("escape"),
+        tree.join("../outside"),
+    ] {
+        let r = ask("service.enable", "maidtest", &root).await;
+        assert_denied(
+            &r,
+            "outside the directories granted",
+            &root.display().to_string(),
+        );
+    }
+    assert_eq!(links(&tree), Vec::<String>::new());
+    assert_eq!(links(&outside), Vec::<String>::new());
+    // The granted tree itself works: the refusals are the checks'.
+    let r = ask("service.enable", "maidtest", &tree).await;
+    assert_eq!((r.retcode, &r.ret), (0, &json!(true)), "{r:?}");
+    let made = links(&tree);
+    assert!(
+        made.iter().any(|l| l.ends_with("maidtest.service"))
+            && !made.iter().any(|l| l.contains("evil")),
+        "{made:?}"
+    );
+    assert_eq!(links(&outside), Vec::<String>::new());
+}
+
+// ---------------------------------------------------------------------
+// 10. pkg: options for apt and dnf, package files from anywhere
+// ---------------------------------------------------------------------
+
+/// A `.deb` of `name` whose `postinst` writes `marker`: what an attacker
+/// leaves where a job can write, for root to install.
+fn evil_deb(dir: &Path, name: &str, marker: &Path) -> std::path::PathBuf {
+    let root = dir.join(name);
+    std::fs::create_dir_all(root.join("DEBIAN")).unwrap();
+    std::fs::write(
+        root.join("DEBIAN/control"),
+        format!(
+            "Package: {name}\nVersion: 1.0\nArchitecture: all\n\
+             Maintainer: maid <maid@localhost>\nDescription: evil\n"
+        ),
+    )
+    .unwrap();
+    let postinst = root.join("DEBIAN/postinst");
+    std::fs::write(
+        &postinst,
+        format!("#!/bin/sh\ntouch {}\n", marker.display()),
+    )
+    .unwrap();
+    std::fs::set_permissions(
+        &postinst,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let deb = dir.join(format!("{name}.deb"));
+    let out = Command::new("dpkg-deb")
+        .args(["--build", "--root-owner-group"])
+        .arg(&root)
+        .arg(&deb)
+        .output()
+        .expect("dpkg-deb (apt-get install dpkg) builds the test's package");
+    assert!(out.status.success(), "{out:?}");
+    deb
+}
+
+/// A dnf plugin whose import writes `marker`, in `dir`.
+fn evil_dnf_plugin(dir: &Path, marker: &Path) {
+    std::fs::create_dir_all(dir).unwrap();
+    std::fs::write(
+        dir.join("evil.py"),
+        format!(
+            "open({:?}, 'w').write('pwned')\nimport dnf\n\
+             class Evil(dnf.Plugin):\n    name = 'evil'\n",
+            marker.display().to_string()
+        ),
+    )
+    .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pkg_never_hands_an_option_or_a_foreign_package_file_to_its_tools() {
+    let work = tempfile::tempdir().unwrap();
+    let (granted, outside) = (work.path().join("granted"), work.path().join("outside"));
+    std::fs::create_dir_all(&granted).unwrap();
+    std::fs::create_dir_all(&outside).unwrap();
+    let marker = work.path().join("marker");
+    let deb = evil_deb(&outside, "maid-attack-evil", &marker);
+    std::os::unix::fs::symlink(&deb, granted.join("link.deb")).unwrap();
+    std::fs::write(granted.join("junk.deb"), "not a package").unwrap();
+    let plugins = work.path().join("dnf-plugins");
+    evil_dnf_plugin(&plugins, &marker);
+    // dnf reads an option after the package names, and runs the plugins
+    // it finds there as root.
+    let setopt = format!("--setopt=pluginpath={}", plugins.display());
+    let _ = Command::new("dnf")
+        .args(["--quiet", "list", "available", "maid-attack-none", &setopt])
+        .output()
+        .expect("dnf (apt-get install dnf, as ./dev test does)");
+    assert!(marker.exists(), "the dnf plugin never ran");
+    std::fs::remove_file(&marker).unwrap();
+
+    let server = RedisServer::start();
+    let bus = Bus::new(&server.config()).unwrap();
+    let dirs = format!(
+        "dirs = [{{ path = {}, writable = false }}]\n",
+        toml_str(&granted)
+    );
+    let apt = format!(
+        "[plugins.pkg]\nexec = [\"/usr/bin/dpkg-query\", \"/usr/bin/dpkg\", \
+         \"/usr/bin/apt-get\", \"/usr/bin/apt-cache\"]\n\
+         env = [\"DEBIAN_FRONTEND\", \"APT_LISTBUGS_FRONTEND\", \"APT_LISTCHANGES_FRONTEND\", \
+         \"UCF_FORCE_CONFFOLD\"]\n{dirs}"
+    );
+    let dnf = format!(
+        "[grains]\nos_family = \"RedHat\"\nos = \"Fedora\"\nosarch = \"x86_64\"\n\
+         [plugins.pkg]\nexec = [\"/usr/bin/dnf\", \"/usr/bin/rpm\"]\n{dirs}"
+    );
+    let _agents = [
+        start_agent(&server.config(), "pkg-apt", &apt),
+        start_agent(&server.config(), "pkg-dnf", &dnf),
+    ];
+    wait_registered(&bus, &["pkg-apt", "pkg-dnf"]).await;
+    let hook = format!("-oDPkg::Pre-Invoke::=touch {}", marker.display());
+
+    // apt: the hook as a name, among pkgs, as a version, as a repository.
+    for (fun, arg, kwarg) in [
+        ("pkg.install", json!([hook]), json!({})),
+        (
+            "pkg.install",
+            json!([]),
+            json!({"pkgs": [hook, "maid-attack-none"]}),
+        ),
+        (
+            "pkg.install",
+            json!(["maid-attack-none"]),
+            json!({"version": hook}),
+        ),
+        (
+            "pkg.install",
+            json!(["maid-attack-none"]),
+            json!({"fromrepo": hook}),
+        ),
+        (
+            "pkg.latest_version",
+            json!([hook]),
+            json!({"refresh": false}),
+        ),
+        ("pkg.remove", json!([hook]), json!({})),
+        ("pkg.purge", json!([]), json!({"pkgs": [hook]})),
+        ("pkg.version_cmp", json!([hook, "1.0"]), json!({})),
+    ] {
+        let r = one_return(&bus, "pkg-apt", fun, arg.clone(), kwarg.clone()).await;
+        assert_refused(
+            &r,
+            "would be read as an option",
+            &format!("{fun} {arg} {kwarg}"),
+        );
+    }
+    // A package file outside the grants, as a source (directly or through
+    // a link in the granted directory) or as a name apt-get takes for a
+    // file.
+    for source in [deb.clone(), granted.join("link.deb")] {
+        let sources = json!({"sources": [{"maid-attack-evil": source}]});
+        let r = one_return(&bus, "pkg-apt", "pkg.install", json!([]), sources).await;
+        assert_denied(
+            &r,
+            "not in a directory granted to pkg",
+            &source.display().to_string(),
+        );
+    }
+    let relative = format!("partial/../../../..{}", deb.display());
+    for name in [deb.display().to_string(), relative] {
+        let r = one_return(&bus, "pkg-apt", "pkg.install", json!([name]), json!({})).await;
+        assert_denied(&r, "names a package file", &name);
+    }
+    // dnf: the plugin path as a name, and as a setting.
+    let r = one_return(
+        &bus,
+        "pkg-dnf",
+        "pkg.latest_version",
+        json!([setopt]),
+        json!({"refresh": false}),
+    )
+    .await;
+    assert_refused(&r, "would be read as an option", "dnf name");
+    let pluginpath = format!("pluginpath={}", plugins.display());
+    let r = one_return(
+        &bus,
+        "pkg-dnf",
+        "pkg.latest_version",
+        json!(["maid-attack-none"]),
+        json!({"refresh": false, "setopt": pluginpath}),
+    )
+    .await;
+    assert_denied(&r, "a job may not set dnf's pluginpath", "dnf setopt");
+    let r = one_return(
+        &bus,
+        "pkg-dnf",
+        "pkg.install",
+        json!([format!("{}/evil.rpm", outside.display())]),
+        json!({}),
+    )
+    .await;
+    assert_denied(&r, "names a package file", "dnf name as a file");
+    assert!(!marker.exists(), "an attack's hook or plugin ran");
+    let installed = Command::new("dpkg-query")
+        .args(["-W", "maid-attack-evil"])
+        .output()
+        .unwrap();
+    assert!(
+        !installed.status.success(),
+        "the evil package was installed"
+    );
+
+    // What the checks let through still reaches the tools: a file in the
+    // granted directory is read by dpkg -I (which finds no package in
+    // it), versions are compared, names asked after.
+    let junk = json!({"sources": [{"junk": granted.join("junk.deb")}]});
+    let r = one_return(&bus, "pkg-apt", "pkg.install", json!([]), junk).await;
+    assert_refused(&r, "Unable to get info for", "a granted source");
+    let r = one_return(
+        &bus,
+        "pkg-apt",
+        "pkg.version_cmp",
+        json!(["1.0", "2.0"]),
+        json!({}),
+    )
+    .await;
+    assert_eq!((r.retcode, &r.ret), (0, &json!(-1)), "{r:?}");
+    for tgt in ["pkg-apt", "pkg-dnf"] {
+        let r = one_return(
+            &bus,
+            tgt,
+            "pkg.latest_version",
+            json!(["maid-attack-none"]),
+            json!({"refresh": false}),
+        )
+        .await;
+        // (apt's shape for a name it does not know is Salt's dict.)
+        assert!(
+            r.retcode == 0 && (r.ret == json!("") || r.ret == json!({"maid-attack-none": ""})),
+            "{tgt}: {r:?}"
+        );
+    }
+    assert!(!marker.exists());
+}
+
+// ---------------------------------------------------------------------
+// 14. maid key: registry ids that are no minion ids
+// ---------------------------------------------------------------------
+
+/// `maid key --pki-dir PKI ARGS`: exit code, standard output, standard
+/// error.
+fn maid_key(url: &str, pki: &Path, args: &[&str]) -> (Option<i32>, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_maid"))
+        .arg("key")
+        .arg("--pki-dir")
+        .arg(pki)
+        .args(args)
+        .env("MAID_REDIS", url)
+        .env_remove("MAID_CONFIG")
+        .output()
+        .expect("run maid key");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn registry_ids_that_are_no_minion_ids_never_stop_maid_key() {
+    let server = RedisServer::start();
+    let bus = Bus::new(&server.config()).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let toml = format!(
+        "[security]\nrequire_signed = false\nstate_dir = {}\n",
+        toml_str(&state)
+    );
+    let _agent = start_agent(&server.config(), "good-1", &toml);
+    wait_registered(&bus, &["good-1"]).await;
+
+    // Registrations that read and are signed with the key they present,
+    // under ids that would name files outside the key directories, be
+    // options or patterns to `maid key`, or write on the terminal.
+    let mut conn = bus.connect().await.unwrap();
+    let genuine: String = conn.hget("maid:registry", "good-1").await.unwrap();
+    let bad = [
+        "../x",
+        "../../escaped",
+        "a/b",
+        "*",
+        "-A",
+        "-rf",
+        "web[1]",
+        "a,good-1",
+        "esc\u{1b}[31m",
+        "line\nbreak",
+        "",
+    ];
+    for id in bad {
+        let mut reg = maid::registry::read::<maid::protocol::Registration>(&genuine)
+            .unwrap()
+            .value;
+        let key = maid::trust::generate().unwrap();
+        reg.id = id.to_string();
+        reg.pubkey = Some(maid::trust::encode_verifying(&key.verifying_key()));
+        let text = maid::registry::write(&reg, Some(&key));
+        let _: i64 = conn.hset("maid:registry", id, text).await.unwrap();
+    }
+    let pki = dir.path().join("pki");
+    let url = server.url();
+
+    let (code, listed, said) = maid_key(&url, &pki, &["-L"]);
+    assert_eq!(code, Some(0), "{said}");
+    assert_eq!(
+        listed, "Accepted Keys:\nDenied Keys:\nUnaccepted Keys:\ngood-1\nRejected Keys:\n",
+        "{said}"
+    );
+    for id in bad {
+        let named = format!("invalid minion id '{}'", id.escape_debug());
+        assert!(said.contains(&named), "{named} not reported: {said}");
+    }
+    // Named, never written: no id's own escape or line break reaches the
+    // operator's terminal.
+    assert!(
+        !said.contains("esc\u{1b}[31m") && !said.contains("line\nbreak"),
+        "{said:?}"
+    );
+
+    let (code, out, said) = maid_key(&url, &pki, &["-A", "-y"]);
+    assert_eq!(code, Some(0), "{said}");
+    assert_eq!(out, "Key for minion good-1 accepted.\n", "{said}");
+    // Nothing was filed for them, inside the key directories or out.
+    let (_, listed, _) = maid_key(&url, &pki, &["-L", "--out", "json"]);
+    let listed: Value = serde_json::from_str(&listed).unwrap();
+    assert_eq!(
+        listed,
+        json!({"minions": ["good-1"], "minions_denied": [], "minions_pre": [],
+               "minions_rejected": []})
+    );
+    for escaped in [pki.join("x"), dir.path().join("escaped")] {
+        assert!(!escaped.exists(), "{} was written", escaped.display());
+    }
+    let filed = Command::new("find")
+        .arg(&pki)
+        .args(["-type", "f"])
+        .output()
+        .unwrap();
+    let filed = String::from_utf8_lossy(&filed.stdout);
+    assert!(
+        filed
+            .lines()
+            .all(|f| f.ends_with("/good-1") || f.contains("/syndics/")),
+        "{filed}"
+    );
+}
