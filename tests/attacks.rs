@@ -367,7 +367,7 @@ async fn a_job_signed_for_one_master_topic_is_refused_on_another() {
     );
     std::io::Write::write_all(&mut config, text.as_bytes()).unwrap();
     let _child = ChildGuard(
-        Command::new(env!("CARGO_BIN_EXE_maid"))
+        crate::common::maid_command()
             .args(["agent", "--id", "two", "-c"])
             .arg(config.path())
             .env("MAID_PLUGIN_DIR", crate::common::guests::PLUGINS_DIR)
@@ -404,10 +404,10 @@ impl Drop for ChildGuard {
 
 /// `maid agent` with `config`: its exit status and stderr, or a panic if
 /// it is still running after a few seconds.
-fn agent_exit(config: &str) -> (std::process::ExitStatus, String) {
+pub(crate) fn agent_exit(config: &str) -> (std::process::ExitStatus, String) {
     let mut file = tempfile::NamedTempFile::new().unwrap();
     std::io::Write::write_all(&mut file, config.as_bytes()).unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_maid"))
+    let mut child = crate::common::maid_command()
         .args(["agent", "--id", "nostart", "-c"])
         .arg(file.path())
         .env("MAID_PLUGIN_DIR", crate::common::guests::PLUGINS_DIR)

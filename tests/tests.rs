@@ -7,6 +7,8 @@ mod common;
 
 mod api;
 mod attacks;
+mod attacks_fleet;
+mod attacks_modules;
 mod authors;
 mod cli;
 mod deployments;

@@ -306,6 +306,9 @@ pub struct MasterSettings {
     /// key accepted for their maid signed them, and the maids expected are
     /// the accepted ones that are alive.
     pub pki_dir: Option<PathBuf>,
+    /// `false` to count replies unverified where there is no `pki_dir`;
+    /// with neither, master commands refuse to run (fail closed).
+    pub verify_replies: Option<bool>,
     /// Salt's `nodegroups`: a name for a compound target (a string) or a
     /// list of minion ids, for `maid run -N NAME` and `N@NAME` words. The
     /// master expands them before it publishes.

@@ -165,11 +165,13 @@ async fn run_chunks(
 }
 
 /// Every chunk must be allowed by the user's permissions (`[api.perms]`,
-/// Salt's `external_auth`) over the minions the registry knows; else 403
-/// naming the function and target, and nothing runs.
+/// Salt's `external_auth`) over whom it reaches — the maids and the
+/// minions beneath syndic maids, resolved as the master resolves whom to
+/// publish to ([`perms::reach`]); else 403 naming the function and
+/// target, and nothing runs.
 async fn authorize(api: &Api, chunks: &[Chunk], users: &[String]) -> Result<(), ApiError> {
     let mut conn = api.hub.conn().await?;
-    let known = jobs::alive_maids(&mut conn)
+    let registry = jobs::Registry::read(&mut conn, api.pki.as_ref())
         .await
         .inspect_err(|_| api.hub.reset())?;
     for (chunk, user) in chunks.iter().zip(users) {
@@ -178,13 +180,16 @@ async fn authorize(api: &Api, chunks: &[Chunk], users: &[String]) -> Result<(), 
             Client::Master(form) | Client::MasterAsync(form) => {
                 perms::spec_allows(&entries, &chunk.fun, form.name())
             }
-            _ => perms::allows_delimited(
+            _ => perms::allows(
                 &entries,
                 &chunk.fun,
-                &chunk.tgt,
-                chunk.tgt_type,
-                chunk.delimiter.as_deref(),
-                &known,
+                &perms::reach(
+                    &registry,
+                    &chunk.tgt,
+                    chunk.tgt_type,
+                    chunk.delimiter.as_deref(),
+                ),
+                &registry,
             ),
         };
         if !allowed {
@@ -247,7 +252,7 @@ async fn publish_and_wait(
     req: &JobRequest,
 ) -> Result<Option<(BTreeSet<String>, Report)>, ApiError> {
     let mut conn = api.hub.conn().await?;
-    let registry = jobs::Registry::read(&mut conn).await?;
+    let registry = jobs::Registry::read(&mut conn, req.pki.as_ref()).await?;
     let mut selected = registry.selected(req);
     if selected.is_empty() {
         return Ok(None);
