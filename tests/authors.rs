@@ -256,6 +256,8 @@ fn template_behaves(dir: &Path) {
         ])
         .env("MAID_CACHE_DIR", crate::common::shared_cache())
         .env("NO_COLOR", "1")
+        // -v, not the tests' MAID_LOG, decides what this run logs.
+        .env_remove("MAID_LOG")
         .output()
         .unwrap();
     let log = String::from_utf8_lossy(&o.stderr);
