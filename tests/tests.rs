@@ -7,6 +7,7 @@ mod common;
 
 mod api;
 mod attacks;
+mod attacks_api;
 mod attacks_fleet;
 mod attacks_modules;
 mod authors;

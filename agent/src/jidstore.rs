@@ -15,10 +15,19 @@
 //! ([`Insert::Full`]) rather than an id forgotten early, which would reopen
 //! replay to anyone who can send that many signed jobs.
 //!
-//! The file holds one `jid<TAB>expiry` line per id (expiry in Unix ms);
-//! lines of older agents, a jid alone, are kept for a whole retention from
-//! the start. It is rewritten with just the live ids at start and whenever
-//! it holds twice as many lines as there are live ids.
+//! The bound is per signing key ([`JidStore::insert_signed`]): each key
+//! (the `kid` a signed job was verified with; unsigned jobs are one more)
+//! may have its bound of live ids, so a flood of jobs signed by one key —
+//! the API's, sending whatever its users ask — fills only that key's room,
+//! and `maid run`'s jobs, signed by the master's key, still run. Keys are
+//! the maid's trusted keys, so the whole store holds at most the bound
+//! times their number, plus one.
+//!
+//! The file holds one `jid<TAB>expiry` line per id (expiry in Unix ms),
+//! `<TAB>kid` after it for a signed job's; lines of older agents, a jid
+//! alone, are kept for a whole retention from the start. It is rewritten
+//! with just the live ids at start and whenever it holds twice as many
+//! lines as there are live ids.
 //!
 //! In memory each id is kept as a 128-bit keyed hash, not as its text: an
 //! agent that holds 100 000 ids spends a few MB on them, and accepting a
@@ -78,10 +87,15 @@ pub enum Insert {
 pub struct JidStore {
     key: [RandomState; 2],
     set: Digests,
-    /// The ids of `set` with their expiry (Unix ms), oldest first.
-    order: VecDeque<(u128, i64)>,
+    /// The ids of `set` with their expiry (Unix ms) and signer (an index
+    /// into `signers`), oldest first.
+    order: VecDeque<(u128, i64, u32)>,
+    /// Each key that signed a live id (`None`: unsigned), and how many
+    /// live ids it signed. A few entries: the maid's trusted keys.
+    signers: Vec<(Option<String>, usize)>,
     /// How long an id is kept, in ms.
     retention_ms: i64,
+    /// Live ids each signer may have.
     cap: usize,
     file: Option<Journal>,
 }
@@ -115,20 +129,27 @@ fn read_if_any(path: &Path) -> std::io::Result<Vec<u8>> {
     }
 }
 
-/// A file line: the id and its expiry. A line without one (an older
-/// agent's) expires `fallback`; an expiry that is not a number is read as
-/// `fallback` too, never as already past.
-fn parse_line(line: &[u8], fallback: i64) -> (&[u8], i64) {
-    match line.iter().position(|b| *b == b'\t') {
-        None => (line, fallback),
-        Some(tab) => {
-            let expiry = std::str::from_utf8(&line[tab + 1..])
-                .ok()
-                .and_then(|t| t.trim().parse::<i64>().ok())
-                .unwrap_or(fallback);
-            (&line[..tab], expiry)
-        }
-    }
+/// A file line: the id, its expiry and its signer. A line without an
+/// expiry (an older agent's) expires `fallback`; an expiry that is not a
+/// number is read as `fallback` too, never as already past.
+fn parse_line(line: &[u8], fallback: i64) -> (&[u8], i64, Option<&str>) {
+    let mut fields = line.splitn(3, |b| *b == b'\t');
+    let jid = fields.next().unwrap_or_default();
+    let expiry = fields
+        .next()
+        .and_then(|t| std::str::from_utf8(t).ok())
+        .and_then(|t| t.trim().parse::<i64>().ok())
+        .unwrap_or(fallback);
+    let signer = fields
+        .next()
+        .and_then(|s| std::str::from_utf8(s).ok())
+        .filter(|s| !s.is_empty());
+    (jid, expiry, signer)
+}
+
+/// Whether `text` fits in a file line's field.
+fn one_field(text: &str) -> bool {
+    !text.is_empty() && !text.contains(['\n', '\r', '\t'])
 }
 
 impl JidStore {
@@ -139,10 +160,32 @@ impl JidStore {
             key: [RandomState::new(), RandomState::new()],
             set: Digests::default(),
             order: VecDeque::new(),
+            signers: vec![(None, 0)],
             retention_ms: retention_ms.max(0),
             cap: cap.max(1),
             file: None,
         }
+    }
+
+    /// The index of `signer` in `signers`, added when new.
+    fn signer_index(&mut self, signer: Option<&str>) -> u32 {
+        let found = self
+            .signers
+            .iter()
+            .position(|(s, _)| s.as_deref() == signer);
+        let index = found.unwrap_or_else(|| {
+            self.signers.push((signer.map(str::to_string), 0));
+            self.signers.len() - 1
+        });
+        index as u32
+    }
+
+    /// Live ids `signer` signed.
+    pub fn signed_by(&self, signer: Option<&str>) -> usize {
+        self.signers
+            .iter()
+            .find(|(s, _)| s.as_deref() == signer)
+            .map_or(0, |(_, n)| *n)
     }
 
     /// Backed by `path` (created when missing): the ids it holds that are
@@ -156,8 +199,8 @@ impl JidStore {
         }
         let text = read_if_any(path)?;
         let fallback = now_ms.saturating_add(store.retention_ms);
-        // Each live id once, with its expiry and digest.
-        let mut live: Vec<(&[u8], i64, u128)> = Vec::new();
+        // Each live id once, with its expiry, digest and signer.
+        let mut live: Vec<(&[u8], i64, u128, Option<&str>)> = Vec::new();
         let mut lines = 0;
         // Whether a line must be written differently from how it is.
         let mut rewrite = text.last().is_some_and(|b| *b != b'\n');
@@ -167,26 +210,35 @@ impl JidStore {
             // the clock may have been stepped back since it was written,
             // and the job it guards is fresh by that clock's measure for
             // as long. Only this agent writes the file.
-            let (jid, expiry) = parse_line(line, fallback);
+            let (jid, expiry, signer) = parse_line(line, fallback);
             rewrite |= expiry == fallback;
             if jid.is_empty() || expiry <= now_ms {
                 continue;
             }
             let d = digest(&store.key, jid);
             if store.set.insert(d) {
-                live.push((jid, expiry, d));
-            } else if let Some(kept) = live.iter_mut().find(|(_, _, k)| *k == d) {
+                live.push((jid, expiry, d, signer));
+            } else if let Some(kept) = live.iter_mut().find(|(_, _, k, _)| *k == d) {
                 // A repeat (only an older agent's file has them): the
                 // later expiry holds.
                 kept.1 = kept.1.max(expiry);
             }
         }
-        live.sort_by_key(|(_, expiry, _)| *expiry);
-        store.order = live.iter().map(|(_, expiry, d)| (*d, *expiry)).collect();
+        live.sort_by_key(|(_, expiry, _, _)| *expiry);
+        let mut order = VecDeque::with_capacity(live.len());
+        for (_, expiry, d, signer) in &live {
+            let index = store.signer_index(*signer);
+            store.signers[index as usize].1 += 1;
+            order.push_back((*d, *expiry, index));
+        }
+        store.order = order;
         // Rewritten when it holds anything but the live ids as this agent
         // writes them, so it never holds more than it must.
         if rewrite || lines != live.len() {
-            crate::fsutil::replace_private(path, live.iter().map(|(jid, e, _)| line_of(jid, *e)))?;
+            crate::fsutil::replace_private(
+                path,
+                live.iter().map(|(jid, e, _, s)| line_of(jid, *e, *s)),
+            )?;
         }
         store.file = Some(Journal {
             path: path.to_path_buf(),
@@ -209,12 +261,15 @@ impl JidStore {
 
     /// Forget the ids whose retention is over at `now_ms`.
     fn expire(&mut self, now_ms: i64) {
-        while let Some(&(d, expiry)) = self.order.front() {
+        while let Some(&(d, expiry, signer)) = self.order.front() {
             if expiry > now_ms {
                 break;
             }
             self.order.pop_front();
             self.set.remove(&d);
+            if let Some((_, n)) = self.signers.get_mut(signer as usize) {
+                *n = n.saturating_sub(1);
+            }
         }
     }
 
@@ -224,10 +279,18 @@ impl JidStore {
         self.set.contains(&digest(&self.key, jid.as_bytes()))
     }
 
-    /// Accept `jid` at `now_ms`. A write error is logged; the id is still
-    /// remembered in memory.
+    /// Accept the unsigned job `jid` at `now_ms`: [`JidStore::insert_signed`]
+    /// without a signer.
     pub fn insert(&mut self, jid: &str, now_ms: i64) -> Insert {
-        if jid.is_empty() || jid.contains(['\n', '\r', '\t']) {
+        self.insert_signed(jid, None, now_ms)
+    }
+
+    /// Accept `jid`, signed by the key `signer` (its `kid`; `None`:
+    /// unsigned), at `now_ms`: new unless any signer's job had it; full
+    /// when `signer` has its bound of live ids, whatever the others have.
+    /// A write error is logged; the id is still remembered in memory.
+    pub fn insert_signed(&mut self, jid: &str, signer: Option<&str>, now_ms: i64) -> Insert {
+        if !one_field(jid) || !signer.is_none_or(one_field) {
             return Insert::Invalid;
         }
         self.expire(now_ms);
@@ -235,23 +298,25 @@ impl JidStore {
         if self.set.contains(&d) {
             return Insert::Seen;
         }
-        if self.order.len() >= self.cap {
+        if self.signed_by(signer) >= self.cap {
             return Insert::Full;
         }
+        let index = self.signer_index(signer);
         let expiry = now_ms.saturating_add(self.retention_ms);
         // Kept in expiry order even if the clock stepped back: such an id
         // waits behind later ones and lives longer, never shorter.
         let expiry = self
             .order
             .back()
-            .map_or(expiry, |&(_, last)| expiry.max(last));
+            .map_or(expiry, |&(_, last, _)| expiry.max(last));
         self.set.insert(d);
-        self.order.push_back((d, expiry));
-        self.append(jid, expiry);
+        self.order.push_back((d, expiry, index));
+        self.signers[index as usize].1 += 1;
+        self.append(jid, expiry, signer);
         Insert::New
     }
 
-    fn append(&mut self, jid: &str, expiry: i64) {
+    fn append(&mut self, jid: &str, expiry: i64, signer: Option<&str>) {
         let live = self.order.len();
         let Some(journal) = &mut self.file else {
             return;
@@ -261,7 +326,7 @@ impl JidStore {
         journal.line.clear();
         journal
             .line
-            .extend_from_slice(&line_of(jid.as_bytes(), expiry));
+            .extend_from_slice(&line_of(jid.as_bytes(), expiry, signer));
         journal.line.push(b'\n');
         if let Err(e) = journal.file.write_all(&journal.line) {
             tracing::error!(path = %journal.path.display(), cause = %e, "cannot record jid");
@@ -280,21 +345,28 @@ impl JidStore {
         let key = &self.key;
         let set = &self.set;
         let order = &self.order;
+        let signers = &self.signers;
         let rewritten = read_if_any(&journal.path).and_then(|text| {
-            // The live ids, each once, with the expiry memory holds.
+            // The live ids, each once, with the expiry and signer memory
+            // holds.
             let mut written = Digests::default();
             let mut keep = Vec::new();
             for line in text.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
-                let (jid, _) = parse_line(line, 0);
+                let (jid, _, _) = parse_line(line, 0);
                 let d = digest(key, jid);
                 if set.contains(&d) && written.insert(d) {
                     keep.push(jid.to_vec());
                 }
             }
-            let expiries: std::collections::HashMap<u128, i64> = order.iter().copied().collect();
+            let held: std::collections::HashMap<u128, (i64, u32)> =
+                order.iter().map(|&(d, e, s)| (d, (e, s))).collect();
             let lines: Vec<Vec<u8>> = keep
                 .iter()
-                .filter_map(|jid| Some(line_of(jid, *expiries.get(&digest(key, jid))?)))
+                .filter_map(|jid| {
+                    let (expiry, signer) = *held.get(&digest(key, jid))?;
+                    let signer = signers.get(signer as usize).and_then(|(s, _)| s.as_deref());
+                    Some(line_of(jid, expiry, signer))
+                })
                 .collect();
             crate::fsutil::replace_private(&journal.path, &lines)?;
             Ok((open_append(&journal.path)?, lines.len()))
@@ -314,11 +386,15 @@ impl JidStore {
 }
 
 /// The file line of an id (without its newline).
-fn line_of(jid: &[u8], expiry: i64) -> Vec<u8> {
-    let mut line = Vec::with_capacity(jid.len() + 21);
+fn line_of(jid: &[u8], expiry: i64, signer: Option<&str>) -> Vec<u8> {
+    let mut line = Vec::with_capacity(jid.len() + 21 + signer.map_or(0, |s| s.len() + 1));
     line.extend_from_slice(jid);
     line.push(b'\t');
     line.extend_from_slice(expiry.to_string().as_bytes());
+    if let Some(signer) = signer {
+        line.push(b'\t');
+        line.extend_from_slice(signer.as_bytes());
+    }
     line
 }
 
@@ -460,6 +536,55 @@ mod tests {
         drop(s);
         let s = JidStore::open(&path, 10_000, 10, 1_999).unwrap();
         assert!(s.len() <= 10, "{}", s.len());
+    }
+
+    /// A key that fills its room leaves every other key its own: the API's
+    /// key flooding a maid cannot get the master's jobs refused `busy`.
+    #[test]
+    fn each_signing_key_has_its_own_bound() {
+        let mut s = JidStore::memory(2, HOUR);
+        assert_eq!(s.insert_signed("a1", Some("api"), 0), Insert::New);
+        assert_eq!(s.insert_signed("a2", Some("api"), 0), Insert::New);
+        assert_eq!(s.insert_signed("a3", Some("api"), 0), Insert::Full);
+        assert_eq!(s.signed_by(Some("api")), 2);
+        assert_eq!(s.insert_signed("m1", Some("master"), 1), Insert::New);
+        assert_eq!(s.insert("u1", 1), Insert::New);
+        // A jid is one jid whoever signs it again: a replay, not new.
+        assert_eq!(s.insert_signed("a1", Some("master"), 1), Insert::Seen);
+        assert_eq!(s.insert_signed("m2", Some("master"), 1), Insert::New);
+        assert_eq!(s.insert_signed("m3", Some("master"), 1), Insert::Full);
+        assert_eq!(s.len(), 5);
+        // Room comes back to the key whose ids expire.
+        assert_eq!(s.insert_signed("a3", Some("api"), HOUR), Insert::New);
+        assert_eq!(s.signed_by(Some("api")), 1);
+        assert_eq!(
+            s.insert_signed("x", Some("bad\tkid"), HOUR),
+            Insert::Invalid
+        );
+    }
+
+    #[test]
+    fn signers_survive_a_restart() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("jids");
+        let mut s = JidStore::open(&path, 2, HOUR, 0).unwrap();
+        assert_eq!(s.insert_signed("a1", Some("api"), 0), Insert::New);
+        assert_eq!(s.insert_signed("a2", Some("api"), 0), Insert::New);
+        assert_eq!(s.insert_signed("m1", Some("master"), 0), Insert::New);
+        drop(s);
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(text.contains(&format!("a1\t{HOUR}\tapi\n")), "{text}");
+        let mut s = JidStore::open(&path, 2, HOUR, 1).unwrap();
+        assert_eq!(s.insert_signed("a3", Some("api"), 1), Insert::Full);
+        assert_eq!(s.insert_signed("m2", Some("master"), 1), Insert::New);
+        assert_eq!(s.insert_signed("m1", Some("api"), 1), Insert::Seen);
+        // The file, compacted or not, keeps the signers.
+        drop(s);
+        let s = JidStore::open(&path, 2, HOUR, 2).unwrap();
+        assert_eq!(
+            (s.signed_by(Some("api")), s.signed_by(Some("master"))),
+            (2, 2)
+        );
     }
 
     #[test]

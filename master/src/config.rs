@@ -342,8 +342,29 @@ pub struct ApiSettings {
     /// Groups for `perms`: group name → its users.
     pub groups: BTreeMap<String, Vec<String>>,
     /// Serve `GET /stats` without a token (salt-api's
-    /// `stats_disable_auth`).
+    /// `stats_disable_auth`). Either way the statistics name each request
+    /// by its route alone, never by its path, query or headers: no token
+    /// or password is ever in them.
     pub stats_disable_auth: bool,
+    /// The key that signs the jobs the API publishes (`maid keygen`), when
+    /// not `[master] key`. Give the API a key of its own, trusted by the
+    /// maids beside the master's: each maid remembers up to
+    /// `agent.remembered_jids` jids for each key, so however many jobs API
+    /// users send, `maid run`'s jobs are never refused `busy` for them.
+    pub key: Option<PathBuf>,
+    /// The most chunks one request may hold (salt-api has no bound): each
+    /// can be a job on every maid.
+    pub max_chunks: usize,
+    /// Jobs each user may start per second, on average (chunks that
+    /// publish to maids: `local`, `local_async`, `local_batch`,
+    /// `local_subset`, `manage.status`/`up`/`down`). Past it, 429 with
+    /// `Retry-After`.
+    pub jobs_per_second: f64,
+    /// Jobs a user may start at once before `jobs_per_second` paces them;
+    /// at least `max_chunks`.
+    pub jobs_burst: u32,
+    /// The largest request body read, in bytes; a larger one is 413.
+    pub max_body_bytes: usize,
 }
 
 impl Default for ApiSettings {
@@ -358,6 +379,11 @@ impl Default for ApiSettings {
             perms: BTreeMap::new(),
             groups: BTreeMap::new(),
             stats_disable_auth: false,
+            key: None,
+            max_chunks: 16,
+            jobs_per_second: 10.0,
+            jobs_burst: 200,
+            max_body_bytes: 2 << 20,
         }
     }
 }
@@ -379,6 +405,28 @@ impl ApiSettings {
                 "api.max_timeout_secs must be a positive number of seconds, at most {}",
                 crate::protocol::MAX_TIMEOUT_SECS
             )));
+        }
+        if self.max_chunks == 0 {
+            return Err(ConfigError::Invalid(
+                "api.max_chunks must be at least 1".into(),
+            ));
+        }
+        if !(self.jobs_per_second.is_finite() && self.jobs_per_second > 0.0) {
+            return Err(ConfigError::Invalid(
+                "api.jobs_per_second must be a positive number".into(),
+            ));
+        }
+        if (self.jobs_burst as usize) < self.max_chunks {
+            return Err(ConfigError::Invalid(
+                "api.jobs_burst must be at least api.max_chunks: a request of max_chunks jobs \
+                 could never run"
+                    .into(),
+            ));
+        }
+        if self.max_body_bytes == 0 {
+            return Err(ConfigError::Invalid(
+                "api.max_body_bytes must be at least 1".into(),
+            ));
         }
         crate::api::perms::validate(&self.perms)
             .map_err(|e| ConfigError::Invalid(e.to_string()))?;

@@ -135,7 +135,7 @@ pub(super) fn admit(shared: &Shared, topic: &str, payload: &[u8]) -> Verdict {
         .jids
         .lock()
         .unwrap_or_else(|e| e.into_inner())
-        .insert(&job.jid, now_ms);
+        .insert_signed(&job.jid, kid.as_deref(), now_ms);
     let (decision, reason, detail) = match inserted {
         Insert::New => {
             return Verdict::Run {
@@ -162,8 +162,8 @@ pub(super) fn admit(shared: &Shared, topic: &str, payload: &[u8]) -> Verdict {
             Decision::Rejected,
             "busy",
             format!(
-                "this maid remembers {} jids, its agent.remembered_jids; \
-                 none may be forgotten before its retention ends",
+                "this maid remembers {} jids of this job's signer, its \
+                 agent.remembered_jids; none may be forgotten before its retention ends",
                 shared.config.agent.remembered_jids
             ),
         ),

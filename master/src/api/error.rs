@@ -21,12 +21,16 @@ pub enum ApiError {
     /// The user's permissions (`[api.perms]`) do not allow it.
     #[error("{0}")]
     Forbidden(String),
-    /// Too many attempts; try again after this many seconds.
-    #[error("too many attempts; try again in {retry_after} s")]
+    /// Too many logins, or jobs past the user's quota; try again after
+    /// this many seconds.
+    #[error("too many requests; try again in {retry_after} s")]
     TooManyRequests { retry_after: u64 },
     /// No route here.
     #[error("not found")]
     NotFound,
+    /// The body is larger than the API reads (of its kind).
+    #[error("{0}")]
+    TooLarge(String),
     /// The body's type, or every type the client accepts, is one the API
     /// does not speak.
     #[error("{0}")]
@@ -54,6 +58,7 @@ impl ApiError {
             ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
             ApiError::TooManyRequests { .. } => StatusCode::TOO_MANY_REQUESTS,
             ApiError::NotFound => StatusCode::NOT_FOUND,
+            ApiError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::NotAcceptable(_) => StatusCode::NOT_ACCEPTABLE,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
             ApiError::Redis { .. } => StatusCode::SERVICE_UNAVAILABLE,

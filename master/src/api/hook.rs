@@ -3,8 +3,9 @@
 //! (`body`: the raw body, `post`: the body read as the API reads a
 //! lowstate, `headers`: the request's headers, named as CherryPy names
 //! them), for users who may see every job (`@jobs`). The caller's token
-//! and cookies are left out of `headers`: salt-api puts them there for
-//! every listener to read.
+//! and cookies are left out of `headers`, and a live token in the path is
+//! `{token}` in the tag: salt-api puts them there for every listener to
+//! read.
 
 use axum::Extension;
 use axum::Json;
@@ -19,7 +20,12 @@ use super::login::User;
 use super::{Api, ClientAddr, media};
 
 /// Headers that carry credentials: never in the event.
-const CREDENTIALS: [&str; 3] = ["x-auth-token", "cookie", "authorization"];
+const CREDENTIALS: [&str; 4] = [
+    "x-auth-token",
+    "cookie",
+    "authorization",
+    "proxy-authorization",
+];
 
 /// `Content-Type` as CherryPy names a header: each word capitalised.
 fn cherrypy_name(name: &str) -> String {
@@ -58,7 +64,13 @@ pub async fn fire(
     if let Some(Path(path)) = path {
         for part in path.split('/').filter(|p| !p.is_empty()) {
             tag.push('/');
-            tag.push_str(part);
+            // The tag is logged and sent to every `@jobs` listener: a
+            // token in the path is named, not shown.
+            if api.auth.check(part).is_some() {
+                tag.push_str("{token}");
+            } else {
+                tag.push_str(part);
+            }
         }
     }
     tracing::info!(%user, %tag, "webhook");

@@ -10,7 +10,7 @@
 //! fields are read, and the jid, reply topic, user and signature are the
 //! API's own.
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 
 use axum::body::Bytes;
 use axum::extract::{ConnectInfo, Path, State};
@@ -44,27 +44,93 @@ pub async fn run(
     body: Bytes,
 ) -> Result<Json<Value>, ApiError> {
     let lowstate = lowstate_of(&headers, &body)?;
-    let chunks = lowstate::parse(lowstate, api.max_timeout_secs, &api.nodegroups)?;
+    let chunks = chunks_of(&api, lowstate)?;
     let users = vec![user; chunks.len()];
     run_chunks(&api, &chunks, &users).await
 }
 
+/// The chunks of a lowstate: at most `[api] max_chunks` (each may be a
+/// job on every maid, and salt-api sets no bound), each checked.
+fn chunks_of(api: &Api, lowstate: Value) -> Result<Vec<Chunk>, ApiError> {
+    count_chunks(api, &lowstate)?;
+    lowstate::parse(lowstate, api.max_timeout_secs, &api.nodegroups)
+}
+
+fn count_chunks(api: &Api, lowstate: &Value) -> Result<(), ApiError> {
+    let n = lowstate.as_array().map_or(1, Vec::len);
+    if n > api.max_chunks {
+        return Err(ApiError::bad(
+            "body",
+            format!(
+                "{n} chunks; a request may hold at most {} ([api] max_chunks)",
+                api.max_chunks
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// `POST /run`: as `POST /`, each chunk carrying its own credentials
 /// (`token`, or `username` and `password`) instead of a session token.
+/// Only the credentials are kept while they are checked; the body is read
+/// again once they are good.
 pub async fn run_with_credentials(
     State(api): State<Api>,
     ConnectInfo(ClientAddr(addr)): ConnectInfo<ClientAddr>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Json<Value>, ApiError> {
-    let lowstate = lowstate_of(&headers, &body)?;
-    let items = lowstate.as_array().cloned().unwrap_or_default();
-    let mut users = Vec::with_capacity(items.len());
-    for item in &items {
-        users.push(chunk_user(&api, item, &addr).await?);
+    let creds: Vec<Credentials> = {
+        let lowstate = lowstate_of(&headers, &body)?;
+        count_chunks(&api, &lowstate)?;
+        let items = lowstate.as_array().map(Vec::as_slice).unwrap_or_default();
+        items.iter().map(Credentials::of).collect()
+    };
+    let mut users = Vec::with_capacity(creds.len());
+    for c in creds {
+        users.push(c.user(&api, &addr).await?);
     }
-    let chunks = lowstate::parse(lowstate, api.max_timeout_secs, &api.nodegroups)?;
+    let chunks = chunks_of(&api, lowstate_of(&headers, &body)?)?;
     run_chunks(&api, &chunks, &users).await
+}
+
+/// What a chunk carries to say who it is: a `token`, or a `username` and
+/// `password`.
+struct Credentials {
+    token: Option<String>,
+    login: Option<(String, String)>,
+}
+
+impl Credentials {
+    fn of(item: &Value) -> Credentials {
+        let field = |k: &str| item.get(k).and_then(Value::as_str).map(str::to_string);
+        Credentials {
+            token: field("token"),
+            login: field("username").zip(field("password")),
+        }
+    }
+
+    /// The user they name: the token's, or a login's that ends with the
+    /// request.
+    async fn user(self, api: &Api, addr: &std::net::SocketAddr) -> Result<String, ApiError> {
+        match (self.token, self.login) {
+            (Some(token), _) => api.auth.check(&token).ok_or(ApiError::Unauthorized(
+                "token unknown or expired; log in again",
+            )),
+            (None, Some((name, password))) => {
+                let session = api
+                    .auth
+                    .login_from(&name, &password, &addr.ip().to_string())
+                    .await
+                    .map_err(super::login::refusal)?;
+                api.auth.logout(&session.token);
+                Ok(session.user)
+            }
+            _ => Err(ApiError::Unauthorized(
+                "No authentication credentials given",
+            )),
+        }
+    }
 }
 
 /// Who a chunk's own credentials name: its `token`, or its `username`
@@ -75,24 +141,7 @@ pub(super) async fn chunk_user(
     item: &Value,
     addr: &std::net::SocketAddr,
 ) -> Result<String, ApiError> {
-    let creds = |k: &str| item.get(k).and_then(Value::as_str);
-    match (creds("token"), creds("username"), creds("password")) {
-        (Some(token), _, _) => api.auth.check(token).ok_or(ApiError::Unauthorized(
-            "token unknown or expired; log in again",
-        )),
-        (None, Some(name), Some(password)) => {
-            let session = api
-                .auth
-                .login_from(name, password, &addr.ip().to_string())
-                .await
-                .map_err(super::login::refusal)?;
-            api.auth.logout(&session.token);
-            Ok(session.user)
-        }
-        _ => Err(ApiError::Unauthorized(
-            "No authentication credentials given",
-        )),
-    }
+    Credentials::of(item).user(api, addr).await
 }
 
 /// `POST /minions`: salt-api's way to start jobs: every chunk runs as
@@ -109,7 +158,7 @@ pub async fn start(
             obj.insert("client".into(), json!("local_async"));
         }
     }
-    let chunks = lowstate::parse(lowstate, api.max_timeout_secs, &api.nodegroups)?;
+    let chunks = chunks_of(&api, lowstate)?;
     let users = vec![user; chunks.len()];
     let Json(mut answer) = run_chunks(&api, &chunks, &users).await?;
     let links: Vec<Value> = answer["return"]
@@ -139,6 +188,18 @@ async fn run_chunks(
     users: &[String],
 ) -> Result<Json<Value>, ApiError> {
     authorize(api, chunks, users).await?;
+    // The jobs each user starts, taken from their quota all at once:
+    // a request past it runs nothing.
+    let mut jobs: HashMap<&str, u32> = HashMap::new();
+    for (chunk, user) in chunks.iter().zip(users) {
+        if chunk.publishes() {
+            *jobs.entry(user.as_str()).or_default() += 1;
+        }
+    }
+    api.quota.take(&jobs).map_err(|retry_after| {
+        tracing::info!(users = ?jobs.keys().collect::<Vec<_>>(), retry_after, "jobs over [api] jobs_per_second");
+        ApiError::TooManyRequests { retry_after }
+    })?;
     let mut returns = Vec::with_capacity(chunks.len());
     let mut maid = Vec::with_capacity(chunks.len());
     for (chunk, user) in chunks.iter().zip(users) {
@@ -203,6 +264,16 @@ async fn authorize(api: &Api, chunks: &[Chunk], users: &[String]) -> Result<(), 
                     chunk.fun, chunk.tgt, chunk.tgt_type_name
                 ),
             }));
+        }
+        // A runner that reads one job's returns reads only what `GET
+        // /jobs/{jid}` would show the user.
+        if let Some(jid) = chunk.job_read()
+            && !api.may_see(user, &jid)
+        {
+            tracing::warn!(%user, fun = %chunk.fun, %jid, "refused: not their job, and no @jobs");
+            return Err(ApiError::Forbidden(format!(
+                "user {user:?} may not read job {jid} (not theirs, and no @jobs)"
+            )));
         }
     }
     Ok(())

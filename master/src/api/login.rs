@@ -50,16 +50,21 @@ pub async fn login(
     body: Bytes,
 ) -> Result<Response, ApiError> {
     // Any format salt-api reads; a list's first element, as Salt takes.
-    let body = match super::media::decode(&headers, &body)? {
-        Some(Value::Array(mut items)) if !items.is_empty() => items.swap_remove(0),
-        Some(v) => v,
-        None => Value::Null,
+    // Only the two strings are kept while the password is checked.
+    let (username, password) = {
+        let body = match super::media::decode(&headers, &body)? {
+            Some(Value::Array(mut items)) if !items.is_empty() => items.swap_remove(0),
+            Some(v) => v,
+            None => Value::Null,
+        };
+        if !body.is_object() {
+            return Err(ApiError::bad("body", "must be an object"));
+        }
+        (
+            string_field(&body, "username")?,
+            string_field(&body, "password")?,
+        )
     };
-    if !body.is_object() {
-        return Err(ApiError::bad("body", "must be an object"));
-    }
-    let username = string_field(&body, "username")?;
-    let password = string_field(&body, "password")?;
     // As Salt: a user with no permissions cannot log in.
     let perms = api.perms.of(&username);
     let session = api
@@ -98,23 +103,39 @@ pub async fn token_for_run(
     headers: axum::http::HeaderMap,
     body: Bytes,
 ) -> Result<Json<Value>, ApiError> {
-    let creds = match super::media::decode(&headers, &body)? {
+    let items = match super::media::decode(&headers, &body)? {
         Some(Value::Array(items)) => items,
         Some(obj @ Value::Object(_)) => vec![obj],
         _ => return Err(ApiError::bad("body", "Lowstates must be a list")),
     };
-    let mut out = Vec::with_capacity(creds.len());
-    for c in &creds {
-        let (Ok(username), Ok(password), Some(_)) = (
-            string_field(c, "username"),
-            string_field(c, "password"),
-            c.get("eauth"),
+    // Each is a password check and a token: as many as a lowstate's chunks.
+    if items.len() > api.max_chunks {
+        return Err(ApiError::bad(
+            "body",
+            format!(
+                "{} logins; a request may hold at most {} ([api] max_chunks)",
+                items.len(),
+                api.max_chunks
+            ),
+        ));
+    }
+    // Only the credentials are kept while passwords are checked.
+    let mut creds = Vec::with_capacity(items.len());
+    for mut c in items {
+        let (Ok(username), Ok(password), Some(eauth)) = (
+            string_field(&c, "username"),
+            string_field(&c, "password"),
+            c.get_mut("eauth").map(Value::take),
         ) else {
             return Err(ApiError::bad(
                 "body",
                 "Require \"username\", \"password\", and \"eauth\" params",
             ));
         };
+        creds.push((username, password, eauth));
+    }
+    let mut out = Vec::with_capacity(creds.len());
+    for (username, password, eauth) in creds {
         if api.perms.of(&username).is_empty() {
             return Err(ApiError::Unauthorized(
                 "this user has no permissions ([api.perms])",
@@ -129,7 +150,7 @@ pub async fn token_for_run(
             "start": session.start,
             "expire": session.expire,
             "name": session.user,
-            "eauth": c.get("eauth").cloned().unwrap_or(Value::Null),
+            "eauth": eauth,
             "token": session.token,
         }));
     }

@@ -76,6 +76,30 @@ impl Chunk {
     pub fn wait(&self) -> Duration {
         self.timeout.unwrap_or(DEFAULT_TIMEOUT)
     }
+
+    /// Whether the chunk publishes a job to maids (which each remember
+    /// its jid): the minion clients, and the runners that ping.
+    pub fn publishes(&self) -> bool {
+        match self.client {
+            Client::Local | Client::LocalAsync | Client::LocalBatch | Client::LocalSubset => true,
+            Client::Master(form) | Client::MasterAsync(form) => {
+                form == Form::Runner
+                    && self.fun.starts_with("manage.")
+                    && !master_funs::is_presence(&self.fun)
+            }
+        }
+    }
+
+    /// The job whose returns the chunk reads, if it reads one
+    /// ([`master_funs::job_read`]).
+    pub fn job_read(&self) -> Option<String> {
+        match (self.client, &self.bound) {
+            (Client::Master(form) | Client::MasterAsync(form), Some(Ok(bound))) => {
+                master_funs::job_read(form, &self.fun, bound)
+            }
+            _ => None,
+        }
+    }
 }
 
 /// How many minions `local_subset` picks unless told (Salt's `cmd_subset`).

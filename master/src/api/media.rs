@@ -6,6 +6,15 @@
 //!   `text/yaml`, read as Salt's loader reads YAML), `text/plain` (JSON if
 //!   it parses, else the text). Anything else is 406. A body without a
 //!   type is read as JSON, else (unless it starts as JSON would) as a form.
+//! * Every body is bounded before it is read (`[api] max_body_bytes`,
+//!   413 past it), and so is what reading it builds: JSON nests at most
+//!   128 deep (`serde_json`'s own bound), YAML too, and a YAML document
+//!   whose aliases would expand it past twice its length is refused as
+//!   the alias is read ([`yaml11::budget`](maid_protocol::salt::yaml11::budget)),
+//!   where Salt's loader builds every copy: 400 either way. YAML is read
+//!   from at most [`MAX_YAML_BYTES`] (a larger YAML body is 413, a larger
+//!   form value stays text): its parser holds a whole flow collection's
+//!   tokens before it yields the first, ~100 bytes for each byte read.
 //! * Responses by `Accept`: JSON unless YAML is preferred; neither
 //!   acceptable is 406, as CherryPy's `accept` tool answers.
 
@@ -23,8 +32,14 @@ use super::error::ApiError;
 const JSON: &str = "application/json";
 const YAML: &str = "application/x-yaml";
 
-/// The largest body read, as salt-api's default `max_request_body_size`.
+/// The largest answer turned into YAML (a request body's bound is `[api]
+/// max_body_bytes`).
 pub const MAX_BODY: usize = 30 * 1024 * 1024;
+
+/// The longest text read as YAML: reading it takes up to ~11 MB at once
+/// (`yaml-rust2` buffers a flow collection's tokens whole), where 64 KiB
+/// of JSON takes ~2 MB.
+pub const MAX_YAML_BYTES: usize = 64 * 1024;
 
 /// The media type of `headers`' `Content-Type`, lowercased, without
 /// parameters.
@@ -55,6 +70,11 @@ pub fn decode(headers: &HeaderMap, body: &[u8]) -> Result<Option<Value>, ApiErro
         Some(JSON) => json().map(Some),
         Some("application/x-www-form-urlencoded") => Ok(Some(form(body))),
         Some(YAML | "text/yaml") => {
+            if body.len() > MAX_YAML_BYTES {
+                return Err(ApiError::TooLarge(format!(
+                    "a YAML body may be at most {MAX_YAML_BYTES} bytes; send larger ones as JSON"
+                )));
+            }
             let parsed = safe_load(text()?)
                 .map_err(|e| ApiError::bad("body", format!("Invalid YAML document: {e}")))?;
             to_json(&parsed).map(Some).ok_or_else(|| {
@@ -138,7 +158,7 @@ fn exact_big_ints(text: &str) -> std::borrow::Cow<'_, str> {
 
 /// `urlencoded_processor`: `parse_qsl` (blank values dropped), a key given
 /// more than once is a list, and `arg` and `kwarg` are read as the CLI
-/// reads them (`yamlify_arg`).
+/// reads them (`yamlify_arg`), those up to [`MAX_YAML_BYTES`] long.
 fn form(body: &[u8]) -> Value {
     let mut out: Map<String, Value> = Map::new();
     for (k, v) in form_urlencoded::parse(body) {
@@ -155,7 +175,7 @@ fn form(body: &[u8]) -> Value {
         }
     }
     let read = |v: &Value| match v {
-        Value::String(s) => yamlify(s),
+        Value::String(s) if s.len() <= MAX_YAML_BYTES => yamlify(s),
         other => other.clone(),
     };
     if let Some(kwarg) = out.get_mut("kwarg") {
@@ -308,6 +328,39 @@ mod tests {
             Err(ApiError::NotAcceptable(_))
         ));
         assert_eq!(decode(&HeaderMap::new(), b"").unwrap(), None);
+    }
+
+    #[test]
+    fn yaml_is_read_within_bounds() {
+        let yaml = with_type("application/x-yaml");
+        let bomb = b"a: &a [x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a]\nc: &c [*b, *b, *b, *b, *b, *b, *b, *b]\n";
+        assert!(matches!(
+            decode(&yaml, bomb),
+            Err(ApiError::BadRequest { .. })
+        ));
+        let deep = "[".repeat(200) + &"]".repeat(200);
+        assert!(matches!(
+            decode(&yaml, deep.as_bytes()),
+            Err(ApiError::BadRequest { .. })
+        ));
+        assert!(matches!(
+            decode(&with_type("application/json"), deep.as_bytes()),
+            Err(ApiError::BadRequest { .. })
+        ));
+        let long = format!("[{}0]", "0,".repeat(MAX_YAML_BYTES / 2));
+        assert!(matches!(
+            decode(&yaml, long.as_bytes()),
+            Err(ApiError::TooLarge(_))
+        ));
+        // A form value that long stays the text it is.
+        let form_body = format!("arg={}", long.replace(',', "%2C"));
+        let v = decode(
+            &with_type("application/x-www-form-urlencoded"),
+            form_body.as_bytes(),
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(v["arg"][0], json!(long));
     }
 
     #[test]

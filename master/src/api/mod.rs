@@ -11,6 +11,8 @@
 //!   `GET /jobs` and `GET /jobs/{jid}`; [`minions`]: the registry;
 //!   [`keys`]: the maid keys; [`events`]: SSE.
 //! * [`media`]: request bodies and responses in JSON, YAML or forms.
+//! * [`quota`]: how many jobs each user may start; [`stats`]: `GET
+//!   /stats`, which records no credential.
 //! * [`hub`]: the Redis connections every request shares.
 //! * [`tls`] serves HTTPS.
 //!
@@ -30,6 +32,7 @@ pub mod master_funs;
 mod media;
 mod minions;
 pub mod perms;
+mod quota;
 mod stats;
 pub mod tls;
 
@@ -58,8 +61,9 @@ pub struct Settings {
     pub bus: Bus,
     /// The topic jobs are published on (the master's id).
     pub master_topic: String,
-    /// Signs every job, as `maid run` does; `None` publishes unsigned jobs,
-    /// which maids with `require_signed` reject.
+    /// Signs every job, as `maid run` does, unless `[api] key` names a key
+    /// of the API's own; `None` publishes unsigned jobs, which maids with
+    /// `require_signed` reject.
     pub key: Option<ed25519_dalek::SigningKey>,
     /// `[api]`: users, token lifetime, timeout bound.
     pub api: ApiSettings,
@@ -79,6 +83,8 @@ pub enum ServeError {
     Hash { error: auth::HashError },
     #[error("{error}")]
     Perms { error: perms::PermError },
+    #[error("api.key: {error}")]
+    Key { error: crate::trust::KeyError },
     #[error("serving HTTP: {error}")]
     Io { error: std::io::Error },
 }
@@ -98,6 +104,11 @@ struct Inner {
     /// `/events` (a user without `@jobs` sees only their own).
     owners: Owners,
     max_timeout_secs: f64,
+    /// `[api] max_chunks`: the most chunks one request may hold.
+    max_chunks: usize,
+    /// How many jobs each user may start (`[api] jobs_per_second`,
+    /// `jobs_burst`).
+    quota: quota::Quota,
     /// `[master] nodegroups`, for `tgt_type: nodegroup` and `N@` words.
     nodegroups: serde_json::Map<String, serde_json::Value>,
     /// Turns true when the server begins to shut down, so that endless
@@ -107,6 +118,8 @@ struct Inner {
     stats: stats::Stats,
     /// `GET /stats` without a token (`[api] stats_disable_auth`).
     stats_disable_auth: bool,
+    /// `[api] max_body_bytes`: the largest request body read.
+    max_body_bytes: usize,
 }
 
 /// The address a request came from, for throttling logins per address.
@@ -219,6 +232,9 @@ fn router(api: Api) -> Router {
         )
         .merge(protected)
         .fallback(|| async { ApiError::NotFound.into_response() })
+        // Bodies are read whole before they are decoded: bounded here
+        // (413 past it), as salt-api's `max_request_body_size`.
+        .layer(axum::extract::DefaultBodyLimit::max(api.max_body_bytes))
         .layer(axum::middleware::from_fn(media::respond_as_accepted))
         .layer(axum::middleware::from_fn_with_state(
             api.clone(),
@@ -262,16 +278,27 @@ pub async fn serve(
         Duration::from_secs(settings.api.token_ttl_secs),
     )
     .map_err(|error| ServeError::Hash { error })?;
+    // A key of the API's own, when it has one: the maids then count its
+    // jobs apart from `maid run`'s.
+    let key = match &settings.api.key {
+        Some(path) => {
+            Some(crate::trust::read_signing_key(path).map_err(|error| ServeError::Key { error })?)
+        }
+        None => settings.key,
+    };
     let (stop, stopping) = watch::channel(false);
     let api = Api(Arc::new(Inner {
         hub,
         auth,
         master_topic: settings.master_topic,
-        key: settings.key,
+        key,
         pki: settings.pki,
         perms,
         owners: Owners::default(),
         max_timeout_secs: settings.api.max_timeout_secs,
+        max_chunks: settings.api.max_chunks,
+        quota: quota::Quota::new(settings.api.jobs_per_second, settings.api.jobs_burst),
+        max_body_bytes: settings.api.max_body_bytes,
         nodegroups: settings.nodegroups,
         stopping,
         stats: stats::Stats::default(),

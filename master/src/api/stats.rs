@@ -1,6 +1,13 @@
 //! `GET /stats`: what salt-api answers there, CherryPy's request statistics
 //! (`cherrypy.lib.cpstats`, which salt-api's `collect_stats` turns on),
 //! under the same names, kept for every request this API serves.
+//!
+//! A request is recorded by its route, never by what the client typed:
+//! CherryPy's `Request-Line` would show `GET /events?token=…` and `GET
+//! /ws/<token>` to everyone who may read the statistics. Here the line is
+//! the method, the route's pattern (`/ws/{token}`, `/jobs/{jid}`), `?…`
+//! where there was a query, and the version ([`request_line`]): no token,
+//! password, path or query value of anyone's request is kept.
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
@@ -178,12 +185,7 @@ impl Stats {
 /// declared size and its answer's (an answer of no known size is a
 /// stream), status and time as it ends.
 pub async fn count(State(api): State<Api>, request: Request, next: Next) -> Response {
-    let line = format!(
-        "{} {} {:?}",
-        request.method(),
-        request.uri().path_and_query().map_or("/", |p| p.as_str()),
-        request.version()
-    );
+    let line = request_line(&request);
     let client = request
         .extensions()
         .get::<axum::extract::ConnectInfo<ClientAddr>>()
@@ -210,6 +212,91 @@ pub async fn count(State(api): State<Api>, request: Request, next: Next) -> Resp
     response
 }
 
+/// The routes, as patterns: what a request line shows of the path.
+/// Keep in step with `super::router`; a path none of them matches is shown
+/// as [`UNKNOWN`], whatever it holds.
+const ROUTES: [&str; 18] = [
+    "/",
+    "/login",
+    "/logout",
+    "/token",
+    "/run",
+    "/jobs",
+    "/jobs/{jid}",
+    "/minions",
+    "/minions/{id}",
+    "/keys",
+    "/keys/{mid}",
+    "/events",
+    "/ws",
+    "/ws/{token}",
+    "/hook",
+    "/hook/{path}",
+    "/stats",
+    "/openapi.json",
+];
+
+/// What a path that is no route is shown as.
+const UNKNOWN: &str = "/{unknown}";
+
+/// The pattern of the route `path` takes: its literal segments as they
+/// are, each parameter by its name (`/hook/{path}` for every depth).
+fn route(path: &str) -> &'static str {
+    let segments: Vec<&str> = path.split('/').skip(1).collect();
+    ROUTES
+        .iter()
+        .find(|pattern| {
+            let want: Vec<&str> = pattern.split('/').skip(1).collect();
+            let tail = **pattern == "/hook/{path}";
+            let lengths = if tail {
+                segments.len() >= want.len()
+            } else {
+                segments.len() == want.len()
+            };
+            lengths
+                && want
+                    .iter()
+                    .zip(&segments)
+                    .all(|(w, s)| (w.starts_with('{') && !s.is_empty()) || w == s)
+        })
+        .copied()
+        .unwrap_or(UNKNOWN)
+}
+
+/// CherryPy's `Request-Line` with nothing the client chose in it but its
+/// method (one of HTTP's, else `OTHER`): the route's pattern, `?…` for a
+/// query (`/events?token=` and `salt_token=` carry tokens), the version.
+fn request_line(request: &Request) -> String {
+    use axum::http::Method;
+    let method = request.method();
+    let known = [
+        Method::GET,
+        Method::POST,
+        Method::PUT,
+        Method::DELETE,
+        Method::HEAD,
+        Method::OPTIONS,
+        Method::PATCH,
+        Method::TRACE,
+        Method::CONNECT,
+    ];
+    let method = if known.contains(method) {
+        method.as_str()
+    } else {
+        "OTHER"
+    };
+    let query = if request.uri().query().is_some() {
+        "?…"
+    } else {
+        ""
+    };
+    format!(
+        "{method} {}{query} {:?}",
+        route(request.uri().path()),
+        request.version()
+    )
+}
+
 fn content_length(headers: &axum::http::HeaderMap) -> Option<u64> {
     headers
         .get(CONTENT_LENGTH)
@@ -218,7 +305,60 @@ fn content_length(headers: &axum::http::HeaderMap) -> Option<u64> {
 }
 
 /// `GET /stats`: the statistics, for any user logged in (or anyone, with
-/// `[api] stats_disable_auth`, as salt-api's option).
+/// `[api] stats_disable_auth`, as salt-api's option: what they show holds
+/// no credential either way).
 pub async fn get(State(api): State<Api>) -> Json<Value> {
     Json(api.stats.report())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn line(method: &str, uri: &str) -> String {
+        let request = Request::builder()
+            .method(method)
+            .uri(uri)
+            .body(axum::body::Body::empty())
+            .unwrap();
+        request_line(&request)
+    }
+
+    #[test]
+    fn request_lines_show_routes_never_what_the_client_sent() {
+        let token = "0123456789abcdef0123456789abcdef0123456789abcdef";
+        assert_eq!(
+            line("GET", &format!("/events?token={token}")),
+            "GET /events?… HTTP/1.1"
+        );
+        assert_eq!(
+            line("GET", &format!("/events?salt_token={token}&x=1")),
+            "GET /events?… HTTP/1.1"
+        );
+        assert_eq!(
+            line("GET", &format!("/ws/{token}")),
+            "GET /ws/{token} HTTP/1.1"
+        );
+        assert_eq!(
+            line("GET", &format!("/events/{token}")),
+            "GET /{unknown} HTTP/1.1"
+        );
+        assert_eq!(line("GET", &format!("/{token}")), "GET /{unknown} HTTP/1.1");
+        assert_eq!(
+            line("POST", &format!("/hook/github/{token}/x")),
+            "POST /hook/{path} HTTP/1.1"
+        );
+        assert_eq!(line("POST", "/hook"), "POST /hook HTTP/1.1");
+        assert_eq!(
+            line("GET", "/jobs/20261124000000000000"),
+            "GET /jobs/{jid} HTTP/1.1"
+        );
+        assert_eq!(line("GET", "/jobs/"), "GET /{unknown} HTTP/1.1");
+        assert_eq!(line("GET", "/"), "GET / HTTP/1.1");
+        assert_eq!(
+            line("POST", &format!("/login?password={token}")),
+            "POST /login?… HTTP/1.1"
+        );
+        assert_eq!(line(token, "/stats"), "OTHER /stats HTTP/1.1");
+    }
 }

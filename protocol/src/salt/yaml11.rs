@@ -15,12 +15,14 @@
 //!
 //! The result is a Python value ([`Py`]): what `yaml.safe_load` returns.
 
-use std::collections::HashMap;
+use std::borrow::Cow;
+use std::collections::{HashMap, HashSet};
+use std::rc::Rc;
 use std::sync::LazyLock;
 
 use regex::Regex;
-use yaml_rust2::parser::{Event, MarkedEventReceiver, Parser, Tag};
-use yaml_rust2::scanner::{Marker, TScalarStyle};
+use yaml_rust2::parser::{Event, Parser, Tag};
+use yaml_rust2::scanner::TScalarStyle;
 
 /// A value as Python holds it after `safe_load`.
 #[derive(Debug, Clone, PartialEq)]
@@ -41,37 +43,73 @@ pub enum Py {
 }
 
 const TAG: &str = "tag:yaml.org,2002:";
+const STR: &str = "tag:yaml.org,2002:str";
+const SEQ: &str = "tag:yaml.org,2002:seq";
+const MAP: &str = "tag:yaml.org,2002:map";
+const MERGE: &str = "tag:yaml.org,2002:merge";
+const VALUE: &str = "tag:yaml.org,2002:value";
+
+/// Collections open at once, aliases expanded: as deep as `serde_json`
+/// reads JSON. Deeper documents are refused while they are read, before
+/// anything recurses over them.
+pub const MAX_DEPTH: usize = 128;
+
+/// What a document may cost beyond twice its length: see [`budget`].
+const SLACK: usize = 64;
+
+/// What a document of `len` bytes may cost: each node 1, each scalar its
+/// bytes too, aliases counted as the node they name, expanded. A document
+/// without aliases costs less than `2 × len` (a node takes at least a byte
+/// of text, and a scalar holds no more bytes than its text, escapes aside),
+/// so aliases may at most double what a document of that length could
+/// cost anyway: a few hundred bytes of nested aliases ("billion laughs")
+/// are refused as they are read, before anything is expanded, where
+/// PyYAML (and so Salt) builds every copy.
+pub fn budget(len: usize) -> usize {
+    len.saturating_mul(2).saturating_add(SLACK)
+}
 
 /// `yaml.load(text, Loader=SaltYamlSafeLoader)`; `Err` where PyYAML
-/// raises.
+/// raises, and where the document is deeper than [`MAX_DEPTH`] or costs
+/// more than its [`budget`].
 pub fn safe_load(text: &str) -> Result<Py, String> {
-    let mut builder = Builder::default();
+    let mut builder = Builder::new(budget(text.len()));
     let mut parser = Parser::new_from_str(text);
-    parser.load(&mut builder, true).map_err(|e| e.to_string())?;
-    if let Some(err) = builder.error {
-        return Err(err);
+    // Events are pulled one at a time: `Parser::load` recurses once per
+    // level of nesting, and the depth is checked here, as each opens.
+    loop {
+        let (event, _) = parser.next_token().map_err(|e| e.to_string())?;
+        match event {
+            Event::StreamEnd => break,
+            Event::DocumentStart if !builder.docs.is_empty() => {
+                return Err("expected a single document in the stream".into());
+            }
+            event => builder.on_event(event)?,
+        }
     }
-    match builder.docs.len() {
-        0 => Ok(Py::None),
-        1 => construct(&builder.docs.remove(0)),
-        _ => Err("expected a single document in the stream".into()),
+    match builder.docs.pop() {
+        None => Ok(Py::None),
+        Some(doc) => construct(&doc),
     }
 }
 
 /// A node as PyYAML's composer builds it: tag resolved, nothing built.
-#[derive(Debug, Clone)]
+/// Children are shared, so an alias is a pointer to its anchor's node,
+/// never a copy: the tree takes the memory of the text, however often a
+/// node is named.
+#[derive(Debug)]
 enum Node {
     Scalar {
-        tag: String,
+        tag: Cow<'static, str>,
         value: String,
     },
     Seq {
-        tag: String,
-        items: Vec<Node>,
+        tag: Cow<'static, str>,
+        items: Vec<Rc<Node>>,
     },
     Map {
-        tag: String,
-        pairs: Vec<(Node, Node)>,
+        tag: Cow<'static, str>,
+        pairs: Vec<(Rc<Node>, Rc<Node>)>,
     },
 }
 
@@ -83,14 +121,30 @@ impl Node {
     }
 }
 
-/// Builds [`Node`]s from parser events.
-#[derive(Default)]
+/// What a node costs once its aliases are expanded ([`budget`]), and how
+/// many levels of collections it holds.
+#[derive(Debug, Clone, Copy, Default)]
+struct Size {
+    cost: usize,
+    height: usize,
+}
+
+/// A collection being read: the node, its anchor, a key awaiting its
+/// value, and what it has cost so far.
+struct Open {
+    node: Node,
+    anchor: usize,
+    key: Option<Rc<Node>>,
+    size: Size,
+}
+
+/// Builds [`Node`]s from parser events, within a budget.
 struct Builder {
-    docs: Vec<Node>,
-    /// Open collections: the node, its anchor, and a key awaiting its value.
-    stack: Vec<(Node, usize, Option<Node>)>,
-    anchors: HashMap<usize, Node>,
-    error: Option<String>,
+    docs: Vec<Rc<Node>>,
+    stack: Vec<Open>,
+    anchors: HashMap<usize, (Rc<Node>, Size)>,
+    /// What the document may still cost.
+    left: usize,
 }
 
 /// `!` alone: the non-specific tag (a string, a list or a dict as plain).
@@ -98,83 +152,118 @@ fn non_specific(tag: &Tag) -> bool {
     (tag.handle.is_empty() && tag.suffix == "!") || (tag.handle == "!" && tag.suffix.is_empty())
 }
 
-fn full_tag(tag: &Tag) -> String {
+fn full_tag(tag: &Tag) -> Cow<'static, str> {
     if tag.handle == "!!" {
-        format!("{TAG}{}", tag.suffix)
+        Cow::Owned(format!("{TAG}{}", tag.suffix))
     } else {
-        format!("{}{}", tag.handle, tag.suffix)
+        Cow::Owned(format!("{}{}", tag.handle, tag.suffix))
     }
 }
 
 impl Builder {
-    fn push(&mut self, node: Node, anchor: usize) {
-        if anchor > 0 {
-            self.anchors.insert(anchor, node.clone());
-        }
-        match self.stack.last_mut() {
-            None => self.docs.push(node),
-            Some((Node::Seq { items, .. }, _, _)) => items.push(node),
-            Some((Node::Map { pairs, .. }, _, key)) => match key.take() {
-                None => *key = Some(node),
-                Some(k) => pairs.push((k, node)),
-            },
-            Some((Node::Scalar { .. }, _, _)) => unreachable!("scalars hold nothing"),
+    fn new(budget: usize) -> Self {
+        Builder {
+            docs: Vec::new(),
+            stack: Vec::new(),
+            anchors: HashMap::new(),
+            left: budget,
         }
     }
-}
 
-impl MarkedEventReceiver for Builder {
-    fn on_event(&mut self, ev: Event, _mark: Marker) {
-        if self.error.is_some() {
-            return;
+    /// Take `size` from what is left, or refuse: before anything of that
+    /// size is built.
+    fn spend(&mut self, size: Size) -> Result<(), String> {
+        if self.stack.len() + size.height > MAX_DEPTH {
+            return Err(format!("the document nests deeper than {MAX_DEPTH} levels"));
         }
+        self.left = self.left.checked_sub(size.cost).ok_or_else(|| {
+            "the document is too large once its aliases are expanded (more than twice its \
+             length)"
+                .to_string()
+        })?;
+        Ok(())
+    }
+
+    fn open(&mut self, node: Node, anchor: usize) -> Result<(), String> {
+        self.spend(Size { cost: 1, height: 1 })?;
+        self.stack.push(Open {
+            node,
+            anchor,
+            key: None,
+            size: Size { cost: 1, height: 1 },
+        });
+        Ok(())
+    }
+
+    /// Add a finished node (already paid for) where it goes.
+    fn push(&mut self, node: Rc<Node>, anchor: usize, size: Size) {
+        if anchor > 0 {
+            self.anchors.insert(anchor, (node.clone(), size));
+        }
+        let Some(open) = self.stack.last_mut() else {
+            self.docs.push(node);
+            return;
+        };
+        open.size.cost += size.cost;
+        open.size.height = open.size.height.max(size.height + 1);
+        match &mut open.node {
+            Node::Seq { items, .. } => items.push(node),
+            Node::Map { pairs, .. } => match open.key.take() {
+                None => open.key = Some(node),
+                Some(k) => pairs.push((k, node)),
+            },
+            Node::Scalar { .. } => unreachable!("scalars hold nothing"),
+        }
+    }
+
+    fn on_event(&mut self, ev: Event) -> Result<(), String> {
         match ev {
             Event::Scalar(value, style, anchor, tag) => {
-                let tag = match tag {
-                    Some(t) if non_specific(&t) => format!("{TAG}str"),
-                    Some(t) => full_tag(&t),
-                    None if style == TScalarStyle::Plain => resolve_plain(&value).to_string(),
-                    None => format!("{TAG}str"),
+                let size = Size {
+                    cost: 1 + value.len(),
+                    height: 0,
                 };
-                self.push(Node::Scalar { tag, value }, anchor);
+                self.spend(size)?;
+                let tag = match tag {
+                    Some(t) if non_specific(&t) => Cow::Borrowed(STR),
+                    Some(t) => full_tag(&t),
+                    None if style == TScalarStyle::Plain => Cow::Borrowed(resolve_plain(&value)),
+                    None => Cow::Borrowed(STR),
+                };
+                self.push(Rc::new(Node::Scalar { tag, value }), anchor, size);
             }
             Event::SequenceStart(anchor, tag) => {
                 let tag = tag
                     .filter(|t| !non_specific(t))
-                    .map_or_else(|| format!("{TAG}seq"), |t| full_tag(&t));
-                self.stack.push((
-                    Node::Seq {
-                        tag,
-                        items: Vec::new(),
-                    },
-                    anchor,
-                    None,
-                ));
+                    .map_or(Cow::Borrowed(SEQ), |t| full_tag(&t));
+                let items = Vec::new();
+                self.open(Node::Seq { tag, items }, anchor)?;
             }
             Event::MappingStart(anchor, tag) => {
                 let tag = tag
                     .filter(|t| !non_specific(t))
-                    .map_or_else(|| format!("{TAG}map"), |t| full_tag(&t));
-                self.stack.push((
-                    Node::Map {
-                        tag,
-                        pairs: Vec::new(),
-                    },
-                    anchor,
-                    None,
-                ));
+                    .map_or(Cow::Borrowed(MAP), |t| full_tag(&t));
+                let pairs = Vec::new();
+                self.open(Node::Map { tag, pairs }, anchor)?;
             }
             Event::SequenceEnd | Event::MappingEnd => {
-                if let Some((node, anchor, _)) = self.stack.pop() {
-                    self.push(node, anchor);
+                if let Some(open) = self.stack.pop() {
+                    self.push(Rc::new(open.node), open.anchor, open.size);
                 }
             }
-            Event::Alias(id) => match self.anchors.get(&id).cloned() {
-                Some(node) => self.push(node, 0),
-                None => self.error = Some("found undefined alias".into()),
-            },
+            Event::Alias(id) => {
+                let (node, size) = self
+                    .anchors
+                    .get(&id)
+                    .cloned()
+                    .ok_or("found undefined alias")?;
+                // An alias costs all it stands for, as PyYAML builds it.
+                self.spend(size)?;
+                self.push(node, 0, size);
+            }
             _ => {}
         }
+        Ok(())
     }
 }
 
@@ -221,7 +310,7 @@ fn construct(node: &Node) -> Result<Py, String> {
         Node::Seq { items, .. } => match tag {
             "seq" => items
                 .iter()
-                .map(construct)
+                .map(|item| construct(item))
                 .collect::<Result<_, _>>()
                 .map(Py::List),
             other => Err(format!(
@@ -243,22 +332,24 @@ fn construct(node: &Node) -> Result<Py, String> {
     }
 }
 
+type Pairs = Vec<(Rc<Node>, Rc<Node>)>;
+
 /// `flatten_mapping`: `<<` keys merge the mappings they name, without
 /// overriding keys given here.
-fn flatten(pairs: &[(Node, Node)]) -> Result<Vec<(Node, Node)>, String> {
+fn flatten(pairs: &[(Rc<Node>, Rc<Node>)]) -> Result<Pairs, String> {
     let mut merged = Vec::new();
     let mut own = Vec::new();
     for (key, value) in pairs {
-        if key.tag() != format!("{TAG}merge") {
+        if key.tag() != MERGE {
             own.push((key.clone(), value.clone()));
             continue;
         }
-        match value {
+        match &**value {
             Node::Map { pairs, .. } => merged.extend(flatten(pairs)?),
             Node::Seq { items, .. } => {
                 let mut sub = Vec::new();
                 for item in items {
-                    let Node::Map { pairs, .. } = item else {
+                    let Node::Map { pairs, .. } = &**item else {
                         return Err("expected a mapping for merging".into());
                     };
                     sub.push(flatten(pairs)?);
@@ -271,29 +362,36 @@ fn flatten(pairs: &[(Node, Node)]) -> Result<Vec<(Node, Node)>, String> {
             }
         }
     }
-    let scalar_text = |n: &Node| match n {
-        Node::Scalar { value, .. } => Some(value.clone()),
-        _ => None,
-    };
-    let existing: Vec<Option<String>> = own.iter().map(|(k, _)| scalar_text(k)).collect();
-    merged.retain(|(k, _)| !existing.contains(&scalar_text(k)));
+    fn scalar_text(n: &Node) -> Option<&str> {
+        match n {
+            Node::Scalar { value, .. } => Some(value.as_str()),
+            _ => None,
+        }
+    }
+    {
+        let existing: HashSet<Option<&str>> = own.iter().map(|(k, _)| scalar_text(k)).collect();
+        merged.retain(|(k, _)| !existing.contains(&scalar_text(k)));
+    }
     merged.extend(own);
     Ok(merged)
 }
 
 /// Salt's `construct_mapping`: hashable keys, none twice.
-fn mapping(pairs: &[(Node, Node)]) -> Result<Vec<(Py, Py)>, String> {
+fn mapping(pairs: &[(Rc<Node>, Rc<Node>)]) -> Result<Vec<(Py, Py)>, String> {
     let mut out: Vec<(Py, Py)> = Vec::with_capacity(pairs.len());
+    let mut seen = HashSet::with_capacity(pairs.len());
     for (k, v) in pairs {
         // A `=` key is a string here (Salt's flatten_mapping).
-        let key = match k {
-            Node::Scalar { tag, value } if tag == &format!("{TAG}value") => Py::Str(value.clone()),
+        let key = match &**k {
+            Node::Scalar { tag, value } if tag == VALUE => Py::Str(value.clone()),
             k => construct(k)?,
         };
         if matches!(key, Py::List(_) | Py::Dict(_) | Py::Set(_)) {
             return Err("found unacceptable key".into());
         }
-        if out.iter().any(|(existing, _)| py_eq(existing, &key)) {
+        if let Some(id) = KeyId::of(&key)
+            && !seen.insert(id)
+        {
             return Err("found conflicting ID".into());
         }
         out.push((key, construct(v)?));
@@ -301,17 +399,36 @@ fn mapping(pairs: &[(Node, Node)]) -> Result<Vec<(Py, Py)>, String> {
     Ok(out)
 }
 
-/// Python's `==` between dict keys: `1 == 1.0 == True`.
-fn py_eq(a: &Py, b: &Py) -> bool {
-    let num = |p: &Py| match p {
-        Py::Bool(b) => Some(f64::from(u8::from(*b))),
-        Py::Int(i) => Some(*i as f64),
-        Py::Float(f) => Some(*f),
-        _ => None,
-    };
-    match (num(a), num(b)) {
-        (Some(x), Some(y)) => x == y,
-        _ => a == b,
+/// A dict key as Python's `==` tells keys apart (`1 == 1.0 == True`), to
+/// find a repeated key in a hash set rather than by comparing each key
+/// with every other.
+#[derive(PartialEq, Eq, Hash)]
+enum KeyId {
+    None,
+    /// A bool, int or float, by the bits of its value as a float.
+    Number(u64),
+    BigInt(String),
+    Str(String),
+    Bytes(Vec<u8>),
+}
+
+impl KeyId {
+    /// `None` for a key equal to no other (NaN).
+    fn of(key: &Py) -> Option<KeyId> {
+        let number = |f: f64| {
+            // -0.0 == 0.0; NaN equals nothing.
+            (!f.is_nan()).then(|| KeyId::Number(if f == 0.0 { 0 } else { f.to_bits() }))
+        };
+        match key {
+            Py::None => Some(KeyId::None),
+            Py::Bool(b) => number(f64::from(u8::from(*b))),
+            Py::Int(i) => number(*i as f64),
+            Py::Float(f) => number(*f),
+            Py::BigInt(s) => Some(KeyId::BigInt(s.clone())),
+            Py::Str(s) => Some(KeyId::Str(s.clone())),
+            Py::Bytes(b) => Some(KeyId::Bytes(b.clone())),
+            Py::List(_) | Py::Set(_) | Py::Dict(_) => None,
+        }
     }
 }
 
@@ -495,5 +612,100 @@ mod tests {
         assert!(safe_load("{a: 1, a: 2}").is_err());
         assert!(safe_load("*a").is_err());
         assert!(safe_load("!!int 0o17").is_err());
+    }
+
+    #[test]
+    fn keys_equal_as_python_compares_them_conflict() {
+        for doc in [
+            "{1: a, 1.0: b}",
+            "{1: a, true: b}",
+            "{0: a, -0.0: b}",
+            "{~: a, null: b}",
+        ] {
+            assert_eq!(safe_load(doc).unwrap_err(), "found conflicting ID", "{doc}");
+        }
+        assert!(safe_load("{.nan: a, .nan: b}").is_ok());
+        assert!(safe_load("{1: a, '1': b, !!binary MQ==: c}").is_ok());
+        // Thousands of keys are told apart in linear time.
+        let many: Vec<String> = (0..20_000).map(|i| format!("k{i}: {i}")).collect();
+        let started = std::time::Instant::now();
+        let Py::Dict(pairs) = load(&format!("{{{}}}", many.join(", "))) else {
+            panic!("a dict")
+        };
+        assert_eq!(pairs.len(), 20_000);
+        assert!(started.elapsed() < std::time::Duration::from_secs(2));
+    }
+
+    #[test]
+    fn anchors_aliases_and_merges_within_the_budget() {
+        let Py::Dict(pairs) =
+            load("base: &b {x: 1, y: 2}\nweb: {<<: *b, y: 3}\nlist: &l [a, b]\nagain: *l\n")
+        else {
+            panic!("a dict")
+        };
+        assert_eq!(
+            pairs[1].1,
+            Py::Dict(vec![
+                (Py::Str("x".into()), Py::Int(1)),
+                (Py::Str("y".into()), Py::Int(3)),
+            ])
+        );
+        assert_eq!(pairs[3].1, pairs[2].1);
+        assert!(safe_load("{<<: [*a]}").is_err());
+    }
+
+    /// "Billion laughs": each level names the one before ten times. PyYAML
+    /// builds every copy; here the document is refused as the alias that
+    /// would exceed its budget is read.
+    #[test]
+    fn nested_aliases_are_refused_before_they_are_expanded() {
+        let mut doc = String::from("a0: &a0 [lol, lol, lol, lol, lol, lol, lol, lol, lol, lol]\n");
+        for i in 1..10 {
+            let prev = format!("*a{}", i - 1);
+            doc.push_str(&format!("a{i}: &a{i} [{}]\n", vec![prev; 10].join(", ")));
+        }
+        assert!(doc.len() < 600, "{}", doc.len());
+        let started = std::time::Instant::now();
+        let err = safe_load(&doc).unwrap_err();
+        assert!(err.contains("aliases are expanded"), "{err}");
+        assert!(started.elapsed() < std::time::Duration::from_millis(100));
+        // One large scalar named many times is refused as well.
+        let big = "x".repeat(10_000);
+        let doc = format!("[&s {big}, {}]", vec!["*s"; 100].join(", "));
+        assert!(
+            safe_load(&doc)
+                .unwrap_err()
+                .contains("aliases are expanded")
+        );
+        // A few aliases of a small node are fine.
+        assert_eq!(
+            load("[&s abc, *s, *s]"),
+            Py::List(vec![Py::Str("abc".into()); 3])
+        );
+    }
+
+    #[test]
+    fn nesting_is_bounded_in_every_style() {
+        let deep = MAX_DEPTH + 1;
+        let flow = format!("{}{}", "[".repeat(deep), "]".repeat(deep));
+        let block: String = (0..deep)
+            .map(|i| format!("{}-\n", "  ".repeat(i)))
+            .collect();
+        let mapping: String = (0..deep)
+            .map(|i| format!("{}k:\n", "  ".repeat(i)))
+            .collect();
+        for doc in [&flow, &block, &mapping] {
+            let err = safe_load(doc).unwrap_err();
+            assert!(err.contains("nests deeper"), "{err}");
+        }
+        // Block nesting far past any stack: refused, not a crash.
+        let very: String = "- ".repeat(200_000) + "x";
+        assert!(safe_load(&very).unwrap_err().contains("nests deeper"));
+        // Through an alias too.
+        let inner = format!("{}{}", "[".repeat(100), "]".repeat(100));
+        let doc = format!("[&d {inner}, {}*d{}]", "[".repeat(40), "]".repeat(40));
+        assert!(safe_load(&doc).unwrap_err().contains("nests deeper"));
+        let ok = format!("{}{}", "[".repeat(MAX_DEPTH), "]".repeat(MAX_DEPTH));
+        assert!(safe_load(&ok).is_ok());
     }
 }
