@@ -18,19 +18,19 @@ use maid_master::bus::{Bus, RedisConfig};
 use serde_json::{Value, json};
 
 /// A real agent's only return for `fun` with `arg`, `kwarg`.
-async fn one_return(bus: &Bus, fun: &str, arg: Value, kwarg: Value) -> Return {
+pub(crate) async fn one_return(bus: &Bus, fun: &str, arg: Value, kwarg: Value) -> Return {
     let report = run(bus, &request("*", "glob", fun, arg, kwarg)).await;
     assert_eq!(report.returns.len(), 1, "{report:?}");
     report.returns[0].clone()
 }
 
-fn assert_denied(r: &Return, what: &str) {
+pub(crate) fn assert_denied(r: &Return, what: &str) {
     let text = r.ret.as_str().unwrap_or_default();
     assert_eq!(r.retcode, 77, "{what}: {r:?}");
     assert!(text.starts_with("Denied:"), "{what}: {text}");
 }
 
-fn toml_str(p: &Path) -> String {
+pub(crate) fn toml_str(p: &Path) -> String {
     format!("{:?}", p.display().to_string())
 }
 
@@ -151,10 +151,13 @@ async fn programs_are_checked_by_their_real_path_and_runners_need_shell() {
     let _a = start_agent(
         &server.config(),
         "progs",
+        // `good` is named exactly: a script reached through a glob alone
+        // is not a plain program and needs shell (`attacks_exec`).
         &format!(
-            "[plugins.cmd]\nexec = [{}, {}, \"/usr/bin/*\", \"/bin/*\"]\nenv = [\"PATH\"]\n\
+            "[plugins.cmd]\nexec = [{}, {}, {}, \"/usr/bin/*\", \"/bin/*\"]\nenv = [\"PATH\"]\n\
              [plugins.cp]\ndirs = [{{ path = {}, writable = true }}]\n",
             toml_str(&allowed.join("**")),
+            toml_str(&allowed.join("good")),
             toml_str(&dropbox.join("*")),
             toml_str(&dropbox),
         ),

@@ -8,6 +8,7 @@ mod common;
 mod api;
 mod attacks;
 mod attacks_api;
+mod attacks_exec;
 mod attacks_fleet;
 mod attacks_modules;
 mod authors;

@@ -84,6 +84,7 @@ pub fn local_grants() -> anyhow::Result<PluginGrants> {
     }
     Ok(PluginGrants {
         exec: vec!["*".into()],
+        operator_is_caller: true,
         shell: true,
         env: vec!["*".into()],
         fetch: vec!["**".into()],
@@ -93,6 +94,7 @@ pub fn local_grants() -> anyhow::Result<PluginGrants> {
         jobs: true,
         set_grains: true,
         call: vec!["*".into()],
+        special_modes: true,
         limits: None,
     })
 }

@@ -599,9 +599,17 @@ impl Limits {
 #[serde(deny_unknown_fields)]
 pub struct PluginGrants {
     /// Programs `exec` may start: absolute paths or globs (`/usr/bin/*`).
-    /// `"*"` allows any program.
+    /// `"*"` allows any program. Without `shell`, a program reached
+    /// through a glob starts only if maid classifies it plain (it starts
+    /// no other program); one named by its exact path needs no such
+    /// classification.
     #[serde(default)]
     pub exec: Vec<String>,
+    /// Set by `maid call --local` without a configuration, never read from
+    /// one: the operator asking is the one running, as with `salt-call
+    /// --local`, so every program `exec` admits counts as named exactly.
+    #[serde(skip)]
+    pub operator_is_caller: bool,
     /// Whether `exec` may start a shell (`sh`, `bash`, ...), which runs
     /// whatever its command line says.
     #[serde(default)]
@@ -643,6 +651,13 @@ pub struct PluginGrants {
     /// run this plugin. Granted by the configuration alone, as `jobs` is.
     #[serde(default)]
     pub call: Vec<String>,
+    /// Set set-uid, set-gid and world-writable modes (`file.set_mode
+    /// 4755`, `cp.recv_chunked mode=0o4755`) in the writable directories.
+    /// Off, the host refuses them: a set-uid-root file a job made is root
+    /// for every local user who can run it. Granted by the configuration
+    /// alone, as `jobs` is.
+    #[serde(default)]
+    pub special_modes: bool,
     /// Limits for this plugin only.
     #[serde(default)]
     pub limits: Option<LimitsOverride>,

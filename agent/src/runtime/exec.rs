@@ -3,9 +3,10 @@
 //!
 //! The program is looked up on the grant's `PATH`, resolved to its real
 //! path (links and `..` followed) and checked there against the allow-list
-//! and the rule for programs that run their arguments; the real path is
-//! what runs. Its environment is the variables the grants pass through and
-//! those the job sets that the `env` grant names, never one that changes
+//! and, without the shell grant, the classification of programs that start
+//! no other program (`programs`); the real path is what runs. Its
+//! environment is the variables the grants pass through and those the job
+//! sets that the `env` grant names, never one that changes
 //! what a program loads (`policy::HIJACK_ENV`). Its working directory must
 //! lie inside a granted directory. It runs in its own process group so
 //! a timeout kills everything it started, and its output is captured up to

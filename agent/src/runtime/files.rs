@@ -137,13 +137,37 @@ pub(crate) fn stat(grants: &Grants, path: &str, follow: bool) -> Result<FileStat
     })
 }
 
-/// Set the permission bits of `path` (a link on the way is followed only
-/// while it stays in the granted directory).
-pub(crate) fn set_mode(grants: &Grants, path: &str, mode: u32) -> Result<(), HostError> {
+/// Mode bits a plugin sets only with the `special_modes` grant: set-uid
+/// and set-gid (a set-uid-root copy of a shell in a granted directory is
+/// root for every local user) and world-writable (anyone could put a
+/// program in the file, or in the directory, for a job or an operator
+/// to run). Sticky alone grants nothing and is allowed.
+pub(crate) const SPECIAL_MODE_BITS: u32 = 0o6002;
+
+/// Whether `mode` may be set under `grants`: any mode with
+/// `special_modes`, else none of [`SPECIAL_MODE_BITS`]. The same for files
+/// and directories, so a path swapped between a check and the change
+/// cannot turn an allowed directory mode into a forbidden file mode.
+pub(crate) fn check_mode(grants: &Grants, path: &str, mode: u32) -> Result<(), HostError> {
     if mode > 0o7777 {
         return Err(HostError::Failed(format!("{mode:o} is not a file mode")));
     }
+    let special = mode & SPECIAL_MODE_BITS;
+    if special != 0 && !grants.special_modes {
+        return Err(HostError::Denied(format!(
+            "{path}: mode {mode:04o} has set-uid, set-gid or world-writable bits \
+             ({special:04o}), which need the special_modes grant"
+        )));
+    }
+    Ok(())
+}
+
+/// Set the permission bits of `path` (a link on the way is followed only
+/// while it stays in the granted directory). The path is checked first,
+/// so a refused place is reported as such whatever the mode.
+pub(crate) fn set_mode(grants: &Grants, path: &str, mode: u32) -> Result<(), HostError> {
     let Opened { root, rel, .. } = open(grants, path, true, true)?;
+    check_mode(grants, path, mode)?;
     root.set_permissions(&rel, Permissions::from_mode(mode))
         .map_err(|e| io_error(path, e))
 }
@@ -198,4 +222,31 @@ pub(crate) fn read_file(
         )));
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn special_modes_need_their_grant_and_sticky_does_not() {
+        let mut g = Grants::none();
+        for mode in [
+            0o4755, 0o2755, 0o6755, 0o0666, 0o0777, 0o1777, 0o4000, 0o0002,
+        ] {
+            let err = check_mode(&g, "/x", mode).unwrap_err();
+            assert!(matches!(err, HostError::Denied(_)), "{mode:o}: {err:?}");
+        }
+        for mode in [0o0755, 0o0644, 0o1755, 0o0700, 0o0000, 0o0775] {
+            assert!(check_mode(&g, "/x", mode).is_ok(), "{mode:o}");
+        }
+        assert!(matches!(
+            check_mode(&g, "/x", 0o10000),
+            Err(HostError::Failed(_))
+        ));
+        g.special_modes = true;
+        for mode in [0o4755, 0o2755, 0o0777, 0o1777] {
+            assert!(check_mode(&g, "/x", mode).is_ok(), "{mode:o}");
+        }
+    }
 }

@@ -15,7 +15,8 @@
 //! drives the epoch, [`wasi`] links WASI, [`registry`] loads and answers
 //! for plugins, [`spare`] makes an instance ahead, [`call`] runs a call;
 //! [`host`], [`exec`] and [`policy`] are what a guest can ask of the host
-//! and what its grants allow.
+//! and what its grants allow, [`programs`] which programs start without
+//! the shell grant.
 
 mod bindings;
 mod cache;
@@ -27,6 +28,7 @@ pub mod jobs;
 pub mod manifest;
 pub mod policy;
 mod pool;
+pub mod programs;
 mod registry;
 mod spare;
 mod ticker;

@@ -15,134 +15,8 @@ use serde::Serialize;
 use crate::config::{DirGrant, PluginGrants};
 use crate::runtime::manifest::Capability;
 
-/// Programs that run code named by their arguments (or by files their
-/// arguments name): shells, interpreters, and the tools that start another
-/// program from their command line. An allow-list that names one would let
-/// a job run anything, so they start only for plugins granted `shell`.
-/// Matched on the program's file name, requested and resolved, with a
-/// version suffix taken off (`python3.11` is `python`).
-pub const RUNS_ITS_ARGUMENTS: &[&str] = &[
-    // Shells.
-    "sh",
-    "bash",
-    "dash",
-    "zsh",
-    "ksh",
-    "ksh93",
-    "mksh",
-    "pdksh",
-    "csh",
-    "tcsh",
-    "fish",
-    "ash",
-    "rbash",
-    "yash",
-    "elvish",
-    "nu",
-    "xonsh",
-    "pwsh",
-    "busybox",
-    "toybox",
-    // Interpreters.
-    "python",
-    "pypy",
-    "perl",
-    "ruby",
-    "irb",
-    "node",
-    "nodejs",
-    "deno",
-    "bun",
-    "php",
-    "lua",
-    "luajit",
-    "tclsh",
-    "wish",
-    "expect",
-    "R",
-    "Rscript",
-    "julia",
-    "guile",
-    "gawk",
-    "awk",
-    "mawk",
-    "nawk",
-    "sed",
-    "jshell",
-    "groovy",
-    "scala",
-    "ghci",
-    "runghc",
-    "ocaml",
-    "erl",
-    "escript",
-    "bc",
-    "dc",
-    "m4",
-    "gdb",
-    "lldb",
-    "vim",
-    "vi",
-    "nvim",
-    "ex",
-    "view",
-    "emacs",
-    "ed",
-    // Tools that start a program from their arguments.
-    "env",
-    "xargs",
-    "find",
-    "nohup",
-    "timeout",
-    "sudo",
-    "su",
-    "doas",
-    "runuser",
-    "setpriv",
-    "setsid",
-    "nice",
-    "ionice",
-    "chrt",
-    "taskset",
-    "stdbuf",
-    "unshare",
-    "nsenter",
-    "chroot",
-    "flock",
-    "watch",
-    "time",
-    "script",
-    "strace",
-    "ltrace",
-    "valgrind",
-    "systemd-run",
-    "start-stop-daemon",
-    "parallel",
-    "at",
-    "batch",
-    "ssh",
-    "git",
-    "tar",
-    "zip",
-    "rsync",
-    "make",
-    "less",
-    "more",
-    "man",
-    "capsh",
-    "prlimit",
-    "cgexec",
-    "firejail",
-    "bwrap",
-    "sg",
-    "newgrp",
-    "pkexec",
-    "dbus-launch",
-    "dbus-run-session",
-    "xdg-open",
-    "run-parts",
-    "install-info",
-];
+use super::programs::not_plain;
+pub use super::programs::{PLAIN, RUNS_ITS_ARGUMENTS, runs_its_arguments};
 
 /// Environment variables that change what a program loads or runs before
 /// it runs a line of its own: the dynamic loader's (glibc's list of
@@ -239,15 +113,6 @@ fn listed(list: &[&str], name: &str) -> bool {
 /// Whether a variable named `name` must never reach a program.
 pub fn is_hijack_env(name: &str) -> bool {
     listed(HIJACK_ENV, name)
-}
-
-/// Whether a program whose file name is `name` runs code from its
-/// arguments ([`RUNS_ITS_ARGUMENTS`]).
-pub fn runs_its_arguments(name: &str) -> bool {
-    // `python3.11`, `perl5.36.0`, `lua5.4`: the name without its version.
-    let base = name.trim_end_matches(|c: char| c.is_ascii_digit() || c == '.');
-    let base = if base.is_empty() { name } else { base };
-    [name, base].iter().any(|n| RUNS_ITS_ARGUMENTS.contains(n))
 }
 
 /// Whether `pattern` has glob syntax.
@@ -386,6 +251,13 @@ impl std::fmt::Debug for PassedEnv {
 pub struct Grants {
     /// Programs `exec` may start; empty when exec is not both asked and granted.
     pub exec: Patterns,
+    /// The programs `exec` names by their whole path, without a glob (as
+    /// written and under their directory's real path): the operator chose
+    /// each one, so it needs no classification to start without `shell`.
+    pub exec_exact: Vec<PathBuf>,
+    /// Every program `exec` admits counts as named exactly: the operator
+    /// is the caller (`maid call --local` without a configuration).
+    pub exec_all_chosen: bool,
     /// Whether a shell may be started.
     pub shell: bool,
     /// Environment variables passed through to programs.
@@ -412,6 +284,10 @@ pub struct Grants {
     /// Directories any plugin may write into (their real paths): a
     /// program there may be one a job wrote, so it is as good as a shell.
     pub writable_anywhere: Vec<PathBuf>,
+    /// May set set-uid, set-gid and world-writable modes (`set-mode`): a
+    /// set-uid file in a granted directory is a way to root for anyone who
+    /// can run it, so it takes a grant of its own.
+    pub special_modes: bool,
 }
 
 /// A human-readable account of grants, for `maid plugin inspect`.
@@ -431,6 +307,8 @@ pub struct GrantSummary {
     pub set_grains: bool,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub call: Vec<String>,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub special_modes: bool,
     /// What a reviewer should know about these grants: programs named that
     /// run only with `shell`, variables named that never pass.
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -442,6 +320,8 @@ impl Grants {
     pub fn none() -> Self {
         Self {
             exec: Patterns::empty(),
+            exec_exact: Vec::new(),
+            exec_all_chosen: false,
             shell: false,
             env: Patterns::empty(),
             passed_env: PassedEnv::default(),
@@ -454,6 +334,7 @@ impl Grants {
             set_grains: false,
             call: Patterns::empty(),
             writable_anywhere: Vec::new(),
+            special_modes: false,
         }
     }
 
@@ -471,14 +352,19 @@ impl Grants {
     pub fn effective(declared: &[Capability], granted: &PluginGrants) -> Result<Self, String> {
         let has = |c: Capability| declared.contains(&c);
         let bad = |what: &str, e: globset::Error| format!("invalid {what} pattern: {e}");
-        let exec = if has(Capability::Exec) {
+        let (exec, exec_exact) = if has(Capability::Exec) {
             let patterns = resolved_exec_patterns(&granted.exec)?;
             let mut exec = Patterns::new(&patterns, true).map_err(|e| bad("exec", e))?;
             // Shown as the operator wrote them.
             exec.patterns = granted.exec.clone();
-            exec
+            let exact = patterns
+                .iter()
+                .filter(|p| p.starts_with('/') && !has_glob(p))
+                .map(PathBuf::from)
+                .collect();
+            (exec, exact)
         } else {
-            Patterns::empty()
+            (Patterns::empty(), Vec::new())
         };
         let env = if has(Capability::Exec) {
             Patterns::new(&granted.env, false).map_err(|e| bad("env", e))?
@@ -512,6 +398,8 @@ impl Grants {
             .collect();
         Ok(Self {
             exec,
+            exec_exact,
+            exec_all_chosen: granted.operator_is_caller,
             shell: granted.shell && has(Capability::Shell) && has(Capability::Exec),
             passed_env: PassedEnv::of(&env),
             env,
@@ -524,6 +412,7 @@ impl Grants {
             set_grains: granted.set_grains,
             call: Patterns::new(&granted.call, false).map_err(|e| bad("call", e))?,
             writable_anywhere: Vec::new(),
+            special_modes: granted.special_modes && has(Capability::FsWrite),
         })
     }
 
@@ -545,6 +434,7 @@ impl Grants {
             jobs: self.jobs,
             set_grains: self.set_grains,
             call: self.call.patterns().to_vec(),
+            special_modes: self.special_modes,
             warnings: self.warnings(),
         }
     }
@@ -553,33 +443,7 @@ impl Grants {
     fn warnings(&self) -> Vec<String> {
         let mut out = Vec::new();
         for p in self.exec.patterns() {
-            let name = p.rsplit('/').next().unwrap_or(p);
-            let runners: Vec<String> = if has_glob(name) {
-                self.runners_under(p)
-            } else if runs_its_arguments(name) {
-                vec![name.to_string()]
-            } else {
-                Vec::new()
-            };
-            if runners.is_empty() {
-                continue;
-            }
-            let shown = if runners.len() > 8 {
-                format!("{}, … ({} in all)", runners[..8].join(", "), runners.len())
-            } else {
-                runners.join(", ")
-            };
-            out.push(if self.shell {
-                format!(
-                    "exec {p:?} admits programs that run code from their arguments ({shown}): \
-                     with shell granted, this plugin can run anything"
-                )
-            } else {
-                format!(
-                    "exec {p:?} names programs that run code from their arguments ({shown}): \
-                     they are refused unless shell = true"
-                )
-            });
+            out.extend(self.exec_warnings(p));
         }
         for dir in &self.writable_anywhere {
             if !self.exec.is_empty() && self.exec.is_match(dir.join("program")) {
@@ -589,6 +453,13 @@ impl Grants {
                     dir.display()
                 ));
             }
+        }
+        if self.special_modes {
+            out.push(
+                "special_modes lets this plugin make set-uid, set-gid and world-writable files \
+                 in its writable directories"
+                    .into(),
+            );
         }
         for p in self.env.patterns() {
             if has_glob(p) {
@@ -619,25 +490,95 @@ impl Grants {
         out
     }
 
-    /// The programs in the directory of `pattern` that it admits and that
-    /// run code from their arguments (empty when the directory cannot be
-    /// read or the pattern spans directories).
-    fn runners_under(&self, pattern: &str) -> Vec<String> {
-        let Some((dir, _)) = pattern.rsplit_once('/') else {
-            return Vec::new();
+    /// What exec pattern `p` admits that a reviewer may not expect: with
+    /// `shell`, runners (so anything); without, the runners it names,
+    /// which never start, and the unclassified programs a glob reaches,
+    /// which start only when named exactly.
+    fn exec_warnings(&self, p: &str) -> Vec<String> {
+        let name = p.rsplit('/').next().unwrap_or(p);
+        let shown = |names: &[String]| {
+            if names.len() > 12 {
+                format!("{}, … ({} in all)", names[..12].join(", "), names.len())
+            } else {
+                names.join(", ")
+            }
         };
-        if has_glob(dir) {
-            return vec!["any program in matching directories".into()];
+        let under = has_glob(name).then(|| self.programs_under(p));
+        let runners: Vec<String> = match &under {
+            Some(Some(names)) => names
+                .iter()
+                .filter(|n| runs_its_arguments(n))
+                .cloned()
+                .collect(),
+            Some(None) => vec!["any program in matching directories".into()],
+            None if runs_its_arguments(name) => vec![name.to_string()],
+            None => Vec::new(),
+        };
+        let mut out = Vec::new();
+        if self.shell {
+            if !runners.is_empty() {
+                out.push(format!(
+                    "exec {p:?} admits programs that run code from their arguments ({}): \
+                     with shell granted, this plugin can run anything",
+                    shown(&runners)
+                ));
+            }
+            return out;
+        }
+        if !runners.is_empty() {
+            out.push(format!(
+                "exec {p:?} names programs that run code from their arguments ({}): \
+                 they are refused unless shell = true",
+                shown(&runners)
+            ));
+        }
+        let dir = Path::new(p).parent().unwrap_or(Path::new("/"));
+        let named_exactly = |n: &str| {
+            let path = dir.join(n);
+            !self.exec_exact.is_empty()
+                && (self.exec_exact.contains(&path)
+                    || path
+                        .canonicalize()
+                        .is_ok_and(|real| self.exec_exact.contains(&real)))
+        };
+        let unclassified: Vec<String> = match &under {
+            Some(Some(names)) => names
+                .iter()
+                .filter(|n| !runs_its_arguments(n) && !PLAIN.contains(&n.as_str()))
+                .filter(|n| !named_exactly(n))
+                .cloned()
+                .collect(),
+            Some(None) => vec!["any program not classified plain".into()],
+            None => Vec::new(),
+        };
+        if !unclassified.is_empty() {
+            out.push(format!(
+                "exec {p:?} is a glob: of what it admits, only programs classified plain \
+                 start without shell = true; refused through it: {} (name one's path \
+                 exactly to allow it)",
+                shown(&unclassified)
+            ));
+        }
+        out
+    }
+
+    /// The names of the programs in the directory of `pattern` that it
+    /// admits, sorted (empty when the directory cannot be read); `None`
+    /// when the pattern spans directories and they cannot be listed.
+    fn programs_under(&self, pattern: &str) -> Option<Vec<String>> {
+        let (dir, name) = pattern.rsplit_once('/')?;
+        if has_glob(dir) || name.contains("**") {
+            return None;
         }
         let mut out: Vec<String> = std::fs::read_dir(if dir.is_empty() { "/" } else { dir })
             .into_iter()
             .flatten()
             .filter_map(Result::ok)
             .filter_map(|e| e.file_name().into_string().ok())
-            .filter(|n| runs_its_arguments(n) && self.exec.is_match(format!("{dir}/{n}")))
+            .filter(|n| self.exec.is_match(format!("{dir}/{n}")))
             .collect();
         out.sort();
-        out
+        Some(out)
     }
 
     /// Whether `program` may be started; `Err` says why not.
@@ -645,9 +586,12 @@ impl Grants {
     /// `resolved` is the path it was found at and `real` that path with
     /// every link and `..` resolved. The allow-list is matched on `real`
     /// alone, so neither a `..` nor a link inside an allowed directory can
-    /// lead anywhere else; the program that runs is `real`. A program that
-    /// runs code from its arguments ([`RUNS_ITS_ARGUMENTS`]), under either
-    /// name, needs `shell`.
+    /// lead anywhere else; the program that runs is `real`. Without
+    /// `shell`, a program that runs code from its arguments
+    /// ([`RUNS_ITS_ARGUMENTS`]), under either name, never starts; any
+    /// other starts when the grant names its real path exactly, or when it
+    /// is classified plain ([`PLAIN`]): through a glob, an unclassified
+    /// program is refused, so a runner no list foresaw is refused too.
     pub fn check_program(&self, resolved: &Path, real: &Path) -> Result<(), String> {
         if self.exec.is_empty() {
             return Err("exec is not granted to this plugin".into());
@@ -689,7 +633,12 @@ impl Grants {
                 resolved.display()
             ));
         }
-        Ok(())
+        // Named exactly: the operator chose this very program.
+        if self.exec_all_chosen || self.exec_exact.iter().any(|p| p == real) {
+            return Ok(());
+        }
+        // Reached through a glob: only a program known to start none.
+        not_plain(resolved, real).map_or(Ok(()), Err)
     }
 
     /// The variables a job asks to set for a program, checked: each must be
@@ -902,6 +851,28 @@ mod tests {
     }
 
     #[test]
+    fn special_modes_are_granted_by_the_config_to_plugins_that_write() {
+        let g = PluginGrants {
+            special_modes: true,
+            ..Default::default()
+        };
+        let eff = Grants::effective(&[Capability::FsWrite], &g).unwrap();
+        assert!(eff.special_modes);
+        assert!(
+            eff.summary().warnings.iter().any(|w| w.contains("set-uid")),
+            "{:?}",
+            eff.summary().warnings
+        );
+        assert!(
+            !Grants::effective(&[Capability::FsRead], &g)
+                .unwrap()
+                .special_modes
+        );
+        let off = Grants::effective(&[Capability::FsWrite], &PluginGrants::default()).unwrap();
+        assert!(!off.special_modes);
+    }
+
+    #[test]
     fn undeclared_capabilities_are_not_granted() {
         let g = PluginGrants {
             exec: vec!["*".into()],
@@ -933,7 +904,8 @@ mod tests {
 
     #[test]
     fn the_allow_list_is_matched_on_the_real_path_only() {
-        let g = grants(&["/usr/local/**"], false);
+        // With shell, so that only the allow-list decides.
+        let g = grants(&["/usr/local/**"], true);
         // `..` in the requested path: the real path decides.
         assert!(!runs(&g, "/usr/local/../../tmp/evil", "/tmp/evil"));
         // A link inside an allowed directory to a program outside it.
@@ -955,7 +927,7 @@ mod tests {
         let link = dir.path().join("link");
         std::os::unix::fs::symlink(&real, &link).unwrap();
         let real = real.canonicalize().unwrap();
-        let g = grants(&[&format!("{}/*", link.display())], false);
+        let g = grants(&[&format!("{}/*", link.display())], true);
         let prog = real.join("tool");
         assert!(runs(
             &g,
@@ -990,19 +962,110 @@ mod tests {
         for plain in [
             "/usr/bin/true",
             "/usr/bin/ls",
-            "/usr/bin/systemctl",
-            "/usr/bin/dpkg-query",
+            "/usr/bin/cat",
+            "/usr/bin/id",
         ] {
             assert!(runs(&refused, plain, plain), "{plain}");
         }
     }
 
-    #[test]
-    fn a_program_in_a_writable_directory_is_as_good_as_a_shell() {
+    /// A directory holding a copy of `/usr/bin/true` (an ELF executable)
+    /// under each of `names`, and the pattern `DIR/*`.
+    fn programs_named(names: &[&str]) -> (tempfile::TempDir, PathBuf, String) {
         let dir = tempfile::tempdir().unwrap();
         let real = dir.path().canonicalize().unwrap();
+        for name in names {
+            std::fs::copy("/usr/bin/true", real.join(name)).unwrap();
+        }
         let pattern = format!("{}/*", real.display());
-        let prog = real.join("tool");
+        (dir, real, pattern)
+    }
+
+    #[test]
+    fn through_a_glob_only_plain_programs_start_without_shell() {
+        let (_dir, real, pattern) = programs_named(PLAIN);
+        let g = grants(&[&pattern], false);
+        for name in PLAIN {
+            let p = real.join(name).to_string_lossy().into_owned();
+            assert!(runs(&g, &p, &p), "{name} is plain and refused");
+        }
+        // The runners the attack used, and programs that are not plain,
+        // all refused through `*` and `/usr/bin/*` without shell.
+        let not_plain = super::super::programs::NOT_PLAIN.iter().map(|(n, _)| *n);
+        for g in [grants(&["*"], false), grants(&["/usr/bin/*"], false)] {
+            for name in not_plain
+                .clone()
+                .chain(["split", "setarch", "linux64", "linux32"])
+            {
+                let p = format!("/usr/bin/{name}");
+                assert!(!runs(&g, &p, &p), "{name} ran through a glob");
+            }
+            // Unknown to the classification: refused too.
+            assert!(!runs(&g, "/usr/bin/maid-no-such-tool", "/usr/bin/true"));
+        }
+    }
+
+    #[test]
+    fn a_program_named_exactly_needs_no_classification_but_a_runner_still_needs_shell() {
+        let (_dir, real, pattern) = programs_named(&["tool", "sh", "split"]);
+        let path = |n: &str| real.join(n).to_string_lossy().into_owned();
+        let (tool, sh, split) = (path("tool"), path("sh"), path("split"));
+        assert!(!runs(&grants(&[&pattern], false), &tool, &tool));
+        // `maid call --local` without a configuration: the operator chose.
+        let local = PluginGrants {
+            exec: vec![pattern.clone()],
+            operator_is_caller: true,
+            ..Default::default()
+        };
+        let local = Grants::effective(&[Capability::Exec], &local).unwrap();
+        assert!(runs(&local, &tool, &tool));
+        assert!(!runs(&local, &sh, &sh), "a runner still needs shell");
+        let exact = grants(&[&pattern, &tool, &sh, &split], false);
+        assert!(runs(&exact, &tool, &tool));
+        // Reached by another name, through a link: still that program.
+        std::os::unix::fs::symlink(&tool, real.join("alias")).unwrap();
+        assert!(runs(&exact, &path("alias"), &tool));
+        for runner in [&sh, &split] {
+            assert!(!runs(&exact, runner, runner), "{runner}");
+            assert!(runs(&grants(&[runner], true), runner, runner), "{runner}");
+        }
+    }
+
+    #[test]
+    fn policy_says_which_globbed_programs_need_shell() {
+        let (_dir, real, pattern) = programs_named(&["cat", "tool", "sh"]);
+        let w = grants(&[&pattern], false).summary().warnings;
+        let names_runner = w
+            .iter()
+            .any(|l| l.contains("(sh)") && l.contains("refused unless shell"));
+        assert!(names_runner, "{w:?}");
+        let unclassified = w
+            .iter()
+            .find(|l| l.contains("classified plain"))
+            .unwrap_or_else(|| panic!("{w:?}"));
+        assert!(
+            unclassified
+                .ends_with("refused through it: tool (name one's path exactly to allow it)"),
+            "{unclassified}"
+        );
+        let exact = format!("{}/tool", real.display());
+        let w = grants(&[&pattern, &exact], false).summary().warnings;
+        assert!(w.iter().all(|l| !l.contains("classified plain")), "{w:?}");
+        let w = grants(&["*"], false).summary().warnings;
+        assert!(
+            w.iter()
+                .any(|l| l.contains("any program not classified plain")),
+            "{w:?}"
+        );
+        let w = grants(&[&pattern], true).summary().warnings;
+        assert!(w.iter().all(|l| !l.contains("classified plain")), "{w:?}");
+        assert!(w.iter().any(|l| l.contains("can run anything")), "{w:?}");
+    }
+
+    #[test]
+    fn a_program_in_a_writable_directory_is_as_good_as_a_shell() {
+        let (dir, real, pattern) = programs_named(&["true"]);
+        let prog = real.join("true");
         let prog = prog.to_string_lossy();
         let writable = [dir.path().to_path_buf()];
         let refused = grants(&[&pattern], false).with_writable_dirs(&writable);
@@ -1021,7 +1084,7 @@ mod tests {
             &prog,
             &prog
         ));
-        // Not writable: an ordinary program.
+        // Not writable: a plain program.
         assert!(runs(&grants(&[&pattern], false), &prog, &prog));
     }
 
