@@ -316,23 +316,25 @@ async fn only_replies_signed_by_an_accepted_key_count() {
     );
 }
 
-/// `maid acl`'s rules, loaded into a real `redis-server` as an aclfile:
-/// the fleet runs with an agent credential and a master credential, and
-/// the agent credential cannot publish a job, write the file or plugin
-/// store, or hear another master's topic; without a credential nothing
-/// works.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn redis_acls_hold_each_credential_to_what_it_must_do() {
-    const AGENT_PW: &str = "agent-password-0123456789";
-    const MASTER_PW: &str = "master-password-0123456789";
+const AGENT_PW: &str = "agent-password-0123456789";
+const MASTER_PW: &str = "master-password-0123456789";
+
+/// A `redis-server` reading its users from an aclfile, open while the
+/// server starts (the kit checks it with PING); the test then writes the
+/// generated rules there and loads them, as an operator deploys them.
+fn acl_server() -> (tempfile::TempDir, std::path::PathBuf, RedisServer) {
     let dir = tempfile::tempdir().unwrap();
     let aclfile = dir.path().join("users.acl");
-    // Open while the server starts (the kit checks it with PING), then
-    // the generated rules, loaded as an operator deploys them.
     std::fs::write(&aclfile, "user default on nopass ~* &* +@all\n").unwrap();
     let server = RedisServer::start_with(&["--aclfile", aclfile.to_str().unwrap()]);
+    (dir, aclfile, server)
+}
+
+/// What `maid acl ARGS` prints, given the test's passwords.
+fn maid_acl(args: &[&str]) -> String {
     let out = crate::common::maid_command()
-        .args(["acl", "--master-topic", TOPIC])
+        .arg("acl")
+        .args(args)
         .env("MAID_REDIS_AGENT_PASSWORD", AGENT_PW)
         .env("MAID_REDIS_MASTER_PASSWORD", MASTER_PW)
         .env_remove("MAID_CONFIG")
@@ -343,7 +345,18 @@ async fn redis_acls_hold_each_credential_to_what_it_must_do() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let rules = String::from_utf8(out.stdout).unwrap();
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// `maid acl`'s rules, loaded into a real `redis-server` as an aclfile:
+/// the fleet runs with an agent credential and a master credential, and
+/// the agent credential cannot publish a job, write the file or plugin
+/// store, or hear another master's topic; without a credential nothing
+/// works.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_acls_hold_each_credential_to_what_it_must_do() {
+    let (_dir, aclfile, server) = acl_server();
+    let rules = maid_acl(&["--master-topic", TOPIC]);
     assert!(
         !rules.contains(AGENT_PW) && !rules.contains(MASTER_PW),
         "{rules}"
@@ -420,6 +433,14 @@ async fn redis_acls_hold_each_credential_to_what_it_must_do() {
             .await,
         "delete the registry",
     );
+    refused(
+        redis::cmd("EXPIRE")
+            .arg("maid:registry")
+            .arg(0)
+            .query_async(&mut conn)
+            .await,
+        "expire the registry",
+    );
     // A job's description (its load) is the master's word alone.
     refused(
         redis::cmd("SET")
@@ -465,6 +486,156 @@ async fn redis_acls_hold_each_credential_to_what_it_must_do() {
         .await
         .expect_err("the default user is off");
     assert!(e.to_string().to_lowercase().contains("noauth"), "{e}");
+}
+
+/// `maid acl --maid`: each maid its own Redis user, which may write and
+/// expire its own alive key and syndic list and only `HSET` the registry
+/// and the job cache. Holding `acl-a`'s credential, nobody can expire or
+/// overwrite `acl-b`'s alive key, list or cached returns, or the registry;
+/// the fleet still runs, and the returns `acl-a` stored without a TTL are
+/// ended by the master once their job leaves the index.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_maid_with_a_user_of_its_own_expires_no_other_key() {
+    let (_dir, aclfile, server) = acl_server();
+    let rules = maid_acl(&[
+        "--master-topic",
+        TOPIC,
+        "--maid",
+        "acl-a",
+        "--maid",
+        "acl-b",
+    ]);
+    let password_a = maid_acl(&["--password-for", "acl-a"]).trim().to_string();
+    let password_b = maid_acl(&["--password-for", "acl-b"]).trim().to_string();
+    assert_eq!(password_a.len(), 64, "{password_a}");
+    assert_ne!(password_a, password_b);
+    assert!(
+        !rules.contains(&password_a) && !rules.contains(AGENT_PW),
+        "{rules}"
+    );
+    // The test's own eyes, beside the generated users: it reads TTLs.
+    let admin_rule = "user test-admin on >test-admin-password ~* &* +@all\n";
+    std::fs::write(&aclfile, format!("{rules}{admin_rule}")).unwrap();
+    let mut admin = server.client().get_connection().unwrap();
+    let loaded: redis::RedisResult<()> = redis::cmd("ACL").arg("LOAD").query(&mut admin);
+    assert!(loaded.is_ok(), "{loaded:?}\n{rules}");
+    let url = |user: &str, pw: &str| format!("redis://{user}:{pw}@127.0.0.1:{}/", server.port());
+    let master = maid_master::bus::RedisConfig {
+        url: Some(url("maid-master", MASTER_PW)),
+        ..Default::default()
+    };
+    let as_maid = |id: &str, pw: &str| maid_master::bus::RedisConfig {
+        url: Some(url(&format!("maid-agent.{id}"), pw)),
+        ..Default::default()
+    };
+    // The fleet runs on the maids' own users; the shared one is not there.
+    let _a = ping_round_trip(&as_maid("acl-a", &password_a), &master, "acl-a").await;
+    let shared = redis::Client::open(url("maid-agent", AGENT_PW)).unwrap();
+    assert!(shared.get_multiplexed_async_connection().await.is_err());
+    // One maid's password is not another's.
+    let wrong = redis::Client::open(url("maid-agent.acl-b", &password_a)).unwrap();
+    assert!(wrong.get_multiplexed_async_connection().await.is_err());
+
+    let master_bus = Bus::new(&master).unwrap();
+    let mut m = redis::Client::open(url("test-admin", "test-admin-password"))
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let _: () = m.set_ex("maid:alive:acl-b", 1, 600).await.unwrap();
+    let _: () = m.set_ex("maid:syndic:acl-b", "[]", 600).await.unwrap();
+    let _: i64 = m.hset("maid:job:other", "acl-b", "{}").await.unwrap();
+    let _: bool = m.expire("maid:job:other", 600).await.unwrap();
+
+    let a = redis::Client::open(url("maid-agent.acl-a", &password_a)).unwrap();
+    let mut conn = a.get_multiplexed_async_connection().await.unwrap();
+    for (what, cmd) in [
+        (
+            "expire another maid's alive key",
+            redis::cmd("EXPIRE").arg("maid:alive:acl-b").arg(0).clone(),
+        ),
+        (
+            "overwrite another maid's alive key",
+            redis::cmd("SET").arg("maid:alive:acl-b").arg(1).clone(),
+        ),
+        (
+            "expire another maid's list",
+            redis::cmd("EXPIRE").arg("maid:syndic:acl-b").arg(0).clone(),
+        ),
+        (
+            "write another maid's list",
+            redis::cmd("SET").arg("maid:syndic:acl-b").arg("{}").clone(),
+        ),
+        (
+            "expire cached returns",
+            redis::cmd("EXPIRE").arg("maid:job:other").arg(0).clone(),
+        ),
+        (
+            "expire the registry",
+            redis::cmd("EXPIRE").arg("maid:registry").arg(0).clone(),
+        ),
+        (
+            "delete cached returns",
+            redis::cmd("DEL").arg("maid:job:other").clone(),
+        ),
+        (
+            "delete a field of the registry",
+            redis::cmd("HDEL").arg("maid:registry").arg("acl-b").clone(),
+        ),
+    ] {
+        let e = cmd
+            .query_async::<redis::Value>(&mut conn)
+            .await
+            .expect_err(what);
+        assert!(
+            e.to_string().to_lowercase().contains("noperm"),
+            "{what}: {e}"
+        );
+    }
+    let ttl: i64 = m.ttl("maid:alive:acl-b").await.unwrap();
+    assert!(ttl > 0, "{ttl}");
+    let ttl: i64 = m.ttl("maid:job:other").await.unwrap();
+    assert!(ttl > 0, "{ttl}");
+    // Its own keys it keeps.
+    let _: bool = redis::cmd("EXPIRE")
+        .arg("maid:alive:acl-a")
+        .arg(30)
+        .query_async(&mut conn)
+        .await
+        .expect("expire its own alive key");
+
+    // Its returns were stored without a TTL (it may not set one) ...
+    let index: Vec<String> = m
+        .zrange(maid_master::jobcache::INDEX_KEY, 0, -1)
+        .await
+        .unwrap();
+    assert_eq!(index.len(), 1, "{index:?}");
+    let returns = format!("maid:job:{}", index[0]);
+    let held: BTreeSet<String> = m.hkeys(&returns).await.unwrap();
+    assert_eq!(held, BTreeSet::from(["acl-a".to_string()]));
+    let ttl: i64 = m.ttl(&returns).await.unwrap();
+    assert_eq!(ttl, -1);
+    // ... and end when their job leaves the index: aged past the window,
+    // the next job the master publishes sweeps them.
+    let _: i64 = m
+        .zadd(maid_master::jobcache::INDEX_KEY, &index[0], 1.0)
+        .await
+        .unwrap();
+    let _: i64 = m
+        .zadd(maid_master::jobcache::INDEX_KEY, "other", 1.0)
+        .await
+        .unwrap();
+    let report = run(
+        &master_bus,
+        &request("acl-a", "glob", "test.ping", json!([]), json!({})),
+    )
+    .await;
+    assert_eq!(report.returns.len(), 1, "{report:?}");
+    let kept: bool = m.exists(&returns).await.unwrap();
+    assert!(!kept, "{returns} outlived its job's window");
+    // The other aged job's returns, which had a TTL, keep it.
+    let kept: bool = m.exists("maid:job:other").await.unwrap();
+    assert!(kept);
 }
 
 /// The PEM files of a certificate and its key.

@@ -67,18 +67,16 @@ pub async fn deliver(conn: &mut Conn, p: &mut Pending, ttl_secs: u64) -> redis::
         let sent = replies.next().unwrap_or_else(|| Err(no_answer()));
         p.published |= sent.is_ok();
         sent?;
-        return replies.try_for_each(|r| r.map(drop));
+        let stored = replies.next().unwrap_or_else(|| Err(no_answer()));
+        let expired = replies.next().unwrap_or_else(|| Err(no_answer()));
+        return cached(stored, expired);
     }
     // A Cluster routes the PUBLISH to any node and the cache write to its
     // key's (and a return Redis already took needs only the cache write):
     // both go out together on the multiplexed connection, one round trip,
     // not three. The cache write is one pipeline on one key.
     let mut cache = redis::Pipeline::with_capacity(2);
-    cache
-        .add_command(hset)
-        .ignore()
-        .add_command(expire)
-        .ignore();
+    cache.ignore_errors().add_command(hset).add_command(expire);
     let mut cache_conn = conn.clone();
     let published = p.published;
     let (topic, payload) = (&p.topic, &p.payload);
@@ -89,12 +87,31 @@ pub async fn deliver(conn: &mut Conn, p: &mut Pending, ttl_secs: u64) -> redis::
             publish_reply(conn, topic, payload).await
         }
     };
-    let (sent, cached) = tokio::join!(
+    let (sent, stored) = tokio::join!(
         timed(publish),
-        timed(cache.query_async::<()>(&mut cache_conn))
+        timed(cache.query_async::<Vec<redis::RedisResult<redis::Value>>>(&mut cache_conn))
     );
     p.published |= sent.is_ok();
-    sent.and(cached)
+    sent?;
+    let mut replies = stored?.into_iter();
+    let stored = replies.next().unwrap_or_else(|| Err(no_answer()));
+    let expired = replies.next().unwrap_or_else(|| Err(no_answer()));
+    cached(stored, expired)
+}
+
+/// The job-cache write's outcome from its two replies. An `EXPIRE` the
+/// Redis user may not send (`NOPERM`: a maid's own user from `maid acl
+/// --maid`, which may expire no key but its own) is no failure: the
+/// master keeps the job cache's TTL then.
+fn cached(
+    stored: redis::RedisResult<redis::Value>,
+    expired: redis::RedisResult<redis::Value>,
+) -> redis::RedisResult<()> {
+    stored?;
+    match expired {
+        Err(e) if e.code() == Some("NOPERM") => Ok(()),
+        other => other.map(drop),
+    }
 }
 
 /// `f`, or a timeout error after [`ATTEMPT`].

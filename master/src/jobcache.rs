@@ -128,15 +128,27 @@ fn now_secs() -> f64 {
 }
 
 /// Save `load` before its job is published, and forget loads past
-/// [`KEEP_SECS`] from the index.
+/// [`KEEP_SECS`] from the index. The returns of those jobs that still
+/// have no TTL go with them: maids whose Redis user may not `EXPIRE`
+/// (`maid acl --maid`) store returns without one, and the master, which
+/// may, ends them here.
 pub async fn save(conn: &mut Conn, load: &Load) -> redis::RedisResult<()> {
     let text = serde_json::to_string(load).expect("loads serialise");
     let now = now_secs();
     let () = conn.set_ex(load_key(&load.jid), text, KEEP_SECS).await?;
     let _: i64 = conn.zadd(INDEX_KEY, &load.jid, now).await?;
-    let _: i64 = conn
-        .zrembyscore(INDEX_KEY, "-inf", now - KEEP_SECS as f64)
-        .await?;
+    let cutoff = now - KEEP_SECS as f64;
+    let past: Vec<String> = conn.zrangebyscore(INDEX_KEY, "-inf", cutoff).await?;
+    for jid in &past {
+        // NX: only a key without a TTL; one a maid gave a TTL keeps it.
+        let _: i64 = redis::cmd("EXPIRE")
+            .arg(crate::protocol::job_key(jid))
+            .arg(0)
+            .arg("NX")
+            .query_async(conn)
+            .await?;
+    }
+    let _: i64 = conn.zrembyscore(INDEX_KEY, "-inf", cutoff).await?;
     Ok(())
 }
 
