@@ -140,13 +140,13 @@ pub async fn save(conn: &mut Conn, load: &Load) -> redis::RedisResult<()> {
     let cutoff = now - KEEP_SECS as f64;
     let past: Vec<String> = conn.zrangebyscore(INDEX_KEY, "-inf", cutoff).await?;
     for jid in &past {
-        // NX: only a key without a TTL; one a maid gave a TTL keeps it.
-        let _: i64 = redis::cmd("EXPIRE")
-            .arg(crate::protocol::job_key(jid))
-            .arg(0)
-            .arg("NX")
-            .query_async(conn)
-            .await?;
+        // Only a key without a TTL (-1); one a maid gave a TTL keeps it.
+        // (TTL, then DEL: `EXPIRE … NX` needs Redis 7.)
+        let key = crate::protocol::job_key(jid);
+        let ttl: i64 = conn.ttl(&key).await?;
+        if ttl == -1 {
+            let _: i64 = conn.del(&key).await?;
+        }
     }
     let _: i64 = conn.zrembyscore(INDEX_KEY, "-inf", cutoff).await?;
     Ok(())

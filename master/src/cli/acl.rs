@@ -93,6 +93,7 @@ const MASTER_COMMANDS: &[&str] = &[
     "getrange",
     "exists",
     "expire",
+    "ttl",
     "del",
     "zadd",
     "zrangebyscore",
