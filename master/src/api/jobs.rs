@@ -57,17 +57,7 @@ fn chunks_of(api: &Api, lowstate: Value) -> Result<Vec<Chunk>, ApiError> {
 }
 
 fn count_chunks(api: &Api, lowstate: &Value) -> Result<(), ApiError> {
-    let n = lowstate.as_array().map_or(1, Vec::len);
-    if n > api.max_chunks {
-        return Err(ApiError::bad(
-            "body",
-            format!(
-                "{n} chunks; a request may hold at most {} ([api] max_chunks)",
-                api.max_chunks
-            ),
-        ));
-    }
-    Ok(())
+    api.within_max_chunks(lowstate.as_array().map_or(1, Vec::len), "chunks")
 }
 
 /// `POST /run`: as `POST /`, each chunk carrying its own credentials

@@ -109,16 +109,7 @@ pub async fn token_for_run(
         _ => return Err(ApiError::bad("body", "Lowstates must be a list")),
     };
     // Each is a password check and a token: as many as a lowstate's chunks.
-    if items.len() > api.max_chunks {
-        return Err(ApiError::bad(
-            "body",
-            format!(
-                "{} logins; a request may hold at most {} ([api] max_chunks)",
-                items.len(),
-                api.max_chunks
-            ),
-        ));
-    }
+    api.within_max_chunks(items.len(), "logins")?;
     // Only the credentials are kept while passwords are checked.
     let mut creds = Vec::with_capacity(items.len());
     for mut c in items {

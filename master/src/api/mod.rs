@@ -185,6 +185,22 @@ impl Api {
     fn owns(&self, user: &str, jid: &str) -> bool {
         self.owners.owner(jid).is_some_and(|o| o == user)
     }
+
+    /// A 400 when a request holds more than `[api] max_chunks` of `what`
+    /// (`n` of them): each chunk may be a job on every maid, or a password
+    /// check, and salt-api sets no bound.
+    fn within_max_chunks(&self, n: usize, what: &str) -> Result<(), ApiError> {
+        if n > self.max_chunks {
+            return Err(ApiError::bad(
+                "body",
+                format!(
+                    "{n} {what}; a request may hold at most {} ([api] max_chunks)",
+                    self.max_chunks
+                ),
+            ));
+        }
+        Ok(())
+    }
 }
 
 impl std::ops::Deref for Api {
