@@ -76,15 +76,33 @@ impl Fleet {
 
     /// Start agent `id` with `grains` (TOML lines) and wait for it.
     pub(crate) async fn agent(&mut self, id: &str, grains: &str) {
+        let agent = self.signed_agent(id, &format!("[grains]\n{grains}\n"));
+        self.agents.push(agent);
+        wait_registered(&self.bus, &[id]).await;
+    }
+
+    /// Agent `id`, with a `state_dir` of its own, running only jobs signed
+    /// by the master key, or by the keys `extra` (TOML lines, `[security]`'s
+    /// first) names in a `trusted_keys` of its own.
+    pub(crate) fn signed_agent(&self, id: &str, extra: &str) -> Agent {
         let state = self.dir.path().join(id);
         std::fs::create_dir_all(&state).unwrap();
-        let extra = format!(
-            "[grains]\n{grains}\n[security]\nrequire_signed = true\ntrusted_keys = [\"{}\"]\nstate_dir = \"{}\"\n",
-            self.dir.path().join("master.pub").display(),
-            state.display(),
-        );
-        self.agents.push(start_agent(&self.redis, id, &extra));
-        wait_registered(&self.bus, &[id]).await;
+        let keys = if extra.contains("trusted_keys") {
+            String::new()
+        } else {
+            format!(
+                "trusted_keys = [\"{}\"]\n",
+                self.dir.path().join("master.pub").display()
+            )
+        };
+        start_agent(
+            &self.redis,
+            id,
+            &format!(
+                "[security]\nrequire_signed = true\nstate_dir = \"{}\"\n{keys}{extra}\n",
+                state.display()
+            ),
+        )
     }
 
     /// Start `maid api` with `[api]` lines `api_toml` and `extra_args`.
@@ -121,21 +139,25 @@ pub(crate) fn start_api(dir: tempfile::TempDir, config: &Path, extra_args: &[&st
         .stdout(Stdio::piped())
         .spawn()
         .expect("start maid api");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let url = line
-        .trim()
-        .rsplit(' ')
-        .next()
-        .filter(|u| u.starts_with("http"))
-        .unwrap_or_else(|| panic!("maid api did not say where it listens: {line:?}"))
-        .to_string();
+    let url = listening_url(&mut child)
+        .unwrap_or_else(|line| panic!("maid api did not say where it listens: {line:?}"));
     ApiServer {
         child,
         url,
         _dir: dir,
+    }
+}
+
+/// The url a `maid api` started with its stdout piped says it listens on
+/// (the end of its first line); `Err` with that line when it says none.
+pub(crate) fn listening_url(child: &mut Child) -> Result<String, String> {
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    match line.trim().rsplit(' ').next() {
+        Some(url) if url.starts_with("http") => Ok(url.to_string()),
+        _ => Err(line),
     }
 }
 

@@ -20,7 +20,7 @@ use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::api::{Fleet, PASSWORD};
-use crate::common::fleet::{Agent, TOPIC, maid_cli, start_agent, wait_registered};
+use crate::common::fleet::{Agent, TOPIC, maid_cli, wait_registered};
 use maid_master::bus::Bus;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
@@ -99,24 +99,12 @@ fn start(fleet: &Fleet, api_toml: &str, perms: &[(&str, &str)]) -> Api {
         .stderr(std::fs::File::create(&log).unwrap())
         .spawn()
         .expect("start maid api");
-    let mut line = String::new();
-    std::io::BufRead::read_line(
-        &mut std::io::BufReader::new(child.stdout.take().unwrap()),
-        &mut line,
-    )
-    .unwrap();
-    let url = line
-        .trim()
-        .rsplit(' ')
-        .next()
-        .filter(|u| u.starts_with("http"))
-        .unwrap_or_else(|| {
-            panic!(
-                "maid api did not say where it listens: {line:?}\n{}",
-                std::fs::read_to_string(&log).unwrap_or_default()
-            )
-        })
-        .to_string();
+    let url = crate::api::listening_url(&mut child).unwrap_or_else(|line| {
+        panic!(
+            "maid api did not say where it listens: {line:?}\n{}",
+            std::fs::read_to_string(&log).unwrap_or_default()
+        )
+    });
     Api {
         child,
         url,
@@ -172,34 +160,10 @@ async fn fleet_with(ids: &[&str], extra: &str) -> (Fleet, Bus, Vec<Agent>) {
     let bus = Bus::new(&fleet.redis).unwrap();
     let mut agents = Vec::new();
     for id in ids {
-        agents.push(signed_agent(&fleet, id, extra));
+        agents.push(fleet.signed_agent(id, extra));
     }
     wait_registered(&bus, ids).await;
     (fleet, bus, agents)
-}
-
-/// Agent `id`, running only jobs signed by the master key and by the keys
-/// `extra` adds (TOML lines, with `[security]`'s own `trusted_keys` when
-/// it gives them).
-fn signed_agent(fleet: &Fleet, id: &str, extra: &str) -> Agent {
-    let state = fleet.dir.path().join(id);
-    std::fs::create_dir_all(&state).unwrap();
-    let keys = if extra.contains("trusted_keys") {
-        String::new()
-    } else {
-        format!(
-            "trusted_keys = [\"{}\"]\n",
-            fleet.dir.path().join("master.pub").display()
-        )
-    };
-    start_agent(
-        &fleet.redis,
-        id,
-        &format!(
-            "[security]\nrequire_signed = true\nstate_dir = \"{}\"\n{keys}{extra}\n",
-            state.display()
-        ),
-    )
 }
 
 /// Every place a credential could have been left: a token in the query
@@ -562,8 +526,7 @@ async fn an_api_flood_cannot_get_maid_run_refused_busy() {
     let master_public = fleet.dir.path().join("master.pub");
     let bus = Bus::new(&fleet.redis).unwrap();
     // Each key may have 8 live jids on the maid.
-    let _agent = signed_agent(
-        &fleet,
+    let _agent = fleet.signed_agent(
         "m-1",
         &format!(
             "trusted_keys = [\"{}\", \"{}\"]\n[agent]\nremembered_jids = 8\n",

@@ -174,6 +174,23 @@ fn mode(path: &Path) -> u32 {
     std::fs::metadata(path).unwrap().permissions().mode() & 0o7777
 }
 
+/// A writable directory `rw` and a read-only one `ro` holding `suid`, a
+/// set-uid copy of `/usr/bin/id` (in a temporary directory, returned to be
+/// kept).
+fn mode_dirs() -> (tempfile::TempDir, PathBuf, PathBuf) {
+    let work = tempfile::tempdir().unwrap();
+    let root = work.path().canonicalize().unwrap();
+    let (rw, ro) = (root.join("rw"), root.join("ro"));
+    std::fs::create_dir(&rw).unwrap();
+    std::fs::create_dir(&ro).unwrap();
+    let suid = ro.join("suid");
+    std::fs::copy("/usr/bin/id", &suid).unwrap();
+    std::fs::set_permissions(&suid, std::fs::Permissions::from_mode(0o4755)).unwrap();
+    // What the attack is after: the kernel keeps the bit the job asks for.
+    assert_eq!(mode(&suid), 0o4755, "this filesystem drops set-uid bits");
+    (work, rw, ro)
+}
+
 /// A writable directory and a read-only one holding `suid`, a set-uid
 /// copy of `/usr/bin/id`, granted to `cp` and `file`; `special_modes` as
 /// given.
@@ -230,16 +247,7 @@ async fn make_setuid_files(bus: &Bus, id: &str, rw: &Path, ro: &Path) -> Vec<(Re
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_job_makes_no_setuid_or_world_writable_file_without_special_modes() {
-    let work = tempfile::tempdir().unwrap();
-    let root = work.path().canonicalize().unwrap();
-    let (rw, ro) = (root.join("rw"), root.join("ro"));
-    std::fs::create_dir(&rw).unwrap();
-    std::fs::create_dir(&ro).unwrap();
-    let suid = ro.join("suid");
-    std::fs::copy("/usr/bin/id", &suid).unwrap();
-    std::fs::set_permissions(&suid, std::fs::Permissions::from_mode(0o4755)).unwrap();
-    // What the attack is after: the kernel keeps the bit the job asks for.
-    assert_eq!(mode(&suid), 0o4755, "this filesystem drops set-uid bits");
+    let (_work, rw, ro) = mode_dirs();
 
     let server = RedisServer::start();
     let bus = Bus::new(&server.config()).unwrap();
@@ -281,14 +289,7 @@ async fn a_job_makes_no_setuid_or_world_writable_file_without_special_modes() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn special_modes_lets_a_plugin_set_setuid_modes() {
-    let work = tempfile::tempdir().unwrap();
-    let root = work.path().canonicalize().unwrap();
-    let (rw, ro) = (root.join("rw"), root.join("ro"));
-    std::fs::create_dir(&rw).unwrap();
-    std::fs::create_dir(&ro).unwrap();
-    let suid = ro.join("suid");
-    std::fs::copy("/usr/bin/id", &suid).unwrap();
-    std::fs::set_permissions(&suid, std::fs::Permissions::from_mode(0o4755)).unwrap();
+    let (_work, rw, ro) = mode_dirs();
 
     let server = RedisServer::start();
     let bus = Bus::new(&server.config()).unwrap();
