@@ -980,7 +980,7 @@ fn stdout_has_colour(outputs: &[Value]) -> bool {
 
 #[test]
 fn outputs_agree_with_salts_outputters() {
-    use maid_protocol::salt::output::Out;
+    use maid_salt::output::Out;
 
     let shapes = return_shapes();
     // Each outputter plain, and in colour after a return of retcode 0 and
@@ -1028,7 +1028,7 @@ fn outputs_agree_with_salts_outputters() {
         .filter(|v| {
             // What `salt-call test.echo WORD` would echo back unchanged
             // (a 20-digit int, for one, travels as a string).
-            let (args, kwargs) = maid_protocol::salt::args::parse_cli(&[v.to_string()]);
+            let (args, kwargs) = maid_salt::args::parse_cli(&[v.to_string()]);
             kwargs.is_empty() && args == [(*v).clone()]
         })
         .collect();
@@ -1138,11 +1138,11 @@ fn nodegroups_expand_as_salts_master() {
     );
     let groups = groups.as_object().unwrap();
     for (name, expected) in names.iter().zip(salt["names"].as_array().unwrap()) {
-        let ours = maid_protocol::target::nodegroup_comp(name, groups);
+        let ours = maid_salt::target::nodegroup_comp(name, groups);
         assert_eq!(json!(ours), *expected, "nodegroup {name}");
     }
     for (tgt, expected) in compound.iter().zip(salt["compound"].as_array().unwrap()) {
-        let ours = maid_protocol::target::resolve_compound(tgt, groups);
+        let ours = maid_salt::target::resolve_compound(tgt, groups);
         assert_eq!(json!(ours), *expected, "compound {tgt:?}");
     }
 }

@@ -31,7 +31,8 @@ pub mod sync;
 
 // The wire contract lives in its own pure crate; its modules keep their
 // paths here, so `maid::protocol` and `crate::protocol` name the same code.
-pub use maid_protocol::{jid, protocol, registry, replies, salt, target, trust};
+pub use maid_protocol::{jid, protocol, registry, replies, trust};
+pub use maid_salt::{self as salt, target};
 
 // The Redis bus, the configuration file and the stores of pushed files and
 // plugins are the master crate's; the agent reads them under these names.

@@ -4,7 +4,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use maid_protocol::target::{TargetType, matches};
+use maid_salt::target::{TargetType, matches};
 use serde_json::{Value, json};
 
 fuzz_target!(|data: &[u8]| {

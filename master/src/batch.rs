@@ -18,7 +18,7 @@ use crate::protocol::Return;
 pub fn invalid(batch: &str) -> String {
     format!(
         "Invalid batch specification {}: must be an integer or percentage string like '10' or '25%'.",
-        maid_protocol::salt::python::repr(&Value::String(batch.to_string()))
+        maid_salt::python::repr(&Value::String(batch.to_string()))
     )
 }
 

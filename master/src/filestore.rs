@@ -135,7 +135,7 @@ pub fn is_sha256(text: &str) -> bool {
 
 /// Check a `salt://` name the way the agents will resolve it.
 fn check_name(name: &str) -> Result<String, PushError> {
-    let path = maid_protocol::salt::files::salt_path(&format!("salt://{name}"))
+    let path = maid_salt::files::salt_path(&format!("salt://{name}"))
         .map_err(PushError::Name)?;
     Ok(path.to_string_lossy().into_owned())
 }

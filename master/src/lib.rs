@@ -29,4 +29,5 @@ pub mod registry;
 // The wire contract, under the names the modules here use for it.
 /// Registry values as a maid writes them (PROTOCOL v1.2 §4, §7).
 use maid_protocol::registry as wire_registry;
-use maid_protocol::{jid, protocol, replies, target, trust};
+use maid_protocol::{jid, protocol, replies, trust};
+use maid_salt::target;

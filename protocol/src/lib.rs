@@ -11,13 +11,9 @@
 //! * [`registry`]: registrations and syndic lists, signed with the maid's
 //!   own key, as a master that keeps keys believes them.
 //! * [`jid`]: Salt-style job ids and timestamps.
-//! * [`target`]: Salt's matchers, deciding whether a job targets a minion.
-//! * [`salt`]: Salt's argument parsing and outputters.
 
 pub mod jid;
 pub mod protocol;
 pub mod registry;
 pub mod replies;
-pub mod salt;
-pub mod target;
 pub mod trust;

@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::salt::args::load_args_and_kwargs;
+use maid_salt::args::load_args_and_kwargs;
 
 /// Redis hash of the registry (PROTOCOL §4).
 pub const REGISTRY_KEY: &str = "maid:registry";

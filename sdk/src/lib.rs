@@ -86,8 +86,7 @@ pub mod salt;
 /// Python's `str()` and `repr()` of JSON values, as Salt prints them
 /// (`test.arg_repr`, messages that quote a value). The same code the
 /// master's outputters use.
-#[path = "../../protocol/src/salt/python.rs"]
-pub mod python;
+pub use maid_salt::python;
 
 pub use error::{Error, ErrorKind};
 pub use function::{Call, Function, split_default};

@@ -155,7 +155,7 @@ fn refresh_grains(shared: &Shared, job: &Job) -> Outcome {
         .filter(|(k, _)| {
             !k.starts_with("__") && *k != "refresh_pillar" && *k != "clean_pillar_cache"
         })
-        .map(|(k, v)| format!("{k}={}", maid_protocol::salt::python::str(v)))
+        .map(|(k, v)| format!("{k}={}", maid_salt::python::str(v)))
         .collect();
     let bad = if !job.arg.is_empty() {
         Some(format!(

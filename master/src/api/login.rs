@@ -176,7 +176,7 @@ fn sorted_permissions(perms: Vec<super::perms::PermEntry>) -> Vec<super::perms::
         _ => std::cmp::Ordering::Equal,
     });
     tables.sort_by_cached_key(|t| {
-        maid_protocol::salt::python::repr(&serde_json::to_value(t).unwrap_or_default())
+        maid_salt::python::repr(&serde_json::to_value(t).unwrap_or_default())
     });
     strings.extend(tables);
     strings

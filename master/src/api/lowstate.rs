@@ -189,7 +189,7 @@ fn chunk(
     };
     let full_return = obj
         .get("full_return")
-        .is_some_and(maid_protocol::salt::python::truthy);
+        .is_some_and(maid_salt::python::truthy);
     let timeout = timeout_of(obj, &field, max_timeout)?;
     if let Client::Master(form) | Client::MasterAsync(form) = client {
         let mut chunk = master_chunk(obj, form, fun, timeout, full_return, &field)?;
@@ -295,7 +295,7 @@ fn chunk(
         Client::LocalBatch => crate::batch::Pace {
             failhard: obj
                 .get("failhard")
-                .is_some_and(maid_protocol::salt::python::truthy),
+                .is_some_and(maid_salt::python::truthy),
             wait: match obj.get("batch_wait") {
                 None | Some(Value::Null) => Duration::ZERO,
                 Some(v) => v
@@ -392,7 +392,7 @@ fn master_chunk(
         Some(Value::Array(a)) => a.clone(),
         Some(one) => vec![one.clone()],
     };
-    let (arg, mut kwarg) = maid_protocol::salt::args::parse_input(arg, false);
+    let (arg, mut kwarg) = maid_salt::args::parse_input(arg, false);
     match obj.get("kwarg") {
         None | Some(Value::Null) => {}
         Some(Value::Object(m)) => kwarg.extend(m.clone()),

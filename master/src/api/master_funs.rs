@@ -25,7 +25,7 @@ use crate::bus::{BusError, Conn};
 use crate::pki::{KeyState, Pki};
 use crate::trust;
 use crate::{jobcache, jobs};
-use maid_protocol::salt::python::truthy;
+use maid_salt::python::truthy;
 
 /// Which of the master's clients runs a function.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

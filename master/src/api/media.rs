@@ -10,7 +10,7 @@
 //!   413 past it), and so is what reading it builds: JSON nests at most
 //!   128 deep (`serde_json`'s own bound), YAML too, and a YAML document
 //!   whose aliases would expand it past twice its length is refused as
-//!   the alias is read ([`yaml11::budget`](maid_protocol::salt::yaml11::budget)),
+//!   the alias is read ([`yaml11::budget`](maid_salt::yaml11::budget)),
 //!   where Salt's loader builds every copy: 400 either way. YAML is read
 //!   from at most [`MAX_YAML_BYTES`] (a larger YAML body is 413, a larger
 //!   form value stays text): its parser holds a whole flow collection's
@@ -23,8 +23,8 @@ use axum::http::header::{ACCEPT, CONTENT_TYPE};
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use maid_protocol::salt::args::{to_json, yamlify};
-use maid_protocol::salt::yaml11::safe_load;
+use maid_salt::args::{to_json, yamlify};
+use maid_salt::yaml11::safe_load;
 use serde_json::{Map, Value};
 
 use super::error::ApiError;
@@ -263,7 +263,7 @@ pub async fn respond_as_accepted(request: Request, next: Next) -> Response {
     let Ok(value) = serde_json::from_slice::<Value>(&bytes) else {
         return StatusCode::INTERNAL_SERVER_ERROR.into_response();
     };
-    let text = maid_protocol::salt::output::yaml::dump(&value, None);
+    let text = maid_salt::output::yaml::dump(&value, None);
     parts
         .headers
         .insert(CONTENT_TYPE, HeaderValue::from_static(YAML));

@@ -12,7 +12,7 @@
 
 use std::collections::BTreeMap;
 
-use maid_protocol::salt::pyre::PyRegex;
+use maid_salt::pyre::PyRegex;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 

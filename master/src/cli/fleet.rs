@@ -9,8 +9,8 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use clap::{ArgGroup, Args};
 use maid_protocol::protocol::Return;
-use maid_protocol::salt::args::parse_cli;
-use maid_protocol::salt::output::{Out, OutputOpts};
+use maid_salt::args::parse_cli;
+use maid_salt::output::{Out, OutputOpts};
 use serde_json::{Map, Value};
 
 use super::progress::ProgressBar;
@@ -602,7 +602,7 @@ fn run_docs(ready: &Ready, jid: String, report_opts: &ReportOpts) -> anyhow::Res
     let mut docs: BTreeMap<String, Value> = BTreeMap::new();
     for r in &report.returns {
         for (fun, doc) in r.ret.as_object().into_iter().flatten() {
-            if !docs.contains_key(fun) && maid_protocol::salt::python::truthy(doc) {
+            if !docs.contains_key(fun) && maid_salt::python::truthy(doc) {
                 docs.insert(fun.clone(), doc.clone());
             }
         }
@@ -621,7 +621,7 @@ fn run_docs(ready: &Ready, jid: String, report_opts: &ReportOpts) -> anyhow::Res
         } else {
             let text = match &doc {
                 Value::String(s) => s.clone(),
-                other => maid_protocol::salt::python::str(other),
+                other => maid_salt::python::str(other),
             };
             println!("{fun}:\n{text}\n");
         }
@@ -741,7 +741,7 @@ fn run_batch(
                 let ids = Value::Array(next.iter().cloned().map(Value::String).collect());
                 println!(
                     "\nExecuting run on {}\n",
-                    maid_protocol::salt::python::repr(&ids)
+                    maid_salt::python::repr(&ids)
                 );
             }
         },

@@ -13,8 +13,8 @@ use clap::{ArgGroup, Args, ValueEnum};
 use redis::AsyncCommands;
 use serde_json::{Map, Value};
 
-use maid_protocol::salt::output::ColorOpts;
-use maid_protocol::salt::output::colors::{self, tinted};
+use maid_salt::output::ColorOpts;
+use maid_salt::output::colors::{self, tinted};
 
 use super::{MasterOpts, block_on};
 use crate::pki::{KeyState, Pki, check_id, fingerprint};

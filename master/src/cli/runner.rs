@@ -8,8 +8,8 @@
 use std::process::ExitCode;
 
 use clap::Args;
-use maid_protocol::salt::args::parse_input;
-use maid_protocol::salt::output::OutputOpts;
+use maid_salt::args::parse_input;
+use maid_salt::output::OutputOpts;
 use serde_json::Value;
 
 use super::fleet::{self, Prepared, ReportOpts, Spec};

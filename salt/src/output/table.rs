@@ -10,7 +10,7 @@
 
 use serde_json::Value;
 
-use crate::salt::python;
+use crate::python;
 
 use super::colors::{DARK_GRAY, ENDC, LIGHT_GRAY, WHITE};
 

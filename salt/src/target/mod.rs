@@ -11,7 +11,7 @@
 //!   `[!abc]`, whole string, case-sensitive, `*` crosses `.` and `/`. There is
 //!   no escaping and no `{a,b}`; an unclosed `[` is a literal.
 //! * `list` — the id is one of the comma-separated ids (or of a JSON array).
-//! * `pcre` — Python's `re.match` (see [`crate::salt::pyre`]).
+//! * `pcre` — Python's `re.match` (see [`crate::pyre`]).
 //! * `grain` / `grain_pcre` — `key:subkey:pattern`, with Salt's trial of
 //!   every split point so values may contain the delimiter, keys and values
 //!   matched case-insensitively (keys by pattern too), list-valued grains,
@@ -37,8 +37,8 @@ pub use self::nodegroup::{NodegroupError, expand_nodegroups, nodegroup_comp, res
 
 use std::collections::HashMap;
 
-use crate::salt::pyre::PyRegex;
-use crate::salt::python;
+use crate::pyre::PyRegex;
+use crate::python;
 use serde_json::{Map, Value};
 
 use self::{compound::*, glob::*, grain::*, ipcidr::*, list::*, pcre::*};

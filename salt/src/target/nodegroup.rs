@@ -6,7 +6,7 @@ use std::collections::HashSet;
 
 use serde_json::{Map, Value};
 
-use crate::salt::python;
+use crate::python;
 
 const OPERATORS: [&str; 5] = ["and", "or", "not", "(", ")"];
 

@@ -10,8 +10,8 @@
 
 use serde_json::{Map, Value};
 
-use crate::salt::python;
-use crate::salt::yaml11;
+use crate::python;
+use crate::yaml11;
 
 const BEST_WIDTH: usize = 80;
 

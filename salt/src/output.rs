@@ -13,7 +13,7 @@ pub mod yaml;
 
 use serde_json::{Map, Value};
 
-use crate::salt::python;
+use crate::python;
 
 /// The outputters maid renders.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,0 +1,31 @@
+//! Salt's language, as maid speaks it at its edges: which minions a target
+//! selects, how a command line's arguments are read, how Python would print
+//! a value, and how returns are printed.
+//!
+//! * [`target`]: Salt's matchers (glob, list, grain, pcre, ipcidr,
+//!   compound, nodegroups), deciding whether a job targets a minion.
+//! * [`args`]: `salt.utils.args.parse_input` and `load_args_and_kwargs`.
+//! * [`python`]: Python's `str()`, `repr()` and `bool()` of JSON values —
+//!   the one module plugins take (through the SDK).
+//! * [`pyre`]: Python's `re` syntax, for matchers and modules that take it.
+//! * [`yaml11`]: YAML read with Salt's 1.1 rules.
+//! * [`output`]: Salt's outputters (`nested`, `json`, `yaml`, `txt`,
+//!   `table`, `raw`, `pprint`).
+//! * [`files`]: `salt://` paths.
+//!
+//! Pure: no Redis, no WebAssembly runtime, no HTTP.
+
+pub mod python;
+
+#[cfg(feature = "full")]
+pub mod args;
+#[cfg(feature = "full")]
+pub mod files;
+#[cfg(feature = "full")]
+pub mod output;
+#[cfg(feature = "full")]
+pub mod pyre;
+#[cfg(feature = "full")]
+pub mod target;
+#[cfg(feature = "full")]
+pub mod yaml11;
