@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use crate::common::fleet::{Agent, TOPIC, start_agent, wait_registered};
 use crate::common::redis::RedisServer;
-use maid_master::bus::{Bus, RedisConfig};
+use maid_bus::{Bus, RedisConfig};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
@@ -563,7 +563,7 @@ async fn malformed_bodies_are_400_naming_the_field() {
 /// The Redis server's `connected_clients` now, not counting `conn`, the
 /// probe's own (one probe connection throughout, so that no probe counts
 /// another's connection still closing).
-async fn connected_clients(conn: &mut maid_master::bus::Conn) -> i64 {
+async fn connected_clients(conn: &mut maid_bus::Conn) -> i64 {
     let info: String = redis::cmd("INFO")
         .arg("clients")
         .query_async(conn)

@@ -14,7 +14,7 @@ use crate::common::fleet::{
 use crate::common::redis::RedisServer;
 use ed25519_dalek::SigningKey;
 use maid::protocol::{Reply, Return};
-use maid_master::bus::{Bus, RedisConfig};
+use maid_bus::{Bus, RedisConfig};
 use serde_json::{Value, json};
 
 /// A real agent's only return for `fun` with `arg`, `kwarg`.
@@ -276,9 +276,7 @@ impl Signed {
     async fn send(&self, topic: &str, reply: &str, payload: &str, expect: usize) -> Vec<Reply> {
         let sub = self.bus.subscribe(&[reply.to_string()]).await.unwrap();
         let mut conn = self.bus.connect().await.unwrap();
-        maid_master::bus::publish(&mut conn, topic, payload)
-            .await
-            .unwrap();
+        maid_bus::publish(&mut conn, topic, payload).await.unwrap();
         collect_replies(sub.into_on_message(), expect, crate::common::fleet::LINGER).await
     }
 

@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use crate::api::{Fleet, PASSWORD};
 use crate::common::fleet::{Agent, TOPIC, maid_cli, wait_registered};
-use maid_master::bus::Bus;
+use maid_bus::Bus;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 

@@ -20,7 +20,7 @@ use crate::attacks::{assert_denied, toml_str};
 use crate::common::fleet::{request, run, start_agent, wait_registered};
 use crate::common::redis::RedisServer;
 use maid::protocol::Return;
-use maid_master::bus::Bus;
+use maid_bus::Bus;
 use serde_json::{Value, json};
 
 /// The only return of agent `id` for `fun` with `arg`, `kwarg`.

@@ -15,8 +15,8 @@ use crate::common::fleet::{Agent, request, run, start_agent, wait_registered};
 use crate::common::redis::RedisServer;
 use crate::syndic::{accept_all, run_injecting, syndic, wait_beneath};
 use maid::target::TargetType;
+use maid_bus::Bus;
 use maid_master::api::perms::{self, PermEntry};
-use maid_master::bus::Bus;
 use maid_master::jobs::Registry;
 use maid_master::pki::Pki;
 

@@ -14,7 +14,7 @@ use std::time::Duration;
 use crate::common::fleet::{request, run, start_agent, wait_registered};
 use crate::common::redis::RedisServer;
 use maid::protocol::Return;
-use maid_master::bus::Bus;
+use maid_bus::Bus;
 use redis::AsyncCommands;
 use serde_json::{Value, json};
 

@@ -551,7 +551,7 @@ fn wasi_sockets_link_but_every_use_is_refused() {
 fn each_language_runs_across_two_agents_after_push() {
     use crate::common::fleet::{TOPIC, maid_cli, start_agent, wait_registered};
     use crate::common::redis::RedisServer;
-    use maid_master::bus::Bus;
+    use maid_bus::Bus;
     use serde_json::{Value, json};
 
     let projects = [rust_project(), python_project(), js_project()];

@@ -446,8 +446,7 @@ fn the_systemd_unit_and_init_agree() {
         "/../packaging/maid.service"
     ))
     .unwrap();
-    let config: maid_master::config::Config =
-        toml::from_str(maid_master::config::TEMPLATE).unwrap();
+    let config: maid_config::Config = toml::from_str(maid_config::TEMPLATE).unwrap();
     assert!(unit.contains("ExecStart=/usr/bin/maid agent --config /etc/maid/maid.toml"));
     let dirs = [
         ("ConfigurationDirectory=maid", "/etc/maid"),

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use crate::common::fleet::{TOPIC, request, run, start_agent, wait_registered};
 use crate::common::redis::{Cluster, Sentinel};
-use maid_master::bus::{Bus, RedisConfig};
+use maid_bus::{Bus, RedisConfig};
 use serde_json::json;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -156,7 +156,7 @@ async fn cluster_round_trip() {
 
     // A fleet that says `sharded_replies = false` keeps classic pub/sub,
     // as a cluster with nodes older than Redis 7 does.
-    let classic_redis = maid_master::bus::RedisConfig {
+    let classic_redis = maid_bus::RedisConfig {
         sharded_replies: Some(false),
         ..redis.clone()
     };

@@ -11,7 +11,7 @@ use crate::common::fleet::{
 };
 use crate::common::redis::RedisServer;
 use maid::protocol::Reply;
-use maid_master::bus::{Bus, publish};
+use maid_bus::{Bus, publish};
 use serde_json::{Value, json};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -15,7 +15,7 @@ use sha2::{Digest, Sha256};
 
 use crate::common::fleet::{Agent, TOPIC, request, run, start_agent, wait_registered};
 use crate::common::redis::RedisServer;
-use maid_master::bus::Bus;
+use maid_bus::Bus;
 use maid_master::pki::Pki;
 
 /// `maid key --pki-dir PKI ARGS`, with `input` on its stdin.
@@ -368,11 +368,11 @@ async fn redis_acls_hold_each_credential_to_what_it_must_do() {
 
     let url = |user: &str, pw: &str| format!("redis://{user}:{pw}@127.0.0.1:{}/", server.port());
     let agent_url = url("maid-agent", AGENT_PW);
-    let master = maid_master::bus::RedisConfig {
+    let master = maid_bus::RedisConfig {
         url: Some(url("maid-master", MASTER_PW)),
         ..Default::default()
     };
-    let agent_redis = maid_master::bus::RedisConfig {
+    let agent_redis = maid_bus::RedisConfig {
         url: Some(agent_url.clone()),
         ..Default::default()
     };
@@ -520,11 +520,11 @@ async fn a_maid_with_a_user_of_its_own_expires_no_other_key() {
     let loaded: redis::RedisResult<()> = redis::cmd("ACL").arg("LOAD").query(&mut admin);
     assert!(loaded.is_ok(), "{loaded:?}\n{rules}");
     let url = |user: &str, pw: &str| format!("redis://{user}:{pw}@127.0.0.1:{}/", server.port());
-    let master = maid_master::bus::RedisConfig {
+    let master = maid_bus::RedisConfig {
         url: Some(url("maid-master", MASTER_PW)),
         ..Default::default()
     };
-    let as_maid = |id: &str, pw: &str| maid_master::bus::RedisConfig {
+    let as_maid = |id: &str, pw: &str| maid_bus::RedisConfig {
         url: Some(url(&format!("maid-agent.{id}"), pw)),
         ..Default::default()
     };
@@ -732,7 +732,7 @@ async fn the_fleet_round_trip_works_over_verified_tls() {
         "--tls-auth-clients",
         "yes",
     ]);
-    let tls = |ca: Option<&Path>, pem: Option<&Pem>| maid_master::bus::RedisConfig {
+    let tls = |ca: Option<&Path>, pem: Option<&Pem>| maid_bus::RedisConfig {
         url: Some(format!("rediss://127.0.0.1:{tls_port}/")),
         tls_ca: ca.map(Path::to_path_buf),
         tls_cert: pem.map(|p| p.cert.clone()),
@@ -767,8 +767,8 @@ async fn the_fleet_round_trip_works_over_verified_tls() {
 /// An agent `id` on `agent`'s Redis settings answers `test.ping` from a
 /// master on `master`'s; the agent, to keep it running.
 async fn ping_round_trip(
-    agent: &maid_master::bus::RedisConfig,
-    master: &maid_master::bus::RedisConfig,
+    agent: &maid_bus::RedisConfig,
+    master: &maid_bus::RedisConfig,
     id: &str,
 ) -> Agent {
     let running = start_agent(agent, id, "");

@@ -507,7 +507,7 @@ fn functions_and_grains_are_salts() {
 /// tests use.
 fn default_config(dir: &Path) -> std::path::PathBuf {
     let path = dir.join("maid.toml");
-    std::fs::write(&path, maid_master::config::TEMPLATE).unwrap();
+    std::fs::write(&path, maid_config::TEMPLATE).unwrap();
     path
 }
 
@@ -856,7 +856,7 @@ async fn saltutil_kill_job_stops_a_running_command() {
 
     let server = crate::common::redis::RedisServer::start();
     let redis = server.config();
-    let bus = maid_master::bus::Bus::new(&redis).unwrap();
+    let bus = maid_bus::Bus::new(&redis).unwrap();
     let _k = start_agent(
         &redis,
         "maid-k",
@@ -1112,7 +1112,7 @@ async fn a_grain_set_is_targeted_at_once_and_kept() {
 
     let server = crate::common::redis::RedisServer::start();
     let redis = server.config();
-    let bus = maid_master::bus::Bus::new(&redis).unwrap();
+    let bus = maid_bus::Bus::new(&redis).unwrap();
     let state = tempfile::tempdir().unwrap();
     let extra = format!(
         "[security]\nrequire_signed = false\nstate_dir = \"{}\"\n\
@@ -1250,7 +1250,7 @@ fn service_enables_and_disables_units_in_a_unit_tree() {
     );
     std::fs::write(
         &config,
-        maid_master::config::TEMPLATE.replace("[plugins.service]\n", &tree),
+        maid_config::TEMPLATE.replace("[plugins.service]\n", &tree),
     )
     .unwrap();
     let r = format!("root={}", root.display());
@@ -1550,7 +1550,7 @@ fn pkg_installs_and_removes_as_salt_does() {
     );
     std::fs::write(
         &config,
-        maid_master::config::TEMPLATE.replace(
+        maid_config::TEMPLATE.replace(
             "{ path = \"/var/cache/maid/pkg\", writable = true }]",
             &debs_dir,
         ),
@@ -1582,7 +1582,7 @@ async fn a_job_still_running_is_asked_after_and_waited_for() {
 
     let server = crate::common::redis::RedisServer::start();
     let redis = server.config();
-    let bus = maid_master::bus::Bus::new(&redis).unwrap();
+    let bus = maid_bus::Bus::new(&redis).unwrap();
     let _f = start_agent(&redis, "maid-f", "[plugins.saltutil]\njobs = true\n");
     let _n = start_agent(&redis, "maid-nf", "[plugins.saltutil]\n");
     wait_registered(&bus, &["maid-f", "maid-nf"]).await;

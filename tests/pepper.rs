@@ -455,8 +455,7 @@ async fn raw(
         .unwrap_or_default();
     let text = r.text().await.unwrap();
     let value = if ctype.starts_with("application/x-yaml") {
-        maid_salt::args::to_json(&maid_salt::yaml11::safe_load(&text).unwrap())
-            .unwrap()
+        maid_salt::args::to_json(&maid_salt::yaml11::safe_load(&text).unwrap()).unwrap()
     } else {
         serde_json::from_str(&text).unwrap_or(Value::String(text))
     };

@@ -10,7 +10,7 @@ use crate::common::fleet::{
     request, run, start_agent, start_agent_with_plugins, wait_registered, wait_subscribers,
 };
 use crate::common::redis::{Cluster, RedisServer};
-use maid_master::bus::{Bus, RedisConfig};
+use maid_bus::{Bus, RedisConfig};
 use serde_json::json;
 
 /// Run jobs until `n` in a row get every return.
@@ -50,7 +50,7 @@ async fn redis_restarted_mid_stream_loses_no_return() {
     let replies = bus.subscribe(&["gone".to_string()]).await.unwrap();
     let mut replies = replies.into_on_message();
     let mut conn = bus.connect().await.unwrap();
-    maid_master::bus::publish(&mut conn, crate::common::fleet::TOPIC, &job)
+    maid_bus::publish(&mut conn, crate::common::fleet::TOPIC, &job)
         .await
         .unwrap();
     let ping = tokio::time::timeout(

@@ -9,7 +9,7 @@ use std::time::Duration;
 use crate::common::{call, config_with, dir, guests, runtime_with};
 use maid::fileserver::NoFiles;
 use maid::runtime::{CacheStatus, CallRequest, Failure, Runtime, RuntimeSettings, Services};
-use maid_master::config::{Config, PluginGrants};
+use maid_config::{Config, PluginGrants};
 use serde_json::{Map, json};
 
 fn cmd_grants(cwd: &Path) -> PluginGrants {

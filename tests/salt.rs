@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use futures_util::StreamExt;
-use maid_master::bus::Bus;
+use maid_bus::Bus;
 use maid_protocol::protocol::Reply;
 use maid_protocol::replies::receive;
 use serde_json::{Value, json};
@@ -467,7 +467,7 @@ async fn maid_decisions(bus: &Bus, cases: &[Case], ids: &[&str]) -> Vec<Vec<Stri
             if let Some(d) = delimiter {
                 job["delimiter"] = json!(d);
             }
-            maid_master::bus::publish(&mut conn, TOPIC, &job.to_string())
+            maid_bus::publish(&mut conn, TOPIC, &job.to_string())
                 .await
                 .unwrap();
         }

@@ -9,7 +9,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use maid_master::bus::Bus;
+use maid_bus::Bus;
 
 use crate::common::fleet::{TOPIC, start_agent, wait_registered, wait_subscribers};
 use crate::common::redis::RedisServer;

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use crate::common::{call, config_with, dir, runtime_with};
 use maid::runtime::{CallRequest, Failure, Runtime};
-use maid_master::config::{Config, LimitsOverride, PluginGrants};
+use maid_config::{Config, LimitsOverride, PluginGrants};
 use serde_json::json;
 
 /// The runtime still serves ordinary calls after an attack.

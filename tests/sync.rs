@@ -21,7 +21,7 @@ use std::process::Output;
 use crate::common::fleet::{Agent, TOPIC, maid_cli, request, start_agent, wait_registered};
 use crate::common::guests;
 use crate::common::redis::RedisServer;
-use maid_master::bus::{Bus, RedisConfig};
+use maid_bus::{Bus, RedisConfig};
 use serde_json::{Value, json};
 
 struct Fleet {
@@ -158,7 +158,7 @@ impl Fleet {
             .collect()
     }
 
-    async fn redis(&self) -> maid_master::bus::Conn {
+    async fn redis(&self) -> maid_bus::Conn {
         self.bus.connect().await.unwrap()
     }
 
@@ -334,7 +334,7 @@ async fn pushed_plugins_sync_to_every_maid_and_every_bad_push_is_refused() {
     let _: () = redis::AsyncCommands::set(
         &mut conn,
         format!("maid:file:chunk:{v3_sha}:1"),
-        vec![b'a'; maid_master::filestore::CHUNK_BYTES],
+        vec![b'a'; maid_bus::filestore::CHUNK_BYTES],
     )
     .await
     .unwrap();

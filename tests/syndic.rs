@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 
 use crate::common::fleet::{Agent, TOPIC, maid_cli, request, run, start_agent, wait_registered};
 use crate::common::redis::RedisServer;
-use maid_master::bus::Bus;
+use maid_bus::Bus;
 use maid_master::jobs::Report;
 
 /// The `[syndic]` table of a syndic maid whose maids beneath use
@@ -256,7 +256,7 @@ async fn the_maids_beneath_may_sit_behind_sentinel() {
         .await
         .unwrap();
     let bus = Bus::new(&top.config()).unwrap();
-    let below = maid_master::bus::RedisConfig {
+    let below = maid_bus::RedisConfig {
         sentinels: sentinel.sentinel_urls(),
         service: Some(sentinel.service_name().to_string()),
         ..Default::default()

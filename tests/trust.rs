@@ -10,7 +10,7 @@ use crate::common::fleet::{Agent, raw_round_trip, request, run, start_agent, wai
 use crate::common::redis::RedisServer;
 use ed25519_dalek::SigningKey;
 use maid::protocol::Reply;
-use maid_master::bus::{Bus, RedisConfig};
+use maid_bus::{Bus, RedisConfig};
 use serde_json::{Value, json};
 
 struct Setup {
@@ -424,7 +424,7 @@ async fn salt_content_replaced_in_redis_is_not_written() {
     // keeping their length.
     redis_set(
         &s,
-        &maid_master::filestore::chunk_key(&sha, 0),
+        &maid_bus::filestore::chunk_key(&sha, 0),
         b"evil content\n",
     )
     .await;
@@ -444,12 +444,12 @@ async fn salt_content_replaced_in_redis_is_not_written() {
     // the index at it...
     let evil = b"evil, under its own hash\n";
     let evil_sha = sha256_hex(evil);
-    redis_set(&s, &maid_master::filestore::chunk_key(&evil_sha, 0), evil).await;
-    let meta = maid_master::filestore::meta_key(&evil_sha);
+    redis_set(&s, &maid_bus::filestore::chunk_key(&evil_sha, 0), evil).await;
+    let meta = maid_bus::filestore::meta_key(&evil_sha);
     redis_hset(&s, &meta, "size", &evil.len().to_string()).await;
     redis_hset(&s, &meta, "chunks", "1").await;
     redis_hset(&s, &meta, "chunk_bytes", &(1u32 << 20).to_string()).await;
-    redis_hset(&s, maid_master::filestore::INDEX_KEY, "motd", &evil_sha).await;
+    redis_hset(&s, maid_bus::filestore::INDEX_KEY, "motd", &evil_sha).await;
     let denied = |(retcode, ret): (i32, String)| {
         assert_eq!(retcode, 77, "{ret}");
         assert!(
@@ -460,23 +460,23 @@ async fn salt_content_replaced_in_redis_is_not_written() {
     };
     // ...with the signed record removed,
     let mut conn = s.bus.connect().await.unwrap();
-    let _: () = redis::AsyncCommands::hdel(&mut conn, maid_master::filestore::SIGNED_KEY, "motd")
+    let _: () = redis::AsyncCommands::hdel(&mut conn, maid_bus::filestore::SIGNED_KEY, "motd")
         .await
         .unwrap();
     denied(signed_get_file(&s, "salt://motd", &dest, None).await);
     // ...with a record signed by a key of its own,
     let own = maid::trust::generate().unwrap();
     let forged =
-        maid_master::filestore::FileRecord::new("motd", &evil_sha, evil.len() as u64).sign(&own);
+        maid_bus::filestore::FileRecord::new("motd", &evil_sha, evil.len() as u64).sign(&own);
     let forged = serde_json::to_string(&forged).unwrap();
-    redis_hset(&s, maid_master::filestore::SIGNED_KEY, "motd", &forged).await;
+    redis_hset(&s, maid_bus::filestore::SIGNED_KEY, "motd", &forged).await;
     denied(signed_get_file(&s, "salt://motd", &dest, None).await);
     // ...with the master's record of that payload, re-signed by nobody,
     let mut lifted: Value = serde_json::from_str(&forged).unwrap();
     lifted["kid"] = json!(maid::trust::key_id(&s.key.verifying_key()));
     redis_hset(
         &s,
-        maid_master::filestore::SIGNED_KEY,
+        maid_bus::filestore::SIGNED_KEY,
         "motd",
         &lifted.to_string(),
     )
@@ -486,11 +486,11 @@ async fn salt_content_replaced_in_redis_is_not_written() {
     let other = s.state.path().join("other");
     std::fs::write(&other, evil).unwrap();
     assert_eq!(file_push(&s, &other, "other", true), evil_sha);
-    let record = redis_hget(&s, maid_master::filestore::SIGNED_KEY, "other")
+    let record = redis_hget(&s, maid_bus::filestore::SIGNED_KEY, "other")
         .await
         .unwrap();
-    redis_hset(&s, maid_master::filestore::SIGNED_KEY, "motd", &record).await;
-    redis_hset(&s, maid_master::filestore::INDEX_KEY, "motd", &evil_sha).await;
+    redis_hset(&s, maid_bus::filestore::SIGNED_KEY, "motd", &record).await;
+    redis_hset(&s, maid_bus::filestore::INDEX_KEY, "motd", &evil_sha).await;
     denied(signed_get_file(&s, "salt://motd", &dest, None).await);
     // The pin holds, whatever the index and the records say: the pushed
     // hash is served, and its content is still the tampered one.
@@ -501,7 +501,7 @@ async fn salt_content_replaced_in_redis_is_not_written() {
     // Restored content is served again, exactly.
     redis_set(
         &s,
-        &maid_master::filestore::chunk_key(&sha, 0),
+        &maid_bus::filestore::chunk_key(&sha, 0),
         b"good content\n",
     )
     .await;
@@ -525,7 +525,7 @@ async fn unsigned_salt_content_is_denied_without_a_pin() {
     std::fs::write(&src, "v2\n").unwrap();
     let sha = file_push(&s, &src, "app.conf", false);
     assert_eq!(
-        redis_hget(&s, maid_master::filestore::SIGNED_KEY, "app.conf").await,
+        redis_hget(&s, maid_bus::filestore::SIGNED_KEY, "app.conf").await,
         None
     );
     let (retcode, ret) = signed_get_file(&s, "salt://app.conf", &dest, None).await;
@@ -576,11 +576,11 @@ async fn an_oversized_chunk_is_refused_without_being_read() {
     // bytes, and metadata that claims as much.
     let mut huge = b"0123456789".to_vec();
     huge.resize(8 << 20, b'x');
-    redis_set(&s, &maid_master::filestore::chunk_key(&sha, 0), &huge).await;
+    redis_set(&s, &maid_bus::filestore::chunk_key(&sha, 0), &huge).await;
     drop(huge);
     redis_hset(
         &s,
-        &maid_master::filestore::meta_key(&sha),
+        &maid_bus::filestore::meta_key(&sha),
         "size",
         &(8u64 << 20).to_string(),
     )
@@ -637,7 +637,7 @@ async fn maid_cp_with_the_master_key_copies_end_to_end() {
 
     // The push was signed: the master's record vouches for the name, so a
     // later signed job that pins nothing is served it too.
-    let record = redis_hget(&s, maid_master::filestore::SIGNED_KEY, "payload.bin")
+    let record = redis_hget(&s, maid_bus::filestore::SIGNED_KEY, "payload.bin")
         .await
         .unwrap();
     let pk = s.key.verifying_key();
@@ -647,7 +647,7 @@ async fn maid_cp_with_the_master_key_copies_end_to_end() {
         max_skew_ms: 0,
     };
     let vouched =
-        maid_master::filestore::FileRecord::verify(&verifier, &record, "payload.bin").unwrap();
+        maid_bus::filestore::FileRecord::verify(&verifier, &record, "payload.bin").unwrap();
     assert_eq!(vouched.sha256, sha256_hex(&data));
     assert_eq!(vouched.size, data.len() as u64);
     std::fs::remove_file(&dest).unwrap();

@@ -1,5 +1,5 @@
 //! `salt://` served from the fleet-wide file store in Redis
-//! ([`maid_master::filestore`] holds its layout and `maid file push`).
+//! ([`maid_bus::filestore`] holds its layout and `maid file push`).
 //!
 //! Everything in Redis can be written by anyone who holds credentials for
 //! it (every agent does), so an agent serves stored content only as far as
@@ -15,8 +15,8 @@ use std::path::Path;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use maid_master::bus::Conn;
-use maid_master::filestore::{
+use maid_bus::Conn;
+use maid_bus::filestore::{
     CHUNK_BYTES, CHUNK_BYTES_ACCEPTED, FileRecord, INDEX_KEY, PIECE_BYTES, SIGNED_KEY, chunk_key,
     is_sha256, meta_key,
 };

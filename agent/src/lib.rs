@@ -34,6 +34,7 @@ pub mod sync;
 pub use maid_protocol::{jid, protocol, registry, replies, trust};
 pub use maid_salt::{self as salt, target};
 
-// The Redis bus, the configuration file and the stores of pushed files and
-// plugins are the master crate's; the agent reads them under these names.
-use maid_master::{bus, config, fsutil, plugin_store};
+// Redis and its stores, and the configuration file, under the names the
+// modules here use for them.
+use maid_bus::{self as bus, fsutil, plugin_store};
+use maid_config as config;

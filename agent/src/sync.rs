@@ -77,7 +77,7 @@ pub fn pins(kwarg: &Map<String, Value>) -> Result<Option<Pins>, String> {
         }
         let pin = match pin {
             Value::Null => None,
-            Value::String(sha) if maid_master::filestore::is_sha256(sha) => Some(sha.clone()),
+            Value::String(sha) if maid_bus::filestore::is_sha256(sha) => Some(sha.clone()),
             _ => {
                 return Err(format!(
                     "{MODULES_KWARG}.{module} must be a sha256 (64 lowercase hex digits) or null"

@@ -1265,8 +1265,7 @@ async fn in_process_runtime(
     setup: &Setup,
     plugin_dir: &Path,
 ) -> anyhow::Result<std::sync::Arc<maid::runtime::Runtime>> {
-    let agent: maid_master::config::Config =
-        toml::from_str(&agent_config("redis://unused", 1, None))?;
+    let agent: maid_config::Config = toml::from_str(&agent_config("redis://unused", 1, None))?;
     let mut config = setup.config.clone();
     config.plugins = agent.plugins;
     let setup = Setup {
@@ -2349,9 +2348,7 @@ async fn raw_responder(
     id: String,
     protocol: bool,
 ) -> anyhow::Result<()> {
-    let ttl = maid_master::config::Config::default()
-        .agent
-        .job_cache_ttl_secs;
+    let ttl = maid_config::Config::default().agent.job_cache_ttl_secs;
     // redis-rs's default 1 s to connect is too short for a thousand
     // responders connecting at once.
     let config = redis::AsyncConnectionConfig::new()
@@ -2385,7 +2382,7 @@ async fn raw_responder(
                 // through the agent's own functions (`bus::publish`, and
                 // `outbox::deliver`: PUBLISH, HSET and EXPIRE in one
                 // pipeline).
-                let mut conn = maid_master::bus::Conn::Single(conn);
+                let mut conn = maid_bus::Conn::Single(conn);
                 let mut ping_conn = conn.clone();
                 let ping = ping.to_string();
                 let ret = async {
@@ -2400,7 +2397,7 @@ async fn raw_responder(
                     maid::outbox::deliver(&mut conn, &mut pending, ttl).await
                 };
                 let (pinged, returned) = tokio::join!(
-                    maid_master::bus::publish(&mut ping_conn, &job.temp_topic, &ping),
+                    maid_bus::publish(&mut ping_conn, &job.temp_topic, &ping),
                     ret
                 );
                 pinged.and(returned)
@@ -2465,11 +2462,11 @@ pub struct FleetArgs {
 pub fn fleet(args: FleetArgs) -> anyhow::Result<ExitCode> {
     let fleet = Fleet::new(args.threads)?;
     let mut config = match &args.config {
-        Some(path) => maid_master::config::Config::load(path)?,
+        Some(path) => maid_config::Config::load(path)?,
         None => Default::default(),
     };
     config.master_topics = vec![args.topic.clone()];
-    config.redis = maid_master::bus::RedisConfig {
+    config.redis = maid_bus::RedisConfig {
         url: Some(args.redis.clone()),
         ..Default::default()
     };

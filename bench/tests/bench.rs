@@ -4,7 +4,7 @@
 
 use std::process::Command;
 
-use maid_master::bus::Bus;
+use maid_bus::Bus;
 use maid_protocol::protocol::Reply;
 use maid_testkit::redis::RedisServer;
 use maid_testkit::wire::{self, TOPIC, raw_round_trip};

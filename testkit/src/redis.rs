@@ -501,8 +501,8 @@ impl RedisServer {
     }
 
     /// maid's configuration for this one server.
-    pub fn config(&self) -> maid_master::bus::RedisConfig {
-        maid_master::bus::RedisConfig {
+    pub fn config(&self) -> maid_bus::RedisConfig {
+        maid_bus::RedisConfig {
             url: Some(self.url()),
             ..Default::default()
         }
@@ -923,8 +923,8 @@ impl Cluster {
     }
 
     /// A `[redis]` section pointing at this cluster.
-    pub fn config(&self) -> maid_master::bus::RedisConfig {
-        maid_master::bus::RedisConfig {
+    pub fn config(&self) -> maid_bus::RedisConfig {
+        maid_bus::RedisConfig {
             cluster: self.urls(),
             ..Default::default()
         }

@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use maid_master::bus::Bus;
+use maid_bus::Bus;
 use maid_protocol::replies::receive;
 
 /// The master topic the test fleets use.
@@ -51,9 +51,7 @@ pub async fn raw_round_trip(
     let pubsub = bus.subscribe(&[topic.to_string()]).await.unwrap();
     let stream = pubsub.into_on_message();
     let mut conn = bus.connect().await.unwrap();
-    maid_master::bus::publish(&mut conn, TOPIC, payload)
-        .await
-        .unwrap();
+    maid_bus::publish(&mut conn, TOPIC, payload).await.unwrap();
     collect_replies(stream, expected, LINGER).await
 }
 

@@ -6,7 +6,7 @@ use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use maid_master::bus::{Bus, RedisConfig};
+use maid_bus::{Bus, RedisConfig};
 use maid_master::jobs::{JobRequest, Report};
 use serde_json::{Map, Value};
 

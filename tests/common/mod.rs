@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use maid::fileserver::{FileServer, LocalRoots, NoFiles};
 use maid::runtime::{CallRequest, Outcome, Runtime, RuntimeSettings, Services};
-use maid_master::config::{Config, DirGrant, PluginGrants};
+use maid_config::{Config, DirGrant, PluginGrants};
 use serde_json::{Map, Value};
 
 pub use maid_test_guests as guests;

@@ -15,7 +15,7 @@ use std::process::{Command, ExitCode};
 use anyhow::{Context, bail};
 use clap::{Args, ValueEnum};
 use maid::runtime::Capability;
-use maid_master::config::{DirGrant, PluginGrants};
+use maid_config::{DirGrant, PluginGrants};
 use serde::Deserialize;
 
 use super::author_tools;

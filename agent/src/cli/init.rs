@@ -36,7 +36,7 @@ pub fn run(args: InitArgs) -> anyhow::Result<ExitCode> {
             args.path.display()
         )
     })?;
-    file.write_all(maid_master::config::TEMPLATE.as_bytes())?;
+    file.write_all(maid_config::TEMPLATE.as_bytes())?;
     eprintln!("wrote {}", args.path.display());
     Ok(ExitCode::SUCCESS)
 }

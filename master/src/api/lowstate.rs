@@ -293,9 +293,7 @@ fn chunk(
     // `int(batch_wait)`.
     let pace = match client {
         Client::LocalBatch => crate::batch::Pace {
-            failhard: obj
-                .get("failhard")
-                .is_some_and(maid_salt::python::truthy),
+            failhard: obj.get("failhard").is_some_and(maid_salt::python::truthy),
             wait: match obj.get("batch_wait") {
                 None | Some(Value::Null) => Duration::ZERO,
                 Some(v) => v

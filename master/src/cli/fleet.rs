@@ -739,10 +739,7 @@ fn run_batch(
         |next| {
             if !quiet {
                 let ids = Value::Array(next.iter().cloned().map(Value::String).collect());
-                println!(
-                    "\nExecuting run on {}\n",
-                    maid_salt::python::repr(&ids)
-                );
+                println!("\nExecuting run on {}\n", maid_salt::python::repr(&ids));
             }
         },
         |r| {

@@ -1,8 +1,13 @@
-//! The agent's TOML configuration, as an operator writes it.
+//! maid's TOML configuration, as an operator writes it.
 //!
 //! Every table is `deny_unknown_fields`: a misspelt key is an error that
 //! names the key, never a grant silently not applied. Grants default to
 //! deny; `maid init` writes a commented file that shows every key.
+//!
+//! One file for every side: the agent reads its grants and limits, the
+//! master its `[master]` and `[api]` tables, both the `[redis]` one.
+
+pub mod perms;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -55,7 +60,7 @@ pub struct Config {
     pub master_topics: Vec<String>,
     /// Where Redis is.
     #[serde(default)]
-    pub redis: crate::bus::RedisConfig,
+    pub redis: maid_bus::RedisConfig,
     /// How the agent runs jobs.
     #[serde(default)]
     pub agent: AgentSettings,
@@ -90,7 +95,7 @@ pub struct Config {
 pub struct SyndicSettings {
     /// The downstream Redis (a single server, Sentinel or Cluster), where
     /// the maids beneath register and take jobs.
-    pub redis: Option<crate::bus::RedisConfig>,
+    pub redis: Option<maid_bus::RedisConfig>,
     /// A Salt master's salt-api (rest_cherrypy), whose minions are beneath.
     pub salt_api: Option<SaltApiSettings>,
     /// Seconds between reads of who is beneath (the downstream registry,
@@ -232,9 +237,9 @@ impl Default for SecuritySettings {
 }
 
 /// Whether `secs` is a number of seconds a duration can hold and a job may
-/// ask for: finite, not negative, at most [`crate::protocol::MAX_TIMEOUT_SECS`].
+/// ask for: finite, not negative, at most [`maid_protocol::protocol::MAX_TIMEOUT_SECS`].
 fn seconds_in_range(secs: f64) -> bool {
-    secs.is_finite() && (0.0..=crate::protocol::MAX_TIMEOUT_SECS).contains(&secs)
+    secs.is_finite() && (0.0..=maid_protocol::protocol::MAX_TIMEOUT_SECS).contains(&secs)
 }
 
 /// The longest `security.max_skew_secs` accepted: a day. The agent
@@ -338,7 +343,7 @@ pub struct ApiSettings {
     /// `external_auth`: function regexes for every minion, `{target =
     /// [regexes]}` tables, `@jobs` (every job's returns and events, not
     /// only their own). A user with no entry cannot log in.
-    pub perms: BTreeMap<String, Vec<crate::api::perms::PermEntry>>,
+    pub perms: BTreeMap<String, Vec<crate::perms::PermEntry>>,
     /// Groups for `perms`: group name → its users.
     pub groups: BTreeMap<String, Vec<String>>,
     /// Serve `GET /stats` without a token (salt-api's
@@ -403,7 +408,7 @@ impl ApiSettings {
         if !seconds_in_range(self.max_timeout_secs) || self.max_timeout_secs == 0.0 {
             return Err(ConfigError::Invalid(format!(
                 "api.max_timeout_secs must be a positive number of seconds, at most {}",
-                crate::protocol::MAX_TIMEOUT_SECS
+                maid_protocol::protocol::MAX_TIMEOUT_SECS
             )));
         }
         if self.max_chunks == 0 {
@@ -428,8 +433,7 @@ impl ApiSettings {
                 "api.max_body_bytes must be at least 1".into(),
             ));
         }
-        crate::api::perms::validate(&self.perms)
-            .map_err(|e| ConfigError::Invalid(e.to_string()))?;
+        crate::perms::validate(&self.perms).map_err(|e| ConfigError::Invalid(e.to_string()))?;
         for (user, hash) in &self.users {
             argon2::password_hash::PasswordHash::new(hash).map_err(|error| {
                 ConfigError::Invalid(format!(

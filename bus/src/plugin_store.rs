@@ -36,7 +36,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use crate::bus::Conn;
+use crate::Conn;
 use crate::filestore::{self, PushError, is_sha256};
 use maid_protocol::protocol::is_identifier;
 use maid_protocol::trust::{self, Envelope, SignatureError, Verifier};

@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use tokio::io::AsyncReadExt;
 
-use crate::bus::Conn;
+use crate::Conn;
 use maid_protocol::trust::{self, Envelope, Verifier};
 
 /// Name → SHA-256 of every pushed file.
@@ -135,8 +135,7 @@ pub fn is_sha256(text: &str) -> bool {
 
 /// Check a `salt://` name the way the agents will resolve it.
 fn check_name(name: &str) -> Result<String, PushError> {
-    let path = maid_salt::files::salt_path(&format!("salt://{name}"))
-        .map_err(PushError::Name)?;
+    let path = maid_salt::files::salt_path(&format!("salt://{name}")).map_err(PushError::Name)?;
     Ok(path.to_string_lossy().into_owned())
 }
 
