@@ -54,15 +54,15 @@ impl Fleet {
         let redis = server.config();
         let bus = Bus::new(&redis).unwrap();
         let dir = tempfile::tempdir().unwrap();
-        let key = maid::trust::generate().unwrap();
+        let key = maid_agent::trust::generate().unwrap();
         std::fs::write(
             dir.path().join("master.key"),
-            maid::trust::encode_signing(&key),
+            maid_agent::trust::encode_signing(&key),
         )
         .unwrap();
         std::fs::write(
             dir.path().join("master.pub"),
-            maid::trust::encode_verifying(&key.verifying_key()),
+            maid_agent::trust::encode_verifying(&key.verifying_key()),
         )
         .unwrap();
         Fleet {

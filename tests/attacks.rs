@@ -13,7 +13,7 @@ use crate::common::fleet::{
 };
 use crate::common::redis::RedisServer;
 use ed25519_dalek::SigningKey;
-use maid::protocol::{Reply, Return};
+use maid_agent::protocol::{Reply, Return};
 use maid_bus::{Bus, RedisConfig};
 use serde_json::{Value, json};
 
@@ -229,14 +229,18 @@ impl Signed {
             server,
             redis,
             bus,
-            key: maid::trust::generate().unwrap(),
+            key: maid_agent::trust::generate().unwrap(),
             state: tempfile::tempdir().unwrap(),
         }
     }
 
     fn public(&self) -> PathBuf {
         let p = self.state.path().join("master.pub");
-        std::fs::write(&p, maid::trust::encode_verifying(&self.key.verifying_key())).unwrap();
+        std::fs::write(
+            &p,
+            maid_agent::trust::encode_verifying(&self.key.verifying_key()),
+        )
+        .unwrap();
         p
     }
 
@@ -269,7 +273,7 @@ impl Signed {
         for (k, v) in fields.as_object().unwrap() {
             job[k] = v.clone();
         }
-        serde_json::to_string(&maid::trust::sign(job.to_string(), &self.key)).unwrap()
+        serde_json::to_string(&maid_agent::trust::sign(job.to_string(), &self.key)).unwrap()
     }
 
     /// Publish `payload` on `topic` and collect replies on `reply`.
@@ -388,7 +392,7 @@ async fn a_job_signed_for_one_master_topic_is_refused_on_another() {
     let mut bare = json!({"jid": "20261124000000000101", "tempTopic": "r", "fun": "test.ping",
                           "issued_at": chrono::Utc::now().timestamp_millis()});
     bare["tgt"] = json!("*");
-    let env = serde_json::to_string(&maid::trust::sign(bare.to_string(), &s.key)).unwrap();
+    let env = serde_json::to_string(&maid_agent::trust::sign(bare.to_string(), &s.key)).unwrap();
     let r = s.send(TOPIC, "r", &env, 1).await;
     assert_eq!(rejected(&r), ["malformed"], "{r:?}");
 }
@@ -442,8 +446,8 @@ fn an_agent_that_was_not_told_how_to_trust_jobs_does_not_start() {
     assert!(!status.success());
     assert!(err.contains("security.require_signed is not set"), "{err}");
     // Signatures required, but nowhere to remember jids across a restart.
-    let key = maid::trust::generate().unwrap();
-    let pk = maid::trust::encode_verifying(&key.verifying_key());
+    let key = maid_agent::trust::generate().unwrap();
+    let pk = maid_agent::trust::encode_verifying(&key.verifying_key());
     let (status, err) = agent_exit(&format!(
         "{base}\n[security]\nrequire_signed = true\ntrusted_keys = [\"{pk}\"]\n"
     ));

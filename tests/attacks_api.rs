@@ -512,16 +512,16 @@ async fn yaml_bombs_and_deep_bodies_are_refused_before_login() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_api_flood_cannot_get_maid_run_refused_busy() {
     let fleet = Fleet::new();
-    let api_key = maid::trust::generate().unwrap();
+    let api_key = maid_agent::trust::generate().unwrap();
     let key_file = |name: &str, text: String| {
         let path = fleet.dir.path().join(name);
         std::fs::write(&path, text).unwrap();
         path
     };
-    let api_private = key_file("api.key", maid::trust::encode_signing(&api_key));
+    let api_private = key_file("api.key", maid_agent::trust::encode_signing(&api_key));
     let api_public = key_file(
         "api.pub",
-        maid::trust::encode_verifying(&api_key.verifying_key()),
+        maid_agent::trust::encode_verifying(&api_key.verifying_key()),
     );
     let master_public = fleet.dir.path().join("master.pub");
     let bus = Bus::new(&fleet.redis).unwrap();

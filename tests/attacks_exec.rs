@@ -19,7 +19,7 @@ use std::process::Command;
 use crate::attacks::{assert_denied, toml_str};
 use crate::common::fleet::{request, run, start_agent, wait_registered};
 use crate::common::redis::RedisServer;
-use maid::protocol::Return;
+use maid_agent::protocol::Return;
 use maid_bus::Bus;
 use serde_json::{Value, json};
 

@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 use crate::common::fleet::{Agent, request, run, start_agent, wait_registered};
 use crate::common::redis::RedisServer;
 use crate::syndic::{accept_all, run_injecting, syndic, wait_beneath};
-use maid::target::TargetType;
+use maid_agent::target::TargetType;
 use maid_bus::Bus;
 use maid_master::api::perms::{self, PermEntry};
 use maid_master::jobs::Registry;
@@ -30,7 +30,7 @@ fn keyed(server: &RedisServer, id: &str, dir: &Path, extra: &str) -> Agent {
 /// The key of the maid that keeps state in `dir` as `id`: what an
 /// attacker who took that host holds.
 fn key_of(dir: &Path, id: &str) -> ed25519_dalek::SigningKey {
-    maid::identity::load_or_create(&dir.join(format!("state-{id}"))).unwrap()
+    maid_agent::identity::load_or_create(&dir.join(format!("state-{id}"))).unwrap()
 }
 
 fn ids(items: &[&str]) -> BTreeSet<String> {
@@ -73,7 +73,7 @@ async fn a_maid_not_accepted_as_a_syndic_maid_cannot_answer_for_others() {
             1 => return_for(jid, "web-1", "leaf-2"),
             _ => return_for(jid, "web-1", "phantom-7"),
         };
-        maid::replies::seal(msg, &stolen)
+        maid_agent::replies::seal(msg, &stolen)
     };
     let check = |r: &maid_master::jobs::Report| {
         let returned: BTreeSet<String> = r.returns.iter().map(|r| r.id.clone()).collect();
@@ -91,11 +91,11 @@ async fn a_maid_not_accepted_as_a_syndic_maid_cannot_answer_for_others() {
     // the role was never accepted with that key, so nothing changes.
     let mut conn = bus.connect().await.unwrap();
     let text: String = conn.hget("maid:registry", "web-1").await.unwrap();
-    let mut reg = maid::registry::read::<maid::protocol::Registration>(&text)
+    let mut reg = maid_agent::registry::read::<maid_agent::protocol::Registration>(&text)
         .unwrap()
         .value;
     reg.syndic = true;
-    let forged = maid::registry::write(&reg, Some(&stolen));
+    let forged = maid_agent::registry::write(&reg, Some(&stolen));
     let _: i64 = conn.hset("maid:registry", "web-1", &forged).await.unwrap();
     accept_all(&top.url(), &pki);
     let registry = Registry::read(&mut conn, Some(&Pki::new(&pki)))
@@ -143,21 +143,21 @@ async fn forged_registry_grains_decide_neither_permissions_nor_targets() {
     assert!(!allowed(&registry, "db-1", TargetType::Glob));
 
     let text: String = conn.hget("maid:registry", "db-1").await.unwrap();
-    let mut reg = maid::registry::read::<maid::protocol::Registration>(&text)
+    let mut reg = maid_agent::registry::read::<maid_agent::protocol::Registration>(&text)
         .unwrap()
         .value;
     reg.grains.insert("role".into(), json!("web"));
-    let stranger = maid::trust::generate().unwrap();
+    let stranger = maid_agent::trust::generate().unwrap();
     let stolen = key_of(dir.path(), "web-1");
     for (what, forged) in [
-        ("bare", maid::registry::write(&reg, None)),
+        ("bare", maid_agent::registry::write(&reg, None)),
         (
             "signed by a stranger",
-            maid::registry::write(&reg, Some(&stranger)),
+            maid_agent::registry::write(&reg, Some(&stranger)),
         ),
         (
             "signed by web-1's key",
-            maid::registry::write(&reg, Some(&stolen)),
+            maid_agent::registry::write(&reg, Some(&stolen)),
         ),
     ] {
         let _: i64 = conn.hset("maid:registry", "db-1", &forged).await.unwrap();
@@ -178,8 +178,8 @@ async fn forged_registry_grains_decide_neither_permissions_nor_targets() {
     // The accepted key stays db-1's: the forgery filed nothing over it.
     let accepted = pki.accepted().unwrap();
     assert_eq!(
-        maid::trust::encode_verifying(&accepted["db-1"]),
-        maid::trust::encode_verifying(&key_of(dir.path(), "db-1").verifying_key())
+        maid_agent::trust::encode_verifying(&accepted["db-1"]),
+        maid_agent::trust::encode_verifying(&key_of(dir.path(), "db-1").verifying_key())
     );
 }
 
@@ -224,16 +224,16 @@ async fn a_list_of_minions_its_syndic_maid_did_not_sign_is_not_believed() {
     assert_eq!(everyone(&registry), ids(&["syn", "leaf-a"]), "{registry:?}");
 
     let genuine: String = conn.get("maid:syndic:syn").await.unwrap();
-    let mut listed: Value = maid::registry::read(&genuine).unwrap().value;
+    let mut listed: Value = maid_agent::registry::read(&genuine).unwrap().value;
     let mut evil = listed["leaf-a"].clone();
     evil["id"] = json!("evil-leaf");
     listed["evil-leaf"] = evil;
-    let stranger = maid::trust::generate().unwrap();
+    let stranger = maid_agent::trust::generate().unwrap();
     for (what, forged) in [
-        ("bare", maid::registry::write(&listed, None)),
+        ("bare", maid_agent::registry::write(&listed, None)),
         (
             "signed by a stranger",
-            maid::registry::write(&listed, Some(&stranger)),
+            maid_agent::registry::write(&listed, Some(&stranger)),
         ),
     ] {
         let _: () = conn.set_ex("maid:syndic:syn", &forged, 60).await.unwrap();

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use crate::common::fleet::{request, run, start_agent, wait_registered};
 use crate::common::redis::RedisServer;
-use maid::protocol::Return;
+use maid_agent::protocol::Return;
 use maid_bus::Bus;
 use redis::AsyncCommands;
 use serde_json::{Value, json};
@@ -456,13 +456,13 @@ async fn registry_ids_that_are_no_minion_ids_never_stop_maid_key() {
         "",
     ];
     for id in bad {
-        let mut reg = maid::registry::read::<maid::protocol::Registration>(&genuine)
+        let mut reg = maid_agent::registry::read::<maid_agent::protocol::Registration>(&genuine)
             .unwrap()
             .value;
-        let key = maid::trust::generate().unwrap();
+        let key = maid_agent::trust::generate().unwrap();
         reg.id = id.to_string();
-        reg.pubkey = Some(maid::trust::encode_verifying(&key.verifying_key()));
-        let text = maid::registry::write(&reg, Some(&key));
+        reg.pubkey = Some(maid_agent::trust::encode_verifying(&key.verifying_key()));
+        let text = maid_agent::registry::write(&reg, Some(&key));
         let _: i64 = conn.hset("maid:registry", id, text).await.unwrap();
     }
     let pki = dir.path().join("pki");

@@ -372,9 +372,13 @@ fn init_writes_a_config_the_agent_accepts() {
 #[test]
 fn policy_shows_what_is_trusted_and_granted() {
     let tmp = tempfile::tempdir().unwrap();
-    let key = maid::trust::generate().unwrap();
+    let key = maid_agent::trust::generate().unwrap();
     let public = tmp.path().join("master.pub");
-    std::fs::write(&public, maid::trust::encode_verifying(&key.verifying_key())).unwrap();
+    std::fs::write(
+        &public,
+        maid_agent::trust::encode_verifying(&key.verifying_key()),
+    )
+    .unwrap();
     let config = tmp.path().join("maid.toml");
     std::fs::write(
         &config,
@@ -397,7 +401,7 @@ fn policy_shows_what_is_trusted_and_granted() {
     assert_eq!(v["trust"]["require_signed"], true);
     assert_eq!(
         v["trust"]["trusted_key_ids"],
-        serde_json::json!([maid::trust::key_id(&key.verifying_key())])
+        serde_json::json!([maid_agent::trust::key_id(&key.verifying_key())])
     );
     let cmd = v["plugins"]
         .as_array()

@@ -101,7 +101,7 @@ async fn cluster_round_trip() {
     // Redis 7 everywhere: replies went on sharded pub/sub. A classic
     // subscriber of the reply topic hears none of them; the master does.
     assert!(bus.sharded().await.unwrap());
-    let jid = maid::jid::new_jid();
+    let jid = maid_agent::jid::new_jid();
     let topic = maid_master::jobs::temp_topic(&jid);
     let classic = bus.subscribe(std::slice::from_ref(&topic)).await.unwrap();
     let replies = bus.replies(&topic).await.unwrap();

@@ -10,7 +10,7 @@ use crate::common::fleet::{
     run_watching, run_with_replies, start_agent, wait_registered,
 };
 use crate::common::redis::RedisServer;
-use maid::protocol::Reply;
+use maid_agent::protocol::Reply;
 use maid_bus::{Bus, publish};
 use serde_json::{Value, json};
 

@@ -63,7 +63,7 @@ fn keyed_agent(server: &RedisServer, id: &str, dir: &Path) -> Agent {
 /// raw key: SHA-256, lower-case hex pairs joined by `:`.
 fn fingerprint_of(pub_file: &Path) -> String {
     let text = std::fs::read_to_string(pub_file).unwrap();
-    let key = maid::trust::decode_verifying_key(text.trim()).unwrap();
+    let key = maid_agent::trust::decode_verifying_key(text.trim()).unwrap();
     Sha256::digest(key.as_bytes())
         .iter()
         .map(|b| format!("{b:02x}"))
@@ -124,15 +124,17 @@ async fn maid_key_lists_accepts_rejects_and_deletes_as_salt_key_does() {
     // key stays the one that counts.
     let mut conn = bus.connect().await.unwrap();
     let reg: String = conn.hget("maid:registry", "key-a").await.unwrap();
-    let mut reg: Value = maid::registry::read(&reg).unwrap().value;
-    let impostor = maid::trust::generate().unwrap();
-    reg["pubkey"] = Value::from(maid::trust::encode_verifying(&impostor.verifying_key()));
+    let mut reg: Value = maid_agent::registry::read(&reg).unwrap().value;
+    let impostor = maid_agent::trust::generate().unwrap();
+    reg["pubkey"] = Value::from(maid_agent::trust::encode_verifying(
+        &impostor.verifying_key(),
+    ));
     // Signed with the key it presents, as a maid's registration is.
     let _: i64 = conn
         .hset(
             "maid:registry",
             "key-a",
-            maid::registry::write(&reg, Some(&impostor)),
+            maid_agent::registry::write(&reg, Some(&impostor)),
         )
         .await
         .unwrap();
@@ -155,7 +157,7 @@ async fn maid_key_lists_accepts_rejects_and_deletes_as_salt_key_does() {
     let store = Pki::new(&pki);
     let accepted = store.accepted().unwrap();
     assert_eq!(
-        maid::trust::encode_verifying(&accepted["key-a"]),
+        maid_agent::trust::encode_verifying(&accepted["key-a"]),
         std::fs::read_to_string(dir.path().join("state-key-a/minion.pub"))
             .unwrap()
             .trim()
@@ -210,7 +212,7 @@ async fn only_replies_signed_by_an_accepted_key_count() {
     // with a key of its own.
     let forger = {
         let client = server.client();
-        let other = maid::trust::generate().unwrap();
+        let other = maid_agent::trust::generate().unwrap();
         tokio::spawn(async move {
             let mut pubsub = client.get_async_pubsub().await.unwrap();
             pubsub.subscribe(TOPIC).await.unwrap();
@@ -225,7 +227,7 @@ async fn only_replies_signed_by_an_accepted_key_count() {
                     "retcode": 0, "success": true, "out": "nested", "_stamp": "x",
                     "ret_": {"sig-a": "forged"}});
                 for reply in [ping, ret] {
-                    let sealed = maid::replies::seal(reply.to_string(), &other);
+                    let sealed = maid_agent::replies::seal(reply.to_string(), &other);
                     for payload in [reply.to_string(), sealed] {
                         let _: i64 = publish.publish(topic, payload).await.unwrap();
                     }
@@ -274,7 +276,7 @@ async fn only_replies_signed_by_an_accepted_key_count() {
         "jid": report.jid, "fun": "test.ping", "fun_args": [], "return": "forged",
         "retcode": 0, "success": true, "out": "nested", "_stamp": "x",
         "ret_": {"sig-a": "forged"}});
-    let key = maid::protocol::job_key(&report.jid);
+    let key = maid_agent::protocol::job_key(&report.jid);
     let genuine: String = conn.hget(&key, "sig-a").await.unwrap();
     let job_out = |pki_dir: Option<&Path>| -> Output {
         let mut cmd = crate::common::maid_command();
@@ -865,7 +867,7 @@ async fn post_keys_gives_a_new_maid_its_accepted_identity() {
     assert_eq!(mode & 0o777, 0o600);
     let public = std::fs::read_to_string(state.join("minion.pub")).unwrap();
     assert_eq!(
-        maid::trust::encode_verifying(&Pki::new(&pki).accepted().unwrap()["boot-1"]),
+        maid_agent::trust::encode_verifying(&Pki::new(&pki).accepted().unwrap()["boot-1"]),
         public.trim()
     );
 
@@ -889,8 +891,9 @@ async fn post_keys_gives_a_new_maid_its_accepted_identity() {
         .map(|e| e.unwrap().size())
         .collect();
     assert_eq!(sizes, [0, 0]);
-    let accepted =
-        |pki: &Path| maid::trust::encode_verifying(&Pki::new(pki).accepted().unwrap()["boot-1"]);
+    let accepted = |pki: &Path| {
+        maid_agent::trust::encode_verifying(&Pki::new(pki).accepted().unwrap()["boot-1"])
+    };
     assert_eq!(accepted(&pki), public.trim());
     // With force, a new key replaces it.
     let mut forced = creds("admin");

@@ -829,7 +829,7 @@ fn modules_refuse_what_their_default_grants_do_not_give() {
 }
 
 /// The one return of `report` (from the maid its job targeted).
-fn only_return(report: &maid_master::jobs::Report) -> &maid::protocol::Return {
+fn only_return(report: &maid_master::jobs::Report) -> &maid_agent::protocol::Return {
     assert_eq!(report.returns.len(), 1, "{report:?}");
     &report.returns[0]
 }
@@ -1196,7 +1196,7 @@ async fn a_grain_set_is_targeted_at_once_and_kept() {
     // The kept grains edited by hand are read again by
     // saltutil.refresh_grains (the agent's own, Salt's `True`).
     std::fs::write(
-        state.path().join(maid::grains::GRAINS_FILE),
+        state.path().join(maid_agent::grains::GRAINS_FILE),
         r#"{"role": "web"}"#,
     )
     .unwrap();

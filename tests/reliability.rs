@@ -63,7 +63,7 @@ async fn redis_restarted_mid_stream_loses_no_return() {
     assert!(
         matches!(
             serde_json::from_slice(ping.get_payload_bytes()),
-            Ok(maid::protocol::Reply::Ping(_))
+            Ok(maid_agent::protocol::Reply::Ping(_))
         ),
         "{ping:?}"
     );
@@ -130,7 +130,7 @@ async fn a_restarted_cluster_node_is_survived() {
 /// retried for the cache write only: the master gets it once.
 async fn a_published_return_is_retried_for_the_cache_only(redis: RedisConfig) {
     use futures_util::StreamExt;
-    use maid::outbox::{Pending, deliver};
+    use maid_agent::outbox::{Pending, deliver};
     use redis::AsyncCommands;
 
     let bus = Bus::new(&redis).unwrap();
@@ -138,7 +138,7 @@ async fn a_published_return_is_retried_for_the_cache_only(redis: RedisConfig) {
     // Where replies are heard: sharded on a Redis 7 cluster.
     let mut replies = bus.replies("retry-reply").await.unwrap();
     // The job's cache key holds a string: HSET fails with WRONGTYPE.
-    let key = maid::protocol::job_key("retry-1");
+    let key = maid_agent::protocol::job_key("retry-1");
     let _: () = conn.set(&key, "in the way").await.unwrap();
     let mut p = Pending {
         topic: "retry-reply".into(),
@@ -204,7 +204,7 @@ async fn overload_is_answered_busy_never_silence() {
         let report = j.await.unwrap();
         assert_eq!(report.returns.len(), 1, "every job is answered: {report:?}");
         codes.push(report.returns[0].retcode);
-        if report.returns[0].retcode == maid::agent::BUSY_RETCODE {
+        if report.returns[0].retcode == maid_agent::agent::BUSY_RETCODE {
             let msg = report.returns[0].ret.as_str().unwrap();
             assert!(msg.starts_with("Busy: "), "{msg}");
         }
@@ -355,8 +355,8 @@ async fn plugins_hot_reload_during_a_stream_of_calls() {
 #[tokio::test]
 async fn returns_past_the_buffer_spill_to_a_file_and_all_are_delivered() {
     use futures_util::StreamExt;
-    use maid::metrics::Metrics;
-    use maid::outbox::{Outbox, Pending};
+    use maid_agent::metrics::Metrics;
+    use maid_agent::outbox::{Outbox, Pending};
     use std::os::unix::fs::PermissionsExt;
 
     let mut server = RedisServer::start();
@@ -400,7 +400,7 @@ async fn returns_past_the_buffer_spill_to_a_file_and_all_are_delivered() {
     assert!(outbox.is_empty() && !path.exists());
     for i in 0..4 {
         let cached: Option<String> = redis::cmd("HGET")
-            .arg(maid::protocol::job_key(&format!("j{i}")))
+            .arg(maid_agent::protocol::job_key(&format!("j{i}")))
             .arg("maid-s")
             .query_async(&mut conn)
             .await

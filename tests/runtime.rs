@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::common::{call, config_with, dir, guests, runtime_with};
-use maid::fileserver::NoFiles;
-use maid::runtime::{CacheStatus, CallRequest, Failure, Runtime, RuntimeSettings, Services};
+use maid_agent::fileserver::NoFiles;
+use maid_agent::runtime::{CacheStatus, CallRequest, Failure, Runtime, RuntimeSettings, Services};
 use maid_config::{Config, PluginGrants};
 use serde_json::{Map, json};
 
@@ -562,7 +562,10 @@ fn runtime_of(cache: &Path, instances: u32) -> Arc<Runtime> {
         config: Arc::new(Config::default()),
         cache_dir: Some(cache.to_path_buf()),
         services: Arc::new(Services {
-            grains: Arc::new(maid::grains::GrainStore::new(Default::default(), None)),
+            grains: Arc::new(maid_agent::grains::GrainStore::new(
+                Default::default(),
+                None,
+            )),
             files: Arc::new(NoFiles),
             jobs: Default::default(),
         }),
@@ -605,7 +608,7 @@ fn ping_request() -> CallRequest {
         fun: "test.ping".into(),
         args: Vec::new(),
         kwargs: Map::new(),
-        jid: maid::jid::new_jid(),
+        jid: maid_agent::jid::new_jid(),
         minion_id: "test-minion".into(),
         user: None,
         timeout: None,

@@ -6,7 +6,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use crate::common::{call, config_with, dir, runtime_with};
-use maid::runtime::{CallRequest, Failure, Runtime};
+use maid_agent::runtime::{CallRequest, Failure, Runtime};
 use maid_config::{Config, LimitsOverride, PluginGrants};
 use serde_json::json;
 
@@ -338,7 +338,7 @@ async fn instances_of_one_plugin_are_bounded() {
 /// caller's audit, with what the function it ran did.
 #[tokio::test]
 async fn a_plugin_runs_only_the_functions_its_call_grant_names() {
-    let used = |out: &maid::runtime::Outcome| serde_json::to_value(&out.used).unwrap();
+    let used = |out: &maid_agent::runtime::Outcome| serde_json::to_value(&out.used).unwrap();
     let rt = runtime_with(Config::default(), None).await;
     let out = call(&rt, "hostile.call", json!(["test.echo", "hi"]), json!({})).await;
     assert_eq!(

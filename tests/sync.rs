@@ -50,8 +50,8 @@ impl Fleet {
         );
         assert!(o.status.success(), "{o:?}");
         let public = prefix.with_extension("pub");
-        let kid = maid::trust::key_id(
-            &maid::trust::read_verifying_key(public.to_str().unwrap()).unwrap(),
+        let kid = maid_agent::trust::key_id(
+            &maid_agent::trust::read_verifying_key(public.to_str().unwrap()).unwrap(),
         );
         Fleet {
             server,
@@ -624,7 +624,7 @@ async fn a_maid_requiring_signed_jobs_installs_nothing_on_its_own() {
     // A signed sync job that pins nothing is refused there, saying how to
     // pin; the other maid syncs as before (nothing new).
     let mut req = request("*", "glob", "saltutil.sync_modules", json!([]), json!({}));
-    req.key = Some(maid::trust::read_signing_key(&f.key).unwrap());
+    req.key = Some(maid_agent::trust::read_signing_key(&f.key).unwrap());
     let report = maid_master::jobs::run(&f.bus, &req, |_| {}).await.unwrap();
     let ret = |id: &str| {
         report

@@ -37,7 +37,9 @@ pub(crate) async fn wait_beneath(top: &RedisServer, id: &str, ids: &[&str]) {
     loop {
         let text: Option<String> = conn.get(format!("maid:syndic:{id}")).await.unwrap();
         // Bare, or signed by the syndic maid's key (PROTOCOL v1.2 §7).
-        let listed: Value = text.map_or(Value::Null, |t| maid::registry::read(&t).unwrap().value);
+        let listed: Value = text.map_or(Value::Null, |t| {
+            maid_agent::registry::read(&t).unwrap().value
+        });
         if ids.iter().all(|i| listed.get(i).is_some()) {
             return;
         }
@@ -284,7 +286,7 @@ pub(crate) async fn run_injecting(
     redis: &RedisServer,
     message: impl Fn(&str) -> String,
 ) -> Report {
-    let jid = maid::jid::new_jid();
+    let jid = maid_agent::jid::new_jid();
     let topic = maid_master::jobs::temp_topic(&jid);
     let replies = bus.replies(&topic).await.unwrap();
     let mut conn = bus.connect().await.unwrap();
@@ -327,11 +329,11 @@ async fn signed_jobs_reach_the_maids_beneath_and_their_replies_verify_end_to_end
     let low = RedisServer::start();
     let bus = Bus::new(&top.config()).unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let master = maid::trust::generate().unwrap();
+    let master = maid_agent::trust::generate().unwrap();
     let public = dir.path().join("master.pub");
     std::fs::write(
         &public,
-        maid::trust::encode_verifying(&master.verifying_key()),
+        maid_agent::trust::encode_verifying(&master.verifying_key()),
     )
     .unwrap();
     // Every maid requires jobs signed by the master and signs its own
@@ -449,8 +451,8 @@ async fn signed_jobs_reach_the_maids_beneath_and_their_replies_verify_end_to_end
 
     // Nor can the syndic maid itself, with its own key, answer for a
     // maid beneath whose key the master accepted: that maid signs its own.
-    let syn_key = maid::identity::load_or_create(&dir.path().join("state-syn")).unwrap();
-    let sealed = |payload: String| maid::replies::seal(payload, &syn_key);
+    let syn_key = maid_agent::identity::load_or_create(&dir.path().join("state-syn")).unwrap();
+    let sealed = |payload: String| maid_agent::replies::seal(payload, &syn_key);
     let r = run_injecting(&bus, &req, &top, |jid| sealed(forged(jid, "syn"))).await;
     assert_eq!(r.returns.len(), 1, "{r:?}");
     assert_eq!(r.returns[0].ret, json!(true), "{r:?}");

@@ -9,7 +9,7 @@ use std::time::Duration;
 use crate::common::fleet::{Agent, raw_round_trip, request, run, start_agent, wait_registered};
 use crate::common::redis::RedisServer;
 use ed25519_dalek::SigningKey;
-use maid::protocol::Reply;
+use maid_agent::protocol::Reply;
 use maid_bus::{Bus, RedisConfig};
 use serde_json::{Value, json};
 
@@ -26,10 +26,14 @@ fn setup() -> Setup {
     let server = RedisServer::start();
     let redis = server.config();
     let bus = Bus::new(&redis).unwrap();
-    let key = maid::trust::generate().unwrap();
+    let key = maid_agent::trust::generate().unwrap();
     let state = tempfile::tempdir().unwrap();
     let public = state.path().join("master.pub");
-    std::fs::write(&public, maid::trust::encode_verifying(&key.verifying_key())).unwrap();
+    std::fs::write(
+        &public,
+        maid_agent::trust::encode_verifying(&key.verifying_key()),
+    )
+    .unwrap();
     let extra = format!(
         "[security]\nrequire_signed = true\ntrusted_keys = [\"{}\"]\nstate_dir = \"{}\"\n\
          [audit]\npath = \"{}\"\n",
@@ -88,7 +92,7 @@ fn job(jid: &str, topic: &str, issued_at: i64) -> String {
 }
 
 fn envelope(payload: String, key: &SigningKey) -> String {
-    serde_json::to_string(&maid::trust::sign(payload, key)).unwrap()
+    serde_json::to_string(&maid_agent::trust::sign(payload, key)).unwrap()
 }
 
 fn now_ms() -> i64 {
@@ -115,7 +119,7 @@ async fn signed_jobs_run_and_every_attack_is_rejected() {
     assert_eq!(report.returns.len(), 1, "{report:?}");
     // ...and through the CLI with --key.
     let keyfile = s.state.path().join("master.key");
-    std::fs::write(&keyfile, maid::trust::encode_signing(&s.key)).unwrap();
+    std::fs::write(&keyfile, maid_agent::trust::encode_signing(&s.key)).unwrap();
     let tmp = tempfile::tempdir().unwrap();
     let o = crate::common::fleet::maid_cli(
         &s.server.url(),
@@ -170,7 +174,7 @@ async fn signed_jobs_run_and_every_attack_is_rejected() {
     );
 
     // Wrong key.
-    let other = maid::trust::generate().unwrap();
+    let other = maid_agent::trust::generate().unwrap();
     assert_eq!(
         reject_reason(
             &s,
@@ -217,7 +221,7 @@ async fn signed_jobs_run_and_every_attack_is_rejected() {
     for reason in ["unsigned", "bad signature", "unknown key", "expired"] {
         assert!(rejected.contains(&reason), "{reason}: {rejected:?}");
     }
-    let kid = maid::trust::key_id(&s.key.verifying_key());
+    let kid = maid_agent::trust::key_id(&s.key.verifying_key());
     assert!(ran.iter().all(|r| r["signer"] == json!(kid)), "{ran:?}");
     assert!(
         ran.iter()
@@ -294,9 +298,9 @@ fn keygen_writes_a_private_key_only_its_owner_reads() {
     assert_eq!(o.status.code(), Some(0));
     let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode(&tmp.path().join("m.key")), 0o600);
-    let key = maid::trust::read_signing_key(&tmp.path().join("m.key")).unwrap();
+    let key = maid_agent::trust::read_signing_key(&tmp.path().join("m.key")).unwrap();
     let public = std::fs::read_to_string(tmp.path().join("m.pub")).unwrap();
-    let pk = maid::trust::read_verifying_key(public.trim()).unwrap();
+    let pk = maid_agent::trust::read_verifying_key(public.trim()).unwrap();
     assert_eq!(pk, key.verifying_key());
     let o = crate::common::maid_command()
         .args(["keygen", "m"])
@@ -327,7 +331,7 @@ async fn cp_agent(s: &Setup, id: &str, dir: &Path) -> Agent {
 /// The master's private key as a file, for the CLI's `--key`.
 fn master_keyfile(s: &Setup) -> std::path::PathBuf {
     let path = s.state.path().join("master.key");
-    std::fs::write(&path, maid::trust::encode_signing(&s.key)).unwrap();
+    std::fs::write(&path, maid_agent::trust::encode_signing(&s.key)).unwrap();
     path
 }
 
@@ -465,7 +469,7 @@ async fn salt_content_replaced_in_redis_is_not_written() {
         .unwrap();
     denied(signed_get_file(&s, "salt://motd", &dest, None).await);
     // ...with a record signed by a key of its own,
-    let own = maid::trust::generate().unwrap();
+    let own = maid_agent::trust::generate().unwrap();
     let forged =
         maid_bus::filestore::FileRecord::new("motd", &evil_sha, evil.len() as u64).sign(&own);
     let forged = serde_json::to_string(&forged).unwrap();
@@ -473,7 +477,7 @@ async fn salt_content_replaced_in_redis_is_not_written() {
     denied(signed_get_file(&s, "salt://motd", &dest, None).await);
     // ...with the master's record of that payload, re-signed by nobody,
     let mut lifted: Value = serde_json::from_str(&forged).unwrap();
-    lifted["kid"] = json!(maid::trust::key_id(&s.key.verifying_key()));
+    lifted["kid"] = json!(maid_agent::trust::key_id(&s.key.verifying_key()));
     redis_hset(
         &s,
         maid_bus::filestore::SIGNED_KEY,
@@ -641,8 +645,8 @@ async fn maid_cp_with_the_master_key_copies_end_to_end() {
         .await
         .unwrap();
     let pk = s.key.verifying_key();
-    let verifier = maid::trust::Verifier {
-        keys: vec![(maid::trust::key_id(&pk), pk)],
+    let verifier = maid_agent::trust::Verifier {
+        keys: vec![(maid_agent::trust::key_id(&pk), pk)],
         require_signed: true,
         max_skew_ms: 0,
     };

@@ -1,14 +1,13 @@
 //! maid: a sandboxed WebAssembly agent for SaltStack-style fleets.
 //!
-//! The agent's library; the `maid` binary is a thin CLI over it and over
-//! `maid-master`'s commands.
+//! The agent's library: everything a maid does, from a configuration to
+//! replies on Redis. The `maid` binary (`cli/`) builds one with
+//! [`agent::run`]; nothing here knows the command line or the master.
 //!
 //! * [`agent`] takes jobs from the masters' topics: [`agent::run`] builds
 //!   and runs one from its configuration.
 //! * [`runtime`] loads plugins (one Salt module per WebAssembly component)
 //!   and runs each call in a fresh, capability-restricted instance.
-//! * [`setup`] resolves options and the config file into a configuration
-//!   and a runtime.
 //! * [`fileserver`], [`filestore`] and [`grains`] are what plugins can ask
 //!   the host for.
 //! * [`sync`] installs plugins pushed by a master, where the agent accepts
@@ -26,11 +25,10 @@ pub mod jidstore;
 pub mod metrics;
 pub mod outbox;
 pub mod runtime;
-pub mod setup;
 pub mod sync;
 
 // The wire contract lives in its own pure crate; its modules keep their
-// paths here, so `maid::protocol` and `crate::protocol` name the same code.
+// paths here, so `maid_agent::protocol` and `crate::protocol` name the same code.
 pub use maid_protocol::{jid, protocol, registry, replies, trust};
 pub use maid_salt::{self as salt, target};
 

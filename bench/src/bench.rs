@@ -54,7 +54,7 @@ use redis::aio::MultiplexedConnection;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use maid::setup::{RuntimeOpts, Setup, modules_in};
+use maid_cli::setup::{RuntimeOpts, Setup, modules_in};
 use maid_testkit::Proc;
 use maid_testkit::redis::{RedisServer, free_port, redis_server_bin};
 
@@ -681,7 +681,7 @@ async fn check_functions(
     loop {
         proc.check_alive()?;
         let entry: Option<String> = redis::cmd("HGET")
-            .arg(maid::protocol::REGISTRY_KEY)
+            .arg(maid_agent::protocol::REGISTRY_KEY)
             .arg(id)
             .query_async(conn)
             .await?;
@@ -1264,7 +1264,7 @@ pub fn bench(args: BenchArgs) -> anyhow::Result<ExitCode> {
 async fn in_process_runtime(
     setup: &Setup,
     plugin_dir: &Path,
-) -> anyhow::Result<std::sync::Arc<maid::runtime::Runtime>> {
+) -> anyhow::Result<std::sync::Arc<maid_agent::runtime::Runtime>> {
     let agent: maid_config::Config = toml::from_str(&agent_config("redis://unused", 1, None))?;
     let mut config = setup.config.clone();
     config.plugins = agent.plugins;
@@ -1282,7 +1282,7 @@ async fn in_process_runtime(
 /// to warm up: what one call costs with no Redis and no second process (a
 /// fresh instance from the pool each time).
 async fn in_process_calls(
-    runtime: &maid::runtime::Runtime,
+    runtime: &maid_agent::runtime::Runtime,
     fun: &str,
     args: Vec<Value>,
     n: usize,
@@ -1294,11 +1294,11 @@ async fn in_process_calls(
     let mut times = Vec::with_capacity(n);
     for i in 0..warmup + n {
         let out = runtime
-            .call(maid::runtime::CallRequest {
+            .call(maid_agent::runtime::CallRequest {
                 fun: fun.into(),
                 args: args.clone(),
                 kwargs: serde_json::Map::new(),
-                jid: maid::jid::new_jid(),
+                jid: maid_agent::jid::new_jid(),
                 minion_id: "bench".into(),
                 user: None,
                 timeout: None,
@@ -2365,7 +2365,7 @@ async fn raw_responder(
             continue;
         };
         let ping = json!({"type": "ping", "sub_ip": id, "jid": job.jid, "match": true});
-        let stamp = maid::jid::stamp();
+        let stamp = maid_agent::jid::stamp();
         let ret = json!({
             "type": "return", "sub_ip": id, "jid": job.jid, "id": id,
             "fun": job.fun, "fun_args": job.arg, "return": true,
@@ -2386,15 +2386,15 @@ async fn raw_responder(
                 let mut ping_conn = conn.clone();
                 let ping = ping.to_string();
                 let ret = async {
-                    maid::agent::Requeue::default().await;
-                    let mut pending = maid::outbox::Pending {
+                    maid_agent::agent::Requeue::default().await;
+                    let mut pending = maid_agent::outbox::Pending {
                         topic: job.temp_topic.clone(),
                         payload: ret.to_string(),
                         jid: job.jid.clone(),
                         id,
                         published: false,
                     };
-                    maid::outbox::deliver(&mut conn, &mut pending, ttl).await
+                    maid_agent::outbox::deliver(&mut conn, &mut pending, ttl).await
                 };
                 let (pinged, returned) = tokio::join!(
                     maid_bus::publish(&mut ping_conn, &job.temp_topic, &ping),
@@ -2457,7 +2457,7 @@ pub struct FleetArgs {
 }
 
 /// `count` agents, each with its own Redis connections, job slots and jid
-/// memory, sharing one plugin runtime ([`maid::agent::run_fleet`]); until
+/// memory, sharing one plugin runtime ([`maid_agent::agent::run_fleet`]); until
 /// SIGTERM or SIGINT.
 pub fn fleet(args: FleetArgs) -> anyhow::Result<ExitCode> {
     let fleet = Fleet::new(args.threads)?;
@@ -2488,7 +2488,7 @@ pub fn fleet(args: FleetArgs) -> anyhow::Result<ExitCode> {
                 _ = tokio::signal::ctrl_c() => {}
             }
         };
-        maid::agent::run_fleet(config, &ids, |i| fleet.handle(i).clone(), stop).await?;
+        maid_agent::agent::run_fleet(config, &ids, |i| fleet.handle(i).clone(), stop).await?;
         anyhow::Ok(())
     })?;
     Ok(ExitCode::SUCCESS)

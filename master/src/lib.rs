@@ -10,7 +10,6 @@
 //! * [`api`]: `maid api`, salt-api's REST interface.
 //! * [`pki`]: the maid keys the master accepted, rejected or denied, kept
 //!   as Salt's master keeps minion keys (`maid key`).
-//! * [`cli`]: the master commands of the `maid` binary.
 //!
 //! Redis and its stores are `maid-bus`'s, the configuration file
 //! `maid-config`'s, the wire `maid-protocol`'s and Salt's language
@@ -18,13 +17,12 @@
 
 pub mod api;
 pub mod batch;
-pub mod cli;
 pub mod jobcache;
 pub mod jobs;
 pub mod pki;
 pub mod registry;
 
-use maid_bus::{self as bus, filestore, fsutil, plugin_store};
+use maid_bus::{self as bus, fsutil};
 use maid_config as config;
 /// Registry values as a maid writes them (PROTOCOL v1.2 §4, §7).
 use maid_protocol::registry as wire_registry;

@@ -155,7 +155,7 @@ pub async fn run_with_replies<S>(
 where
     S: futures_util::Stream<Item = redis::Msg> + Unpin + Send + 'static,
 {
-    let jid = maid::jid::new_jid();
+    let jid = maid_agent::jid::new_jid();
     let topic = maid_master::jobs::temp_topic(&jid);
     let replies = replies(bus.subscribe(std::slice::from_ref(&topic)).await.unwrap());
     let mut conn = bus.connect().await.unwrap();
@@ -177,7 +177,7 @@ pub async fn run_watching(
     tokio::task::JoinHandle<Report>,
     tokio::sync::oneshot::Receiver<()>,
 ) {
-    use maid::protocol::Reply;
+    use maid_agent::protocol::Reply;
     let (tx, pinged) = tokio::sync::oneshot::channel();
     let mut tx = Some(tx);
     let id = id.to_string();
@@ -186,7 +186,7 @@ pub async fn run_watching(
             sub.into_on_message(),
             move |msg| {
                 if let Ok(Reply::Ping(p)) =
-                    maid::replies::receive(msg.get_payload_bytes()).map(|r| r.reply)
+                    maid_agent::replies::receive(msg.get_payload_bytes()).map(|r| r.reply)
                     && p.sub_ip == id
                     && let Some(tx) = tx.take()
                 {

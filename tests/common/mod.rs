@@ -11,8 +11,8 @@ pub use maid_testkit::redis;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use maid::fileserver::{FileServer, LocalRoots, NoFiles};
-use maid::runtime::{CallRequest, Outcome, Runtime, RuntimeSettings, Services};
+use maid_agent::fileserver::{FileServer, LocalRoots, NoFiles};
+use maid_agent::runtime::{CallRequest, Outcome, Runtime, RuntimeSettings, Services};
 use maid_config::{Config, DirGrant, PluginGrants};
 use serde_json::{Map, Value};
 
@@ -46,12 +46,12 @@ pub async fn runtime_with(config: Config, file_root: Option<&Path>) -> Arc<Runti
         Some(root) => Arc::new(LocalRoots::new(vec![root.to_path_buf()])),
         None => Arc::new(NoFiles),
     };
-    let grains = maid::grains::collect("test-minion", &config.grains);
+    let grains = maid_agent::grains::collect("test-minion", &config.grains);
     let rt = Runtime::new(RuntimeSettings {
         config: Arc::new(config),
         cache_dir: Some(shared_cache()),
         services: Arc::new(Services {
-            grains: Arc::new(maid::grains::GrainStore::new(grains, None)),
+            grains: Arc::new(maid_agent::grains::GrainStore::new(grains, None)),
             files,
             jobs: Default::default(),
         }),
@@ -94,7 +94,7 @@ pub async fn call(rt: &Runtime, fun: &str, args: Value, kwargs: Value) -> Outcom
         fun: fun.into(),
         args,
         kwargs,
-        jid: maid::jid::new_jid(),
+        jid: maid_agent::jid::new_jid(),
         minion_id: "test-minion".into(),
         user: Some("tester".into()),
         timeout: None,

@@ -449,7 +449,7 @@ async fn plugin_runtime(
     instances: u32,
 ) -> Result<Arc<Runtime>, AgentError> {
     let runtime =
-        crate::setup::runtime(config, grains, fallback, instances).map_err(AgentError::Runtime)?;
+        Runtime::for_config(config, grains, fallback, instances).map_err(AgentError::Runtime)?;
     if let Some(dir) = &config.plugin_dir {
         load_plugins(&runtime, dir).await?;
     }

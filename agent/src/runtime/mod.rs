@@ -62,7 +62,7 @@ pub(crate) use ticker::Ticking;
 use wasi::link_wasi;
 
 use crate::config::{Config, Limits};
-use crate::fileserver::FileServer;
+use crate::fileserver::{Chain, FileServer, LocalRoots, NoFiles};
 use bindings::{Plugin as PluginBindings, PluginPre};
 use host::{Capture, HostState, JobState, Limiter};
 
@@ -301,6 +301,42 @@ pub struct Runtime {
 }
 
 impl Runtime {
+    /// A runtime for `config` as resolved (its `cache_dir` used as it is),
+    /// offering `grains` to plugins, serving `salt://` from the config's
+    /// `file_roots`, then from `fallback` when given, with room for
+    /// `instances` calls at once.
+    pub fn for_config(
+        config: &Config,
+        grains: &Map<String, Value>,
+        fallback: Option<Arc<dyn FileServer>>,
+        instances: u32,
+    ) -> anyhow::Result<Arc<Runtime>> {
+        let mut servers: Vec<Arc<dyn FileServer>> = Vec::new();
+        if !config.file_roots.is_empty() {
+            servers.push(Arc::new(LocalRoots::new(config.file_roots.clone())));
+        }
+        servers.extend(fallback);
+        let files: Arc<dyn FileServer> = match servers.len() {
+            0 => Arc::new(NoFiles),
+            1 => servers.remove(0),
+            _ => Arc::new(Chain(servers)),
+        };
+        let services = Arc::new(Services {
+            grains: Arc::new(crate::grains::GrainStore::new(
+                grains.clone(),
+                config.security.state_dir.as_deref(),
+            )),
+            files,
+            jobs: Default::default(),
+        });
+        Runtime::new(RuntimeSettings {
+            config: Arc::new(config.clone()),
+            cache_dir: config.cache_dir.clone(),
+            services,
+            instances,
+        })
+    }
+
     /// A runtime with no plugins loaded yet.
     pub fn new(settings: RuntimeSettings) -> anyhow::Result<Arc<Self>> {
         // What compiled code depends on; the cache's compiler uses the same

@@ -35,7 +35,7 @@ use maid_testkit::Proc;
 use maid_testkit::redis::{RedisServer, redis_server_bin};
 
 use super::{Scratch, Table, machine, rss_kib};
-use maid::setup::{RuntimeOpts, Setup};
+use maid_cli::setup::{RuntimeOpts, Setup};
 
 /// The master topic of the soak.
 const TOPIC: &str = "soak";
@@ -377,7 +377,7 @@ async fn run(args: SoakArgs, setup: Setup) -> anyhow::Result<ExitCode> {
     let mut conn = client.get_multiplexed_async_connection().await?;
     for n in (0..args.jobs).filter(|n| !seen.returns.contains_key(n)) {
         let cached: Option<String> = redis::cmd("HGET")
-            .arg(maid::protocol::job_key(&jid(n)))
+            .arg(maid_agent::protocol::job_key(&jid(n)))
             .arg(minion(n, args.agents))
             .query_async(&mut conn)
             .await?;

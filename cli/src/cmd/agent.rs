@@ -3,11 +3,11 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use crate::rt::shutdown_signal;
 use clap::Args;
-use maid_master::cli::shutdown_signal;
 
-use maid::setup::RuntimeOpts;
-use maid::setup::Setup;
+use crate::setup::RuntimeOpts;
+use crate::setup::Setup;
 
 #[derive(Debug, Args)]
 pub struct AgentArgs {
@@ -42,6 +42,6 @@ pub fn agent(args: AgentArgs) -> anyhow::Result<ExitCode> {
     let mut roots = args.file_root.clone();
     roots.append(&mut config.file_roots);
     config.file_roots = roots;
-    super::block_on(maid::agent::run(config, shutdown_signal()))??;
+    crate::rt::block_on_workers(maid_agent::agent::run(config, shutdown_signal()))??;
     Ok(ExitCode::SUCCESS)
 }

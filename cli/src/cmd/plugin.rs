@@ -6,11 +6,11 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Subcommand, ValueEnum};
-use maid::runtime::{GrantSummary, LoadError, LoadedPlugin};
+use maid_agent::runtime::{GrantSummary, LoadError, LoadedPlugin};
 use serde::Serialize;
 
-use maid::setup::RuntimeOpts;
-use maid::setup::Setup;
+use crate::setup::RuntimeOpts;
+use crate::setup::Setup;
 
 #[derive(Debug, Subcommand)]
 pub enum PluginCommand {
@@ -26,7 +26,7 @@ pub enum PluginCommand {
     Test(super::author::TestArgs),
     /// Sign a plugin with the master key and store it for the agents that
     /// sync it (`saltutil.sync_modules`, which pins this master's pushes).
-    Push(maid_master::cli::plugin_push::PushArgs),
+    Push(super::plugin_push::PushArgs),
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum, Default)]
@@ -65,7 +65,7 @@ struct Report {
     version: String,
     requested: Vec<&'static str>,
     granted: GrantSummary,
-    functions: Vec<maid::runtime::FunctionDoc>,
+    functions: Vec<maid_agent::runtime::FunctionDoc>,
 }
 
 fn report(p: &LoadedPlugin) -> Report {
@@ -139,7 +139,7 @@ fn text(r: &Report) -> String {
 /// Load the plugin directory: a report per plugin, and what failed.
 fn load_reports(setup: &Setup) -> anyhow::Result<(Vec<Report>, Vec<LoadError>)> {
     let runtime = setup.runtime(&setup.grains("local"), &[])?;
-    let failed = super::block_on(runtime.load_dir(&setup.plugin_dir))??;
+    let failed = crate::rt::block_on(runtime.load_dir(&setup.plugin_dir))??;
     let reports = runtime.plugins().iter().map(|p| report(p)).collect();
     Ok((reports, failed))
 }
@@ -161,7 +161,7 @@ pub fn run(cmd: PluginCommand) -> anyhow::Result<ExitCode> {
         PluginCommand::New(args) => super::author::new(args),
         PluginCommand::Build(args) => super::author::build(args),
         PluginCommand::Test(args) => super::author::test(args),
-        PluginCommand::Push(args) => maid_master::cli::plugin_push::push(args),
+        PluginCommand::Push(args) => super::plugin_push::push(args),
         PluginCommand::List(args) => {
             let setup = Setup::resolve(&args.runtime, false)?;
             let (reports, failed) = load_reports(&setup)?;
@@ -195,7 +195,7 @@ pub fn run(cmd: PluginCommand) -> anyhow::Result<ExitCode> {
         PluginCommand::Inspect(args) => {
             let setup = Setup::resolve(&args.runtime, false)?;
             let runtime = setup.runtime(&setup.grains("local"), &[])?;
-            let plugin = super::block_on(runtime.inspect_file(&args.file))??;
+            let plugin = crate::rt::block_on(runtime.inspect_file(&args.file))??;
             let r = report(&plugin);
             match args.format {
                 Format::Json => println!("{}", serde_json::to_string_pretty(&r)?),
@@ -228,7 +228,7 @@ struct Trust {
 pub fn policy(args: PolicyArgs) -> anyhow::Result<ExitCode> {
     let setup = Setup::resolve(&args.runtime, false)?;
     let sec = &setup.config.security;
-    let trusted_key_ids = maid::trust::read_trusted_keys(&sec.trusted_keys)?
+    let trusted_key_ids = maid_agent::trust::read_trusted_keys(&sec.trusted_keys)?
         .into_iter()
         .map(|(kid, _)| kid)
         .collect();

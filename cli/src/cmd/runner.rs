@@ -13,8 +13,9 @@ use maid_salt::output::OutputOpts;
 use serde_json::Value;
 
 use super::fleet::{self, Prepared, ReportOpts, Spec};
-use super::{MasterOpts, block_on};
-use crate::api::master_funs::{self, Form};
+use crate::master::MasterOpts;
+use crate::rt::block_on;
+use maid_master::api::master_funs::{self, Form};
 
 #[derive(Debug, Args)]
 pub struct RunnerArgs {
@@ -107,6 +108,6 @@ fn manage_ping(
         Prepared::NoMatch => return no_match(),
         Prepared::Done(_) => return Ok((vec![], vec![])),
     };
-    let report = block_on(ready.run(crate::jid::new_jid(), |_| {}))??;
+    let report = block_on(ready.run(maid_protocol::jid::new_jid(), |_| {}))??;
     Ok(master_funs::up_down(&ready.selected, &report))
 }

@@ -192,7 +192,7 @@ pub fn rules(
             .collect::<Vec<_>>()
             .join(" ")
     };
-    let reply = format!("&{}", crate::jobs::REPLY_PATTERN);
+    let reply = format!("&{}", maid_master::jobs::REPLY_PATTERN);
     let topics = channels(topics);
     let agent_cmds = cmds(AGENT_COMMANDS);
     // What every agent user reads, and where it replies.
@@ -230,7 +230,7 @@ pub fn rules(
 pub fn run(args: AclArgs) -> anyhow::Result<ExitCode> {
     let topics = if args.master_topics.is_empty() {
         match &args.config {
-            Some(path) => crate::config::Config::load(path)?.master_topics,
+            Some(path) => maid_config::Config::load(path)?.master_topics,
             None => Vec::new(),
         }
     } else {

@@ -27,9 +27,10 @@ use super::fleet::{
     NO_MATCH, Prepared, Ready, ReportOpts, Spec, TargetOpts, accounting, prepare, report_forged,
     signed_by,
 };
-use super::{MasterOpts, block_on};
-use crate::filestore;
-use crate::jobs::{self, JobRequest, Report};
+use crate::master::MasterOpts;
+use crate::rt::block_on;
+use maid_bus::filestore;
+use maid_master::jobs::{self, JobRequest, Report};
 
 #[derive(Debug, Args)]
 // salt-cp's `-C` is `--chunked`; its targets have no compound short flag.
@@ -70,7 +71,7 @@ const CHUNK_SIZE: usize = 98_304;
 /// The job went out: who it selected, and the ids the target listed that
 /// no maid answers for.
 struct Copy {
-    bus: crate::bus::Bus,
+    bus: maid_bus::Bus,
     req: JobRequest,
     selected: std::collections::BTreeSet<String>,
     unknown: std::collections::BTreeSet<String>,

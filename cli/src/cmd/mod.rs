@@ -1,18 +1,24 @@
 //! Command-line interface: argument definitions and dispatch. Each
 //! subcommand lives in its own file.
 
+mod acl;
 mod agent;
+mod api;
 mod author;
 mod author_tools;
 mod call;
+mod cp;
+mod fleet;
 mod init;
+mod key;
 mod plugin;
+mod plugin_push;
+mod progress;
+mod runner;
 
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
-use maid_master::cli::block_on;
-use maid_master::cli::{acl, api, cp, fleet, key, runner};
 
 /// maid: run Salt execution modules as sandboxed WebAssembly plugins.
 #[derive(Debug, Parser)]

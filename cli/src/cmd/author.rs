@@ -14,14 +14,14 @@ use std::process::{Command, ExitCode};
 
 use anyhow::{Context, bail};
 use clap::{Args, ValueEnum};
-use maid::runtime::Capability;
+use maid_agent::runtime::Capability;
 use maid_config::{DirGrant, PluginGrants};
 use serde::Deserialize;
 
 use super::author_tools;
 use super::call::{self, Invocation};
-use maid::setup::RuntimeOpts;
-use maid::setup::Setup;
+use crate::setup::RuntimeOpts;
+use crate::setup::Setup;
 
 /// The one WIT package, `maid:plugin`: what every plugin is built against.
 const WIT: &str = include_str!("../../../wit/plugin.wit");
@@ -416,7 +416,7 @@ pub fn build(args: BuildArgs) -> anyhow::Result<ExitCode> {
     // or link fails here, not on the fleet.
     let setup = Setup::resolve(&args.runtime, false)?;
     let runtime = setup.runtime(&setup.grains("local"), &[])?;
-    let plugin = super::block_on(runtime.inspect_file(&out))??;
+    let plugin = crate::rt::block_on(runtime.inspect_file(&out))??;
     let names: Vec<&str> = plugin
         .manifest
         .functions

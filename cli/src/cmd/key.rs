@@ -16,8 +16,9 @@ use serde_json::{Map, Value};
 use maid_salt::output::ColorOpts;
 use maid_salt::output::colors::{self, tinted};
 
-use super::{MasterOpts, block_on};
-use crate::pki::{KeyState, Pki, check_id, fingerprint};
+use crate::master::MasterOpts;
+use crate::rt::block_on;
+use maid_master::pki::{KeyState, Pki, check_id, fingerprint};
 
 /// How `maid key` prints (`salt-key --out`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -275,12 +276,12 @@ fn confirm(question: &str, default: bool) -> anyhow::Result<bool> {
 /// minion id ([`check_id`]) is passed over by the filing; it is named
 /// here, on standard error, so that the operator sees it and the rest are
 /// listed and accepted as ever.
-fn refresh(pki: &Pki, config: &crate::config::Config) -> anyhow::Result<()> {
-    let bus = crate::bus::Bus::new(&config.redis)?;
+fn refresh(pki: &Pki, config: &maid_config::Config) -> anyhow::Result<()> {
+    let bus = maid_bus::Bus::new(&config.redis)?;
     let result = block_on(async {
         let mut conn = bus.connect().await?;
-        let ids: Vec<String> = conn.hkeys(crate::protocol::REGISTRY_KEY).await?;
-        crate::jobs::file_keys(&mut conn, pki).await?;
+        let ids: Vec<String> = conn.hkeys(maid_protocol::protocol::REGISTRY_KEY).await?;
+        maid_master::jobs::file_keys(&mut conn, pki).await?;
         anyhow::Ok(ids)
     })?;
     match result {
@@ -342,7 +343,7 @@ pub fn run(args: KeyArgs) -> anyhow::Result<ExitCode> {
 fn show(
     pki: &Pki,
     args: &KeyArgs,
-    config: &crate::config::Config,
+    config: &maid_config::Config,
     listing: &Listing,
     pattern: &str,
     value: impl Fn(&str) -> String,
@@ -465,7 +466,7 @@ fn warn_of_syndic_roles(
     for (state, entries) in matched {
         for (id, _) in entries {
             if let Some(key) = pki.key(*state, id)?
-                && crate::registry::is_syndic_key(pki, id, &key)
+                && maid_master::registry::is_syndic_key(pki, id, &key)
             {
                 eprintln!(
                     "maid: {id} presented its key as a syndic maid's: accepted, it answers for \

@@ -9,7 +9,7 @@ use std::process::ExitCode;
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
 
-use super::MasterOpts;
+use crate::master::MasterOpts;
 
 #[derive(Debug, Args)]
 #[command(args_conflicts_with_subcommands = true)]
@@ -54,7 +54,7 @@ fn hash_password() -> anyhow::Result<ExitCode> {
     if password.is_empty() {
         bail!("no password on standard input");
     }
-    println!("{}", crate::api::auth::hash_password(password)?);
+    println!("{}", maid_master::api::auth::hash_password(password)?);
     Ok(ExitCode::SUCCESS)
 }
 
@@ -79,7 +79,7 @@ fn serve(args: ApiArgs) -> anyhow::Result<ExitCode> {
         );
     }
     let tls = match (&settings.tls_cert, &settings.tls_key) {
-        (Some(cert), Some(key)) => Some(crate::api::tls::acceptor(cert, key)?),
+        (Some(cert), Some(key)) => Some(maid_master::api::tls::acceptor(cert, key)?),
         _ => None,
     };
     let master_topic = args.master.topic(&config);
@@ -98,7 +98,7 @@ fn serve(args: ApiArgs) -> anyhow::Result<ExitCode> {
             "maid api listening on {scheme}://{}",
             listener.local_addr()?
         );
-        let settings = crate::api::Settings {
+        let settings = maid_master::api::Settings {
             bus,
             master_topic,
             key,
@@ -106,7 +106,7 @@ fn serve(args: ApiArgs) -> anyhow::Result<ExitCode> {
             pki,
             nodegroups,
         };
-        crate::api::serve(listener, tls, settings, super::shutdown_signal()).await?;
+        maid_master::api::serve(listener, tls, settings, crate::rt::shutdown_signal()).await?;
         anyhow::Ok(ExitCode::SUCCESS)
     })
 }

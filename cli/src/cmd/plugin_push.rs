@@ -10,12 +10,13 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use crate::plugin_store::{self, MODULES_KWARG, PluginManifest, Pushed, SYNC_MODULES};
 use anyhow::{Context, bail};
 use clap::{ArgGroup, Args};
+use maid_bus::plugin_store::{self, MODULES_KWARG, PluginManifest, Pushed, SYNC_MODULES};
 use serde_json::Value;
 
-use super::{MasterOpts, block_on};
+use crate::master::MasterOpts;
+use crate::rt::block_on;
 
 #[derive(Debug, Args)]
 #[command(group(ArgGroup::new("what").required(true).args(["file", "remove"])))]

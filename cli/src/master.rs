@@ -1,22 +1,15 @@
-//! The master commands of the `maid` binary: `maid run`, `maid cp`,
-//! `maid job`, `maid maids`, `maid file push`, `maid keygen`, `maid key`,
-//! `maid acl`, `maid plugin push` and `maid api`.
-
-pub mod acl;
-pub mod api;
-pub mod cp;
-pub mod fleet;
-pub mod key;
-pub mod plugin_push;
-mod progress;
-pub mod runner;
+//! What every master command (`maid run`, `maid cp`, `maid job`, `maid
+//! maids`, `maid file push`, `maid keygen`, `maid key`, `maid acl`, `maid
+//! plugin push`, `maid api`, `maid runner`) takes from its command line:
+//! where Redis and the master topic are, which key signs, which keys
+//! replies are verified against.
 
 use std::path::PathBuf;
 
 use clap::Args;
 
-use crate::bus::Bus;
-use crate::config::Config;
+use maid_bus::Bus;
+use maid_config::Config;
 
 /// A command line Salt's option parser refuses after parsing it: the
 /// binary says why and exits 64 (`EX_USAGE`), as Salt's tools do.
@@ -83,18 +76,18 @@ impl MasterOpts {
         config: &Config,
     ) -> anyhow::Result<Option<ed25519_dalek::SigningKey>> {
         match self.key_path(config) {
-            Some(path) => Ok(Some(crate::trust::read_signing_key(&path)?)),
+            Some(path) => Ok(Some(maid_protocol::trust::read_signing_key(&path)?)),
             None => Ok(None),
         }
     }
 
     /// The master's key store: `--pki-dir`, else the config's
     /// `master.pki_dir`; none means replies are not verified.
-    pub fn pki(&self, config: &Config) -> Option<crate::pki::Pki> {
+    pub fn pki(&self, config: &Config) -> Option<maid_master::pki::Pki> {
         self.pki_dir
             .clone()
             .or_else(|| config.master.pki_dir.clone())
-            .map(crate::pki::Pki::new)
+            .map(maid_master::pki::Pki::new)
     }
 
     /// The key store that replies are verified against, for a command
@@ -102,7 +95,7 @@ impl MasterOpts {
     /// Fail closed, as the agent is about `require_signed`: without a key
     /// store the master must have been told `verify_replies = false`, and
     /// says so at every run; told neither, it refuses.
-    pub fn verified_pki(&self, config: &Config) -> anyhow::Result<Option<crate::pki::Pki>> {
+    pub fn verified_pki(&self, config: &Config) -> anyhow::Result<Option<maid_master::pki::Pki>> {
         let verify = self.verify_replies.or(config.master.verify_replies);
         match (self.pki(config), verify) {
             // A key store verifies, whatever else was said.
@@ -130,24 +123,4 @@ impl MasterOpts {
             .or_else(|| config.master_topics.first().cloned())
             .unwrap_or_else(|| "master".into())
     }
-}
-
-/// Until SIGTERM or SIGINT.
-pub async fn shutdown_signal() {
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
-    let mut int = signal(SignalKind::interrupt()).expect("SIGINT handler");
-    tokio::select! {
-        _ = term.recv() => tracing::info!("SIGTERM"),
-        _ = int.recv() => tracing::info!("SIGINT"),
-    }
-}
-
-/// A single-threaded tokio runtime: one command at a time needs no more,
-/// and it starts fastest.
-pub fn block_on<F: std::future::Future>(f: F) -> anyhow::Result<F::Output> {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    Ok(rt.block_on(f))
 }

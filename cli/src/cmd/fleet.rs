@@ -14,10 +14,11 @@ use maid_salt::output::{Out, OutputOpts};
 use serde_json::{Map, Value};
 
 use super::progress::ProgressBar;
-use super::{MasterOpts, Usage, block_on};
-use crate::filestore;
-use crate::jobs::{self, JobRequest, Report};
-use crate::plugin_store::{MODULES_KWARG, SYNC_ALL, SYNC_MODULES};
+use crate::master::{MasterOpts, Usage};
+use crate::rt::block_on;
+use maid_bus::filestore;
+use maid_bus::plugin_store::{MODULES_KWARG, SYNC_ALL, SYNC_MODULES};
+use maid_master::jobs::{self, JobRequest, Report};
 
 /// How a target is read (`-L`, `-E`, `-G`, `-P`, `-S`, `-C`; glob by
 /// default), as `salt` takes it.
@@ -54,7 +55,7 @@ pub struct TargetOpts {
     #[arg(short = 'J', long)]
     pub pillar_pcre: bool,
     /// What separates the levels of a grain key path in TGT (`-G`, `-P`).
-    #[arg(long, default_value = crate::target::DEFAULT_DELIM)]
+    #[arg(long, default_value = maid_salt::target::DEFAULT_DELIM)]
     pub delimiter: String,
 }
 
@@ -93,7 +94,7 @@ impl TargetOpts {
     /// The job's `delimiter`: sent only when it is not the default, as
     /// Salt's master sends it.
     pub(super) fn delimiter(&self) -> Option<String> {
-        (self.delimiter != crate::target::DEFAULT_DELIM).then(|| self.delimiter.clone())
+        (self.delimiter != maid_salt::target::DEFAULT_DELIM).then(|| self.delimiter.clone())
     }
 }
 
@@ -280,7 +281,7 @@ pub(super) enum Prepared {
 
 /// A job to publish and whom it selects.
 pub(super) struct Ready {
-    pub(super) bus: crate::bus::Bus,
+    pub(super) bus: maid_bus::Bus,
     pub(super) req: JobRequest,
     pub(super) selected: std::collections::BTreeSet<String>,
     /// The registry `selected` was read from, which the job then expects.
@@ -294,7 +295,7 @@ impl Ready {
         &self,
         jid: String,
         on_return: impl FnMut(&Return),
-    ) -> Result<Report, crate::bus::BusError> {
+    ) -> Result<Report, maid_bus::BusError> {
         jobs::run_as(&self.bus, &self.req, jid, Some(&self.registry), on_return).await
     }
 }
@@ -334,7 +335,7 @@ pub(super) fn prepare(
     // Nodegroups are the master's: expanded here, as Salt's LocalClient
     // does, so maids only ever see compound words.
     let (tgt, tgt_type) =
-        match crate::target::expand_nodegroups(tgt, tgt_type, &config.master.nodegroups) {
+        match maid_salt::target::expand_nodegroups(tgt, tgt_type, &config.master.nodegroups) {
             Ok(expanded) => expanded,
             // As `salt`: the error through the outputter, exit 0.
             Err(e) => {
@@ -401,7 +402,7 @@ struct Mode {
     /// `--subset N`: N of the targeted that have the function (0: all).
     subset: usize,
     /// `--batch-wait`, `--failhard`.
-    pace: crate::batch::Pace,
+    pace: maid_master::batch::Pace,
     /// `--batch-safe-limit`: a target selecting this many (when over 1)
     /// runs as a batch of `safe_size`.
     safe_limit: usize,
@@ -456,7 +457,7 @@ fn run_and_report(
         println!("\nNOTICE: Too many minions targeted, switching to batch execution.");
         batch = Some(mode.safe_size.clone());
     }
-    let jid = crate::jid::new_jid();
+    let jid = maid_protocol::jid::new_jid();
     if let Some(batch) = batch
         && !report_opts.run_async
     {
@@ -577,7 +578,7 @@ fn pick_subset(ready: &mut Ready, n: usize) -> anyhow::Result<()> {
     let report = block_on(jobs::run_as(
         &ready.bus,
         &probe,
-        crate::jid::new_jid(),
+        maid_protocol::jid::new_jid(),
         Some(&ready.registry),
         |_| {},
     ))??;
@@ -704,19 +705,19 @@ fn summary_head(targeted: usize, returned: usize, missed: usize, errors: usize) 
 /// announced and each return shown with its jid and retcode, as Salt's
 /// batch prints them; the exit code is the highest retcode.
 fn run_batch(
-    bus: &crate::bus::Bus,
+    bus: &maid_bus::Bus,
     req: &JobRequest,
     report_opts: &ReportOpts,
     selected: std::collections::BTreeSet<String>,
     batch: &str,
-    pace: crate::batch::Pace,
+    pace: maid_master::batch::Pace,
     jid: String,
 ) -> anyhow::Result<ExitCode> {
     let (out, indent) = (&report_opts.output(), report_opts.output.out_indent);
     let quiet = report_opts.static_out;
     let ids: Vec<String> = selected.into_iter().collect();
-    let Some(size) = crate::batch::size(batch, ids.len()) else {
-        eprintln!("ERROR: {}", crate::batch::invalid(batch));
+    let Some(size) = maid_master::batch::size(batch, ids.len()) else {
+        eprintln!("ERROR: {}", maid_master::batch::invalid(batch));
         return Ok(ExitCode::FAILURE);
     };
     let mut gathered = Map::new();
@@ -730,7 +731,7 @@ fn run_batch(
             .await
         }
     };
-    let outcome = block_on(crate::batch::run(
+    let outcome = block_on(maid_master::batch::run(
         ids,
         size,
         pace,
@@ -874,7 +875,7 @@ pub fn run(args: RunArgs, verbose: bool) -> anyhow::Result<ExitCode> {
         verbose,
         progress: args.progress,
         subset: args.subset,
-        pace: crate::batch::Pace {
+        pace: maid_master::batch::Pace {
             wait: Duration::from_secs_f64(args.batch_wait),
             failhard: args.failhard,
         },
@@ -974,12 +975,12 @@ pub fn maids(args: MaidsArgs) -> anyhow::Result<ExitCode> {
     };
     // A syndic maid answers for others only when its key was accepted as
     // a syndic maid's (PROTOCOL v1.2 §7): the role the operator accepted.
-    let role_of = |id: &str, reg: &Option<crate::protocol::Registration>| -> &str {
+    let role_of = |id: &str, reg: &Option<maid_protocol::protocol::Registration>| -> &str {
         let accepted_syndic = pki.as_ref().is_some_and(|pki| {
-            pki.key(crate::pki::KeyState::Accepted, id)
+            pki.key(maid_master::pki::KeyState::Accepted, id)
                 .ok()
                 .flatten()
-                .is_some_and(|key| crate::registry::is_syndic_key(pki, id, &key))
+                .is_some_and(|key| maid_master::registry::is_syndic_key(pki, id, &key))
         });
         match (&pki, reg.as_ref().is_some_and(|r| r.syndic)) {
             (Some(_), _) if accepted_syndic => "syndic",
@@ -1089,14 +1090,14 @@ pub struct KeygenArgs {
 pub fn keygen(args: KeygenArgs) -> anyhow::Result<ExitCode> {
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
-    let key = crate::trust::generate()?;
+    let key = maid_protocol::trust::generate()?;
     let private = args.prefix.with_extension("key");
     let public = args.prefix.with_extension("pub");
     for (path, text, mode) in [
-        (&private, crate::trust::encode_signing(&key), 0o600),
+        (&private, maid_protocol::trust::encode_signing(&key), 0o600),
         (
             &public,
-            crate::trust::encode_verifying(&key.verifying_key()),
+            maid_protocol::trust::encode_verifying(&key.verifying_key()),
             0o644,
         ),
     ] {
@@ -1116,7 +1117,7 @@ pub fn keygen(args: KeygenArgs) -> anyhow::Result<ExitCode> {
         "{} {} (kid {})",
         private.display(),
         public.display(),
-        crate::trust::key_id(&key.verifying_key())
+        maid_protocol::trust::key_id(&key.verifying_key())
     );
     Ok(ExitCode::SUCCESS)
 }

@@ -1,29 +1,33 @@
-//! The `maid` command: a thin CLI over the `maid` library.
+//! The `maid` command: a thin CLI over the agent and master libraries.
 //!
 //! Errors are `anyhow` here and printed with their whole cause chain; the
 //! exit status of `maid call` is the call's retcode, as `salt-call`'s is.
 
-mod cli;
+mod cmd;
+mod master;
+mod rt;
+
+use maid_cli::setup;
 
 use std::process::ExitCode;
 
 use clap::Parser;
 
 fn main() -> ExitCode {
-    let args = match cli::Cli::try_parse() {
+    let args = match cmd::Cli::try_parse() {
         Ok(args) => args,
         Err(e) => return usage_error(&e),
     };
-    cli::init_logging(
+    cmd::init_logging(
         args.log_verbosity(),
         args.log_level.as_deref(),
         args.log_format,
     );
-    match cli::run(args) {
+    match cmd::run(args) {
         Ok(code) => code,
         Err(err) => {
             eprintln!("maid: error: {err:#}");
-            if err.is::<maid_master::cli::Usage>() {
+            if err.is::<master::Usage>() {
                 ExitCode::from(64)
             } else {
                 ExitCode::from(2)

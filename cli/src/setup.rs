@@ -10,9 +10,8 @@ use anyhow::Context;
 use clap::Args;
 use serde_json::{Map, Value};
 
-use crate::config::{Config, DirGrant, PluginGrants};
-use crate::fileserver::{Chain, FileServer, LocalRoots, NoFiles};
-use crate::runtime::{Runtime, RuntimeSettings, Services};
+use maid_agent::runtime::{Runtime, RuntimeSettings};
+use maid_config::{Config, DirGrant, PluginGrants};
 
 /// Where configuration and plugins come from (shared by subcommands).
 #[derive(Debug, Clone, Default, Args)]
@@ -63,7 +62,7 @@ fn user_cache_dir() -> Option<PathBuf> {
         .map(|h| PathBuf::from(h).join(".cache/maid"))
 }
 
-pub use crate::runtime::modules_in;
+pub use maid_agent::runtime::modules_in;
 
 /// The grants of `maid call --local` without `--config`: the operator is
 /// acting as themself, as with `salt-call --local`, so plugins may run any
@@ -136,7 +135,7 @@ impl Setup {
 
     /// The configuration with what was resolved written into it: the
     /// plugin directory and the cache (none with `--no-cache`), as
-    /// [`crate::agent::run`] takes it.
+    /// [`maid_agent::agent::run`] takes it.
     pub fn into_config(self) -> Config {
         let mut config = self.config;
         config.plugin_dir = Some(self.plugin_dir);
@@ -147,7 +146,7 @@ impl Setup {
     /// Grains of minion `id`: detected, then those kept by `grains.setval`,
     /// then the config's own.
     pub fn grains(&self, id: &str) -> Map<String, Value> {
-        crate::grains::of_config(id, &self.config)
+        maid_agent::grains::of_config(id, &self.config)
     }
 
     /// A runtime over this setup offering `grains` to plugins, serving
@@ -163,42 +162,6 @@ impl Setup {
         roots.append(&mut config.file_roots);
         config.file_roots = roots;
         let instances = RuntimeSettings::instances_for(config.agent.concurrency);
-        runtime(&config, grains, None, instances)
+        Runtime::for_config(&config, grains, None, instances)
     }
-}
-
-/// A runtime for `config` as resolved (its `cache_dir` used as it is),
-/// offering `grains` to plugins, serving `salt://` from the config's
-/// `file_roots`, then from `fallback` when given, with room for
-/// `instances` calls at once.
-pub fn runtime(
-    config: &Config,
-    grains: &Map<String, Value>,
-    fallback: Option<Arc<dyn FileServer>>,
-    instances: u32,
-) -> anyhow::Result<Arc<Runtime>> {
-    let mut servers: Vec<Arc<dyn FileServer>> = Vec::new();
-    if !config.file_roots.is_empty() {
-        servers.push(Arc::new(LocalRoots::new(config.file_roots.clone())));
-    }
-    servers.extend(fallback);
-    let files: Arc<dyn FileServer> = match servers.len() {
-        0 => Arc::new(NoFiles),
-        1 => servers.remove(0),
-        _ => Arc::new(Chain(servers)),
-    };
-    let services = Arc::new(Services {
-        grains: Arc::new(crate::grains::GrainStore::new(
-            grains.clone(),
-            config.security.state_dir.as_deref(),
-        )),
-        files,
-        jobs: Default::default(),
-    });
-    Runtime::new(RuntimeSettings {
-        config: Arc::new(config.clone()),
-        cache_dir: config.cache_dir.clone(),
-        services,
-        instances,
-    })
 }

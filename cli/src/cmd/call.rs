@@ -7,14 +7,14 @@ use std::time::Duration;
 
 use anyhow::bail;
 use clap::Args;
-use maid::runtime::CallRequest;
-use maid::runtime::Failure;
-use maid::salt::args::{load_args_and_kwargs, parse_cli};
-use maid::salt::output::OutputOpts;
+use maid_agent::runtime::CallRequest;
+use maid_agent::runtime::Failure;
+use maid_agent::salt::args::{load_args_and_kwargs, parse_cli};
+use maid_agent::salt::output::OutputOpts;
 use serde_json::{Map, Value};
 
-use maid::setup::RuntimeOpts;
-use maid::setup::Setup;
+use crate::setup::RuntimeOpts;
+use crate::setup::Setup;
 
 #[derive(Debug, Args)]
 pub struct CallArgs {
@@ -93,16 +93,16 @@ pub fn run(args: CallArgs) -> anyhow::Result<ExitCode> {
 pub fn invoke(setup: &Setup, call: &Invocation, author: bool) -> anyhow::Result<ExitCode> {
     call.output.prepare()?;
     if call.doc && !call.args.is_empty() {
-        return Err(maid_master::cli::Usage(
+        return Err(crate::master::Usage(
             "You can only get documentation for one method at one time",
         )
         .into());
     }
     let timeout = match call.timeout {
-        Some(t) if !(t.is_finite() && t > 0.0 && t <= maid::protocol::MAX_TIMEOUT_SECS) => {
+        Some(t) if !(t.is_finite() && t > 0.0 && t <= maid_agent::protocol::MAX_TIMEOUT_SECS) => {
             bail!(
                 "--timeout must be a positive number of seconds, at most {}",
-                maid::protocol::MAX_TIMEOUT_SECS
+                maid_agent::protocol::MAX_TIMEOUT_SECS
             )
         }
         Some(t) => Some(Duration::from_secs_f64(t)),
@@ -112,13 +112,11 @@ pub fn invoke(setup: &Setup, call: &Invocation, author: bool) -> anyhow::Result<
         .id
         .clone()
         .or_else(|| setup.config.id.clone())
-        .unwrap_or_else(maid::grains::hostname);
+        .unwrap_or_else(maid_agent::grains::hostname);
     let grains = setup.grains(&id);
     if call.grains {
         if call.fun.is_some() {
-            return Err(
-                maid_master::cli::Usage("-g/--grains does not accept any arguments").into(),
-            );
+            return Err(crate::master::Usage("-g/--grains does not accept any arguments").into());
         }
         // Salt's `grains` outputter is gone: `nested` prints it, unless
         // another is named.
@@ -149,13 +147,13 @@ pub fn invoke(setup: &Setup, call: &Invocation, author: bool) -> anyhow::Result<
         fun,
         args,
         kwargs,
-        jid: maid::jid::new_jid(),
+        jid: maid_agent::jid::new_jid(),
         minion_id: id.clone(),
         user: std::env::var("USER").ok(),
         timeout,
         ..Default::default()
     };
-    let outcome = super::block_on(async {
+    let outcome = crate::rt::block_on(async {
         runtime.load_dir(&setup.plugin_dir).await?;
         anyhow::Ok(runtime.call(request(fun.clone(), positional, kwargs)).await)
     })??;
@@ -172,7 +170,7 @@ pub fn invoke(setup: &Setup, call: &Invocation, author: bool) -> anyhow::Result<
             .strip_prefix("Passed invalid arguments: ")
             .unwrap_or(why);
         eprint!("\nPassed invalid arguments: {why}.\n\nUsage:\n");
-        let docs = super::block_on(runtime.call(request(
+        let docs = crate::rt::block_on(runtime.call(request(
             "sys.doc".into(),
             vec![Value::String(fun.clone())],
             Map::new(),
