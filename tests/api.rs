@@ -1095,7 +1095,7 @@ where
 }
 
 /// `GET /ws[/<token>]`, salt-api's WebSocket of the event stream (salt-api
-/// 3008.4's own fails with CherryPy 18: README): a token is needed; once
+/// 3008.4's own fails with CherryPy 18: docs/differences-from-salt.md): a token is needed; once
 /// the client says it is ready, each event comes as `data: {json}` and a
 /// blank line, the same JSON as on `/events`; a user without `@jobs` gets
 /// only their own jobs' events.

@@ -8,7 +8,7 @@
 //!
 //! Outputs are compared after jids and start times are masked; nothing
 //! else is. What maid answers differently on purpose is listed in the
-//! README ("Where maid differs from Salt") and kept out of the corpus here.
+//! docs/differences-from-salt.md ("Where maid differs from Salt") and kept out of the corpus here.
 
 use std::path::Path;
 use std::process::Command;
@@ -53,7 +53,7 @@ fn pepper(url: &str, home: &Path, args: &[String]) -> Run {
 
 /// Jids and start times, which differ by design, masked.
 fn masked(text: &str) -> String {
-    // maid names its own command for looking a job up (README).
+    // maid names its own command for looking a job up (docs/differences-from-salt.md).
     let text = &text.replace("maid job ", "salt-run jobs.lookup_jid ");
     // A start time is `2026, Nov 24 23:04:17.123456`: this shape, where
     // `9` is a digit and `A`/`a` a letter.
@@ -670,7 +670,7 @@ async fn pepper_sees_maid_api_as_salt_api() {
 
     // POST /keys: a new minion's key pair, accepted, as a tar; asked again
     // (no `force`), empty files. salt-api's RSA `minion.pem` is a maid's
-    // Ed25519 `minion.key` (README).
+    // Ed25519 `minion.key` (docs/differences-from-salt.md).
     for attempt in ["first", "again"] {
         let mut side = Vec::new();
         for (url, token) in [(&salt_url, &s_token), (&api.url, &m_token)] {
@@ -779,7 +779,7 @@ async fn pepper_sees_maid_api_as_salt_api() {
             .collect();
         side.push(json!({
             "without a token": unauthenticated.as_u16(),
-            // Not Cheroot's own thread-pool section (README).
+            // Not Cheroot's own thread-pool section (docs/differences-from-salt.md).
             "top": stats.as_object().map(|m| {
                 m.keys()
                     .filter(|k| !k.starts_with("Cheroot HTTPServer"))

@@ -767,7 +767,7 @@ const WORDS: &[&str] = &[
 
 /// What JSON cannot carry: Salt sends `inf` and `nan` as floats over
 /// msgpack; maid's wire is JSON, so such a word stays the text it was.
-/// Listed in the README as a deliberate difference.
+/// Listed in docs/differences-from-salt.md as a deliberate difference.
 fn is_nonjson(v: &Value) -> bool {
     match v {
         Value::Object(m) => m.contains_key("__nonjson__") || m.values().any(is_nonjson),

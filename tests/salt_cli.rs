@@ -54,7 +54,7 @@ fn salt(tool: &str, config_dir: &Path, args: &[String], tty: bool) -> Printed {
 
 /// Jids masked: each run has its own.
 fn masked(text: &str) -> String {
-    // maid names its own command for looking a job up (README).
+    // maid names its own command for looking a job up (docs/differences-from-salt.md).
     let text = &text.replace("maid job ", "salt-run jobs.lookup_jid ");
     let b = text.as_bytes();
     let mut out = String::with_capacity(text.len());
@@ -297,7 +297,7 @@ fn runner_corpus() -> Vec<Vec<&'static str>> {
         vec!["--out", "json", "manage.up", "tgt=m*"],
         // Not `jobs.list_jobs` of the jobs above: Salt 3008's `salt` records
         // a job's target as the minions it resolved, in no set order (the
-        // README lists the difference); tests/pepper.rs compares it for
+        // docs/differences-from-salt.md lists the difference); tests/pepper.rs compares it for
         // jobs from salt-api, which records the target given.
         vec!["jobs.list_jobs", "search_function=no.such"],
         vec!["jobs.lookup_jid", "20000101000000000000"],
