@@ -17,6 +17,7 @@ mod deployments;
 mod fleet;
 mod harness;
 mod identity;
+mod layout;
 mod modules;
 mod pepper;
 mod reliability;

@@ -5,6 +5,7 @@
 
 mod cmd;
 mod master;
+mod output;
 mod rt;
 
 use maid_cli::setup;

@@ -92,92 +92,13 @@ pub mod colors {
     }
 }
 
-/// Salt's `--no-color` and `--force-color` (`OutputOptionsMixIn`).
-#[derive(Debug, Clone, Copy, Default, clap::Args)]
-pub struct ColorOpts {
-    /// Disable all colored output.
-    #[arg(long, alias = "no-colour")]
-    pub no_color: bool,
-    /// Force colored output.
-    #[arg(long, alias = "force-colour")]
-    pub force_color: bool,
-}
-
-impl ColorOpts {
-    /// Whether outputters colour, as `get_printout` decides: forced, else
-    /// not when told not to or when stdout is no terminal.
-    pub fn on(&self) -> bool {
-        use std::io::IsTerminal;
-        self.force_color || (!self.no_color && std::io::stdout().is_terminal())
-    }
-}
-
-/// Salt's output options (`OutputOptionsMixIn`), as every command that
-/// prints through an outputter takes them.
-#[derive(Debug, Clone, Default, clap::Args)]
-pub struct OutputOpts {
-    /// Outputter: nested, json, yaml, txt, table, raw or pprint (another
-    /// name falls back to nested, as in Salt).
-    #[arg(long, visible_alias = "output", value_name = "OUTPUTTER")]
-    pub out: Option<Out>,
-    /// Indent json/yaml/pprint output by N (json: default 4; negative:
-    /// one line).
-    #[arg(long, visible_alias = "output-indent", allow_negative_numbers = true)]
-    pub out_indent: Option<i64>,
-    /// Write what the outputter prints to FILE instead of stdout (emptied
-    /// first, unless --out-file-append).
-    #[arg(long, visible_alias = "output-file", value_name = "FILE")]
-    pub out_file: Option<std::path::PathBuf>,
-    /// Append to --out-file instead of emptying it first.
-    #[arg(long, visible_alias = "output-file-append")]
-    pub out_file_append: bool,
-    #[command(flatten)]
-    pub color: ColorOpts,
-}
-
-impl OutputOpts {
-    /// The outputter, colouring as `--no-color`, `--force-color` and the
-    /// terminal say, writing to `--out-file` when given.
-    pub fn out(&self) -> Out {
-        Out {
-            name: self.name().to_string(),
-            color: self.color.on(),
-            file: self.out_file.clone(),
-        }
-    }
-
-    /// The outputter's name: the one asked for, else `nested`.
-    pub fn name(&self) -> &str {
-        self.out.as_ref().map_or("nested", |o| o.name.as_str())
-    }
-
-    /// What Salt's parser does with `--out-file` before anything runs:
-    /// empty an existing file (keeping its mode) unless appending. Call
-    /// once, at the start of a command.
-    pub fn prepare(&self) -> std::io::Result<()> {
-        match &self.out_file {
-            Some(path) if !self.out_file_append && path.is_file() => std::fs::OpenOptions::new()
-                .write(true)
-                .truncate(true)
-                .open(path)
-                .map(drop)
-                .map_err(|e| {
-                    std::io::Error::new(e.kind(), format!("{}: Access denied: {e}", path.display()))
-                }),
-            _ => Ok(()),
-        }
-    }
-}
-
 /// `--out NAME` as Salt takes it: any name; one it does not know is
 /// rendered by `nested`. Colour is off unless [`Out::colored`] turns it
-/// on; the text goes to stdout unless [`OutputOpts::out`] names a file.
+/// on. It renders to a `String`; printing is the command line's.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Out {
     name: String,
     color: bool,
-    /// `--out-file`: where `display_output` appends instead of stdout.
-    file: Option<std::path::PathBuf>,
 }
 
 impl Default for Out {
@@ -185,7 +106,6 @@ impl Default for Out {
         Self {
             name: "nested".into(),
             color: false,
-            file: None,
         }
     }
 }
@@ -197,7 +117,6 @@ impl std::str::FromStr for Out {
         Ok(Self {
             name: name.to_string(),
             color: false,
-            file: None,
         })
     }
 }
@@ -213,7 +132,6 @@ impl From<Outputter> for Out {
         Self {
             name: o.name().into(),
             color: false,
-            file: None,
         }
     }
 }
@@ -224,7 +142,6 @@ impl Out {
         Out {
             name: self.name.clone(),
             color: on,
-            file: self.file.clone(),
         }
     }
 
@@ -286,47 +203,6 @@ impl Out {
             String::new()
         } else {
             format!("{text}\n")
-        }
-    }
-
-    /// Print `data` as `display_output` does: stdout, and the warning on
-    /// stderr when there is one.
-    pub fn display(&self, data: &Map<String, Value>, indent: Option<i64>) {
-        self.display_value(&Value::Object(data.clone()), indent);
-    }
-
-    /// [`Self::display`] for any data.
-    pub fn display_value(&self, data: &Value, indent: Option<i64>) {
-        self.display_ret(data, indent, 0);
-    }
-
-    /// [`Self::display`] of a return with `retcode` ([`Self::render_ret`]).
-    pub fn display_ret(&self, data: &Value, indent: Option<i64>, retcode: i64) {
-        if let Some(w) = self.warning() {
-            eprintln!("{w}");
-        }
-        self.emit(&self.render_ret(data, indent, retcode));
-    }
-
-    /// Rendered text to stdout, or appended to `--out-file` (as Salt
-    /// opens it for each document); a file that cannot be written is
-    /// said on stderr.
-    pub fn emit(&self, text: &str) {
-        use std::io::Write;
-        let Some(path) = &self.file else {
-            print!("{text}");
-            return;
-        };
-        if text.is_empty() {
-            return;
-        }
-        let written = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(path)
-            .and_then(|mut f| f.write_all(text.as_bytes()));
-        if let Err(e) = written {
-            eprintln!("ERROR: {}: {e}", path.display());
         }
     }
 }

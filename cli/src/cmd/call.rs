@@ -5,12 +5,12 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use crate::output::OutputOpts;
 use anyhow::bail;
 use clap::Args;
 use maid_agent::runtime::CallRequest;
 use maid_agent::runtime::Failure;
 use maid_agent::salt::args::{load_args_and_kwargs, parse_cli};
-use maid_agent::salt::output::OutputOpts;
 use serde_json::{Map, Value};
 
 use crate::setup::RuntimeOpts;

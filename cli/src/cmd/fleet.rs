@@ -6,11 +6,11 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use crate::output::{OutputOpts, Printer};
 use anyhow::{Context, bail};
 use clap::{ArgGroup, Args};
 use maid_protocol::protocol::Return;
 use maid_salt::args::parse_cli;
-use maid_salt::output::{Out, OutputOpts};
 use serde_json::{Map, Value};
 
 use super::progress::ProgressBar;
@@ -144,7 +144,7 @@ pub struct ReportOpts {
 impl ReportOpts {
     /// The outputter, colouring as `--no-color`, `--force-color` and the
     /// terminal say, writing where `--out-file` says.
-    pub(super) fn output(&self) -> Out {
+    pub(super) fn output(&self) -> Printer {
         self.output.out()
     }
 
@@ -232,7 +232,7 @@ fn read_exclude(path: &Option<PathBuf>) -> anyhow::Result<HashSet<String>> {
 
 /// One minion's return, as `salt` prints each: `{id: return}`, in red
 /// (when in colour) if `retcode` is not 0.
-fn print_one(out: &Out, indent: Option<i64>, id: &str, value: Value, retcode: i32) {
+fn print_one(out: &Printer, indent: Option<i64>, id: &str, value: Value, retcode: i32) {
     let mut m = Map::new();
     m.insert(id.to_string(), value);
     out.display_ret(&Value::Object(m), indent, retcode.into());

@@ -13,7 +13,7 @@ use clap::{ArgGroup, Args, ValueEnum};
 use redis::AsyncCommands;
 use serde_json::{Map, Value};
 
-use maid_salt::output::ColorOpts;
+use crate::output::ColorOpts;
 use maid_salt::output::colors::{self, tinted};
 
 use crate::master::MasterOpts;

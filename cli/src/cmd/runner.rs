@@ -7,9 +7,9 @@
 
 use std::process::ExitCode;
 
+use crate::output::OutputOpts;
 use clap::Args;
 use maid_salt::args::parse_input;
-use maid_salt::output::OutputOpts;
 use serde_json::Value;
 
 use super::fleet::{self, Prepared, ReportOpts, Spec};

@@ -1,0 +1,156 @@
+//! Salt's output options (`OutputOptionsMixIn`) as every command that
+//! prints through an outputter takes them, and printing what an outputter
+//! rendered: to stdout, or to `--out-file`. The outputters themselves are
+//! `maid-salt`'s and return strings.
+
+use std::path::PathBuf;
+
+use clap::Args;
+use maid_salt::output::Out;
+use serde_json::{Map, Value};
+
+/// Salt's `--no-color` and `--force-color` (`OutputOptionsMixIn`).
+#[derive(Debug, Clone, Copy, Default, Args)]
+pub struct ColorOpts {
+    /// Disable all colored output.
+    #[arg(long, alias = "no-colour")]
+    pub no_color: bool,
+    /// Force colored output.
+    #[arg(long, alias = "force-colour")]
+    pub force_color: bool,
+}
+
+impl ColorOpts {
+    /// Whether outputters colour, as `get_printout` decides: forced, else
+    /// not when told not to or when stdout is no terminal.
+    pub fn on(&self) -> bool {
+        use std::io::IsTerminal;
+        self.force_color || (!self.no_color && std::io::stdout().is_terminal())
+    }
+}
+
+/// Salt's output options (`OutputOptionsMixIn`), as every command that
+/// prints through an outputter takes them.
+#[derive(Debug, Clone, Default, Args)]
+pub struct OutputOpts {
+    /// Outputter: nested, json, yaml, txt, table, raw or pprint (another
+    /// name falls back to nested, as in Salt).
+    #[arg(long, visible_alias = "output", value_name = "OUTPUTTER")]
+    pub out: Option<Out>,
+    /// Indent json/yaml/pprint output by N (json: default 4; negative:
+    /// one line).
+    #[arg(long, visible_alias = "output-indent", allow_negative_numbers = true)]
+    pub out_indent: Option<i64>,
+    /// Write what the outputter prints to FILE instead of stdout (emptied
+    /// first, unless --out-file-append).
+    #[arg(long, visible_alias = "output-file", value_name = "FILE")]
+    pub out_file: Option<PathBuf>,
+    /// Append to --out-file instead of emptying it first.
+    #[arg(long, visible_alias = "output-file-append")]
+    pub out_file_append: bool,
+    #[command(flatten)]
+    pub color: ColorOpts,
+}
+
+impl OutputOpts {
+    /// The outputter, colouring as `--no-color`, `--force-color` and the
+    /// terminal say, writing to `--out-file` when given.
+    pub fn out(&self) -> Printer {
+        Printer {
+            out: self
+                .name()
+                .parse::<Out>()
+                .unwrap_or_default()
+                .colored(self.color.on()),
+            file: self.out_file.clone(),
+        }
+    }
+
+    /// The outputter's name: the one asked for, else `nested`.
+    pub fn name(&self) -> &str {
+        self.out.as_ref().map_or("nested", Out::name)
+    }
+
+    /// What Salt's parser does with `--out-file` before anything runs:
+    /// empty an existing file (keeping its mode) unless appending. Call
+    /// once, at the start of a command.
+    pub fn prepare(&self) -> std::io::Result<()> {
+        match &self.out_file {
+            Some(path) if !self.out_file_append && path.is_file() => std::fs::OpenOptions::new()
+                .write(true)
+                .truncate(true)
+                .open(path)
+                .map(drop)
+                .map_err(|e| {
+                    std::io::Error::new(e.kind(), format!("{}: Access denied: {e}", path.display()))
+                }),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// An outputter with where its text goes: stdout, or appended to
+/// `--out-file`. Everything else it does is [`Out`]'s.
+#[derive(Debug, Clone, Default)]
+pub struct Printer {
+    out: Out,
+    /// `--out-file`: where `display_output` appends instead of stdout.
+    file: Option<PathBuf>,
+}
+
+impl std::ops::Deref for Printer {
+    type Target = Out;
+
+    fn deref(&self) -> &Out {
+        &self.out
+    }
+}
+
+impl From<Out> for Printer {
+    fn from(out: Out) -> Self {
+        Printer { out, file: None }
+    }
+}
+
+impl Printer {
+    /// Print `data` as `display_output` does: stdout, and the warning on
+    /// stderr when there is one.
+    pub fn display(&self, data: &Map<String, Value>, indent: Option<i64>) {
+        self.display_value(&Value::Object(data.clone()), indent);
+    }
+
+    /// [`Self::display`] for any data.
+    pub fn display_value(&self, data: &Value, indent: Option<i64>) {
+        self.display_ret(data, indent, 0);
+    }
+
+    /// [`Self::display`] of a return with `retcode` ([`Out::render_ret`]).
+    pub fn display_ret(&self, data: &Value, indent: Option<i64>, retcode: i64) {
+        if let Some(w) = self.out.warning() {
+            eprintln!("{w}");
+        }
+        self.emit(&self.out.render_ret(data, indent, retcode));
+    }
+
+    /// Rendered text to stdout, or appended to `--out-file` (as Salt
+    /// opens it for each document); a file that cannot be written is
+    /// said on stderr.
+    pub fn emit(&self, text: &str) {
+        use std::io::Write;
+        let Some(path) = &self.file else {
+            print!("{text}");
+            return;
+        };
+        if text.is_empty() {
+            return;
+        }
+        let written = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .and_then(|mut f| f.write_all(text.as_bytes()));
+        if let Err(e) = written {
+            eprintln!("ERROR: {}: {e}", path.display());
+        }
+    }
+}
