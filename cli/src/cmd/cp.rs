@@ -23,9 +23,9 @@ use base64::Engine;
 use clap::Args;
 use serde_json::{Map, Value};
 
+use super::file::signed_by;
 use super::fleet::{
     NO_MATCH, Prepared, Ready, ReportOpts, Spec, TargetOpts, accounting, prepare, report_forged,
-    signed_by,
 };
 use crate::master::MasterOpts;
 use crate::rt::block_on;

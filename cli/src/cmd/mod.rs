@@ -8,12 +8,17 @@ mod author;
 mod author_tools;
 mod call;
 mod cp;
+mod file;
 mod fleet;
 mod init;
+mod job;
 mod key;
+mod keygen;
+mod maids;
 mod plugin;
 mod plugin_push;
 mod progress;
+mod run;
 mod runner;
 
 use std::process::ExitCode;
@@ -64,18 +69,18 @@ pub enum Command {
     /// Run the agent: take jobs from the masters' topics.
     Agent(agent::AgentArgs),
     /// Run a function on the minions TGT selects, as `salt` does.
-    Run(fleet::RunArgs),
+    Run(run::RunArgs),
     /// Copy a file to the minions TGT selects, as `salt-cp` does.
     Cp(cp::CpArgs),
     /// Run a runner function on the master, as `salt-run` does
     /// (`jobs.list_jobs`, `jobs.lookup_jid`, `manage.status`, ...).
     Runner(runner::RunnerArgs),
     /// Show the returns of a job from the job cache.
-    Job(fleet::JobArgs),
+    Job(job::JobArgs),
     /// List the maids in the registry.
-    Maids(fleet::MaidsArgs),
+    Maids(maids::MaidsArgs),
     /// Write an Ed25519 key pair for signing jobs.
-    Keygen(fleet::KeygenArgs),
+    Keygen(keygen::KeygenArgs),
     /// The maids' keys: list, accept, reject, delete, as `salt-key` does.
     Key(key::KeyArgs),
     /// Print the Redis ACL rules (aclfile) for the agents' and the master's
@@ -91,7 +96,7 @@ pub enum Command {
 #[derive(Debug, Subcommand)]
 pub enum FileCommand {
     /// Store a file so `salt://NAME` resolves on every agent.
-    Push(fleet::PushArgs),
+    Push(file::PushArgs),
 }
 
 impl Cli {
@@ -138,15 +143,15 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Init(args) => init::run(args),
         Command::Policy(args) => plugin::policy(args),
         Command::Agent(args) => agent::agent(args),
-        Command::Run(args) => fleet::run(args, cli.verbose > 0),
+        Command::Run(args) => run::run(args, cli.verbose > 0),
         Command::Cp(args) => cp::cp(args, cli.verbose > 0),
         Command::Runner(args) => runner::run(args),
-        Command::Job(args) => fleet::job(args),
-        Command::Maids(args) => fleet::maids(args),
-        Command::Keygen(args) => fleet::keygen(args),
+        Command::Job(args) => job::job(args),
+        Command::Maids(args) => maids::maids(args),
+        Command::Keygen(args) => keygen::keygen(args),
         Command::Key(args) => key::run(args),
         Command::Acl(args) => acl::run(args),
         Command::Api(args) => api::run(args),
-        Command::File(FileCommand::Push(args)) => fleet::push(args),
+        Command::File(FileCommand::Push(args)) => file::push(args),
     }
 }
