@@ -77,6 +77,9 @@
 // that only depend on the SDK resolve them; let that path work in here too.
 extern crate self as maid_sdk;
 
+/// Users and groups from `/etc/passwd` and `/etc/group`, one reader for
+/// every plugin that reports accounts.
+pub mod accounts;
 mod error;
 pub mod fs;
 mod function;

@@ -1,28 +1,24 @@
 //! Salt's `group` module, read side (`groupadd` on Linux): groups from
 //! `/etc/group`, the one file the grants name. Groups that only a
 //! directory service knows (NSS) are not seen.
+//!
+//! The file is read and parsed by the SDK's [`accounts`], which the
+//! `user` module shares; this file only shapes each entry as Salt's
+//! `groupadd` returns it.
 
-use maid_sdk::{Call, Capability, Error, Function, Plugin, export_plugin, host, python};
+use maid_sdk::accounts;
+use maid_sdk::{Call, Capability, Error, Function, Plugin, export_plugin, python};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
 struct GroupModule;
 
-/// Salt's `groupadd._format_info` of each `/etc/group` line, in file order.
+/// Salt's `groupadd._format_info` of each `/etc/group` entry, in file
+/// order.
 fn groups() -> Result<Vec<Value>, Error> {
-    let text = String::from_utf8_lossy(&host::read_file("/etc/group")?).into_owned();
-    Ok(text
-        .lines()
-        .filter(|l| !l.is_empty() && !l.starts_with('#'))
-        .filter_map(|l| {
-            let f: Vec<&str> = l.split(':').collect();
-            let [name, passwd, gid, members] = f[..] else {
-                return None;
-            };
-            let gid: u32 = gid.parse().ok()?;
-            let members: Vec<&str> = members.split(',').filter(|m| !m.is_empty()).collect();
-            Some(json!({"name": name, "passwd": passwd, "gid": gid, "members": members}))
-        })
+    Ok(accounts::groups()?
+        .into_iter()
+        .map(|g| json!({"name": g.name, "passwd": g.passwd, "gid": g.gid, "members": g.members}))
         .collect())
 }
 

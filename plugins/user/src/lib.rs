@@ -2,81 +2,17 @@
 //! `/etc/passwd` and their groups from `/etc/group`, the two files the
 //! grants name (never `/etc/shadow`). Accounts that only a directory
 //! service knows (NSS) are not seen: only the local files are read.
+//!
+//! The files are read and parsed by the SDK's [`accounts`], which the
+//! `group` module shares, so that both read a line the same way; this
+//! file only shapes the entries as Salt's `useradd` returns them.
 
-use maid_sdk::{Call, Capability, Error, Function, Plugin, export_plugin, host, python};
+use maid_sdk::accounts::{self, Group, Passwd};
+use maid_sdk::{Call, Capability, Function, Plugin, export_plugin, python};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
 struct User;
-
-/// One `/etc/passwd` line.
-struct Passwd {
-    name: String,
-    passwd: String,
-    uid: u32,
-    gid: u32,
-    gecos: String,
-    home: String,
-    shell: String,
-}
-
-/// One `/etc/group` line.
-struct Group {
-    name: String,
-    gid: u32,
-    members: Vec<String>,
-}
-
-fn lines(path: &str) -> Result<Vec<String>, Error> {
-    let text = String::from_utf8_lossy(&host::read_file(path)?).into_owned();
-    Ok(text
-        .lines()
-        .filter(|l| !l.is_empty() && !l.starts_with('#'))
-        .map(str::to_string)
-        .collect())
-}
-
-fn passwd() -> Result<Vec<Passwd>, Error> {
-    Ok(lines("/etc/passwd")?
-        .iter()
-        .filter_map(|l| {
-            let f: Vec<&str> = l.split(':').collect();
-            let [name, passwd, uid, gid, gecos, home, shell] = f[..] else {
-                return None;
-            };
-            Some(Passwd {
-                name: name.into(),
-                passwd: passwd.into(),
-                uid: uid.parse().ok()?,
-                gid: gid.parse().ok()?,
-                gecos: gecos.into(),
-                home: home.into(),
-                shell: shell.into(),
-            })
-        })
-        .collect())
-}
-
-fn groups() -> Result<Vec<Group>, Error> {
-    Ok(lines("/etc/group")?
-        .iter()
-        .filter_map(|l| {
-            let f: Vec<&str> = l.split(':').collect();
-            let [name, _, gid, members] = f[..] else {
-                return None;
-            };
-            Some(Group {
-                name: name.into(),
-                gid: gid.parse().ok()?,
-                members: members
-                    .split(',')
-                    .filter(|m| !m.is_empty())
-                    .map(str::to_string)
-                    .collect(),
-            })
-        })
-        .collect())
-}
 
 /// Salt's `salt.utils.user.get_group_list`: the primary group and every
 /// group listing the user, by name, sorted.
@@ -136,8 +72,8 @@ impl Plugin for User {
                 &["name"],
                 |a: Name, _: &Call| {
                     let name = python::str(&a.name);
-                    let groups = groups()?;
-                    Ok(passwd()?
+                    let groups = accounts::groups()?;
+                    Ok(accounts::passwd()?
                         .iter()
                         .find(|u| u.name == name)
                         .map_or_else(|| json!({}), |u| info(u, &groups)))
@@ -148,7 +84,8 @@ impl Plugin for User {
                 "Return the names of all users, sorted",
                 &[],
                 |(): (), _: &Call| {
-                    let mut names: Vec<String> = passwd()?.into_iter().map(|u| u.name).collect();
+                    let mut names: Vec<String> =
+                        accounts::passwd()?.into_iter().map(|u| u.name).collect();
                     names.sort();
                     Ok(names)
                 },
@@ -158,8 +95,8 @@ impl Plugin for User {
                 "Return every user's account, as user.info shows one",
                 &["refresh=false"],
                 |_: Refresh, _: &Call| {
-                    let groups = groups()?;
-                    Ok(passwd()?
+                    let groups = accounts::groups()?;
+                    Ok(accounts::passwd()?
                         .iter()
                         .map(|u| info(u, &groups))
                         .collect::<Vec<_>>())
@@ -171,8 +108,8 @@ impl Plugin for User {
                 &["name"],
                 |a: Name, _: &Call| {
                     let name = python::str(&a.name);
-                    let groups = groups()?;
-                    Ok(passwd()?
+                    let groups = accounts::groups()?;
+                    Ok(accounts::passwd()?
                         .iter()
                         .find(|u| u.name == name)
                         .map(|u| group_list(u, &groups))
@@ -185,8 +122,8 @@ impl Plugin for User {
                 &["name"],
                 |a: Name, _: &Call| {
                     let name = python::str(&a.name);
-                    let groups = groups()?;
-                    let user = passwd()?.into_iter().find(|u| u.name == name);
+                    let groups = accounts::groups()?;
+                    let user = accounts::passwd()?.into_iter().find(|u| u.name == name);
                     Ok(user
                         .and_then(|u| groups.iter().find(|g| g.gid == u.gid))
                         .map(|g| g.name.clone())
