@@ -2,17 +2,54 @@
 //! topic is to this maid, as a [`Verdict`]. Nothing here replies, audits or
 //! counts; [`super::message`] turns each verdict into that, in one place.
 //!
+//! [`admit`] reads the maid only through a [`View`]: its id and grains, the
+//! keys it trusts, its memory of jids, and those beneath it. So every
+//! verdict is decided, and unit-tested, without Redis, a runtime or a
+//! plugin.
+//!
 //! The one state it changes is the replay store: a targeted job that is
 //! new is recorded there as accepted, in the same step that finds it new,
 //! so two copies of one jid can never both be taken.
 
-use serde_json::Value;
+use std::sync::Mutex;
 
-use super::Shared;
+use serde_json::{Map, Value};
+
 use crate::audit::{Decision, Record};
-use crate::jidstore::Insert;
+use crate::jidstore::{Insert, JidStore};
 use crate::protocol::{self, Job, Refusal};
 use crate::target::{TargetType, matches_delimited};
+use crate::trust::Verifier;
+
+/// What admission may read of the maid, and the one thing it may change
+/// (the jids it remembers).
+pub(super) struct View<'a> {
+    /// This maid's id.
+    pub id: &'a str,
+    /// Its grains now, as targeting reads them.
+    pub grains: &'a Map<String, Value>,
+    /// The keys it trusts, whether it requires signatures, its clock skew.
+    pub verifier: &'a Verifier,
+    /// The jids it accepted, per signing key.
+    pub jids: &'a Mutex<JidStore>,
+    /// `agent.max_message_bytes`: a longer message is not read.
+    pub max_message_bytes: usize,
+    /// `agent.remembered_jids`, which a `busy` refusal names.
+    pub remembered_jids: usize,
+    /// The maids beneath, on a syndic maid over maids.
+    pub beneath: Option<&'a dyn Downstream>,
+    /// A Salt master beneath, on a syndic maid over Salt: it takes every
+    /// job and says itself whom it targets there.
+    pub salt_beneath: bool,
+    /// This maid's clock (Unix ms), for signatures' age and jid retention.
+    pub now_ms: i64,
+}
+
+/// Those a syndic maid answers for beneath it, as far as targeting goes.
+pub(super) trait Downstream: Send + Sync {
+    /// The ids beneath (other than `own`) that `job` targets.
+    fn targeted(&self, job: &Job, own: &str) -> Vec<String>;
+}
 
 /// What a message is to this maid.
 pub(super) enum Verdict {
@@ -46,8 +83,8 @@ pub(super) enum Verdict {
 }
 
 /// Decide what `payload`, which arrived on the master topic `topic`, is.
-pub(super) fn admit(shared: &Shared, topic: &str, payload: &[u8]) -> Verdict {
-    if payload.len() > shared.config.agent.max_message_bytes {
+pub(super) fn admit(view: &View, topic: &str, payload: &[u8]) -> Verdict {
+    if payload.len() > view.max_message_bytes {
         return Verdict::Drop {
             kind: "too large",
             why: format!("{} bytes, over agent.max_message_bytes", payload.len()),
@@ -56,7 +93,7 @@ pub(super) fn admit(shared: &Shared, topic: &str, payload: &[u8]) -> Verdict {
     // An unsigned job is decoded straight into its fields; everything else
     // (and every job, where signatures are required) goes through the JSON
     // tree and the verifier.
-    let fast = if shared.verifier.require_signed {
+    let fast = if view.verifier.require_signed {
         None
     } else {
         Job::from_slice(payload)
@@ -73,10 +110,8 @@ pub(super) fn admit(shared: &Shared, topic: &str, payload: &[u8]) -> Verdict {
                     };
                 }
             };
-            let now_ms = chrono::Utc::now().timestamp_millis();
-            shared
-                .verifier
-                .open(value, topic, now_ms)
+            view.verifier
+                .open(value, topic, view.now_ms)
                 .and_then(|o| Job::from_value(o.job).map(|job| (job, o.kid)))
         }
     };
@@ -94,7 +129,7 @@ pub(super) fn admit(shared: &Shared, topic: &str, payload: &[u8]) -> Verdict {
             reason,
             detail,
         }) => {
-            let mut rec = Record::new(&shared.id, &jid, Decision::Rejected);
+            let mut rec = Record::new(view.id, &jid, Decision::Rejected);
             claim(payload, &mut rec);
             return Verdict::Refuse {
                 rec: Box::new(rec),
@@ -106,36 +141,29 @@ pub(super) fn admit(shared: &Shared, topic: &str, payload: &[u8]) -> Verdict {
         }
     };
     let matched = TargetType::parse(&job.tgt_type).and_then(|t| {
-        matches_delimited(
-            &job.tgt,
-            t,
-            &shared.id,
-            &shared.grains.read(),
-            job.delimiter.as_deref(),
-        )
+        matches_delimited(&job.tgt, t, view.id, view.grains, job.delimiter.as_deref())
     });
     let matched = match matched {
         Ok(m) => m,
         Err(e) => {
-            let rec = super::job::record(shared, &job, &kid, None, Decision::Rejected);
+            let rec = super::job::record(view.id, &job, &kid, None, Decision::Rejected);
             let reply = Some((job.temp_topic.clone(), job.jid.clone()));
             return refused(rec, reply, "malformed", e.to_string());
         }
     };
-    let beneath = match &shared.syndic {
-        Some(syndic) => syndic.targeted(&job, &shared.id),
+    let beneath = match view.beneath {
+        Some(downstream) => downstream.targeted(&job, view.id),
         None => Vec::new(),
     };
-    let salt = shared.salt.is_some();
+    let salt = view.salt_beneath;
     if !matched && beneath.is_empty() && !salt {
         return Verdict::NotTargeted { job, kid };
     }
-    let now_ms = chrono::Utc::now().timestamp_millis();
-    let inserted = shared
+    let inserted = view
         .jids
         .lock()
         .unwrap_or_else(|e| e.into_inner())
-        .insert_signed(&job.jid, kid.as_deref(), now_ms);
+        .insert_signed(&job.jid, kid.as_deref(), view.now_ms);
     let (decision, reason, detail) = match inserted {
         Insert::New => {
             return Verdict::Run {
@@ -164,7 +192,7 @@ pub(super) fn admit(shared: &Shared, topic: &str, payload: &[u8]) -> Verdict {
             format!(
                 "this maid remembers {} jids of this job's signer, its \
                  agent.remembered_jids; none may be forgotten before its retention ends",
-                shared.config.agent.remembered_jids
+                view.remembered_jids
             ),
         ),
         Insert::Invalid => (
@@ -173,7 +201,7 @@ pub(super) fn admit(shared: &Shared, topic: &str, payload: &[u8]) -> Verdict {
             "the jid has a line break or a tab".to_string(),
         ),
     };
-    let rec = super::job::record(shared, &job, &kid, Some(true), decision);
+    let rec = super::job::record(view.id, &job, &kid, Some(true), decision);
     // A duplicate is dropped without a word.
     let reply = (decision == Decision::Rejected).then(|| (job.temp_topic.clone(), job.jid.clone()));
     refused(rec, reply, reason, detail)
@@ -230,4 +258,352 @@ fn bounded(s: &str) -> &str {
         end -= 1;
     }
     &s[..end]
+}
+
+#[cfg(test)]
+mod tests {
+    use ed25519_dalek::SigningKey;
+    use serde_json::json;
+
+    use super::*;
+    use crate::trust::{key_id, sign};
+
+    const TOPIC: &str = "master";
+    const NOW: i64 = 1_800_000_000_000;
+
+    fn master() -> SigningKey {
+        SigningKey::from_bytes(&[7; 32])
+    }
+
+    /// A maid `web1` (grains `roles: [web]`) that trusts [`master`].
+    struct Maid {
+        grains: Map<String, Value>,
+        verifier: Verifier,
+        jids: Mutex<JidStore>,
+        beneath: Option<Beneath>,
+        salt_beneath: bool,
+    }
+
+    /// Maids beneath a syndic maid, each with the grains targeting reads.
+    struct Beneath(Vec<String>);
+
+    impl Downstream for Beneath {
+        fn targeted(&self, job: &Job, own: &str) -> Vec<String> {
+            let t = TargetType::parse(&job.tgt_type).unwrap();
+            self.0
+                .iter()
+                .filter(|id| {
+                    id.as_str() != own
+                        && matches_delimited(&job.tgt, t, id, &Map::new(), None).unwrap()
+                })
+                .cloned()
+                .collect()
+        }
+    }
+
+    impl Maid {
+        fn new(require_signed: bool) -> Maid {
+            let key = master();
+            Maid {
+                grains: json!({"id": "web1", "roles": ["web"]})
+                    .as_object()
+                    .unwrap()
+                    .clone(),
+                verifier: Verifier {
+                    keys: vec![(key_id(&key.verifying_key()), key.verifying_key())],
+                    require_signed,
+                    max_skew_ms: 60_000,
+                },
+                jids: Mutex::new(JidStore::memory(100, 3_600_000)),
+                beneath: None,
+                salt_beneath: false,
+            }
+        }
+
+        fn admit(&self, payload: &[u8]) -> Verdict {
+            let view = View {
+                id: "web1",
+                grains: &self.grains,
+                verifier: &self.verifier,
+                jids: &self.jids,
+                max_message_bytes: 4096,
+                remembered_jids: 100,
+                beneath: self.beneath.as_ref().map(|b| b as &dyn Downstream),
+                salt_beneath: self.salt_beneath,
+                now_ms: NOW,
+            };
+            admit(&view, TOPIC, payload)
+        }
+    }
+
+    fn job(jid: &str, tgt: &str, tgt_type: &str) -> Value {
+        json!({
+            "jid": jid, "tempTopic": format!("reply.{jid}"), "fun": "test.ping",
+            "arg": ["a"], "tgt": tgt, "tgt_type": tgt_type,
+            "topic": TOPIC, "issued_at": NOW,
+        })
+    }
+
+    fn signed_by(job: &Value, key: &SigningKey) -> Vec<u8> {
+        serde_json::to_vec(&sign(job.to_string(), key)).unwrap()
+    }
+
+    fn signed(job: &Value) -> Vec<u8> {
+        signed_by(job, &master())
+    }
+
+    fn unsigned(job: &Value) -> Vec<u8> {
+        job.to_string().into_bytes()
+    }
+
+    /// The refusal's reason, whether it is answered, whether it was a
+    /// decoded job, and its audit record's decision.
+    fn refusal(v: Verdict) -> (String, bool, bool, Decision) {
+        match v {
+            Verdict::Refuse {
+                rec,
+                reply,
+                reason,
+                decoded,
+                ..
+            } => (reason, reply.is_some(), decoded, rec.decision),
+            other => panic!("not a refusal: {}", name(&other)),
+        }
+    }
+
+    fn drop_kind(v: Verdict) -> &'static str {
+        match v {
+            Verdict::Drop { kind, .. } => kind,
+            other => panic!("not a drop: {}", name(&other)),
+        }
+    }
+
+    fn name(v: &Verdict) -> &'static str {
+        match v {
+            Verdict::Drop { .. } => "drop",
+            Verdict::Refuse { .. } => "refuse",
+            Verdict::NotTargeted { .. } => "not targeted",
+            Verdict::Run { .. } => "run",
+        }
+    }
+
+    #[test]
+    fn a_message_over_the_size_bound_is_not_read() {
+        let big = vec![b' '; 4097];
+        assert_eq!(drop_kind(Maid::new(false).admit(&big)), "too large");
+    }
+
+    #[test]
+    fn what_is_not_json_or_has_no_reply_address_is_dropped() {
+        let maid = Maid::new(true);
+        assert_eq!(drop_kind(maid.admit(b"{not json")), "not json");
+        assert_eq!(drop_kind(Maid::new(false).admit(b"{not json")), "not json");
+        let no_address = json!({"fun": "test.ping", "tgt": "*"});
+        assert_eq!(drop_kind(maid.admit(&unsigned(&no_address))), "dropped");
+        let bad_envelope = json!({"payload": 1, "sig": "x"});
+        assert_eq!(drop_kind(maid.admit(&unsigned(&bad_envelope))), "dropped");
+    }
+
+    #[test]
+    fn signature_failures_are_refused_and_answered() {
+        let maid = Maid::new(true);
+        let j = job("1", "*", "glob");
+        let cases: Vec<(Vec<u8>, &str)> = vec![
+            (unsigned(&j), "unsigned"),
+            (
+                signed_by(&j, &SigningKey::from_bytes(&[8; 32])),
+                "unknown key",
+            ),
+            (
+                {
+                    let mut env = sign(j.to_string(), &master());
+                    env.payload = job("1", "web*", "glob").to_string();
+                    serde_json::to_vec(&env).unwrap()
+                },
+                "bad signature",
+            ),
+            (
+                signed(&{
+                    let mut j = j.clone();
+                    j["topic"] = json!("other");
+                    j
+                }),
+                "wrong topic",
+            ),
+            (
+                signed(&{
+                    let mut j = j.clone();
+                    j["issued_at"] = json!(NOW - 3_600_000);
+                    j
+                }),
+                "expired",
+            ),
+        ];
+        for (payload, want) in cases {
+            let (reason, answered, decoded, decision) = refusal(maid.admit(&payload));
+            assert_eq!(reason, want);
+            assert!(answered, "{want}: a reject is sent");
+            assert!(!decoded, "{want}: refused before it was a job");
+            assert_eq!(decision, Decision::Rejected);
+        }
+    }
+
+    #[test]
+    fn a_target_that_cannot_be_read_is_malformed() {
+        let maid = Maid::new(true);
+        let (reason, answered, decoded, decision) =
+            refusal(maid.admit(&signed(&job("1", "*", "nonsense"))));
+        assert_eq!(
+            (reason.as_str(), answered, decoded, decision),
+            ("malformed", true, true, Decision::Rejected)
+        );
+    }
+
+    #[test]
+    fn a_job_for_others_is_not_targeted_and_remembers_nothing() {
+        let maid = Maid::new(true);
+        let j = job("1", "db*", "glob");
+        for _ in 0..2 {
+            let Verdict::NotTargeted { job, kid } = maid.admit(&signed(&j)) else {
+                panic!("targeted");
+            };
+            assert_eq!(job.jid, "1");
+            assert_eq!(kid, Some(key_id(&master().verifying_key())));
+        }
+        // Its jid was not taken: the same jid targeting this maid runs.
+        assert!(matches!(
+            maid.admit(&signed(&job("1", "web*", "glob"))),
+            Verdict::Run { own: true, .. }
+        ));
+    }
+
+    #[test]
+    fn targeting_reads_the_views_grains() {
+        let maid = Maid::new(true);
+        assert!(matches!(
+            maid.admit(&signed(&job("1", "roles:web", "grain"))),
+            Verdict::Run { own: true, .. }
+        ));
+        assert!(matches!(
+            maid.admit(&signed(&job("2", "roles:db", "grain"))),
+            Verdict::NotTargeted { .. }
+        ));
+    }
+
+    #[test]
+    fn a_new_job_for_this_maid_runs_once_and_a_signed_replay_is_refused() {
+        let maid = Maid::new(true);
+        let payload = signed(&job("1", "web*", "glob"));
+        let Verdict::Run {
+            job,
+            kid,
+            own,
+            beneath,
+            salt,
+        } = maid.admit(&payload)
+        else {
+            panic!("not run");
+        };
+        assert_eq!((job.fun.as_str(), own, salt), ("test.ping", true, false));
+        assert_eq!(kid, Some(key_id(&master().verifying_key())));
+        assert!(beneath.is_empty());
+        let (reason, answered, decoded, decision) = refusal(maid.admit(&payload));
+        assert_eq!(
+            (reason.as_str(), answered, decoded, decision),
+            ("replayed", true, true, Decision::Rejected)
+        );
+    }
+
+    #[test]
+    fn an_unsigned_job_seen_again_is_a_silent_duplicate() {
+        let maid = Maid::new(false);
+        let payload = unsigned(&job("1", "*", "glob"));
+        assert!(matches!(
+            maid.admit(&payload),
+            Verdict::Run {
+                own: true,
+                kid: None,
+                ..
+            }
+        ));
+        let (reason, answered, _, decision) = refusal(maid.admit(&payload));
+        assert_eq!(
+            (reason.as_str(), answered, decision),
+            ("duplicate", false, Decision::Duplicate)
+        );
+    }
+
+    #[test]
+    fn a_signer_past_its_jid_bound_is_refused_busy() {
+        let mut maid = Maid::new(true);
+        maid.jids = Mutex::new(JidStore::memory(1, 3_600_000));
+        assert!(matches!(
+            maid.admit(&signed(&job("1", "*", "glob"))),
+            Verdict::Run { .. }
+        ));
+        let (reason, answered, _, decision) = refusal(maid.admit(&signed(&job("2", "*", "glob"))));
+        assert_eq!(
+            (reason.as_str(), answered, decision),
+            ("busy", true, Decision::Rejected)
+        );
+    }
+
+    #[test]
+    fn a_jid_the_journal_cannot_hold_is_malformed() {
+        let maid = Maid::new(false);
+        let (reason, answered, _, _) = refusal(maid.admit(&unsigned(&job("1\t2", "*", "glob"))));
+        assert_eq!((reason.as_str(), answered), ("malformed", true));
+    }
+
+    #[test]
+    fn a_syndic_maid_runs_for_the_maids_beneath_it_targets() {
+        let mut maid = Maid::new(true);
+        maid.beneath = Some(Beneath(vec!["db1".into(), "db2".into(), "web1".into()]));
+        let Verdict::Run { own, beneath, .. } = maid.admit(&signed(&job("1", "db*", "glob")))
+        else {
+            panic!("not run");
+        };
+        assert!(!own);
+        assert_eq!(beneath, ["db1", "db2"]);
+        let Verdict::Run { own, beneath, .. } = maid.admit(&signed(&job("2", "*", "glob"))) else {
+            panic!("not run");
+        };
+        assert!(own, "its own id is its own grains' to decide");
+        assert_eq!(beneath, ["db1", "db2"]);
+        assert!(matches!(
+            maid.admit(&signed(&job("3", "mail*", "glob"))),
+            Verdict::NotTargeted { .. }
+        ));
+    }
+
+    #[test]
+    fn a_syndic_maid_over_salt_takes_every_job_for_the_master_beneath() {
+        let mut maid = Maid::new(true);
+        maid.salt_beneath = true;
+        let Verdict::Run {
+            own, beneath, salt, ..
+        } = maid.admit(&signed(&job("1", "minion*", "glob")))
+        else {
+            panic!("not run");
+        };
+        assert_eq!((own, salt), (false, true));
+        assert!(beneath.is_empty());
+    }
+
+    #[test]
+    fn a_refused_message_is_audited_with_what_it_claimed() {
+        let maid = Maid::new(true);
+        let Verdict::Refuse { rec, .. } = maid.admit(&signed_by(
+            &job("1", "*", "glob"),
+            &SigningKey::from_bytes(&[8; 32]),
+        )) else {
+            panic!("not refused");
+        };
+        assert_eq!(rec.fun.as_deref(), Some("test.ping"));
+        assert_eq!(
+            rec.claimed_kid,
+            Some(key_id(&SigningKey::from_bytes(&[8; 32]).verifying_key()))
+        );
+        assert!(rec.args_sha256.is_some());
+    }
 }

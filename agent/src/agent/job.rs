@@ -68,7 +68,7 @@ pub(super) async fn run_job(
         Decision::Ran
     };
     shared.audit.record_with(|| {
-        let mut rec = record(shared, job, kid, Some(true), decision);
+        let mut rec = record(&shared.id, job, kid, Some(true), decision);
         rec.plugin_sha256 = outcome.plugin_sha256.clone();
         rec.capabilities = outcome.used.clone();
         rec.writable_dirs = shared.runtime.writable_dirs(&job.fun);
@@ -203,7 +203,7 @@ pub(super) fn busy_return(shared: &Shared, job: &Job, kid: &Option<String>) -> P
     let label = shared.fun_label(&job.fun);
     shared.metrics.jobs_busy.get_or_create(&label).inc();
     tracing::warn!(jid = %job.jid, "busy: answered without running");
-    let mut rec = record(shared, job, kid, Some(true), Decision::Rejected);
+    let mut rec = record(&shared.id, job, kid, Some(true), Decision::Rejected);
     rec.reason = Some("busy".into());
     rec.retcode = Some(BUSY_RETCODE);
     shared.audit.record(rec);
@@ -227,13 +227,13 @@ fn return_of(shared: &Shared, job: &Job, value: Value, retcode: i32) -> Pending 
 
 /// An audit record describing `job`.
 pub(super) fn record(
-    shared: &Shared,
+    id: &str,
     job: &Job,
     kid: &Option<String>,
     matched: Option<bool>,
     decision: Decision,
 ) -> Record {
-    let mut rec = Record::new(&shared.id, &job.jid, decision);
+    let mut rec = Record::new(id, &job.jid, decision);
     rec.fun = Some(job.fun.clone());
     rec.args = job.arg.clone();
     rec.kwargs = audit::redact(&job.kwarg);

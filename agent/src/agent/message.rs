@@ -10,7 +10,7 @@ use std::sync::atomic::Ordering;
 use tokio::sync::mpsc;
 
 use super::Shared;
-use super::admission::{Verdict, admit};
+use super::admission::{Downstream, Verdict, View, admit};
 use super::job::{busy_return, record, run_job};
 use crate::audit::{Decision, Record};
 use crate::filestore::ConnSource;
@@ -26,7 +26,22 @@ pub(super) fn handle_message(
     done: &mpsc::Sender<()>,
 ) {
     let received = std::time::Instant::now();
-    match admit(shared, topic, payload) {
+    let verdict = {
+        let grains = shared.grains.read();
+        let view = View {
+            id: &shared.id,
+            grains: &grains,
+            verifier: &shared.verifier,
+            jids: &shared.jids,
+            max_message_bytes: shared.config.agent.max_message_bytes,
+            remembered_jids: shared.config.agent.remembered_jids,
+            beneath: shared.syndic.as_ref().map(|s| s as &dyn Downstream),
+            salt_beneath: shared.salt.is_some(),
+            now_ms: chrono::Utc::now().timestamp_millis(),
+        };
+        admit(&view, topic, payload)
+    };
+    match verdict {
         Verdict::Drop { kind, why } => {
             if shared.audit.admit_noise(Decision::Rejected, Some(kind)) {
                 tracing::warn!("dropped message: {why}");
@@ -47,7 +62,7 @@ pub(super) fn handle_message(
         Verdict::NotTargeted { job, kid } => {
             count_received(shared, &job.fun);
             shared.audit.noise_with(Decision::NotTargeted, || {
-                record(shared, &job, &kid, Some(false), Decision::NotTargeted)
+                record(&shared.id, &job, &kid, Some(false), Decision::NotTargeted)
             });
             let target = Target::default();
             start(shared, job, kid, target, received, done);

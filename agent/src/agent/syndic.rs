@@ -19,6 +19,7 @@ use futures_util::StreamExt;
 use redis::AsyncCommands;
 
 use super::Shared;
+use super::admission::Downstream;
 use crate::audit::Decision;
 use crate::bus::{Bus, BusError, Conn, RedisConfig, publish};
 use crate::filestore::ConnSource;
@@ -52,34 +53,6 @@ impl Syndic {
             beneath: Default::default(),
             mirrored: Default::default(),
         })
-    }
-
-    /// The ids beneath that `job` targets, in order; never `own` (the
-    /// syndic maid's own id, which its own grains decide).
-    pub(super) fn targeted(&self, job: &Job, own: &str) -> Vec<String> {
-        let Ok(tgt_type) = TargetType::parse(&job.tgt_type) else {
-            return Vec::new();
-        };
-        let beneath = self
-            .beneath
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
-        beneath
-            .iter()
-            .filter(|(id, reg)| {
-                id.as_str() != own
-                    && matches_delimited(
-                        &job.tgt,
-                        tgt_type,
-                        id,
-                        &reg.grains,
-                        job.delimiter.as_deref(),
-                    )
-                    .unwrap_or(false)
-            })
-            .map(|(id, _)| id.clone())
-            .collect()
     }
 
     /// The keys the maids of `ids` registered beneath, by id.
@@ -120,6 +93,36 @@ impl Syndic {
             self.forget_conn().await;
         }
         Ok(result?)
+    }
+}
+
+impl Downstream for Syndic {
+    /// The ids beneath that `job` targets, in order; never `own` (the
+    /// syndic maid's own id, which its own grains decide).
+    fn targeted(&self, job: &Job, own: &str) -> Vec<String> {
+        let Ok(tgt_type) = TargetType::parse(&job.tgt_type) else {
+            return Vec::new();
+        };
+        let beneath = self
+            .beneath
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        beneath
+            .iter()
+            .filter(|(id, reg)| {
+                id.as_str() != own
+                    && matches_delimited(
+                        &job.tgt,
+                        tgt_type,
+                        id,
+                        &reg.grains,
+                        job.delimiter.as_deref(),
+                    )
+                    .unwrap_or(false)
+            })
+            .map(|(id, _)| id.clone())
+            .collect()
     }
 }
 
@@ -278,7 +281,7 @@ pub(super) async fn relay(
         tracing::error!(jid = %job.jid, cause = %e, "cannot relay the job downstream");
         return;
     }
-    let mut rec = super::job::record(shared, job, kid, Some(true), Decision::Relayed);
+    let mut rec = super::job::record(&shared.id, job, kid, Some(true), Decision::Relayed);
     rec.reason = Some(format!("to {}", expected.join(", ")));
     shared.audit.record(rec);
     let mut waiting: BTreeSet<&str> = expected.iter().map(String::as_str).collect();
