@@ -1,8 +1,9 @@
 //! The master side: publish a job and collect what comes back.
 //!
 //! The reply topic is subscribed **before** the job is published (PROTOCOL
-//! §1). Collection stops as soon as every expected maid has pinged and
-//! every targeted one has returned, or at the timeout; the report then says
+//! §1). Collection ([`crate::collect`], which decides; [`run_in`] drives it)
+//! stops as soon as every expected maid has pinged and every targeted one
+//! has returned, or at the timeout; the report then says
 //! what the original masters reported: normal returns, maids that never
 //! pinged (missed maids), targeted minions that never returned (missed
 //! minions), maids that pinged `match: false` (empty), and ids that
@@ -17,12 +18,13 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 use crate::bus::{Bus, BusError, Conn, publish};
+use crate::collect::{Collector, Step, genuine};
 use crate::pki::Pki;
 use crate::protocol::{self, Job, Reply, Return};
 pub use crate::registry::{
     Beneath, Maids, Registry, Targets, accepted_keys, alive_maids, file_keys,
 };
-use crate::replies::{AcceptedKeys, Received, receive};
+use crate::replies::{Received, receive};
 
 /// A job to publish.
 #[derive(Debug, Clone)]
@@ -64,31 +66,6 @@ pub const GATHER_JOB_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The function a master asks minions with whether a job still runs.
 pub const FIND_JOB: &str = "saltutil.find_job";
-
-/// A `saltutil.find_job` asked of the minions still to return.
-struct FindJob {
-    jid: String,
-    asked: BTreeSet<String>,
-    answered: BTreeSet<String>,
-    running: BTreeSet<String>,
-    until: tokio::time::Instant,
-}
-
-impl FindJob {
-    /// Take in a genuine return of the find-job: a minion asked that
-    /// returns the job's data (a non-empty object) still runs it; `{}`,
-    /// or anything else (no `saltutil`, no `jobs` grant), says it does
-    /// not.
-    fn answer(&mut self, r: Return) {
-        if !self.asked.contains(&r.id) {
-            return;
-        }
-        self.answered.insert(r.id.clone());
-        if r.ret.as_object().is_some_and(|o| !o.is_empty()) {
-            self.running.insert(r.id);
-        }
-    }
-}
 
 /// What came back for one job.
 #[derive(Debug, Clone, Default, Serialize)]
@@ -166,17 +143,6 @@ pub fn no_response(jid: &str) -> String {
 pub const NOT_CONNECTED: &str = "Minion did not return. [Not connected]";
 
 impl Report {
-    /// Every expected maid pinged and every targeted one returned
-    /// (`counts`: returns seen per id).
-    fn complete(&self, pinged: &BTreeSet<String>, counts: &BTreeMap<String, usize>) -> bool {
-        !self.expected.is_empty()
-            && self.expected.is_subset(pinged)
-            && self
-                .targeted
-                .iter()
-                .all(|t| counts.contains_key(t) || self.rejected.contains_key(t))
-    }
-
     /// `salt`'s exit status for this report (3008): 0 when every targeted
     /// minion returned retcode 0; 1 when one returned another retcode, or
     /// did not return (Salt counts its "Minion did not return" row as a
@@ -232,13 +198,6 @@ impl Registry {
         crate::target::listed_ids(&req.tgt, &req.tgt_type)
             .into_iter()
             .filter(|id| !id.is_empty() && !known(id) && !req.exclude.contains(id))
-            .collect()
-    }
-
-    /// The maids `req` expects to PING.
-    fn expected_by(&self, req: &JobRequest) -> BTreeSet<String> {
-        self.expected(&|id| req.exclude.contains(id))
-            .map(|(id, _)| id.clone())
             .collect()
     }
 }
@@ -300,13 +259,6 @@ pub async fn cached(conn: &mut Conn, jid: &str, pki: Option<&Pki>) -> Result<Cac
     Ok(out)
 }
 
-/// The reply `msg` carries when it is one of `report`'s job and, with
-/// `accepted`, signed by the key accepted for its maid; a forged one is
-/// noted in `report` (and logged), anything else is dropped.
-fn counted(msg: &Msg, report: &mut Report, accepted: Option<&AcceptedKeys>) -> Option<Reply> {
-    of_job(parsed(msg)?, report, accepted)
-}
-
 /// `msg` read as a PROTOCOL reply; what does not read is logged.
 fn parsed(msg: &Msg) -> Option<Received> {
     let received = receive(msg.get_payload_bytes()).ok();
@@ -317,37 +269,6 @@ fn parsed(msg: &Msg) -> Option<Received> {
         );
     }
     received
-}
-
-/// `received`'s reply when it is `report`'s job's and genuine.
-fn of_job(
-    received: Received,
-    report: &mut Report,
-    accepted: Option<&AcceptedKeys>,
-) -> Option<Reply> {
-    if received.reply.jid() != report.jid {
-        return None;
-    }
-    genuine(received, &report.jid, accepted, &mut report.forged)
-}
-
-/// `received`'s reply when, with `accepted`, the key accepted for its maid
-/// signed it; a forged one goes into `forged` (maid → why) and the log.
-fn genuine(
-    received: Received,
-    jid: &str,
-    accepted: Option<&AcceptedKeys>,
-    forged: &mut BTreeMap<String, String>,
-) -> Option<Reply> {
-    if let Some(keys) = accepted
-        && let Err(why) = received.verify(keys)
-    {
-        let maid = received.maid().to_string();
-        tracing::warn!(%jid, %maid, %why, "forged reply: not counted");
-        forged.insert(maid, why);
-        return None;
-    }
-    Some(received.reply)
 }
 
 /// What every reply topic [`temp_topic`] makes matches, for a master that
@@ -459,7 +380,8 @@ pub async fn run_on(
 }
 
 /// [`run_on`] over `registry`, which the caller read (to select whom the
-/// job goes to): the job expects and targets from that same reading.
+/// job goes to): the job expects and targets from that same reading. The
+/// decisions are the [`Collector`]'s; this drives it over Redis.
 pub async fn run_in(
     conn: &mut Conn,
     registry: &Registry,
@@ -469,165 +391,36 @@ pub async fn run_in(
     req: &JobRequest,
     mut on_return: impl FnMut(&Return),
 ) -> Result<Report, BusError> {
-    let mut report = Report {
-        jid,
-        ..Default::default()
-    };
-    let maids = &registry.maids;
-    let accepted = registry.accepted.clone();
-    report.expected = registry.expected_by(req);
     let started = Instant::now();
-    let minions = registry.selected(req);
-    // The minions each syndic maid listed in its PING: the only ids other
-    // than its own it may return for.
-    let mut listed: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    publish_job(conn, req, &report.jid, topic, minions).await?;
-
-    let mut pinged = BTreeSet::new();
-    let mut deadline = tokio::time::Instant::now() + req.timeout;
-    let mut counts: BTreeMap<String, usize> = BTreeMap::new();
-    let mut finding: Option<FindJob> = None;
-    let tick = Duration::from_millis(200);
+    let mut collector = Collector::new(jid, registry, req, started);
+    publish_job(conn, req, collector.jid(), topic, registry.selected(req)).await?;
     loop {
-        if report.complete(&pinged, &counts) {
-            break;
-        }
-        let now = tokio::time::Instant::now();
-        if let Some(f) = &finding
-            && (now >= f.until || f.answered.is_superset(&f.asked))
-        {
-            // As Salt's master: while a minion says it runs the job, wait
-            // another timeout; when none does, the job is over.
-            if f.running.is_empty() {
-                break;
+        let now = Instant::now();
+        let until = match collector.next(now) {
+            Step::Done => break,
+            Step::Wait(until) => until,
+            Step::Ask(ids) => {
+                // On this job's reply topic: the answers come on the
+                // stream already read, told apart by their jid.
+                let find_jid = crate::jid::new_jid();
+                let ask = find_job(req, collector.jid(), &ids);
+                publish(
+                    conn,
+                    &req.master_topic,
+                    &job_payload(&ask, &find_jid, topic),
+                )
+                .await?;
+                collector.asked(find_jid, ids, now);
+                continue;
             }
-            tracing::debug!(jid = %report.jid, running = ?f.running, "still running; waiting");
-            deadline = now + req.timeout;
-            finding = None;
-        }
-        if now >= deadline && finding.is_none() {
-            let missing: BTreeSet<String> = report
-                .targeted
-                .iter()
-                .filter(|t| !counts.contains_key(*t) && !report.rejected.contains_key(*t))
-                .cloned()
-                .collect();
-            let Some(gather) = req.gather_job_timeout.filter(|_| !missing.is_empty()) else {
-                break;
-            };
-            let find_jid = crate::jid::new_jid();
-            let ask = JobRequest {
-                tgt: Value::Array(missing.iter().cloned().map(Value::String).collect()),
-                tgt_type: "list".into(),
-                fun: FIND_JOB.into(),
-                arg: vec![Value::String(report.jid.clone())],
-                kwarg: Map::new(),
-                timeout: gather,
-                source_hashes: BTreeMap::new(),
-                gather_job_timeout: None,
-                delimiter: None,
-                ..req.clone()
-            };
-            // On this job's reply topic: the answers come on the stream
-            // already read, told apart by their jid.
-            publish(
-                conn,
-                &req.master_topic,
-                &job_payload(&ask, &find_jid, topic),
-            )
-            .await?;
-            finding = Some(FindJob {
-                jid: find_jid,
-                asked: missing,
-                answered: BTreeSet::new(),
-                running: BTreeSet::new(),
-                until: now + gather,
-            });
-        }
-        let until = finding.as_ref().map_or(deadline, |f| f.until);
-        let wait = until.saturating_duration_since(now).min(tick);
-        let msg = match tokio::time::timeout(wait, replies.next()).await {
-            Err(_) => continue,
+        };
+        let wait = until.saturating_duration_since(now).min(TICK);
+        match tokio::time::timeout(wait, replies.next()).await {
+            Err(_) => {}
             Ok(None) => break,
-            Ok(Some(msg)) => msg,
-        };
-        let Some(received) = parsed(&msg) else {
-            continue;
-        };
-        if let Some(f) = &mut finding
-            && received.reply.jid() == f.jid
-        {
-            if let Some(Reply::Return(r)) =
-                genuine(received, &f.jid, accepted.as_ref(), &mut report.forged)
-            {
-                f.answer(r);
-            }
-            continue;
-        }
-        let Some(reply) = of_job(received, &mut report, accepted.as_ref()) else {
-            continue;
-        };
-        match reply {
-            Reply::Ping(p) => {
-                pinged.insert(p.sub_ip.clone());
-                match p.minions {
-                    // Only a syndic maid may answer for others (PROTOCOL
-                    // v1.2 §7): anyone else's list is forged, and it
-                    // stands for itself alone.
-                    Some(_) if !registry.syndics.contains(&p.sub_ip) => {
-                        let why = "listed minions beneath it, and is not an accepted syndic maid";
-                        tracing::warn!(jid = %p.jid, maid = %p.sub_ip, %why, "forged reply");
-                        report.forged.insert(p.sub_ip.clone(), why.into());
-                        if p.matched {
-                            report.targeted.insert(p.sub_ip);
-                        } else {
-                            report.empty.insert(p.sub_ip);
-                        }
-                    }
-                    // A syndic maid: each listed minion is targeted. It
-                    // cannot answer for a maid the master reaches itself.
-                    Some(mut minions) => {
-                        let sub_ip = p.sub_ip.clone();
-                        minions.retain(|m| {
-                            let own = *m == sub_ip || !maids.contains_key(m);
-                            if !own {
-                                let why = format!("listed {m:?}, a maid of the registry's own");
-                                tracing::warn!(jid = %p.jid, maid = %sub_ip, %why, "forged reply");
-                                report.forged.insert(sub_ip.clone(), why);
-                            }
-                            own
-                        });
-                        if minions.is_empty() {
-                            report.empty.insert(p.sub_ip.clone());
-                        }
-                        report.targeted.extend(minions.iter().cloned());
-                        listed.entry(p.sub_ip).or_default().extend(minions);
-                    }
-                    None if p.matched => {
-                        report.targeted.insert(p.sub_ip);
-                    }
-                    None => {
-                        report.empty.insert(p.sub_ip);
-                    }
-                }
-            }
-            Reply::Reject(r) => {
-                pinged.insert(r.sub_ip.clone());
-                report.rejected.insert(r.sub_ip, r.reason);
-            }
-            Reply::Return(r) => {
-                if let Err(why) = vouched(&r, &listed, accepted.as_ref()) {
-                    tracing::warn!(jid = %r.jid, maid = %r.sub_ip, %why, "forged reply: not counted");
-                    report.forged.insert(r.sub_ip, why);
-                    continue;
-                }
-                let n = counts.entry(r.id.clone()).or_default();
-                *n += 1;
-                if *n == 1 {
-                    on_return(&r);
-                    report.returns.push(r);
-                } else {
-                    report.repeated.insert(r.id.clone(), *n);
+            Ok(Some(msg)) => {
+                if let Some(r) = parsed(&msg).and_then(|received| collector.receive(received)) {
+                    on_return(r);
                 }
             }
         }
@@ -635,48 +428,29 @@ pub async fn run_in(
     // Late repeats of a finished job still count.
     let linger_until = tokio::time::Instant::now() + req.linger;
     while let Ok(Some(msg)) = tokio::time::timeout_at(linger_until, replies.next()).await {
-        if let Some(Reply::Return(r)) = counted(&msg, &mut report, accepted.as_ref())
-            && vouched(&r, &listed, accepted.as_ref()).is_ok()
-        {
-            let n = counts.entry(r.id.clone()).or_default();
-            *n += 1;
-            if *n > 1 {
-                report.repeated.insert(r.id.clone(), *n);
-            }
+        if let Some(received) = parsed(&msg) {
+            collector.receive_late(received);
         }
     }
-    report.elapsed = started.elapsed();
-    let returned: BTreeSet<String> = report.returns.iter().map(|r| r.id.clone()).collect();
-    report.missed_maids = report.expected.difference(&pinged).cloned().collect();
-    report.missed_minions = report
-        .targeted
-        .iter()
-        .filter(|id| !returned.contains(*id) && !report.rejected.contains_key(*id))
-        .cloned()
-        .collect();
-    Ok(report)
+    Ok(collector.finish(started.elapsed()))
 }
 
-/// Whether the maid that sent return `r` may answer for its minion: its
-/// own id, or one it listed beneath it in its PING (`listed`) that has no
-/// accepted key of its own (a minion with one signs its returns itself,
-/// and a syndic maid relays them as signed).
-fn vouched(
-    r: &Return,
-    listed: &BTreeMap<String, BTreeSet<String>>,
-    accepted: Option<&AcceptedKeys>,
-) -> Result<(), String> {
-    if r.id == r.sub_ip {
-        return Ok(());
+/// How often collection looks at the clock while no reply comes.
+const TICK: Duration = Duration::from_millis(200);
+
+/// `saltutil.find_job` for job `jid`, asked of `ids` as `req` was
+/// published, waiting `gather_job_timeout` for answers.
+fn find_job(req: &JobRequest, jid: &str, ids: &BTreeSet<String>) -> JobRequest {
+    JobRequest {
+        tgt: Value::Array(ids.iter().cloned().map(Value::String).collect()),
+        tgt_type: "list".into(),
+        fun: FIND_JOB.into(),
+        arg: vec![Value::String(jid.to_string())],
+        kwarg: Map::new(),
+        timeout: req.gather_job_timeout.unwrap_or(GATHER_JOB_TIMEOUT),
+        source_hashes: BTreeMap::new(),
+        gather_job_timeout: None,
+        delimiter: None,
+        ..req.clone()
     }
-    if !listed.get(&r.sub_ip).is_some_and(|l| l.contains(&r.id)) {
-        return Err(format!("returned for {:?}, which it did not list", r.id));
-    }
-    if accepted.is_some_and(|keys| keys.contains_key(&r.id)) {
-        return Err(format!(
-            "returned for {:?}, whose own accepted key must sign its returns",
-            r.id
-        ));
-    }
-    Ok(())
 }

@@ -2,7 +2,8 @@
 //! keys it accepts, the job cache, and salt-api's REST interface. No
 //! WebAssembly runtime: nothing here runs a plugin.
 //!
-//! * [`jobs`]: publish a job and collect what comes back (`maid run`).
+//! * [`jobs`]: publish a job and collect what comes back (`maid run`),
+//!   deciding with [`collect`], the reply collection without I/O.
 //! * [`batch`]: Salt's rolling batch (`-b`, `local_batch`).
 //! * [`jobcache`]: what each job was (its load), for `jobs.list_jobs`.
 //! * [`registry`]: the maids that registered, as far as accepted keys
@@ -17,6 +18,7 @@
 
 pub mod api;
 pub mod batch;
+pub mod collect;
 pub mod jobcache;
 pub mod jobs;
 pub mod pki;
