@@ -162,6 +162,6 @@ impl Setup {
         roots.append(&mut config.file_roots);
         config.file_roots = roots;
         let instances = RuntimeSettings::instances_for(config.agent.concurrency);
-        Runtime::for_config(&config, grains, None, instances)
+        Ok(Runtime::for_config(&config, grains, None, instances)?)
     }
 }

@@ -66,8 +66,8 @@ pub enum AgentError {
     Sync(#[from] crate::sync::SyncError),
     #[error("{0}")]
     Config(#[from] crate::config::ConfigError),
-    #[error("plugin runtime: {0:#}")]
-    Runtime(anyhow::Error),
+    #[error("plugin runtime: {0}")]
+    Runtime(#[from] crate::runtime::SetupError),
     #[error("plugin dir {dir}: {error}")]
     Plugins {
         dir: String,

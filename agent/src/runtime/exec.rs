@@ -92,7 +92,7 @@ fn locate(grants: &Grants, program: &str) -> Result<(PathBuf, PathBuf), HostErro
         .map_err(|e| failed(format!("{program}: {e}")))?;
     grants
         .check_program(&resolved, &real)
-        .map_err(HostError::Denied)?;
+        .map_err(HostError::from)?;
     Ok((resolved, real))
 }
 
@@ -166,14 +166,12 @@ pub(crate) async fn run(
             "exec is not granted to this plugin".into(),
         ));
     }
-    grants.check_job_env(&req.env).map_err(HostError::Denied)?;
+    grants.check_job_env(&req.env).map_err(HostError::from)?;
     let passed = &grants.passed_env;
     // Links and `..` resolved: what is checked is what runs.
     let (_, real) = locate(grants, program)?;
     let cwd = match &req.cwd {
-        Some(dir) => grants
-            .check_cwd(Path::new(dir))
-            .map_err(HostError::Denied)?,
+        Some(dir) => grants.check_cwd(Path::new(dir)).map_err(HostError::from)?,
         // The first granted directory that exists (a grant may name one
         // made later), else the root.
         None => grants

@@ -42,7 +42,7 @@ struct Opened {
 /// found first, must lie inside the real directory, and is then reached
 /// through cap-std, which refuses a link swapped in since.
 fn open(grants: &Grants, path: &str, write: bool, follow: bool) -> Result<Opened, HostError> {
-    let dir = grants.fs_dir(path, write).map_err(HostError::Denied)?;
+    let dir = grants.fs_dir(path, write).map_err(HostError::from)?;
     let root = dir
         .path
         .canonicalize()
@@ -209,7 +209,7 @@ pub(crate) fn read_file(
     use std::io::Read;
     let real = grants
         .check_file(Path::new(path))
-        .map_err(HostError::Denied)?;
+        .map_err(HostError::from)?;
     let file = std::fs::File::open(&real).map_err(|e| io_error(path, e))?;
     let cap = u64::try_from(limits.max_output_bytes).unwrap_or(u64::MAX);
     let mut out = Vec::new();

@@ -155,7 +155,7 @@ impl JobState {
         args: &str,
         kwargs: &str,
     ) -> Result<(Arc<super::Runtime>, super::CallRequest), HostError> {
-        self.grants.check_call(fun).map_err(denied)?;
+        self.grants.check_call(fun)?;
         if self.depth >= MAX_CALL_DEPTH {
             return Err(denied(format!(
                 "{fun}: a function run with call cannot call another"
@@ -292,6 +292,13 @@ pub struct SourceHandle {
 
 fn denied(msg: impl Into<String>) -> HostError {
     HostError::Denied(msg.into())
+}
+
+/// A refusal of the grants, as the plugin reads it.
+impl From<super::denied::Denied> for HostError {
+    fn from(d: super::denied::Denied) -> Self {
+        HostError::Denied(d.to_string())
+    }
 }
 
 impl wit::Host for HostState {
@@ -484,8 +491,9 @@ impl wit::Host for HostState {
 
     async fn fetch(&mut self, url: String) -> Result<Option<Resource<SourceHandle>>, HostError> {
         let job = &mut self.job;
-        let opened = match job.grants.check_fetch(&url).and_then(|()| salt_path(&url)) {
-            Err(why) => Err(denied(why)),
+        let checked = job.grants.check_fetch(&url).map_err(HostError::from);
+        let opened = match checked.and_then(|()| salt_path(&url).map_err(denied)) {
+            Err(e) => Err(e),
             Ok(path) => {
                 let pin = pinned(&job.source_hashes, &path);
                 open_source(&job.services, &url, &path, pin.as_deref()).await

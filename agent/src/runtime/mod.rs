@@ -21,6 +21,7 @@
 mod bindings;
 mod cache;
 mod call;
+pub mod denied;
 mod exec;
 mod files;
 mod host;
@@ -300,6 +301,13 @@ pub struct Runtime {
     me: std::sync::Weak<Runtime>,
 }
 
+/// Why the plugin runtime could not be set up: wasmtime refused its
+/// engine or its linker (a kernel without what the pooling allocator
+/// needs, a host function defined twice).
+#[derive(Debug, thiserror::Error)]
+#[error("{0:#}")]
+pub struct SetupError(#[from] wasmtime::Error);
+
 impl Runtime {
     /// A runtime for `config` as resolved (its `cache_dir` used as it is),
     /// offering `grains` to plugins, serving `salt://` from the config's
@@ -310,7 +318,7 @@ impl Runtime {
         grains: &Map<String, Value>,
         fallback: Option<Arc<dyn FileServer>>,
         instances: u32,
-    ) -> anyhow::Result<Arc<Runtime>> {
+    ) -> Result<Arc<Runtime>, SetupError> {
         let mut servers: Vec<Arc<dyn FileServer>> = Vec::new();
         if !config.file_roots.is_empty() {
             servers.push(Arc::new(LocalRoots::new(config.file_roots.clone())));
@@ -338,7 +346,7 @@ impl Runtime {
     }
 
     /// A runtime with no plugins loaded yet.
-    pub fn new(settings: RuntimeSettings) -> anyhow::Result<Arc<Self>> {
+    pub fn new(settings: RuntimeSettings) -> Result<Arc<Self>, SetupError> {
         // What compiled code depends on; the cache's compiler uses the same
         // (bump `cache::ENGINE_SETTINGS` when changing it).
         let mut base = EngineConfig::new();

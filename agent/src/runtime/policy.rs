@@ -15,6 +15,7 @@ use serde::Serialize;
 use crate::config::{DirGrant, PluginGrants};
 use crate::runtime::manifest::Capability;
 
+use super::denied::{Denied, GrantError};
 use super::programs::not_plain;
 pub use super::programs::{PLAIN, RUNS_ITS_ARGUMENTS, runs_its_arguments};
 
@@ -125,13 +126,11 @@ fn has_glob(pattern: &str) -> bool {
 /// are matched on their real path (`/bin/*` also admits what it means on a
 /// host where `/bin` is a link to `/usr/bin`). A pattern with a `..` is
 /// refused: it would never mean what it seems to.
-fn resolved_exec_patterns(patterns: &[String]) -> Result<Vec<String>, String> {
+fn resolved_exec_patterns(patterns: &[String]) -> Result<Vec<String>, GrantError> {
     let mut out = Vec::with_capacity(patterns.len());
     for p in patterns {
         if Path::new(p).components().any(|c| c == Component::ParentDir) {
-            return Err(format!(
-                "exec pattern {p:?} has a '..': name programs by their real path"
-            ));
+            return Err(GrantError::ParentDirPattern(p.clone()));
         }
         out.push(p.clone());
         if !p.starts_with('/') {
@@ -349,9 +348,12 @@ impl Grants {
     }
 
     /// Intersect what the plugin declares with what the config grants.
-    pub fn effective(declared: &[Capability], granted: &PluginGrants) -> Result<Self, String> {
+    pub fn effective(declared: &[Capability], granted: &PluginGrants) -> Result<Self, GrantError> {
         let has = |c: Capability| declared.contains(&c);
-        let bad = |what: &str, e: globset::Error| format!("invalid {what} pattern: {e}");
+        let bad = |what: &'static str, e: globset::Error| GrantError::Pattern {
+            what,
+            error: e.to_string(),
+        };
         let (exec, exec_exact) = if has(Capability::Exec) {
             let patterns = resolved_exec_patterns(&granted.exec)?;
             let mut exec = Patterns::new(&patterns, true).map_err(|e| bad("exec", e))?;
@@ -592,20 +594,19 @@ impl Grants {
     /// other starts when the grant names its real path exactly, or when it
     /// is classified plain ([`PLAIN`]): through a glob, an unclassified
     /// program is refused, so a runner no list foresaw is refused too.
-    pub fn check_program(&self, resolved: &Path, real: &Path) -> Result<(), String> {
+    pub fn check_program(&self, resolved: &Path, real: &Path) -> Result<(), Denied> {
         if self.exec.is_empty() {
-            return Err("exec is not granted to this plugin".into());
+            return Err(Denied::NotGranted("exec"));
         }
         if !self.exec.is_match(real) {
             // The real path is named when it is what made the difference.
             return Err(if real == resolved || !self.exec.is_match(resolved) {
-                format!("{} is not in the exec allow-list", resolved.display())
+                Denied::ProgramNotListed(resolved.to_path_buf())
             } else {
-                format!(
-                    "{} (really {}) is not in the exec allow-list",
-                    resolved.display(),
-                    real.display()
-                )
+                Denied::ProgramLeadsOut {
+                    resolved: resolved.to_path_buf(),
+                    real: real.to_path_buf(),
+                }
             });
         }
         // With shell granted, any allowed program may run.
@@ -613,12 +614,10 @@ impl Grants {
             return Ok(());
         }
         if let Some(dir) = self.writable_anywhere.iter().find(|d| real.starts_with(d)) {
-            return Err(format!(
-                "{} lies in {}, which plugins are granted to write: a job could have written \
-                 it, so it runs only for plugins granted shell",
-                resolved.display(),
-                dir.display()
-            ));
+            return Err(Denied::WritableProgram {
+                program: resolved.to_path_buf(),
+                dir: dir.clone(),
+            });
         }
         let runner = [resolved, real].iter().find_map(|p| {
             p.file_name()
@@ -626,12 +625,10 @@ impl Grants {
                 .filter(|n| runs_its_arguments(n))
         });
         if let Some(name) = runner {
-            return Err(format!(
-                "{} is a shell or another program that runs code from its arguments \
-                 ({name}), and the shell capability is not granted (use python_shell=False \
-                 with a program that does not)",
-                resolved.display()
-            ));
+            return Err(Denied::RunsItsArguments {
+                program: resolved.to_path_buf(),
+                name: name.to_string(),
+            });
         }
         // Named exactly: the operator chose this very program.
         if self.exec_all_chosen || self.exec_exact.iter().any(|p| p == real) {
@@ -648,21 +645,19 @@ impl Grants {
     pub fn check_job_env<'a>(
         &self,
         vars: impl IntoIterator<Item = &'a (String, String)>,
-    ) -> Result<(), String> {
+    ) -> Result<(), Denied> {
         for (name, _) in vars {
             if is_hijack_env(name) {
-                return Err(format!(
-                    "env {name} changes what programs load or run; a job may never set it"
-                ));
+                return Err(Denied::HijackEnv(name.clone()));
             }
             if listed(JOB_MAY_NOT_SET, name) {
-                return Err(format!("env {name} is the grant's to set, never a job's"));
+                return Err(Denied::GrantsEnv(name.clone()));
             }
             if name.is_empty() || name.contains(['=', '\0']) {
-                return Err(format!("env {name:?} is not a variable name"));
+                return Err(Denied::NotAVariable(name.clone()));
             }
             if !self.env.is_match(name) {
-                return Err(format!("env {name} is not granted to this plugin"));
+                return Err(Denied::EnvNotGranted(name.clone()));
             }
         }
         Ok(())
@@ -670,10 +665,11 @@ impl Grants {
 
     /// Whether a program may run in `cwd`: it must lie inside a granted
     /// directory once `..` and symlinks are resolved.
-    pub fn check_cwd(&self, cwd: &Path) -> Result<PathBuf, String> {
-        let real = cwd
-            .canonicalize()
-            .map_err(|e| format!("cwd {}: {e}", cwd.display()))?;
+    pub fn check_cwd(&self, cwd: &Path) -> Result<PathBuf, Denied> {
+        let real = cwd.canonicalize().map_err(|e| Denied::CwdUnreadable {
+            cwd: cwd.to_path_buf(),
+            error: e.to_string(),
+        })?;
         for dir in &self.dirs {
             if let Ok(root) = dir.path.canonicalize()
                 && real.starts_with(&root)
@@ -681,27 +677,24 @@ impl Grants {
                 return Ok(real);
             }
         }
-        Err(format!(
-            "cwd {} is outside the directories granted to this plugin",
-            cwd.display()
-        ))
+        Err(Denied::CwdOutside(cwd.to_path_buf()))
     }
 
     /// The granted directory `path` lies in (the innermost one, read-write
     /// when `write`), for the host's own file calls (`stat`, `set-mode`).
     /// Checked lexically here, with `..` refused outright; the caller finds
     /// the real path, which must lie in the same directory.
-    pub fn fs_dir(&self, path: &str, write: bool) -> Result<&DirGrant, String> {
+    pub fn fs_dir(&self, path: &str, write: bool) -> Result<&DirGrant, Denied> {
         let need = if write { "fs-write" } else { "fs-read" };
         if !self.fs || (write && !self.dirs.iter().any(|d| d.writable)) {
-            return Err(format!("{need} is not granted to this plugin"));
+            return Err(Denied::NotGranted(need));
         }
         let p = Path::new(path);
         if !p.is_absolute() {
-            return Err(format!("{path} is not an absolute path"));
+            return Err(Denied::NotAbsolute(path.to_string()));
         }
         if p.components().any(|c| c == Component::ParentDir) {
-            return Err(format!("{path}: '..' is not allowed here"));
+            return Err(Denied::ParentDir(path.to_string()));
         }
         self.dirs
             .iter()
@@ -709,59 +702,56 @@ impl Grants {
             .max_by_key(|d| d.path.components().count())
             .ok_or_else(|| {
                 if write && self.dirs.iter().any(|d| p.starts_with(&d.path)) {
-                    format!("{path} is in a directory granted read-only")
+                    Denied::ReadOnly(path.to_string())
                 } else {
-                    format!("{path} is outside the directories granted to this plugin")
+                    Denied::OutsideDirs(path.to_string())
                 }
             })
     }
 
     /// Whether `path` may be read whole by `read-file`: the path asked
     /// for and the real path it leads to must both be granted.
-    pub fn check_file(&self, path: &Path) -> Result<PathBuf, String> {
+    pub fn check_file(&self, path: &Path) -> Result<PathBuf, Denied> {
         if self.files.is_empty() {
-            return Err("no files are granted to this plugin".into());
+            return Err(Denied::NoFiles);
         }
         if !path.is_absolute() || path.components().any(|c| c == Component::ParentDir) {
-            return Err(format!(
-                "{} is not an absolute path without '..'",
-                path.display()
-            ));
+            return Err(Denied::NotPlainPath(path.to_path_buf()));
         }
         if !self.files.is_match(path) {
-            return Err(format!("{} is not among the files granted", path.display()));
+            return Err(Denied::FileNotGranted(path.to_path_buf()));
         }
-        let real = path
-            .canonicalize()
-            .map_err(|e| format!("{}: {e}", path.display()))?;
+        let real = path.canonicalize().map_err(|e| Denied::Unresolvable {
+            path: path.to_path_buf(),
+            error: e.to_string(),
+        })?;
         if !self.files.is_match(&real) {
-            return Err(format!(
-                "{} leads to {}, which is not among the files granted",
-                path.display(),
-                real.display()
-            ));
+            return Err(Denied::FileLeadsOut {
+                path: path.to_path_buf(),
+                real,
+            });
         }
         Ok(real)
     }
 
     /// Whether `url` may be fetched.
-    pub fn check_fetch(&self, url: &str) -> Result<(), String> {
+    pub fn check_fetch(&self, url: &str) -> Result<(), Denied> {
         if self.fetch.is_empty() {
-            return Err("fetch is not granted to this plugin".into());
+            return Err(Denied::NotGranted("fetch"));
         }
         if !self.fetch.is_match(url) {
-            return Err(format!("{url} is not in the fetch allow-list"));
+            return Err(Denied::UrlNotListed(url.to_string()));
         }
         Ok(())
     }
 
     /// Whether function `fun` (`module.function`) may be run with `call`.
-    pub fn check_call(&self, fun: &str) -> Result<(), String> {
+    pub fn check_call(&self, fun: &str) -> Result<(), Denied> {
         if self.call.is_empty() {
-            return Err("call is not granted to this plugin".into());
+            return Err(Denied::NotGranted("call"));
         }
         if !self.call.is_match(fun) {
-            return Err(format!("{fun} is not among the functions call may run"));
+            return Err(Denied::CallNotListed(fun.to_string()));
         }
         Ok(())
     }
@@ -790,10 +780,9 @@ mod tests {
             assert!(g.check_call(refused).is_err(), "{refused}");
         }
         let none = Grants::effective(&[], &PluginGrants::default()).unwrap();
-        assert_eq!(
-            none.check_call("test.echo").unwrap_err(),
-            "call is not granted to this plugin"
-        );
+        let err = none.check_call("test.echo").unwrap_err();
+        assert_eq!(err, Denied::NotGranted("call"));
+        assert_eq!(err.to_string(), "call is not granted to this plugin");
     }
 
     fn grants(exec: &[&str], shell: bool) -> Grants {
@@ -838,16 +827,17 @@ mod tests {
             named.canonicalize().unwrap()
         );
         let err = eff.check_file(&link).unwrap_err();
-        assert!(err.contains("leads to"), "{err}");
+        assert!(matches!(err, Denied::FileLeadsOut { .. }), "{err}");
+        assert!(err.to_string().contains("leads to"), "{err}");
         let err = eff.check_file(&outside).unwrap_err();
-        assert!(err.contains("not among the files granted"), "{err}");
+        assert_eq!(err, Denied::FileNotGranted(outside.clone()));
         let dotted = dir.path().join("x/../named");
         assert!(eff.check_file(&dotted).is_err());
         assert!(eff.check_file(Path::new("named")).is_err());
         // Not asked for in the manifest: nothing.
         let eff = Grants::effective(&[Capability::Exec], &g).unwrap();
         let err = eff.check_file(&named).unwrap_err();
-        assert!(err.contains("no files are granted"), "{err}");
+        assert_eq!(err, Denied::NoFiles);
     }
 
     #[test]

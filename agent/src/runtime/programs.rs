@@ -34,6 +34,8 @@
 use std::io::Read;
 use std::path::Path;
 
+use super::denied::Denied;
+
 /// Programs that may start through an exec glob without `shell`: see the
 /// module header for what qualifies. Matched on the exact file name (no
 /// version suffix is taken off). Where a program could do more than its
@@ -446,34 +448,27 @@ pub fn is_elf(path: &Path) -> std::io::Result<bool> {
 /// Why a program reached through an exec glob may not start without
 /// `shell`, if it may not: `resolved` is where it was found, `real` the
 /// file that would run.
-pub fn not_plain(resolved: &Path, real: &Path) -> Option<String> {
+pub fn not_plain(resolved: &Path, real: &Path) -> Option<Denied> {
     let name = |p: &Path| p.file_name().map(|n| n.to_string_lossy().into_owned());
     for path in [resolved, real] {
         let n = name(path).unwrap_or_default();
         if !is_plain(&n) {
-            return Some(format!(
-                "{} is reached through an exec glob and {n:?} is not classified as a plain \
-                 program (one that starts no other program and writes no file it is told to), \
-                 so it runs only with the shell capability or when the exec grant names its \
-                 path exactly",
-                resolved.display()
-            ));
+            return Some(Denied::NotPlain {
+                program: resolved.to_path_buf(),
+                name: n,
+            });
         }
     }
     match is_elf(real) {
         Ok(true) => None,
-        Ok(false) => Some(format!(
-            "{} (really {}) is not an ELF executable but a script or data that an \
-             interpreter would run, so through an exec glob it runs only with the shell \
-             capability",
-            resolved.display(),
-            real.display()
-        )),
-        Err(e) => Some(format!(
-            "{}: cannot tell whether it is an ELF executable ({e}), so through an exec glob \
-             it runs only with the shell capability",
-            resolved.display()
-        )),
+        Ok(false) => Some(Denied::NotElf {
+            resolved: resolved.to_path_buf(),
+            real: real.to_path_buf(),
+        }),
+        Err(e) => Some(Denied::UnknownKind {
+            program: resolved.to_path_buf(),
+            error: e.to_string(),
+        }),
     }
 }
 
@@ -538,7 +533,8 @@ mod tests {
             let p = dir.path().join(name);
             std::fs::write(&p, body).unwrap();
             let why = not_plain(&p, &p).expect(name);
-            assert!(why.contains("not an ELF"), "{why}");
+            assert!(matches!(why, Denied::NotElf { .. }), "{why}");
+            assert!(why.to_string().contains("not an ELF"), "{why}");
         }
         // Asked for by a plain name, really something else, or the reverse.
         assert!(not_plain(Path::new("/usr/bin/cat"), Path::new("/usr/bin/dash")).is_some());
