@@ -9,6 +9,8 @@ use std::time::Duration;
 
 use serde_json::Value;
 use tokio::sync::mpsc;
+use tokio::task::JoinSet;
+use tokio::time::Instant;
 
 use crate::bus::BusError;
 use crate::jobs::{JobRequest, Report};
@@ -86,107 +88,180 @@ where
     F: FnMut(JobRequest, mpsc::UnboundedSender<Return>) -> Fut,
     Fut: Future<Output = Result<Report, BusError>> + Send + 'static,
 {
-    use tokio::time::Instant;
-
-    let size = size.max(1);
-    let mut pending: VecDeque<String> = ids.into();
-    let mut in_flight: BTreeSet<String> = BTreeSet::new();
-    // When each resting slot (`pace.wait`) is free again, soonest first.
-    let mut resting: VecDeque<Instant> = VecDeque::new();
-    let mut running = tokio::task::JoinSet::new();
+    let mut batch = Batch::new(ids, size, pace);
     let (tx, mut rx) = mpsc::unbounded_channel::<Return>();
-    let mut outcome = Outcome::default();
-    // A minion done: its slot rests, if the batch waits.
-    let finished = |in_flight: &mut BTreeSet<String>, resting: &mut VecDeque<Instant>, id: &str| {
-        if in_flight.remove(id) && !pace.wait.is_zero() {
-            resting.push_back(Instant::now() + pace.wait);
-        }
-    };
-    // A return shown, its retcode kept for the exit status.
-    let mut show = |outcome: &mut Outcome, ret: &Return| {
-        on_return(ret);
-        outcome.retcodes.push(ret.retcode);
-    };
-    // Returns wait here until the slots they freed have taken the next
-    // minions: Salt announces the next sub-batch before it shows the
-    // returns that made room for it.
-    let mut held: Vec<Return> = Vec::new();
-    // A return in is held; `true` when it trips `failhard`.
-    let trips = |ret: &Return| pace.failhard && ret.retcode > 0;
     loop {
         let now = Instant::now();
-        while resting.front().is_some_and(|t| *t <= now) {
-            resting.pop_front();
-        }
-        let free = size.saturating_sub(in_flight.len() + resting.len());
-        if free > 0 && !pending.is_empty() {
-            let next: Vec<String> = pending.drain(..free.min(pending.len())).collect();
-            on_start(&next);
-            in_flight.extend(next.iter().cloned());
-            let mut sub = req.clone();
-            sub.tgt = Value::Array(next.iter().cloned().map(Value::String).collect());
-            sub.tgt_type = "list".into();
-            let job = launch(sub, tx.clone());
-            running.spawn(async move { (next, job.await) });
+        let free = batch.free_slots(now);
+        if free > 0 && !batch.pending.is_empty() {
+            batch.start(free, req, &tx, &mut launch, &mut on_start);
             continue;
         }
         // Nothing more starts now: what is held is shown.
-        for r in held.drain(..) {
-            show(&mut outcome, &r);
-        }
-        if running.is_empty() {
+        batch.show_held(&mut on_return);
+        if batch.running.is_empty() {
             // Nothing runs, so nobody is in flight.
-            in_flight.clear();
-            if pending.is_empty() {
+            batch.in_flight.clear();
+            if batch.pending.is_empty() {
                 break;
             }
             // Only resting slots stand between the batch and its next
             // minions.
-            if let Some(t) = resting.front() {
+            if let Some(t) = batch.resting.front() {
                 tokio::time::sleep_until(*t).await;
             }
             continue;
         }
-        let rest = resting.front().copied();
-        tokio::select! {
-            Some(ret) = rx.recv() => {
-                finished(&mut in_flight, &mut resting, &ret.id);
-                outcome.halted = trips(&ret);
-                held.push(ret);
-            }
-            Some(done) = running.join_next() => {
-                let (ids, report) = done.map_err(|e| {
-                    BusError::Config(format!("a batch's job task failed: {e}"))
-                })?;
-                let report = report?;
-                // Returns still queued are the report's own: take them first.
-                while !outcome.halted && let Ok(ret) = rx.try_recv() {
-                    finished(&mut in_flight, &mut resting, &ret.id);
-                    outcome.halted = trips(&ret);
-                    held.push(ret);
-                }
-                outcome.reports.push(report);
-                // Whoever it targeted and did not hear from is done too.
-                for id in &ids {
-                    finished(&mut in_flight, &mut resting, id);
-                }
-            }
-            // A resting slot comes free (only while there is more to start).
-            () = tokio::time::sleep_until(rest.unwrap_or(now)), if rest.is_some() && !pending.is_empty() => {}
-        }
+        batch.next_event(now, &mut rx).await?;
         // A halted batch starts nothing more: it shows what it holds, the
         // return that halted it last.
-        if outcome.halted {
-            for r in held.drain(..) {
-                show(&mut outcome, &r);
-            }
+        if batch.outcome.halted {
+            batch.show_held(&mut on_return);
             break;
         }
     }
     // What is still running when the batch halts goes on on the minions,
     // as under Salt; nobody waits for it here.
-    running.abort_all();
-    Ok(outcome)
+    batch.running.abort_all();
+    Ok(batch.outcome)
+}
+
+/// A batch under way, between the steps of [`run`]: whom it has yet to
+/// start, what runs, which slots rest, and what it has seen.
+struct Batch {
+    /// How many minions run at once (at least one).
+    size: usize,
+    pace: Pace,
+    /// The minions not started yet, in the order they start.
+    pending: VecDeque<String>,
+    /// The minions started that have neither returned nor been given up
+    /// on: each holds a slot.
+    in_flight: BTreeSet<String>,
+    /// When each resting slot (`pace.wait`) is free again, soonest first.
+    resting: VecDeque<Instant>,
+    /// The sub-batches' jobs, each ending with its ids and its report.
+    running: JoinSet<(Vec<String>, Result<Report, BusError>)>,
+    /// Returns wait here until the slots they freed have taken the next
+    /// minions: Salt announces the next sub-batch before it shows the
+    /// returns that made room for it.
+    held: Vec<Return>,
+    outcome: Outcome,
+}
+
+impl Batch {
+    fn new(ids: Vec<String>, size: usize, pace: Pace) -> Batch {
+        Batch {
+            size: size.max(1),
+            pace,
+            pending: ids.into(),
+            in_flight: BTreeSet::new(),
+            resting: VecDeque::new(),
+            running: JoinSet::new(),
+            held: Vec::new(),
+            outcome: Outcome::default(),
+        }
+    }
+
+    /// How many minions may start at `now`: the slots neither running a
+    /// minion nor resting (the rests over by `now` are forgotten first).
+    fn free_slots(&mut self, now: Instant) -> usize {
+        while self.resting.front().is_some_and(|t| *t <= now) {
+            self.resting.pop_front();
+        }
+        self.size
+            .saturating_sub(self.in_flight.len() + self.resting.len())
+    }
+
+    /// Start the next `free` pending minions as one sub-batch, told to
+    /// `on_start` first: `req` retargeted to a list of them, launched
+    /// with a sender for its returns.
+    fn start<F, Fut>(
+        &mut self,
+        free: usize,
+        req: &JobRequest,
+        tx: &mpsc::UnboundedSender<Return>,
+        launch: &mut F,
+        on_start: &mut impl FnMut(&[String]),
+    ) where
+        F: FnMut(JobRequest, mpsc::UnboundedSender<Return>) -> Fut,
+        Fut: Future<Output = Result<Report, BusError>> + Send + 'static,
+    {
+        let next: Vec<String> = self.pending.drain(..free.min(self.pending.len())).collect();
+        on_start(&next);
+        self.in_flight.extend(next.iter().cloned());
+        let mut sub = req.clone();
+        sub.tgt = Value::Array(next.iter().cloned().map(Value::String).collect());
+        sub.tgt_type = "list".into();
+        let job = launch(sub, tx.clone());
+        self.running.spawn(async move { (next, job.await) });
+    }
+
+    /// Wait for whichever comes first: a return, the end of a
+    /// sub-batch's job, or (only while there is more to start) a resting
+    /// slot coming free, whose rest `now` measures.
+    async fn next_event(
+        &mut self,
+        now: Instant,
+        rx: &mut mpsc::UnboundedReceiver<Return>,
+    ) -> Result<(), BusError> {
+        let rest = self.resting.front().copied();
+        tokio::select! {
+            Some(ret) = rx.recv() => self.hold(ret),
+            Some(done) = self.running.join_next() => {
+                let (ids, report) = done.map_err(|e| {
+                    BusError::Config(format!("a batch's job task failed: {e}"))
+                })?;
+                self.sub_batch_done(&ids, report?, rx);
+            }
+            // A resting slot comes free (only while there is more to start).
+            () = tokio::time::sleep_until(rest.unwrap_or(now)), if rest.is_some() && !self.pending.is_empty() => {}
+        }
+        Ok(())
+    }
+
+    /// The job of the sub-batch of `ids` ended with `report`.
+    fn sub_batch_done(
+        &mut self,
+        ids: &[String],
+        report: Report,
+        rx: &mut mpsc::UnboundedReceiver<Return>,
+    ) {
+        // Returns still queued are the report's own: take them first.
+        while !self.outcome.halted
+            && let Ok(ret) = rx.try_recv()
+        {
+            self.hold(ret);
+        }
+        self.outcome.reports.push(report);
+        // Whoever it targeted and did not hear from is done too.
+        for id in ids {
+            self.finished(id);
+        }
+    }
+
+    /// A return in: its minion is done and the return is held; the batch
+    /// halts when it trips `failhard`.
+    fn hold(&mut self, ret: Return) {
+        self.finished(&ret.id);
+        self.outcome.halted = self.pace.failhard && ret.retcode > 0;
+        self.held.push(ret);
+    }
+
+    /// A minion done: its slot rests, if the batch waits.
+    fn finished(&mut self, id: &str) {
+        if self.in_flight.remove(id) && !self.pace.wait.is_zero() {
+            self.resting.push_back(Instant::now() + self.pace.wait);
+        }
+    }
+
+    /// Show what is held, in the order it came, each retcode kept for
+    /// the exit status.
+    fn show_held(&mut self, on_return: &mut impl FnMut(&Return)) {
+        for r in self.held.drain(..) {
+            on_return(&r);
+            self.outcome.retcodes.push(r.retcode);
+        }
+    }
 }
 
 #[cfg(test)]

@@ -10,6 +10,7 @@ use anyhow::bail;
 use clap::Args;
 use maid_agent::runtime::CallRequest;
 use maid_agent::runtime::Failure;
+use maid_agent::runtime::Runtime;
 use maid_agent::salt::args::{load_args_and_kwargs, parse_cli};
 use serde_json::{Map, Value};
 
@@ -98,7 +99,46 @@ pub fn invoke(setup: &Setup, call: &Invocation, author: bool) -> anyhow::Result<
         )
         .into());
     }
-    let timeout = match call.timeout {
+    let timeout = timeout_of(call)?;
+    let id = call
+        .id
+        .clone()
+        .or_else(|| setup.config.id.clone())
+        .unwrap_or_else(maid_agent::grains::hostname);
+    let grains = setup.grains(&id);
+    if call.grains {
+        return print_grains(call, grains);
+    }
+    let runtime = setup.runtime(&grains, &call.file_root)?;
+    let (fun, positional, kwargs) = call_args(call)?;
+    let caller = Caller { id, timeout };
+    let outcome = crate::rt::block_on(async {
+        runtime.load_dir(&setup.plugin_dir).await?;
+        anyhow::Ok(
+            runtime
+                .call(caller.request(fun.clone(), positional, kwargs))
+                .await,
+        )
+    })??;
+    // salt-call names an unknown function on stderr and exits 255.
+    if !author && outcome.failure == Some(Failure::NotAvailable) {
+        eprintln!("{}", outcome.ret.as_str().unwrap_or_default());
+        return Ok(ExitCode::from(255));
+    }
+    if !author && outcome.failure == Some(Failure::BadArguments) {
+        return bad_arguments(&runtime, &caller, &fun, &outcome.ret);
+    }
+    if call.doc {
+        print_docs(call.fun.as_deref().unwrap_or_default(), &outcome.ret);
+        return Ok(ExitCode::SUCCESS);
+    }
+    Ok(print_return(call, outcome.ret, outcome.retcode, author))
+}
+
+/// `--timeout` as a duration, refused unless it is a positive number of
+/// seconds a maid would take.
+fn timeout_of(call: &Invocation) -> anyhow::Result<Option<Duration>> {
+    Ok(match call.timeout {
         Some(t) if !(t.is_finite() && t > 0.0 && t <= maid_agent::protocol::MAX_TIMEOUT_SECS) => {
             bail!(
                 "--timeout must be a positive number of seconds, at most {}",
@@ -107,27 +147,27 @@ pub fn invoke(setup: &Setup, call: &Invocation, author: bool) -> anyhow::Result<
         }
         Some(t) => Some(Duration::from_secs_f64(t)),
         None => None,
-    };
-    let id = call
-        .id
-        .clone()
-        .or_else(|| setup.config.id.clone())
-        .unwrap_or_else(maid_agent::grains::hostname);
-    let grains = setup.grains(&id);
-    if call.grains {
-        if call.fun.is_some() {
-            return Err(crate::master::Usage("-g/--grains does not accept any arguments").into());
-        }
-        // Salt's `grains` outputter is gone: `nested` prints it, unless
-        // another is named.
-        let mut data = Map::new();
-        data.insert("local".into(), Value::Object(grains));
-        call.output
-            .out()
-            .display_value(&Value::Object(data), call.output.out_indent);
-        return Ok(ExitCode::SUCCESS);
+    })
+}
+
+/// `-g`: print the grains the call would run with, as `{"local": grains}`.
+fn print_grains(call: &Invocation, grains: Map<String, Value>) -> anyhow::Result<ExitCode> {
+    if call.fun.is_some() {
+        return Err(crate::master::Usage("-g/--grains does not accept any arguments").into());
     }
-    let runtime = setup.runtime(&grains, &call.file_root)?;
+    // Salt's `grains` outputter is gone: `nested` prints it, unless
+    // another is named.
+    let mut data = Map::new();
+    data.insert("local".into(), Value::Object(grains));
+    call.output
+        .out()
+        .display_value(&Value::Object(data), call.output.out_indent);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The function to run with its positional and keyword arguments, read
+/// from the command line; `-d` runs `sys.doc` with none.
+fn call_args(call: &Invocation) -> anyhow::Result<(String, Vec<Value>, Map<String, Value>)> {
     let (positional, mut kwargs) = parse_cli(&call.args);
     // As the minion reads a job's arguments (`load_args_and_kwargs`): a
     // string that reads `key=value` is a keyword argument there too.
@@ -143,72 +183,86 @@ pub fn invoke(setup: &Setup, call: &Invocation, author: bool) -> anyhow::Result<
     } else {
         (positional, kwargs)
     };
-    let request = |fun: String, args: Vec<Value>, kwargs: Map<String, Value>| CallRequest {
-        fun,
-        args,
-        kwargs,
-        jid: maid_agent::jid::new_jid(),
-        minion_id: id.clone(),
-        user: std::env::var("USER").ok(),
-        timeout,
-        ..Default::default()
-    };
-    let outcome = crate::rt::block_on(async {
-        runtime.load_dir(&setup.plugin_dir).await?;
-        anyhow::Ok(runtime.call(request(fun.clone(), positional, kwargs)).await)
-    })??;
-    // salt-call names an unknown function on stderr and exits 255.
-    if !author && outcome.failure == Some(Failure::NotAvailable) {
-        eprintln!("{}", outcome.ret.as_str().unwrap_or_default());
-        return Ok(ExitCode::from(255));
-    }
-    // salt-call says on stderr that the arguments did not fit, prints the
-    // function's documentation as its usage, and exits 1.
-    if !author && outcome.failure == Some(Failure::BadArguments) {
-        let why = outcome.ret.as_str().unwrap_or_default();
-        let why = why
-            .strip_prefix("Passed invalid arguments: ")
-            .unwrap_or(why);
-        eprint!("\nPassed invalid arguments: {why}.\n\nUsage:\n");
-        let docs = crate::rt::block_on(runtime.call(request(
-            "sys.doc".into(),
-            vec![Value::String(fun.clone())],
-            Map::new(),
-        )))?;
-        // Python prints a function without a docstring's `None`.
-        match docs.ret.get(&fun).and_then(Value::as_str) {
-            Some(doc) => println!("{doc}"),
-            None => println!("None"),
+    Ok((fun, positional, kwargs))
+}
+
+/// Whom the calls of one invocation run as, and for how long.
+struct Caller {
+    /// The minion id (grains `id`).
+    id: String,
+    timeout: Option<Duration>,
+}
+
+impl Caller {
+    /// A request to call `fun`: a jid of its own, by the user running
+    /// `maid`.
+    fn request(&self, fun: String, args: Vec<Value>, kwargs: Map<String, Value>) -> CallRequest {
+        CallRequest {
+            fun,
+            args,
+            kwargs,
+            jid: maid_agent::jid::new_jid(),
+            minion_id: self.id.clone(),
+            user: std::env::var("USER").ok(),
+            timeout: self.timeout,
+            ..Default::default()
         }
-        return Ok(ExitCode::FAILURE);
     }
-    if call.doc {
-        // As salt-call's `print_docs`: `NAME:`, the text and a blank line
-        // for each documented function the prefix names, sorted.
-        let prefix = call.fun.as_deref().unwrap_or_default();
-        let docs: std::collections::BTreeMap<&String, &Value> =
-            outcome.ret.as_object().into_iter().flatten().collect();
-        for (name, doc) in docs {
-            if let Some(text) = doc.as_str().filter(|t| !t.is_empty())
-                && name.starts_with(prefix)
-            {
-                println!("{name}:\n{text}\n");
-            }
+}
+
+/// `fun` refused its arguments (`why`). salt-call says so on stderr,
+/// prints the function's documentation as its usage, and exits 1.
+fn bad_arguments(
+    runtime: &Runtime,
+    caller: &Caller,
+    fun: &str,
+    why: &Value,
+) -> anyhow::Result<ExitCode> {
+    let why = why.as_str().unwrap_or_default();
+    let why = why
+        .strip_prefix("Passed invalid arguments: ")
+        .unwrap_or(why);
+    eprint!("\nPassed invalid arguments: {why}.\n\nUsage:\n");
+    let docs = crate::rt::block_on(runtime.call(caller.request(
+        "sys.doc".into(),
+        vec![Value::String(fun.to_string())],
+        Map::new(),
+    )))?;
+    // Python prints a function without a docstring's `None`.
+    match docs.ret.get(fun).and_then(Value::as_str) {
+        Some(doc) => println!("{doc}"),
+        None => println!("None"),
+    }
+    Ok(ExitCode::FAILURE)
+}
+
+/// `-d`'s `sys.doc` return (`docs`) as salt-call's `print_docs` prints
+/// it: `NAME:`, the text and a blank line for each documented function
+/// whose name starts with `prefix`, sorted.
+fn print_docs(prefix: &str, docs: &Value) {
+    let docs: std::collections::BTreeMap<&String, &Value> =
+        docs.as_object().into_iter().flatten().collect();
+    for (name, doc) in docs {
+        if let Some(text) = doc.as_str().filter(|t| !t.is_empty())
+            && name.starts_with(prefix)
+        {
+            println!("{name}:\n{text}\n");
         }
-        return Ok(ExitCode::SUCCESS);
     }
+}
+
+/// Print `{"local": ret}` and give the exit status: the retcode for an
+/// `author` or with `--retcode-passthrough`, else salt-call's 1 for any
+/// failure.
+fn print_return(call: &Invocation, ret: Value, retcode: i32, author: bool) -> ExitCode {
     let mut data = Map::new();
-    data.insert("local".into(), outcome.ret);
-    call.output.out().display_ret(
-        &Value::Object(data),
-        call.output.out_indent,
-        outcome.retcode.into(),
-    );
-    Ok(
-        if author || call.retcode_passthrough || outcome.retcode == 0 {
-            exit_status(outcome.retcode)
-        } else {
-            ExitCode::from(1)
-        },
-    )
+    data.insert("local".into(), ret);
+    call.output
+        .out()
+        .display_ret(&Value::Object(data), call.output.out_indent, retcode.into());
+    if author || call.retcode_passthrough || retcode == 0 {
+        exit_status(retcode)
+    } else {
+        ExitCode::from(1)
+    }
 }

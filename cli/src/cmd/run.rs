@@ -18,6 +18,7 @@ use super::fleet::{
 };
 use super::progress::ProgressBar;
 use crate::master::{MasterOpts, Usage};
+use crate::output::Printer;
 use crate::rt::block_on;
 use maid_bus::plugin_store::{MODULES_KWARG, SYNC_ALL, SYNC_MODULES};
 use maid_master::jobs::{self, JobRequest, Report};
@@ -100,28 +101,10 @@ fn run_and_report(
     let Mode {
         verbose, progress, ..
     } = *mode;
-    let (out, indent) = (&report_opts.output(), report_opts.output.out_indent);
     let mut batch = spec.batch.take();
     let doc = spec.fun == DOC_FUN;
-    // As `salt` when no minion matches: nothing is published, and the
-    // outputter shows `{}` (a batch says it once more).
-    let no_match = |batch: bool| {
-        println!("{NO_MATCH}");
-        if batch && !report_opts.run_async {
-            println!("No minions matched the target.");
-            eprintln!("ERROR: No return received");
-            return ExitCode::from(2);
-        }
-        if report_opts.run_async {
-            println!("Executed command with job ID: 0");
-            return ExitCode::SUCCESS;
-        }
-        out.display(&Map::new(), indent);
-        eprintln!("ERROR: No return received");
-        ExitCode::from(2)
-    };
     let subset = mode.subset > 0 && !report_opts.run_async && !report_opts.static_out;
-    let ready = match prepare(master, report_opts, spec)? {
+    let mut ready = match prepare(master, report_opts, spec)? {
         Prepared::Done(code) => return Ok(code),
         Prepared::NoMatch => {
             // `--subset` asks (`sys.list_functions`) before it runs: the
@@ -129,7 +112,7 @@ fn run_and_report(
             if subset && batch.is_none() {
                 println!("{NO_MATCH}");
             }
-            return Ok(no_match(batch.is_some()));
+            return Ok(no_match(report_opts, batch.is_some()));
         }
         Prepared::Ready(ready) => *ready,
     };
@@ -152,11 +135,10 @@ fn run_and_report(
             jid,
         );
     }
-    let mut ready = ready;
     if subset {
         pick_subset(&mut ready, mode.subset)?;
         if ready.selected.is_empty() {
-            return Ok(no_match(false));
+            return Ok(no_match(report_opts, false));
         }
     }
     if report_opts.run_async {
@@ -165,22 +147,62 @@ fn run_and_report(
         return Ok(ExitCode::SUCCESS);
     }
     // As Salt's `get_cli_event_returns`: `-v` heads the returns with the
-    // jid (not under `-p`), else `--show-jid` names it; `--static` runs
-    // as a quiet batch there, which says neither.
-    if !report_opts.static_out {
-        if verbose && !progress && !doc {
-            let head = format!("Executing job with jid {jid}");
-            println!("{head}\n{}\n", "-".repeat(head.len()));
-        } else if report_opts.show_jid {
-            println!("jid: {jid}");
-        }
-    }
+    // jid (not under `-p`), else `--show-jid` names it.
+    announce_jid(report_opts, verbose && !progress && !doc, &jid);
     if progress && !report_opts.static_out {
         return run_with_progress(&ready, jid, verbose);
     }
     if doc && !report_opts.static_out {
         return run_docs(&ready, jid, report_opts);
     }
+    run_streamed(&ready, jid, report_opts, verbose)
+}
+
+/// As `salt` when no minion matches: nothing is published, and the
+/// outputter shows `{}` (a batch, `batch`, says it once more).
+fn no_match(report_opts: &ReportOpts, batch: bool) -> ExitCode {
+    println!("{NO_MATCH}");
+    if batch && !report_opts.run_async {
+        println!("No minions matched the target.");
+        eprintln!("ERROR: No return received");
+        return ExitCode::from(2);
+    }
+    if report_opts.run_async {
+        println!("Executed command with job ID: 0");
+        return ExitCode::SUCCESS;
+    }
+    report_opts
+        .output()
+        .display(&Map::new(), report_opts.output.out_indent);
+    eprintln!("ERROR: No return received");
+    ExitCode::from(2)
+}
+
+/// Name the jid before the returns: as a heading when `heading`, else
+/// as `jid: JID` with `--show-jid`.
+fn announce_jid(report_opts: &ReportOpts, heading: bool, jid: &str) {
+    // Salt runs `--static` as a quiet batch, which says neither.
+    if report_opts.static_out {
+        return;
+    }
+    if heading {
+        let head = format!("Executing job with jid {jid}");
+        println!("{head}\n{}\n", "-".repeat(head.len()));
+    } else if report_opts.show_jid {
+        println!("jid: {jid}");
+    }
+}
+
+/// Publish as `jid` and print each return as it comes (`--static`: all
+/// of them as one document once they are in), then who did not return,
+/// the summary and the exit status, as `salt` does.
+fn run_streamed(
+    ready: &Ready,
+    jid: String,
+    report_opts: &ReportOpts,
+    verbose: bool,
+) -> anyhow::Result<ExitCode> {
+    let (out, indent) = (&report_opts.output(), report_opts.output.out_indent);
     // `--static` gathers every return and prints them as one document.
     let mut gathered = Map::new();
     let mut report: Report = block_on(ready.run(jid, |r: &Return| {
@@ -205,7 +227,16 @@ fn run_and_report(
         report_forged(&report.forged);
         return Ok(ExitCode::SUCCESS);
     }
-    if !report_opts.hide_timeout {
+    print_unreturned(out, indent, &report, report_opts.hide_timeout);
+    report_forged(&report.forged);
+    Ok(conclude(&report, report_opts, verbose))
+}
+
+/// A row for each minion that did not return (unless `hide_timeout`)
+/// and each that rejected the job, as `salt` prints them after the
+/// returns.
+fn print_unreturned(out: &Printer, indent: Option<i64>, report: &Report, hide_timeout: bool) {
+    if !hide_timeout {
         let missed = report
             .missed_minions
             .iter()
@@ -230,14 +261,18 @@ fn run_and_report(
             1,
         );
     }
-    report_forged(&report.forged);
+}
+
+/// The summary `--summary` asks for, then the exit status, named on
+/// stderr when it is not 0.
+fn conclude(report: &Report, report_opts: &ReportOpts, verbose: bool) -> ExitCode {
     if report_opts.summary {
         // Salt's block, as `salt --summary` prints it: only when no
         // outputter was named.
         if report_opts.output.out.is_none() {
-            print!("\n\n{}", salt_summary(&report, verbose));
+            print!("\n\n{}", salt_summary(report, verbose));
         }
-        eprint!("{}", accounting(&report));
+        eprint!("{}", accounting(report));
     }
     let code = report.exit_code_with(!report_opts.hide_timeout);
     match code {
@@ -245,7 +280,7 @@ fn run_and_report(
         2 => eprintln!("ERROR: No return received"),
         _ => {}
     }
-    Ok(ExitCode::from(code))
+    ExitCode::from(code)
 }
 
 /// `salt --subset N`: ask the targeted minions which functions they have

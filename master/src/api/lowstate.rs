@@ -148,6 +148,10 @@ pub fn parse(
         .collect()
 }
 
+/// Check chunk `i` of a lowstate: what every client reads (`client`,
+/// `fun`, `full_return`, `timeout`), then a master client's arguments or
+/// a minion client's target, arguments and batch or subset. The first
+/// fault found is the answer, so this order is part of the API.
 fn chunk(
     i: usize,
     item: &Value,
@@ -158,35 +162,8 @@ fn chunk(
     let Some(obj) = item.as_object() else {
         return Err(ApiError::bad(format!("[{i}]"), "a chunk must be an object"));
     };
-    let client = match obj.get("client") {
-        Some(Value::String(c)) => match c.as_str() {
-            "local" => Client::Local,
-            "local_async" => Client::LocalAsync,
-            "local_batch" => Client::LocalBatch,
-            "local_subset" => Client::LocalSubset,
-            "runner" => Client::Master(Form::Runner),
-            "wheel" => Client::Master(Form::Wheel),
-            "runner_async" => Client::MasterAsync(Form::Runner),
-            "wheel_async" => Client::MasterAsync(Form::Wheel),
-            _ => {
-                return Err(ApiError::bad(
-                    field("client"),
-                    format!(
-                        "client `{c}` is not supported; use local, local_async, local_batch, \
-                         local_subset, runner, runner_async, wheel or wheel_async"
-                    ),
-                ));
-            }
-        },
-        Some(_) => return Err(ApiError::bad(field("client"), "must be a string")),
-        None => return Err(ApiError::bad(field("client"), "is required")),
-    };
-    let fun = match obj.get("fun") {
-        Some(Value::String(f)) if !f.trim().is_empty() => f.clone(),
-        Some(Value::String(_)) => return Err(ApiError::bad(field("fun"), "is empty")),
-        Some(_) => return Err(ApiError::bad(field("fun"), "must be a string")),
-        None => return Err(ApiError::bad(field("fun"), "is required")),
-    };
+    let client = client_of(obj, &field)?;
+    let fun = fun_of(obj, &field)?;
     let full_return = obj
         .get("full_return")
         .is_some_and(maid_salt::python::truthy);
@@ -196,20 +173,91 @@ fn chunk(
         chunk.client = client;
         return Ok(chunk);
     }
-    let tgt = match obj.get("tgt") {
-        Some(t @ Value::String(_)) => t.clone(),
+    let tgt = tgt_of(obj, &field)?;
+    let (type_field, tgt_type_name) = tgt_type_of(obj, &field)?;
+    let delimiter = delimiter_of(obj, &field)?;
+    let (tgt, tgt_type, tgt_type_name) =
+        resolve_target(tgt, tgt_type_name, type_field, nodegroups, &field)?;
+    let (arg, kwarg) = minion_args(obj, &field)?;
+    let batch = batch_of(obj, client, &field)?;
+    let pace = pace_of(obj, client, &field, max_timeout)?;
+    let subset = subset_of(obj, client, &field)?;
+    Ok(Chunk {
+        client,
+        tgt,
+        tgt_type,
+        tgt_type_name,
+        fun,
+        arg,
+        kwarg,
+        timeout,
+        full_return,
+        batch,
+        pace,
+        subset,
+        bound: None,
+        delimiter,
+    })
+}
+
+/// The chunk's `client`, which it must name.
+fn client_of(obj: &Map<String, Value>, field: &dyn Fn(&str) -> String) -> Result<Client, ApiError> {
+    match obj.get("client") {
+        Some(Value::String(c)) => match c.as_str() {
+            "local" => Ok(Client::Local),
+            "local_async" => Ok(Client::LocalAsync),
+            "local_batch" => Ok(Client::LocalBatch),
+            "local_subset" => Ok(Client::LocalSubset),
+            "runner" => Ok(Client::Master(Form::Runner)),
+            "wheel" => Ok(Client::Master(Form::Wheel)),
+            "runner_async" => Ok(Client::MasterAsync(Form::Runner)),
+            "wheel_async" => Ok(Client::MasterAsync(Form::Wheel)),
+            _ => Err(ApiError::bad(
+                field("client"),
+                format!(
+                    "client `{c}` is not supported; use local, local_async, local_batch, \
+                     local_subset, runner, runner_async, wheel or wheel_async"
+                ),
+            )),
+        },
+        Some(_) => Err(ApiError::bad(field("client"), "must be a string")),
+        None => Err(ApiError::bad(field("client"), "is required")),
+    }
+}
+
+/// The chunk's `fun`: required, and not blank.
+fn fun_of(obj: &Map<String, Value>, field: &dyn Fn(&str) -> String) -> Result<String, ApiError> {
+    match obj.get("fun") {
+        Some(Value::String(f)) if !f.trim().is_empty() => Ok(f.clone()),
+        Some(Value::String(_)) => Err(ApiError::bad(field("fun"), "is empty")),
+        Some(_) => Err(ApiError::bad(field("fun"), "must be a string")),
+        None => Err(ApiError::bad(field("fun"), "is required")),
+    }
+}
+
+/// A minion client's `tgt`: a string, or a list of strings (a `list`
+/// target).
+fn tgt_of(obj: &Map<String, Value>, field: &dyn Fn(&str) -> String) -> Result<Value, ApiError> {
+    match obj.get("tgt") {
+        Some(t @ Value::String(_)) => Ok(t.clone()),
         Some(Value::Array(items)) if items.iter().all(Value::is_string) => {
-            Value::Array(items.clone())
+            Ok(Value::Array(items.clone()))
         }
-        Some(_) => {
-            return Err(ApiError::bad(
-                field("tgt"),
-                "must be a string or a list of strings",
-            ));
-        }
-        None => return Err(ApiError::bad(field("tgt"), "is required")),
-    };
-    // `expr_form` is the older name of `tgt_type`.
+        Some(_) => Err(ApiError::bad(
+            field("tgt"),
+            "must be a string or a list of strings",
+        )),
+        None => Err(ApiError::bad(field("tgt"), "is required")),
+    }
+}
+
+/// The target type's name (`glob` unless given) and the field that gave
+/// it, which a bad type is blamed on: `expr_form` is the older name of
+/// `tgt_type`, read only when `tgt_type` is absent.
+fn tgt_type_of(
+    obj: &Map<String, Value>,
+    field: &dyn Fn(&str) -> String,
+) -> Result<(&'static str, String), ApiError> {
     let (type_field, type_value) = match (obj.get("tgt_type"), obj.get("expr_form")) {
         (Some(t), _) => ("tgt_type", Some(t)),
         (None, Some(t)) => ("expr_form", Some(t)),
@@ -220,15 +268,37 @@ fn chunk(
         Some(Value::String(t)) => t.clone(),
         Some(_) => return Err(ApiError::bad(field(type_field), "must be a string")),
     };
-    let delimiter = match obj.get("delimiter") {
-        None | Some(Value::Null) => None,
-        Some(Value::String(d)) if d == target::DEFAULT_DELIM => None,
+    Ok((type_field, tgt_type_name))
+}
+
+/// The chunk's `delimiter`; `None` for the default `:` too, as Salt's
+/// master sends none for it.
+fn delimiter_of(
+    obj: &Map<String, Value>,
+    field: &dyn Fn(&str) -> String,
+) -> Result<Option<String>, ApiError> {
+    match obj.get("delimiter") {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(d)) if d == target::DEFAULT_DELIM => Ok(None),
         Some(Value::String(d)) if d.is_empty() => {
-            return Err(ApiError::bad(field("delimiter"), "is empty"));
+            Err(ApiError::bad(field("delimiter"), "is empty"))
         }
-        Some(Value::String(d)) => Some(d.clone()),
-        Some(_) => return Err(ApiError::bad(field("delimiter"), "must be a string")),
-    };
+        Some(Value::String(d)) => Ok(Some(d.clone())),
+        Some(_) => Err(ApiError::bad(field("delimiter"), "must be a string")),
+    }
+}
+
+/// The target as the maids will see it: nodegroups expanded, pillar
+/// targets made empty, and checked by evaluating it once, so what every
+/// maid would reject is a 400 here. Answers the target, its type and the
+/// type's name.
+fn resolve_target(
+    tgt: Value,
+    tgt_type_name: String,
+    type_field: &str,
+    nodegroups: &Map<String, Value>,
+    field: &dyn Fn(&str) -> String,
+) -> Result<(Value, TargetType, String), ApiError> {
     // Nodegroups are the master's: expanded into compound words here.
     let (tgt, tgt_type_name) = match target::expand_nodegroups(tgt, &tgt_type_name, nodegroups) {
         Ok((tgt, name)) => (tgt, name.to_string()),
@@ -258,6 +328,14 @@ fn chunk(
         };
         return Err(ApiError::bad(field(name), e.to_string()));
     }
+    Ok((tgt, tgt_type, tgt_type_name))
+}
+
+/// A minion client's `arg` and `kwarg`, which go to the maids as given.
+fn minion_args(
+    obj: &Map<String, Value>,
+    field: &dyn Fn(&str) -> String,
+) -> Result<(Vec<Value>, Map<String, Value>), ApiError> {
     let arg = match obj.get("arg") {
         None | Some(Value::Null) => Vec::new(),
         Some(Value::Array(a)) => a.clone(),
@@ -275,72 +353,82 @@ fn chunk(
         Some(Value::Object(m)) => m.clone(),
         Some(_) => return Err(ApiError::bad(field("kwarg"), "must be an object")),
     };
-    let batch = match client {
-        Client::LocalBatch => Some(match obj.get("batch") {
-            Some(Value::String(b)) if crate::batch::size(b, 1).is_some() => b.clone(),
-            Some(Value::Number(n)) if n.as_u64().is_some_and(|n| n > 0) => n.to_string(),
-            None | Some(Value::Null) => "10%".to_string(),
-            Some(_) => {
-                return Err(ApiError::bad(
-                    field("batch"),
-                    "must be a count of minions or a percentage (`10%`)",
-                ));
-            }
-        }),
-        _ => None,
-    };
-    // As `cmd_batch` reads them: `failhard` by Python's truth, and
-    // `int(batch_wait)`.
-    let pace = match client {
-        Client::LocalBatch => crate::batch::Pace {
-            failhard: obj.get("failhard").is_some_and(maid_salt::python::truthy),
-            wait: match obj.get("batch_wait") {
-                None | Some(Value::Null) => Duration::ZERO,
-                Some(v) => v
-                    .as_f64()
-                    .filter(|w| w.is_finite())
-                    .map(f64::trunc)
-                    .or_else(|| {
-                        v.as_str()
-                            .and_then(|s| s.trim().parse::<i64>().ok())
-                            .map(|n| n as f64)
-                    })
-                    .filter(|w| (0.0..=max_timeout).contains(w))
-                    .map(Duration::from_secs_f64)
-                    .ok_or_else(|| {
-                        ApiError::bad(field("batch_wait"), "must be a whole number of seconds")
-                    })?,
-            },
-        },
-        _ => crate::batch::Pace::default(),
-    };
-    let subset = match client {
-        Client::LocalSubset => Some(match obj.get("subset") {
-            None | Some(Value::Null) => DEFAULT_SUBSET,
+    Ok((arg, kwarg))
+}
+
+/// `local_batch`'s `batch` (`10%` unless given); `None` for any other
+/// client, which ignores the key.
+fn batch_of(
+    obj: &Map<String, Value>,
+    client: Client,
+    field: &dyn Fn(&str) -> String,
+) -> Result<Option<String>, ApiError> {
+    if client != Client::LocalBatch {
+        return Ok(None);
+    }
+    match obj.get("batch") {
+        Some(Value::String(b)) if crate::batch::size(b, 1).is_some() => Ok(Some(b.clone())),
+        Some(Value::Number(n)) if n.as_u64().is_some_and(|n| n > 0) => Ok(Some(n.to_string())),
+        None | Some(Value::Null) => Ok(Some("10%".to_string())),
+        Some(_) => Err(ApiError::bad(
+            field("batch"),
+            "must be a count of minions or a percentage (`10%`)",
+        )),
+    }
+}
+
+/// `local_batch`'s `failhard` and `batch_wait`, as `cmd_batch` reads
+/// them: `failhard` by Python's truth, and `int(batch_wait)`, at most
+/// `max_timeout`. Any other client gets the default pace.
+fn pace_of(
+    obj: &Map<String, Value>,
+    client: Client,
+    field: &dyn Fn(&str) -> String,
+    max_timeout: f64,
+) -> Result<crate::batch::Pace, ApiError> {
+    if client != Client::LocalBatch {
+        return Ok(crate::batch::Pace::default());
+    }
+    Ok(crate::batch::Pace {
+        failhard: obj.get("failhard").is_some_and(maid_salt::python::truthy),
+        wait: match obj.get("batch_wait") {
+            None | Some(Value::Null) => Duration::ZERO,
             Some(v) => v
-                .as_u64()
-                .or_else(|| v.as_str().and_then(|s| s.trim().parse().ok()))
-                .and_then(|n| usize::try_from(n).ok())
-                .ok_or_else(|| ApiError::bad(field("subset"), "must be a count of minions"))?,
-        }),
-        _ => None,
-    };
-    Ok(Chunk {
-        client,
-        tgt,
-        tgt_type,
-        tgt_type_name,
-        fun,
-        arg,
-        kwarg,
-        timeout,
-        full_return,
-        batch,
-        pace,
-        subset,
-        bound: None,
-        delimiter,
+                .as_f64()
+                .filter(|w| w.is_finite())
+                .map(f64::trunc)
+                .or_else(|| {
+                    v.as_str()
+                        .and_then(|s| s.trim().parse::<i64>().ok())
+                        .map(|n| n as f64)
+                })
+                .filter(|w| (0.0..=max_timeout).contains(w))
+                .map(Duration::from_secs_f64)
+                .ok_or_else(|| {
+                    ApiError::bad(field("batch_wait"), "must be a whole number of seconds")
+                })?,
+        },
     })
+}
+
+/// `local_subset`'s `subset` ([`DEFAULT_SUBSET`] unless given); `None`
+/// for any other client.
+fn subset_of(
+    obj: &Map<String, Value>,
+    client: Client,
+    field: &dyn Fn(&str) -> String,
+) -> Result<Option<usize>, ApiError> {
+    if client != Client::LocalSubset {
+        return Ok(None);
+    }
+    Ok(Some(match obj.get("subset") {
+        None | Some(Value::Null) => DEFAULT_SUBSET,
+        Some(v) => v
+            .as_u64()
+            .or_else(|| v.as_str().and_then(|s| s.trim().parse().ok()))
+            .and_then(|n| usize::try_from(n).ok())
+            .ok_or_else(|| ApiError::bad(field("subset"), "must be a count of minions"))?,
+    }))
 }
 
 /// The chunk's `timeout`, bounded by `max_timeout`.
