@@ -20,7 +20,7 @@
 //! one jid), wrong returns and the agents' RSS before and after.
 
 use std::collections::{HashMap, VecDeque};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -29,12 +29,16 @@ use std::time::{Duration, Instant};
 use anyhow::bail;
 use clap::Args;
 use futures_util::StreamExt;
+use redis::aio::MultiplexedConnection;
 use serde_json::{Value, json};
 
 use maid_testkit::Proc;
 use maid_testkit::redis::{RedisServer, redis_server_bin};
 
-use super::{Scratch, Table, machine, rss_kib};
+use super::master::wait_subscribed;
+use super::procfs::{machine, rss_kib};
+use super::scratch::Scratch;
+use super::table::Table;
 use maid_cli::setup::{RuntimeOpts, Setup};
 
 /// The master topic of the soak.
@@ -184,6 +188,8 @@ async fn shutdown_redis(server: &mut RedisServer) {
     }
 }
 
+/// `maid-bench soak`: the soak on a current-thread runtime; failure when
+/// a job was lost or returned the wrong value.
 pub fn soak(args: SoakArgs) -> anyhow::Result<ExitCode> {
     if args.agents == 0 || args.jobs == 0 || args.in_flight == 0 {
         bail!("--agents, --jobs and --in-flight must be at least 1");
@@ -195,58 +201,18 @@ pub fn soak(args: SoakArgs) -> anyhow::Result<ExitCode> {
     rt.block_on(run(args, setup))
 }
 
+/// The soak: start Redis and the fleet, publish every job with Redis
+/// restarted under them, wait for the last returns, look up the missing
+/// ones in the job cache, and report.
 async fn run(args: SoakArgs, setup: Setup) -> anyhow::Result<ExitCode> {
     let scratch = Scratch::new()?;
-    let (files, dest) = (scratch.join("files"), scratch.join("dest"));
-    for d in [&files, &dest] {
-        std::fs::create_dir_all(d)?;
-    }
-    std::fs::write(files.join("soak.txt"), "a file for the soak\n")?;
-    let config = scratch.join("soak.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "file_roots = [{files:?}]\n\n\
-             [plugins.cmd]\nexec = [\"/bin/*\", \"/usr/bin/*\"]\nshell = true\n\
-             env = [\"PATH\"]\n\n\
-             [plugins.cp]\nfetch = [\"salt://soak.txt\"]\n\
-             dirs = [{{ path = {dest:?}, writable = true }}]\n",
-            files = files.display().to_string(),
-            dest = dest.display().to_string(),
-        ),
-    )?;
-
-    // An append-only file, so a graceful restart keeps what was stored.
-    let mut redis_server = tokio::task::spawn_blocking(|| {
-        RedisServer::start_with(&[
-            "--appendonly",
-            "yes",
-            "--appendfsync",
-            "everysec",
-            "--maxclients",
-            "10000",
-        ])
-    })
-    .await?;
+    let (config, dest) = write_files(&scratch)?;
+    let redis_server = start_redis().await?;
     let url = redis_server.url();
     let client = redis_server.client();
-
-    eprintln!("==> starting {} agents (maid-bench fleet)", args.agents);
-    let exe = std::env::current_exe()?;
-    let mut cmd = Command::new(&exe);
-    cmd.args(["fleet", "--redis", &url, "--topic", TOPIC])
-        .args(["--prefix", "soak-", "--count"])
-        .arg(args.agents.to_string())
-        .arg("--plugin-dir")
-        .arg(&setup.plugin_dir)
-        .arg("--config")
-        .arg(&config);
-    if let Some(cache) = &setup.cache_dir {
-        cmd.arg("--cache-dir").arg(cache);
-    }
-    let mut fleet = Proc::spawn("maid-bench fleet", &mut cmd, scratch.join("fleet.log"))?;
+    let mut fleet = start_fleet(&args, &setup, &url, &config, &scratch)?;
     let mut conn = client.get_multiplexed_async_connection().await?;
-    super::wait_subscribed(
+    wait_subscribed(
         &mut conn,
         TOPIC,
         args.agents,
@@ -278,83 +244,225 @@ async fn run(args: SoakArgs, setup: Setup) -> anyhow::Result<ExitCode> {
     );
     // Restarts happen beside the publisher, with jobs in flight.
     let published = Arc::new(AtomicUsize::new(0));
-    let restarter = {
-        let published = published.clone();
-        let (jobs, restarts) = (args.jobs, args.restarts);
-        let outage = Duration::from_secs_f64(args.outage_secs);
-        tokio::spawn(async move {
-            for k in 1..=restarts {
-                while published.load(Ordering::Relaxed) < jobs * k / (restarts + 1) {
-                    tokio::time::sleep(Duration::from_millis(5)).await;
-                }
-                eprintln!("==> restarting Redis ({k}/{restarts})");
-                shutdown_redis(&mut redis_server).await;
-                tokio::time::sleep(outage).await;
-                redis_server = tokio::task::spawn_blocking(move || {
-                    redis_server.restart();
-                    redis_server
-                })
-                .await?;
-            }
-            anyhow::Ok((redis_server, restarts))
-        })
-    };
+    let restarter = restarter(redis_server, published.clone(), &args);
     let started = Instant::now();
     let mut outstanding: VecDeque<(usize, Instant)> = VecDeque::new();
-    let (mut republished, mut publish_errors, mut given_up) = (0u64, 0u64, 0u64);
+    let mut tally = Tally::default();
     for n in 0..args.jobs {
-        // Keep at most `in_flight` jobs without a return.
-        loop {
-            {
-                let seen = seen.lock().unwrap_or_else(|e| e.into_inner());
-                while let Some((front, at)) = outstanding.front() {
-                    if seen.returns.contains_key(front) {
-                        outstanding.pop_front();
-                    } else if at.elapsed() > GIVE_UP {
-                        given_up += 1;
-                        outstanding.pop_front();
-                    } else {
-                        break;
-                    }
-                }
-            }
-            if outstanding.len() < args.in_flight {
-                break;
-            }
-            let _ = tokio::time::timeout(Duration::from_millis(20), progress.notified()).await;
-        }
+        let room = wait_for_room(&mut outstanding, &seen, &progress, args.in_flight);
+        tally.given_up += room.await;
         let payload = job(n, args.agents, &dest).0.to_string();
-        loop {
-            fleet.check_alive()?;
-            let sent = redis::cmd("PUBLISH")
-                .arg(TOPIC)
-                .arg(&payload)
-                .query_async::<usize>(&mut conn)
-                .await;
-            match sent {
-                Ok(receivers) if receivers >= args.agents => break,
-                Ok(_) => republished += 1,
-                Err(_) => {
-                    publish_errors += 1;
-                    if let Ok(c) = client.get_multiplexed_async_connection().await {
-                        conn = c;
-                    }
-                }
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        publish(
+            &mut conn,
+            &client,
+            &mut fleet,
+            &payload,
+            args.agents,
+            &mut tally,
+        )
+        .await?;
         outstanding.push_back((n, Instant::now()));
         published.store(n + 1, Ordering::Relaxed);
     }
     let published_in = started.elapsed();
-    let (_redis_proc, restarts_done) = restarter.await??;
+    let (_redis_proc, restarts) = restarter.await??;
 
+    drain(&seen, args.jobs, &mut fleet).await?;
+    let elapsed = started.elapsed();
+    let rss_end = rss_kib(fleet.pid());
+    collector.abort();
+
+    let seen = std::mem::take(&mut *seen.lock().unwrap_or_else(|e| e.into_inner()));
+    let found = from_job_cache(&client, &seen, &expected, args.agents, args.jobs).await?;
+    let figures = Figures {
+        restarts,
+        tally,
+        seen,
+        found,
+        published_in,
+        elapsed,
+        rss: [rss_start, rss_end],
+    };
+    Ok(report(&args, &figures))
+}
+
+/// The soak's files in `scratch`: `salt://soak.txt` under `files`, the
+/// directory `cp.get_file` copies it to, and the agents' config, which
+/// grants both and `cmd.run`. The config's path, and that directory.
+fn write_files(scratch: &Scratch) -> anyhow::Result<(PathBuf, PathBuf)> {
+    let (files, dest) = (scratch.join("files"), scratch.join("dest"));
+    for d in [&files, &dest] {
+        std::fs::create_dir_all(d)?;
+    }
+    std::fs::write(files.join("soak.txt"), "a file for the soak\n")?;
+    let config = scratch.join("soak.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "file_roots = [{files:?}]\n\n\
+             [plugins.cmd]\nexec = [\"/bin/*\", \"/usr/bin/*\"]\nshell = true\n\
+             env = [\"PATH\"]\n\n\
+             [plugins.cp]\nfetch = [\"salt://soak.txt\"]\n\
+             dirs = [{{ path = {dest:?}, writable = true }}]\n",
+            files = files.display().to_string(),
+            dest = dest.display().to_string(),
+        ),
+    )?;
+    Ok((config, dest))
+}
+
+/// A private `redis-server` with an append-only file, so a graceful
+/// restart keeps what was stored.
+async fn start_redis() -> anyhow::Result<RedisServer> {
+    let redis_server = tokio::task::spawn_blocking(|| {
+        RedisServer::start_with(&[
+            "--appendonly",
+            "yes",
+            "--appendfsync",
+            "everysec",
+            "--maxclients",
+            "10000",
+        ])
+    })
+    .await?;
+    Ok(redis_server)
+}
+
+/// `args.agents` agents in one `maid-bench fleet` process on `url`, with
+/// the soak's `config`.
+fn start_fleet(
+    args: &SoakArgs,
+    setup: &Setup,
+    url: &str,
+    config: &Path,
+    scratch: &Scratch,
+) -> anyhow::Result<Proc> {
+    eprintln!("==> starting {} agents (maid-bench fleet)", args.agents);
+    let exe = std::env::current_exe()?;
+    let mut cmd = Command::new(&exe);
+    cmd.args(["fleet", "--redis", url, "--topic", TOPIC])
+        .args(["--prefix", "soak-", "--count"])
+        .arg(args.agents.to_string())
+        .arg("--plugin-dir")
+        .arg(&setup.plugin_dir)
+        .arg("--config")
+        .arg(config);
+    if let Some(cache) = &setup.cache_dir {
+        cmd.arg("--cache-dir").arg(cache);
+    }
+    Proc::spawn("maid-bench fleet", &mut cmd, scratch.join("fleet.log"))
+}
+
+/// Shut Redis down and start it again, `--restarts` times, each when its
+/// share of the jobs has been `published`; Redis and the restarts done.
+fn restarter(
+    mut redis_server: RedisServer,
+    published: Arc<AtomicUsize>,
+    args: &SoakArgs,
+) -> tokio::task::JoinHandle<anyhow::Result<(RedisServer, usize)>> {
+    let (jobs, restarts) = (args.jobs, args.restarts);
+    let outage = Duration::from_secs_f64(args.outage_secs);
+    tokio::spawn(async move {
+        for k in 1..=restarts {
+            while published.load(Ordering::Relaxed) < jobs * k / (restarts + 1) {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            eprintln!("==> restarting Redis ({k}/{restarts})");
+            shutdown_redis(&mut redis_server).await;
+            tokio::time::sleep(outage).await;
+            redis_server = tokio::task::spawn_blocking(move || {
+                redis_server.restart();
+                redis_server
+            })
+            .await?;
+        }
+        anyhow::Ok((redis_server, restarts))
+    })
+}
+
+/// What the publisher counted.
+#[derive(Default)]
+struct Tally {
+    /// Publishes that reached only some agents, made again.
+    republished: u64,
+    /// Publishes refused while Redis was down.
+    publish_errors: u64,
+    /// Jobs that stopped counting against the in-flight bound without a
+    /// return ([`GIVE_UP`]).
+    given_up: u64,
+}
+
+/// Wait until fewer than `in_flight` jobs are without a return; how many
+/// stopped counting after [`GIVE_UP`] without one.
+async fn wait_for_room(
+    outstanding: &mut VecDeque<(usize, Instant)>,
+    seen: &Mutex<Seen>,
+    progress: &tokio::sync::Notify,
+    in_flight: usize,
+) -> u64 {
+    let mut given_up = 0;
+    loop {
+        {
+            let seen = seen.lock().unwrap_or_else(|e| e.into_inner());
+            while let Some((front, at)) = outstanding.front() {
+                if seen.returns.contains_key(front) {
+                    outstanding.pop_front();
+                } else if at.elapsed() > GIVE_UP {
+                    given_up += 1;
+                    outstanding.pop_front();
+                } else {
+                    break;
+                }
+            }
+        }
+        if outstanding.len() < in_flight {
+            return given_up;
+        }
+        let _ = tokio::time::timeout(Duration::from_millis(20), progress.notified()).await;
+    }
+}
+
+/// Publish one job until it reaches every one of the `agents`: again
+/// under the same jid while some are resubscribing, on a new connection
+/// while Redis is down.
+async fn publish(
+    conn: &mut MultiplexedConnection,
+    client: &redis::Client,
+    fleet: &mut Proc,
+    payload: &str,
+    agents: usize,
+    tally: &mut Tally,
+) -> anyhow::Result<()> {
+    loop {
+        fleet.check_alive()?;
+        let sent = redis::cmd("PUBLISH")
+            .arg(TOPIC)
+            .arg(payload)
+            .query_async::<usize>(conn)
+            .await;
+        match sent {
+            Ok(receivers) if receivers >= agents => return Ok(()),
+            Ok(_) => tally.republished += 1,
+            Err(_) => {
+                tally.publish_errors += 1;
+                if let Ok(c) = client.get_multiplexed_async_connection().await {
+                    *conn = c;
+                }
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Wait for the last returns: until every one of the `jobs` has one, or
+/// none came for [`DRAIN`].
+async fn drain(seen: &Mutex<Seen>, jobs: usize, fleet: &mut Proc) -> anyhow::Result<()> {
     eprintln!("==> waiting for the last returns");
     let mut last_count = 0;
     let mut last_change = Instant::now();
     loop {
         let count = seen.lock().unwrap_or_else(|e| e.into_inner()).returns.len();
-        if count == args.jobs {
+        if count == jobs {
             break;
         }
         if count != last_count {
@@ -366,19 +474,35 @@ async fn run(args: SoakArgs, setup: Setup) -> anyhow::Result<ExitCode> {
         fleet.check_alive()?;
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let elapsed = started.elapsed();
-    let rss_end = rss_kib(fleet.pid());
-    collector.abort();
+    Ok(())
+}
 
-    // Returns the reply topics missed, from the job cache.
+/// The returns the reply topics missed, looked up in the job cache, and
+/// every wrong return.
+struct Found {
+    /// Jobs whose return is only in the job cache.
+    from_cache: Vec<usize>,
+    /// Jobs with a return in neither place.
+    lost: Vec<usize>,
+    /// Returns, from either place, that were not the expected value.
+    wrong: Vec<(usize, Value)>,
+}
+
+/// Look up in the job cache every job with no return on its reply topic.
+async fn from_job_cache(
+    client: &redis::Client,
+    seen: &Seen,
+    expected: &[Value],
+    agents: usize,
+    jobs: usize,
+) -> anyhow::Result<Found> {
     let (mut from_cache, mut lost) = (Vec::new(), Vec::new());
-    let seen = std::mem::take(&mut *seen.lock().unwrap_or_else(|e| e.into_inner()));
     let mut wrong = seen.wrong.clone();
     let mut conn = client.get_multiplexed_async_connection().await?;
-    for n in (0..args.jobs).filter(|n| !seen.returns.contains_key(n)) {
+    for n in (0..jobs).filter(|n| !seen.returns.contains_key(n)) {
         let cached: Option<String> = redis::cmd("HGET")
             .arg(maid_agent::protocol::job_key(&jid(n)))
-            .arg(minion(n, args.agents))
+            .arg(minion(n, agents))
             .query_async(&mut conn)
             .await?;
         match cached.and_then(|c| serde_json::from_str::<Value>(&c).ok()) {
@@ -391,61 +515,36 @@ async fn run(args: SoakArgs, setup: Setup) -> anyhow::Result<ExitCode> {
             None => lost.push(n),
         }
     }
-    let duplicates = seen.returns.values().filter(|c| **c > 1).count();
+    Ok(Found {
+        from_cache,
+        lost,
+        wrong,
+    })
+}
 
-    let mut t = Table::new(
-        &format!(
-            "soak: {} agents, {} jobs, Redis restarted {} times",
-            args.agents, args.jobs, restarts_done
-        ),
-        &["figure", "value"],
-    );
-    let mut row = |k: &str, v: String| t.row(vec![k.into(), v]);
-    row("jobs published", args.jobs.to_string());
-    row(
-        "republished (reached only some agents)",
-        republished.to_string(),
-    );
-    row(
-        "publish attempts refused (Redis down)",
-        publish_errors.to_string(),
-    );
-    row(
-        "returns on the reply topics",
-        seen.returns.len().to_string(),
-    );
-    row(
-        "returns found only in the job cache",
-        from_cache.len().to_string(),
-    );
-    row("lost", lost.len().to_string());
-    row("duplicate returns", duplicates.to_string());
-    row("wrong returns", wrong.len().to_string());
-    row("PINGs received", seen.pings.to_string());
-    row("reply subscription re-made", seen.resubscribed.to_string());
-    row("jobs past the in-flight wait (10 s)", given_up.to_string());
-    row(
-        "publishing took",
-        format!("{:.1} s", published_in.as_secs_f64()),
-    );
-    row("run took", format!("{:.1} s", elapsed.as_secs_f64()));
-    row(
-        "jobs per second",
-        format!("{:.0}", args.jobs as f64 / elapsed.as_secs_f64()),
-    );
-    row(
-        "agents' RSS at start",
-        format!("{:.1} MiB", rss_start as f64 / 1024.0),
-    );
-    row(
-        "agents' RSS at end",
-        format!("{:.1} MiB", rss_end as f64 / 1024.0),
-    );
+/// Everything the report shows.
+struct Figures {
+    /// Redis restarts done.
+    restarts: usize,
+    tally: Tally,
+    /// What came in on the reply topics.
+    seen: Seen,
+    found: Found,
+    published_in: Duration,
+    elapsed: Duration,
+    /// The agents' RSS at the start and at the end, in KiB.
+    rss: [u64; 2],
+}
+
+/// Print the report (in Markdown too with `--markdown`), the first wrong
+/// and lost jobs; success when nothing was lost or wrong.
+fn report(args: &SoakArgs, f: &Figures) -> ExitCode {
+    let t = table(args, f);
     print!("{}", t.text());
-    for (n, got) in wrong.iter().take(5) {
+    for (n, got) in f.found.wrong.iter().take(5) {
         println!("wrong return for {}: {got}", jid(n.to_owned()));
     }
-    for n in lost.iter().take(5) {
+    for n in f.found.lost.iter().take(5) {
         println!("lost: {}", jid(*n));
     }
     if args.markdown {
@@ -461,9 +560,69 @@ async fn run(args: SoakArgs, setup: Setup) -> anyhow::Result<ExitCode> {
             args.in_flight
         );
     }
-    Ok(if lost.is_empty() && wrong.is_empty() {
+    if f.found.lost.is_empty() && f.found.wrong.is_empty() {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE
-    })
+    }
+}
+
+/// The report's table: one figure a row.
+fn table(args: &SoakArgs, f: &Figures) -> Table {
+    let duplicates = f.seen.returns.values().filter(|c| **c > 1).count();
+    let mut t = Table::new(
+        &format!(
+            "soak: {} agents, {} jobs, Redis restarted {} times",
+            args.agents, args.jobs, f.restarts
+        ),
+        &["figure", "value"],
+    );
+    let mut row = |k: &str, v: String| t.row(vec![k.into(), v]);
+    row("jobs published", args.jobs.to_string());
+    row(
+        "republished (reached only some agents)",
+        f.tally.republished.to_string(),
+    );
+    row(
+        "publish attempts refused (Redis down)",
+        f.tally.publish_errors.to_string(),
+    );
+    row(
+        "returns on the reply topics",
+        f.seen.returns.len().to_string(),
+    );
+    row(
+        "returns found only in the job cache",
+        f.found.from_cache.len().to_string(),
+    );
+    row("lost", f.found.lost.len().to_string());
+    row("duplicate returns", duplicates.to_string());
+    row("wrong returns", f.found.wrong.len().to_string());
+    row("PINGs received", f.seen.pings.to_string());
+    row(
+        "reply subscription re-made",
+        f.seen.resubscribed.to_string(),
+    );
+    row(
+        "jobs past the in-flight wait (10 s)",
+        f.tally.given_up.to_string(),
+    );
+    row(
+        "publishing took",
+        format!("{:.1} s", f.published_in.as_secs_f64()),
+    );
+    row("run took", format!("{:.1} s", f.elapsed.as_secs_f64()));
+    row(
+        "jobs per second",
+        format!("{:.0}", args.jobs as f64 / f.elapsed.as_secs_f64()),
+    );
+    row(
+        "agents' RSS at start",
+        format!("{:.1} MiB", f.rss[0] as f64 / 1024.0),
+    );
+    row(
+        "agents' RSS at end",
+        format!("{:.1} MiB", f.rss[1] as f64 / 1024.0),
+    );
+    t
 }

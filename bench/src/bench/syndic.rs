@@ -28,7 +28,12 @@ use maid_testkit::redis::RedisServer;
 use redis::AsyncCommands;
 use serde_json::{Value, json};
 
-use super::{ReplyHead, Scratch, Table, clock_ticks, cpu_ticks, fmt_dur, fmt_ratio, p50, stage};
+use super::master::{ReplyHead, wait_subscribed};
+use super::measure::p50;
+use super::procfs::{clock_ticks, cpu_ticks};
+use super::scratch::Scratch;
+use super::stage;
+use super::table::{Table, fmt_dur, fmt_ratio};
 
 const TOPIC: &str = "bench-syndic";
 
@@ -147,7 +152,7 @@ async fn flat(ctx: &Ctx, count: usize) -> anyhow::Result<Fleet> {
     let started = Instant::now();
     let mut proc = ctx.leaves(&redis.url(), "flat-", count).await?;
     let timeout = Duration::from_secs(60) + Duration::from_millis(100 * count as u64);
-    super::wait_subscribed(&mut admin, TOPIC, count, &mut proc, timeout).await?;
+    wait_subscribed(&mut admin, TOPIC, count, &mut proc, timeout).await?;
     let mut fleet = Fleet {
         name: format!("flat, {count} maids"),
         minions: count,
@@ -179,7 +184,7 @@ async fn tiered(ctx: &Ctx, leaves: usize, syndics: usize) -> anyhow::Result<Flee
     for (i, redis) in below.iter().enumerate() {
         let mut conn = redis.client().get_multiplexed_async_connection().await?;
         let timeout = Duration::from_secs(60) + Duration::from_millis(100 * shares[i] as u64);
-        super::wait_subscribed(&mut conn, TOPIC, shares[i], &mut procs[i], timeout).await?;
+        wait_subscribed(&mut conn, TOPIC, shares[i], &mut procs[i], timeout).await?;
     }
     for (i, redis) in below.iter().enumerate() {
         let config = ctx.scratch.join(&format!("syn-{i}.toml"));
@@ -208,7 +213,7 @@ async fn tiered(ctx: &Ctx, leaves: usize, syndics: usize) -> anyhow::Result<Flee
     }
     let subscribed = Duration::from_secs(60);
     let mut syndic_procs: Vec<&mut Proc> = procs.iter_mut().collect();
-    super::wait_subscribed(
+    wait_subscribed(
         &mut admin,
         TOPIC,
         syndics,

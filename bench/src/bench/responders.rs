@@ -1,0 +1,395 @@
+//! The processes `maid-bench run` starts, and how: its private
+//! `redis-server` ([`Lab`]), the three responders side by side (raw, the
+//! maid agent and the Python seed), and the fan-out fleets (`maid-bench
+//! fleet` and the two `maid-bench raw --count` floors).
+//!
+//! Each responder runs in a process of its own so that its CPU time and
+//! memory can be read from `/proc/<pid>`. Every process is a [`Proc`],
+//! killed when dropped, so everything started is gone when the command
+//! ends, also on error or Ctrl-C; [`Lab`] drops its scratch directory
+//! last.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use anyhow::Context;
+use redis::aio::MultiplexedConnection;
+
+use maid_testkit::Proc;
+use maid_testkit::redis::{RedisServer, free_port};
+
+use super::master::{READY_TIMEOUT, Target, TgtType, check_functions, wait_subscribed};
+use super::measure::Measured;
+use super::results::Results;
+use super::run::{BenchArgs, Sizes};
+use super::scratch::Scratch;
+use super::stage;
+
+/// The seed baseline, compiled in so the binary always runs the repo's copy.
+const SEED_PY: &str = include_str!("../../seed.py");
+
+/// Master topics, one per responder.
+const TOPIC_RAW: &str = "bench-raw";
+pub(super) const TOPIC_MAID: &str = "bench-maid";
+const TOPIC_SEED: &str = "bench-seed";
+pub(super) const TOPIC_FLEET: &str = "bench-fleet";
+pub(super) const TOPIC_RAW_FLEET: &str = "bench-raw-fleet";
+pub(super) const TOPIC_PROTOCOL_FLEET: &str = "bench-protocol-fleet";
+pub(super) const TOPIC_START: &str = "bench-start";
+
+/// What every scenario of one run shares: the private `redis-server`, how
+/// to start agents and responders on it, and the scratch directory their
+/// configs, logs and caches are in.
+///
+/// Fields drop in order: the connections before the server, the server
+/// before the scratch directory.
+pub(super) struct Lab {
+    /// This binary: `maid-bench raw` and `maid-bench fleet` run from it.
+    exe: PathBuf,
+    /// The private `redis-server`'s URL, passed to every process.
+    url: String,
+    pub(super) client: redis::Client,
+    /// Waits for processes to subscribe and register.
+    pub(super) admin: MultiplexedConnection,
+    pub(super) agents: AgentSetup,
+    /// The measured agent's config: [`AgentSetup::config`], with
+    /// `/metrics` served on `metrics_port` under `--agent-metrics`.
+    main_config: PathBuf,
+    /// Where the measured agent serves `/metrics` (`--agent-metrics`).
+    pub(super) metrics_port: Option<u16>,
+    /// The first cold start-up's plugin cache, warm for every later agent.
+    pub(super) warm_cache: PathBuf,
+    /// Keyspace events on: start-up readiness is an agent's
+    /// `SET maid:alive:<id>`.
+    pub(super) redis_server: RedisServer,
+    /// Dropped last: every process is gone before its files are.
+    pub(super) scratch: Scratch,
+}
+
+impl Lab {
+    /// Make the scratch directory, start the private `redis-server` and
+    /// write the agents' configs.
+    pub(super) async fn start(
+        args: &BenchArgs,
+        sizes: &Sizes,
+        plugin_dir: &Path,
+    ) -> anyhow::Result<Lab> {
+        // Declared first, dropped last: every process is gone before the
+        // directory is removed.
+        let scratch = Scratch::new()?;
+        let exe = std::env::current_exe().context("path of the maid-bench binary")?;
+        let maid = crate::maid_binary(args.maid.as_deref())?;
+        stage("starting a private redis-server");
+        // Keyspace events for `SET` on: start-up readiness is the agent's
+        // `SET maid:alive:<id>`.
+        let redis_server =
+            RedisServer::start_with(&["--maxclients", "10000", "--notify-keyspace-events", "K$"]);
+        let url = redis_server.url();
+        eprintln!("    {url}");
+        let client = redis::Client::open(url.as_str())?;
+        let admin = client.get_multiplexed_async_connection().await?;
+        let config = scratch.join("maid.toml");
+        std::fs::write(&config, agent_config(&url, sizes.in_flight, None))?;
+        // The measured agent's config; with --agent-metrics it also serves
+        // /metrics, read around the maid runs.
+        let metrics_port = if args.agent_metrics {
+            Some(free_port())
+        } else {
+            None
+        };
+        let main_config = scratch.join("maid-main.toml");
+        std::fs::write(
+            &main_config,
+            agent_config(&url, sizes.in_flight, metrics_port),
+        )?;
+        let agents = AgentSetup {
+            exe: maid,
+            config,
+            plugin_dir: plugin_dir.to_path_buf(),
+        };
+        Ok(Lab {
+            exe,
+            url,
+            client,
+            admin,
+            agents,
+            main_config,
+            metrics_port,
+            warm_cache: scratch.join("cache-0"),
+            redis_server,
+            scratch,
+        })
+    }
+
+    /// `maid-bench fleet` with `sizes.agents` agents on [`TOPIC_FLEET`],
+    /// and how long from its spawn until they all subscribed.
+    pub(super) async fn start_fleet(
+        &mut self,
+        sizes: &Sizes,
+        timeout: Duration,
+    ) -> anyhow::Result<(Proc, Duration)> {
+        let threads = sizes.fanout_threads.to_string();
+        let count = sizes.agents.to_string();
+        let mut fleet_cmd = Command::new(&self.exe);
+        fleet_cmd
+            .args(["fleet", "--redis", &self.url, "--topic", TOPIC_FLEET])
+            .args([
+                "--prefix",
+                "fleet-",
+                "--count",
+                &count,
+                "--threads",
+                &threads,
+            ])
+            .arg("--plugin-dir")
+            .arg(&self.agents.plugin_dir)
+            .arg("--cache-dir")
+            .arg(&self.warm_cache);
+        let mut fleet = Proc::spawn(
+            "maid-bench fleet",
+            &mut fleet_cmd,
+            self.scratch.join("fleet.log"),
+        )?;
+        let ready = wait_subscribed(
+            &mut self.admin,
+            TOPIC_FLEET,
+            sizes.agents,
+            &mut fleet,
+            timeout,
+        )
+        .await?;
+        Ok((fleet, ready))
+    }
+
+    /// A fan-out floor in a process of its own, subscribed: `sizes.agents`
+    /// raw responders on `topic`, named `prefix<i>`, keeping the protocol
+    /// with `protocol`.
+    pub(super) async fn start_floor(
+        &mut self,
+        sizes: &Sizes,
+        timeout: Duration,
+        topic: &str,
+        prefix: &str,
+        protocol: bool,
+        log: &str,
+    ) -> anyhow::Result<Proc> {
+        let threads = sizes.fanout_threads.to_string();
+        let count = sizes.agents.to_string();
+        let mut cmd = Command::new(&self.exe);
+        cmd.args(["raw", "--redis", &self.url, "--topic", topic])
+            .args(["--id", prefix, "--count", &count, "--threads", &threads])
+            .args(protocol.then_some("--protocol"));
+        let name = if protocol {
+            "maid-bench raw --count --protocol"
+        } else {
+            "maid-bench raw --count"
+        };
+        let mut proc = Proc::spawn(name, &mut cmd, self.scratch.join(log))?;
+        wait_subscribed(&mut self.admin, topic, sizes.agents, &mut proc, timeout).await?;
+        Ok(proc)
+    }
+}
+
+/// A responder under test.
+pub(super) struct Responder {
+    pub(super) name: &'static str,
+    pub(super) topic: &'static str,
+    pub(super) target: Target,
+    pub(super) proc: Proc,
+    pub(super) round_trips: usize,
+    pub(super) jobs: usize,
+    pub(super) measured: Measured,
+}
+
+/// Start the responders side by side (raw, maid, and the seed unless it
+/// is left out or cannot run: `results` says why), and wait until each
+/// has subscribed and the maid agent has registered its functions.
+pub(super) async fn start_responders(
+    lab: &mut Lab,
+    args: &BenchArgs,
+    sizes: &Sizes,
+    results: &mut Results,
+) -> anyhow::Result<Vec<Responder>> {
+    stage("starting the responders: raw, maid, seed");
+    let mut responders = Vec::new();
+    let mut raw = Command::new(&lab.exe);
+    raw.args([
+        "raw", "--redis", &lab.url, "--topic", TOPIC_RAW, "--id", "raw",
+    ]);
+    let target = |id: &str| Target::new(args.tgt_type, &[id.to_string()]);
+    responders.push(Responder {
+        name: "raw",
+        topic: TOPIC_RAW,
+        target: target("raw"),
+        proc: Proc::spawn("raw responder", &mut raw, lab.scratch.join("raw.log"))?,
+        round_trips: sizes.round_trips,
+        jobs: sizes.jobs,
+        measured: Measured::default(),
+    });
+    responders.push(Responder {
+        name: "maid",
+        topic: TOPIC_MAID,
+        target: target("maid"),
+        proc: Proc::spawn(
+            "maid agent",
+            &mut lab
+                .agents
+                .command_with("maid", TOPIC_MAID, &lab.warm_cache, &lab.main_config),
+            lab.scratch.join("maid.log"),
+        )?,
+        round_trips: sizes.round_trips,
+        jobs: sizes.jobs,
+        measured: Measured::default(),
+    });
+    if args.no_seed {
+        results.seed_skipped = Some("--no-seed".into());
+    } else {
+        match ensure_redis_py(&args.python) {
+            Ok(()) => responders.push(start_seed(lab, args, sizes, target("seed"))?),
+            Err(why) => {
+                eprintln!("maid-bench: seed skipped: {why}");
+                results.seed_skipped = Some(why);
+            }
+        }
+    }
+    wait_ready(&mut lab.admin, &mut responders).await?;
+    Ok(responders)
+}
+
+/// The seed responder: `bench/seed.py`, copied to the scratch directory,
+/// run by `--python`.
+fn start_seed(
+    lab: &Lab,
+    args: &BenchArgs,
+    sizes: &Sizes,
+    target: Target,
+) -> anyhow::Result<Responder> {
+    let script = lab.scratch.join("seed.py");
+    std::fs::write(&script, SEED_PY)?;
+    let mut seed = Command::new(&args.python);
+    seed.arg(&script)
+        .args(["--redis", &lab.url, "--topic", TOPIC_SEED, "--id", "seed"]);
+    Ok(Responder {
+        name: "seed",
+        topic: TOPIC_SEED,
+        target,
+        proc: Proc::spawn("seed (python)", &mut seed, lab.scratch.join("seed.log"))?,
+        round_trips: sizes.seed_round_trips,
+        jobs: sizes.seed_jobs,
+        measured: Measured::default(),
+    })
+}
+
+/// Wait until every responder subscribed to its topic, and the maid
+/// agent registered `test.ping` and `cmd.run`.
+async fn wait_ready(
+    admin: &mut MultiplexedConnection,
+    responders: &mut [Responder],
+) -> anyhow::Result<()> {
+    for r in responders.iter_mut() {
+        wait_subscribed(admin, r.topic, 1, &mut r.proc, READY_TIMEOUT).await?;
+    }
+    if let Some(r) = responders.iter_mut().find(|r| r.name == "maid") {
+        check_functions(admin, "maid", &mut r.proc, &["test.ping", "cmd.run"]).await?;
+    }
+    Ok(())
+}
+
+/// What each responder measured, into `results`, stopping each responder
+/// in turn; the seed as not measured when it was skipped.
+pub(super) fn into_results(responders: Vec<Responder>, results: &mut Results) {
+    for r in responders {
+        let Responder { name, measured, .. } = r;
+        results.responders.push((name, Some(measured)));
+    }
+    if results.seed_skipped.is_some() {
+        results.responders.push(("seed", None));
+    }
+}
+
+/// The fan-out fleets' targets, as `--tgt-type` makes them: every one of
+/// `agents` ids named `prefix<i>`.
+pub(super) fn everyone(tgt_type: TgtType, prefix: &str, agents: usize) -> Target {
+    let ids: Vec<String> = (0..agents).map(|i| format!("{prefix}{i}")).collect();
+    Target::new(tgt_type, &ids)
+}
+
+/// Where the `maid` agents get their config and plugins.
+pub(super) struct AgentSetup {
+    exe: PathBuf,
+    config: PathBuf,
+    pub(super) plugin_dir: PathBuf,
+}
+
+impl AgentSetup {
+    pub(super) fn command(&self, id: &str, topic: &str, cache: &Path) -> Command {
+        self.command_with(id, topic, cache, &self.config)
+    }
+
+    fn command_with(&self, id: &str, topic: &str, cache: &Path, config: &Path) -> Command {
+        let mut cmd = Command::new(&self.exe);
+        cmd.args(["agent", "--id", id, "--master-topic", topic, "-c"])
+            .arg(config)
+            .arg("--plugin-dir")
+            .arg(&self.plugin_dir)
+            .arg("--cache-dir")
+            .arg(cache);
+        cmd
+    }
+}
+
+/// The agents' config: every default, except the grants `cmd.run 'true'`
+/// needs, room for all the jobs in flight, and unsigned jobs (the bench's
+/// master sends them, as the raw and seed baselines do).
+pub(super) fn agent_config(url: &str, in_flight: usize, http: Option<u16>) -> String {
+    let http = http
+        .map(|port| format!("http = \"127.0.0.1:{port}\"\n"))
+        .unwrap_or_default();
+    format!(
+        "master_topics = [\"{TOPIC_MAID}\"]\n\n\
+         [redis]\nurl = \"{url}\"\n\n\
+         [agent]\nconcurrency = {in_flight}\n{http}\n\
+         [security]\nrequire_signed = false\n\n\
+         [plugins.cmd]\nexec = [\"*\"]\nshell = true\nenv = [\"PATH\"]\n"
+    )
+}
+
+/// Make sure `import redis` works for the seed, installing redis-py with
+/// pip when it does not. `Err` says why the seed cannot run.
+fn ensure_redis_py(python: &Path) -> Result<(), String> {
+    let importable = || {
+        Command::new(python)
+            .args(["-c", "import redis"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .map(|s| s.success())
+    };
+    match importable() {
+        Ok(true) => return Ok(()),
+        Ok(false) => {}
+        Err(e) => return Err(format!("cannot run {}: {e}", python.display())),
+    }
+    eprintln!(
+        "==> the seed needs redis-py: running `{} -m pip install redis`",
+        python.display()
+    );
+    let installed = Command::new(python)
+        .args(["-m", "pip", "install", "--quiet", "redis"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .status();
+    match (installed, importable()) {
+        (_, Ok(true)) => Ok(()),
+        (Ok(s), _) => Err(format!(
+            "redis-py is not installed and `{} -m pip install redis` failed ({s}); \
+             install it (pip install redis) or pass --no-seed",
+            python.display()
+        )),
+        (Err(e), _) => Err(format!(
+            "redis-py is not installed and pip could not run ({e}); \
+             install it (pip install redis) or pass --no-seed"
+        )),
+    }
+}
