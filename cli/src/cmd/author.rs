@@ -132,8 +132,9 @@ pub struct TestArgs {
     pub call: Invocation,
     /// A capability granted for this call (repeatable): `exec=GLOB`,
     /// `shell`, `env=GLOB`, `fetch=GLOB`, `dir=PATH` (read-only),
-    /// `dir-rw=PATH`, `runas=USER`. Nothing is granted otherwise.
-    #[arg(long, short = 'g')]
+    /// `dir-rw=PATH`, `runas=USER`. Nothing is granted otherwise. (No
+    /// `-g`: that is `--grains`, as in `salt-call`.)
+    #[arg(long)]
     pub grant: Vec<String>,
     /// Directory for compiled plugins [default: $XDG_CACHE_HOME/maid or
     /// ~/.cache/maid].

@@ -155,3 +155,18 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::File(FileCommand::Push(args)) => file::push(args),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::Cli;
+
+    /// clap's own checks of the whole command line (unique short and long
+    /// names per command, valid defaults and groups), which it runs only
+    /// in debug builds and only for the command parsed.
+    #[test]
+    fn the_command_line_is_consistent() {
+        Cli::command().debug_assert();
+    }
+}
