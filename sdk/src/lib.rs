@@ -2,13 +2,14 @@
 //! WebAssembly components inside the maid agent.
 //!
 //! A plugin is one Salt module (`test`, `cmd`, `cp`, or your own). You write
-//! a type that implements [`Plugin`], list its functions with typed
-//! arguments, and export it with [`export_plugin!`]. This crate is the only
+//! a type that implements [`Plugin`], one Rust function per Salt function
+//! marked [`#[function]`](function), list them with [`functions!`], and
+//! export the module with [`export_plugin!`]. This crate is the only
 //! dependency you need: it generates the bindings from the project's one WIT
 //! package (`maid:plugin@0.1.0`) and re-exports what they need.
 //!
 //! ```
-//! use maid_sdk::{Call, Capability, Error, Function, Plugin, export_plugin, host};
+//! use maid_sdk::{Call, Capability, Error, Function, Plugin, export_plugin, function, host};
 //! use serde::Deserialize;
 //!
 //! /// The `hello` module.
@@ -21,49 +22,99 @@
 //!     shout: bool,
 //! }
 //!
+//! /// Greet someone
+//! // `hello.greet world shout=true` -> "HELLO, WORLD"
+//! #[function(args = ["name", "shout"])]
+//! fn greet(args: GreetArgs) -> Result<String, Error> {
+//!     let greeting = format!("hello, {}", args.name);
+//!     Ok(if args.shout { greeting.to_uppercase() } else { greeting })
+//! }
+//!
+//! /// Name the kernel
+//! // `hello.uname` -> the output of `uname -s`, through the host's exec
+//! // capability (which the agent's config must grant).
+//! #[function]
+//! fn uname() -> Result<String, Error> {
+//!     let out = host::Command::new("uname").arg("-s").output()?;
+//!     if out.retcode != 0 {
+//!         return Err(Error::failed(out.stderr_lossy(), out.retcode));
+//!     }
+//!     Ok(out.stdout_lossy().trim_end().to_string())
+//! }
+//!
+//! /// Return the arguments given
+//! // `hello.args 1 a=b` -> {"args": [1], "kwargs": {"a": "b"}}: Salt's
+//! // `*args` and `**kwargs`, read from the raw call.
+//! #[function(raw, name = "args", args = ["*args", "**kwargs"])]
+//! fn args_(call: &Call) -> Result<serde_json::Value, Error> {
+//!     let kwargs: serde_json::Map<_, _> =
+//!         call.user_kwargs().map(|(k, v)| (k.clone(), v.clone())).collect();
+//!     Ok(serde_json::json!({"args": call.args, "kwargs": kwargs}))
+//! }
+//!
 //! impl Plugin for Hello {
 //!     const MODULE: &'static str = "hello";
 //!     const VERSION: &'static str = "1.0.0";
 //!     const CAPABILITIES: &'static [Capability] = &[Capability::Exec];
 //!
 //!     fn functions() -> Vec<Function> {
-//!         vec![
-//!             // `hello.greet world shout=true` -> "HELLO, WORLD"
-//!             Function::new("greet", "Greet someone", &["name", "shout"],
-//!                 |args: GreetArgs, _call: &Call| {
-//!                     let greeting = format!("hello, {}", args.name);
-//!                     Ok(if args.shout { greeting.to_uppercase() } else { greeting })
-//!                 }),
-//!             // `hello.uname` -> the output of `uname -s`, through the host's
-//!             // exec capability (which the agent's config must grant).
-//!             Function::new("uname", "Name the kernel", &[], |(): (), _call: &Call| {
-//!                 let out = host::Command::new("uname").arg("-s").output()?;
-//!                 if out.retcode != 0 {
-//!                     return Err(Error::failed(out.stderr_lossy(), out.retcode));
-//!                 }
-//!                 Ok(out.stdout_lossy().trim_end().to_string())
-//!             }),
-//!         ]
+//!         maid_sdk::functions![greet, uname, args_]
 //!     }
 //! }
 //!
 //! export_plugin!(Hello);
-//! # fn main() {}
+//! # fn main() {
+//! #     let names: Vec<_> = Hello::functions().iter().map(Function::info).collect();
+//! #     assert_eq!(names[0].name, "greet");
+//! #     assert_eq!(names[0].doc, "Greet someone");
+//! #     assert_eq!(names[0].args, ["name", "shout"]);
+//! #     assert_eq!(names[2].name, "args");
+//! # }
 //! ```
 //!
 //! Build it with `cargo build --target wasm32-wasip2 --release` and put the
 //! `.wasm` in the agent's plugin directory as `hello.wasm`: the file stem must
 //! equal [`Plugin::MODULE`].
 //!
+//! # Functions
+//!
+//! [`#[function]`](function) leaves the function as you wrote it (so unit
+//! tests and other functions can still call it) and adds the [`Function`]
+//! the manifest lists:
+//!
+//! * its **name** is the Rust name, or `name = "..."` for a Salt name Rust
+//!   cannot spell or that you would rather not (`true`, `try`, `exception`);
+//! * its **doc** is the `///` comment, byte for byte: one leading space off
+//!   each line, lines joined with `\n`. `maid plugin inspect` and
+//!   `sys.doc` show it, so keep notes for the reader in `//` comments;
+//! * its **args** are `args = ["name", "count=1", ...]` (or a constant of
+//!   type `&[&str]`), Salt's argument names in positional order, with
+//!   defaults as JSON after `=`; none when left out.
+//!
+//! The parameters say how the call reaches the function: `(args: A, call:
+//! &Call)`, `(args: A)`, `(call: &Call)` or `()`, where `A` is the serde
+//! type the arguments bind into (see below) and the `&Call` is the job's
+//! call. With `raw` the arguments are not bound: the function takes `(call:
+//! &Call)` or `()` and reads [`Call::args`] and [`Call::kwargs`] itself. It
+//! returns `Result<R, Error>` for any `R` serde can serialise.
+//!
+//! [`functions!`] lists the marked functions in manifest order:
+//! `functions![greet, uname, files::read]` (a function in another module by
+//! its path). A function marked but not listed is dead code, and the
+//! compiler warns about it; one listed but not marked is an error naming
+//! `__maid_function_<name>`.
+//!
 //! # Arguments
 //!
 //! A job carries positional arguments and keyword arguments, as Salt's do.
-//! [`Function::new`] binds them to the argument names you list, in order
+//! A function binds them to the argument names it lists, in order
 //! (`hello.greet world` and `hello.greet name=world` are the same call), and
 //! deserialises the result into your type with serde, so missing or
 //! mistyped arguments come back to the master as Salt's
 //! `Passed invalid arguments: ...` return. Functions that take any arguments
-//! (Salt's `*args` / `**kwargs`) use [`Function::raw`] and read [`Call`].
+//! (Salt's `*args` / `**kwargs`) are `raw` and read [`Call`]. Underneath,
+//! these are [`Function::new`] and [`Function::raw`], which you can also
+//! call yourself.
 //!
 //! # Failing
 //!
@@ -93,6 +144,12 @@ pub use maid_salt::python;
 
 pub use error::{Error, ErrorKind};
 pub use function::{Call, Function, split_default};
+/// Export a Rust function as one of the module's functions; see
+/// [Functions](crate#functions).
+pub use maid_sdk_macros::function;
+/// The [`#[function]`](function)s of a module, in manifest order: the body
+/// of [`Plugin::functions`].
+pub use maid_sdk_macros::functions;
 pub use serde;
 pub use serde_json;
 pub use wit_bindgen;

@@ -1,10 +1,11 @@
 //! The `@NAME@` module: a maid plugin written in Rust.
 //!
-//! Each [`Function`] is a Salt function `@NAME@.<name>`; its arguments are
-//! bound by name and position into a serde type, and what it returns is
-//! sent back as JSON. See docs/plugin-guide.md in the maid repository.
+//! Each `#[function]` is a Salt function `@NAME@.<name>`, documented by its
+//! `///` comment; its arguments are bound by name and position into a serde
+//! type, and what it returns is sent back as JSON. See docs/plugin-guide.md
+//! in the maid repository.
 
-use maid_sdk::{Call, Error, Function, Plugin, export_plugin, host};
+use maid_sdk::{Error, Function, Plugin, export_plugin, function, host};
 use serde::Deserialize;
 
 /// The `@NAME@` module.
@@ -18,8 +19,16 @@ pub struct Greet {
     shout: bool,
 }
 
-/// `@NAME@.greet world shout=true` -> "HELLO, WORLD"
+/// Greet someone: @NAME@.greet world shout=true
+#[function(args = ["name", "shout"])]
 pub fn greet(args: Greet) -> Result<String, Error> {
+    host::log(host::Level::Info, &format!("greeting {}", args.name));
+    greeting(args)
+}
+
+/// `@NAME@.greet world shout=true` -> "HELLO, WORLD". No host calls here,
+/// so the unit tests below run it on any machine.
+pub fn greeting(args: Greet) -> Result<String, Error> {
     if args.name.is_empty() {
         return Err(Error::failed("name must not be empty", 1));
     }
@@ -36,15 +45,7 @@ impl Plugin for Module {
     const VERSION: &'static str = env!("CARGO_PKG_VERSION");
 
     fn functions() -> Vec<Function> {
-        vec![Function::new(
-            "greet",
-            "Greet someone: @NAME@.greet world shout=true",
-            &["name", "shout"],
-            |args: Greet, _call: &Call| {
-                host::log(host::Level::Info, &format!("greeting {}", args.name));
-                greet(args)
-            },
-        )]
+        maid_sdk::functions![greet]
     }
 }
 
@@ -55,7 +56,7 @@ mod tests {
     use super::*;
 
     fn greet_(name: &str, shout: bool) -> Result<String, Error> {
-        greet(Greet {
+        greeting(Greet {
             name: name.into(),
             shout,
         })

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use maid_sdk::python::truthy;
 use maid_sdk::salt::python_int;
-use maid_sdk::{Call, Error, Function, Plugin, export_plugin, host, python};
+use maid_sdk::{Call, Error, Function, Plugin, export_plugin, function, host, python};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
@@ -98,11 +98,13 @@ struct Try {
 
 const TRY_ARGS: &[&str] = &["module", "return_try_exception=false", "**kwargs"];
 
-/// Salt's `test.try`: `__salt__[module](**kwargs)`, `None` when it raises,
-/// or the exception's `repr()` with RETURN_TRY_EXCEPTION. As on a Salt
-/// minion, the job's own keywords (`__pub_fun`, ...) go along too, so a
-/// function without `**kwargs` raises `TypeError` on them: it is not run.
-/// A refusal by the grants is not an exception: it fails the job.
+/// Run MODULE with the keywords given; None if it fails (with RETURN_TRY_EXCEPTION, the exception)
+// Salt's `test.try`: `__salt__[module](**kwargs)`, `None` when it raises,
+// or the exception's `repr()` with RETURN_TRY_EXCEPTION. As on a Salt
+// minion, the job's own keywords (`__pub_fun`, ...) go along too, so a
+// function without `**kwargs` raises `TypeError` on them: it is not run.
+// A refusal by the grants is not an exception: it fails the job.
+#[function(raw, name = "try", args = TRY_ARGS)]
 fn try_(call: &Call) -> Result<Value, Error> {
     let a: Try = call.bind(TRY_ARGS)?;
     let kwargs: Map<String, Value> = user_kwargs(call)
@@ -341,293 +343,295 @@ fn default_max() -> Value {
     json!(60)
 }
 
+/// Return True: the minion is up and answering
+#[function]
+fn ping() -> Result<bool, Error> {
+    Ok(true)
+}
+
+/// Return the value given
+#[function(args = ["text"])]
+fn echo(a: Echo) -> Result<Value, Error> {
+    Ok(a.text)
+}
+
+/// Sleep LENGTH seconds, then return True
+#[function(args = ["length"])]
+fn sleep(a: Sleep) -> Result<bool, Error> {
+    let Some(length) = seconds(&a.length) else {
+        return Err(Error::bad_arguments(format!(
+            "invalid literal for int() with base 10: {}",
+            a.length
+        )));
+    };
+    if !(length.is_finite() && length >= 0.0) {
+        return Err(Error::bad_arguments("sleep length must be non-negative"));
+    }
+    std::thread::sleep(Duration::from_secs_f64(length));
+    Ok(true)
+}
+
+/// Return the version of maid on the minion
+#[function]
+fn version() -> Result<Value, Error> {
+    Ok(host::grains()
+        .get("maidversion")
+        .cloned()
+        .unwrap_or(Value::Null))
+}
+
+/// Return the positional and keyword arguments given
+#[function(raw, args = ["*args", "**kwargs"])]
+fn arg(call: &Call) -> Result<Value, Error> {
+    let kwargs: serde_json::Map<String, Value> = call
+        .user_kwargs()
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    Ok(json!({"args": call.args, "kwargs": kwargs}))
+}
+
+/// Return True and end the job with retcode CODE (default 42)
+#[function(args = ["code=42"])]
+fn retcode(a: Retcode) -> Result<bool, Error> {
+    host::set_retcode(a.code);
+    Ok(true)
+}
+
+/// Fail on purpose, as an uncaught exception does
+#[function(name = "exception", args = ["message=\"Test Exception\""])]
+fn exception_(a: Exception) -> Result<bool, Error> {
+    panic!("{}", a.message)
+}
+
+/// Always return True
+#[function(name = "true")]
+fn true_() -> Result<bool, Error> {
+    Ok(true)
+}
+
+/// Always return False
+#[function(name = "false")]
+fn false_() -> Result<bool, Error> {
+    Ok(false)
+}
+
+/// Return the keyword arguments given
+#[function(raw, args = ["**kwargs"])]
+fn kwarg(call: &Call) -> Result<Map<String, Value>, Error> {
+    if !call.args.is_empty() {
+        return Err(Error::bad_arguments(format!(
+            "{}() takes 0 positional arguments but {} were given",
+            call.py_name(),
+            call.args.len()
+        )));
+    }
+    Ok(user_kwargs(call))
+}
+
+/// Return the positional and keyword arguments, without Salt's own
+#[function(raw, args = ["*args", "**kwargs"])]
+fn arg_clean(call: &Call) -> Result<Value, Error> {
+    Ok(json!({"args": call.args, "kwargs": user_kwargs(call)}))
+}
+
+/// Return the Python type of each argument given
+#[function(raw, args = ["*args", "**kwargs"])]
+fn arg_type(call: &Call) -> Result<Value, Error> {
+    let args: Vec<&str> = call.args.iter().map(type_name).collect();
+    let kwargs: Map<String, Value> = call
+        .user_kwargs()
+        .map(|(k, v)| (k.clone(), json!(type_name(v))))
+        .collect();
+    Ok(json!({"args": args, "kwargs": kwargs}))
+}
+
+/// Return the Python repr() of the arguments given
+#[function(raw, args = ["*args", "**kwargs"])]
+fn arg_repr(call: &Call) -> Result<Value, Error> {
+    Ok(json!({
+        "args": tuple_repr(&call.args),
+        "kwargs": python::repr(&Value::Object(user_kwargs(call))),
+    }))
+}
+
+/// Return DATA, to try an outputter on it
+#[function(args = ["data"])]
+fn outputter(a: Data) -> Result<Value, Error> {
+    Ok(a.data)
+}
+
+/// Fail with an AssertionError unless ASSERTION is true
+#[function(args = ["assertion"])]
+fn assertion(a: Assertion) -> Result<Value, Error> {
+    if truthy(&a.assertion) {
+        Ok(Value::Null)
+    } else {
+        Err(Error::failed("AssertionError", 1))
+    }
+}
+
+/// Return [the NUM-th Fibonacci number, seconds taken]
+#[function(args = ["num"])]
+fn fib(a: Num) -> Result<Value, Error> {
+    let num = int(&a.num, "num")?;
+    if num < 0 {
+        return Err(Error::failed("Negative number is not allowed!", 1));
+    }
+    let start = Instant::now();
+    let (mut prev, mut curr) = (0u128, 1u128);
+    let value: Value = if num < 2 {
+        json!(num)
+    } else {
+        for _ in 1..num {
+            let Some(next) = prev.checked_add(curr) else {
+                return Err(Error::failed(
+                    format!("fib({num}) does not fit in 128 bits"),
+                    1,
+                ));
+            };
+            (prev, curr) = (curr, next);
+        }
+        match u64::try_from(curr) {
+            Ok(n) => json!(n),
+            Err(_) => json!(curr.to_string()),
+        }
+    };
+    Ok(json!([value, start.elapsed().as_secs_f64()]))
+}
+
+/// Return [the Collatz sequence from START, seconds taken]
+#[function(args = ["start"])]
+fn collatz(a: Start) -> Result<Value, Error> {
+    let mut n = int(&a.start, "start")?;
+    if n < 1 {
+        // Salt loops forever here; refuse instead.
+        return Err(Error::bad_arguments("start must be at least 1"));
+    }
+    let begin = Instant::now();
+    // Python 3's `/` makes a float of every value after
+    // the first halving; the return shows it.
+    let mut halved = false;
+    let mut steps = Vec::new();
+    while n != 1 {
+        steps.push(if halved { json!(n as f64) } else { json!(n) });
+        if n % 2 == 0 {
+            n /= 2;
+            halved = true;
+        } else {
+            n = n
+                .checked_mul(3)
+                .and_then(|m| m.checked_add(1))
+                .ok_or_else(|| Error::failed("collatz sequence overflowed", 1))?;
+        }
+    }
+    Ok(json!([steps, begin.elapsed().as_secs_f64()]))
+}
+
+/// Hash a random number from 1 to SIZE with HASH_TYPE (default sha256)
+#[function(name = "random_hash", args = ["size=9999999999", "hash_type=null"])]
+fn random_hash_(a: RandomHash) -> Result<String, Error> {
+    random_hash(a)
+}
+
+/// The old name of test.random_hash
+#[function(args = ["size=9999999999", "hash_type=null"])]
+fn rand_str(a: RandomHash) -> Result<String, Error> {
+    random_hash(a)
+}
+
+/// Sleep a random number of seconds from 0 to MAX (default 60)
+#[function(args = ["max=60"])]
+fn rand_sleep(a: RandSleep) -> Result<u64, Error> {
+    let max = int(&a.max, "max")?.max(0) as u64;
+    let mut bytes = [0u8; 8];
+    getrandom::fill(&mut bytes).map_err(|e| Error::failed(e.to_string(), 1))?;
+    let secs = u64::from_le_bytes(bytes) % (max + 1);
+    std::thread::sleep(Duration::from_secs(secs));
+    Ok(secs)
+}
+
+/// Return the versions of maid, its modules and the system
+#[function(name = "versions_information")]
+fn versions_information_() -> Result<Value, Error> {
+    Ok(versions_information())
+}
+
+/// Return the versions of maid, its modules and the system, as lines
+#[function]
+fn versions() -> Result<Vec<String>, Error> {
+    Ok(versions_report())
+}
+
+/// Return the versions of maid, its modules and the system, as lines
+#[function(name = "versions_report")]
+fn versions_report_() -> Result<Vec<String>, Error> {
+    Ok(versions_report())
+}
+
+/// Return the functions each loaded module provides
+#[function]
+fn module_report() -> Result<Value, Error> {
+    let modules = host::modules();
+    let names: Vec<&str> = modules.iter().map(|m| m.module.as_str()).collect();
+    let functions: Vec<String> = modules
+        .iter()
+        .flat_map(|m| {
+            m.functions
+                .iter()
+                .map(move |f| format!("{}.{}", m.module, f.name))
+        })
+        .collect();
+    // Every function is reachable both ways here, as in a
+    // healthy Salt loader.
+    Ok(json!({
+        "functions": functions,
+        "function_attrs": functions,
+        "function_subs": functions,
+        "modules": names,
+        "module_attrs": names,
+        "missing_attrs": [],
+        "missing_subs": [],
+    }))
+}
+
+/// Deprecated in Salt: moved to cmd.tty
+#[function(raw, args = ["*args", "**kwargs"])]
+fn tty() -> Result<&'static str, Error> {
+    Ok("ERROR: This function has been moved to cmd.tty")
+}
+
 impl Plugin for Test {
     const MODULE: &'static str = "test";
     const VERSION: &'static str = env!("CARGO_PKG_VERSION");
 
     fn functions() -> Vec<Function> {
-        vec![
-            Function::new(
-                "ping",
-                "Return True: the minion is up and answering",
-                &[],
-                |(): (), _: &Call| Ok(true),
-            ),
-            Function::new(
-                "echo",
-                "Return the value given",
-                &["text"],
-                |a: Echo, _: &Call| Ok(a.text),
-            ),
-            Function::new(
-                "sleep",
-                "Sleep LENGTH seconds, then return True",
-                &["length"],
-                |a: Sleep, _: &Call| {
-                    let Some(length) = seconds(&a.length) else {
-                        return Err(Error::bad_arguments(format!(
-                            "invalid literal for int() with base 10: {}",
-                            a.length
-                        )));
-                    };
-                    if !(length.is_finite() && length >= 0.0) {
-                        return Err(Error::bad_arguments("sleep length must be non-negative"));
-                    }
-                    std::thread::sleep(Duration::from_secs_f64(length));
-                    Ok(true)
-                },
-            ),
-            Function::new(
-                "version",
-                "Return the version of maid on the minion",
-                &[],
-                |(): (), _: &Call| {
-                    Ok(host::grains()
-                        .get("maidversion")
-                        .cloned()
-                        .unwrap_or(Value::Null))
-                },
-            ),
-            Function::raw(
-                "arg",
-                "Return the positional and keyword arguments given",
-                &["*args", "**kwargs"],
-                |call: &Call| {
-                    let kwargs: serde_json::Map<String, Value> = call
-                        .user_kwargs()
-                        .map(|(k, v)| (k.clone(), v.clone()))
-                        .collect();
-                    Ok(json!({"args": call.args, "kwargs": kwargs}))
-                },
-            ),
-            Function::new(
-                "retcode",
-                "Return True and end the job with retcode CODE (default 42)",
-                &["code=42"],
-                |a: Retcode, _: &Call| {
-                    host::set_retcode(a.code);
-                    Ok(true)
-                },
-            ),
-            Function::new(
-                "exception",
-                "Fail on purpose, as an uncaught exception does",
-                &["message=\"Test Exception\""],
-                |a: Exception, _: &Call| -> Result<bool, Error> { panic!("{}", a.message) },
-            ),
-            Function::new("true", "Always return True", &[], |(): (), _: &Call| {
-                Ok(true)
-            }),
-            Function::new("false", "Always return False", &[], |(): (), _: &Call| {
-                Ok(false)
-            }),
-            Function::raw(
-                "kwarg",
-                "Return the keyword arguments given",
-                &["**kwargs"],
-                |call: &Call| {
-                    if !call.args.is_empty() {
-                        return Err(Error::bad_arguments(format!(
-                            "{}() takes 0 positional arguments but {} were given",
-                            call.py_name(),
-                            call.args.len()
-                        )));
-                    }
-                    Ok(user_kwargs(call))
-                },
-            ),
-            Function::raw(
-                "arg_clean",
-                "Return the positional and keyword arguments, without Salt's own",
-                &["*args", "**kwargs"],
-                |call: &Call| Ok(json!({"args": call.args, "kwargs": user_kwargs(call)})),
-            ),
-            Function::raw(
-                "arg_type",
-                "Return the Python type of each argument given",
-                &["*args", "**kwargs"],
-                |call: &Call| {
-                    let args: Vec<&str> = call.args.iter().map(type_name).collect();
-                    let kwargs: Map<String, Value> = call
-                        .user_kwargs()
-                        .map(|(k, v)| (k.clone(), json!(type_name(v))))
-                        .collect();
-                    Ok(json!({"args": args, "kwargs": kwargs}))
-                },
-            ),
-            Function::raw(
-                "arg_repr",
-                "Return the Python repr() of the arguments given",
-                &["*args", "**kwargs"],
-                |call: &Call| {
-                    Ok(json!({
-                        "args": tuple_repr(&call.args),
-                        "kwargs": python::repr(&Value::Object(user_kwargs(call))),
-                    }))
-                },
-            ),
-            Function::new(
-                "outputter",
-                "Return DATA, to try an outputter on it",
-                &["data"],
-                |a: Data, _: &Call| Ok(a.data),
-            ),
-            Function::new(
-                "assertion",
-                "Fail with an AssertionError unless ASSERTION is true",
-                &["assertion"],
-                |a: Assertion, _: &Call| {
-                    if truthy(&a.assertion) {
-                        Ok(Value::Null)
-                    } else {
-                        Err(Error::failed("AssertionError", 1))
-                    }
-                },
-            ),
-            Function::new(
-                "fib",
-                "Return [the NUM-th Fibonacci number, seconds taken]",
-                &["num"],
-                |a: Num, _: &Call| {
-                    let num = int(&a.num, "num")?;
-                    if num < 0 {
-                        return Err(Error::failed("Negative number is not allowed!", 1));
-                    }
-                    let start = Instant::now();
-                    let (mut prev, mut curr) = (0u128, 1u128);
-                    let value: Value = if num < 2 {
-                        json!(num)
-                    } else {
-                        for _ in 1..num {
-                            let Some(next) = prev.checked_add(curr) else {
-                                return Err(Error::failed(
-                                    format!("fib({num}) does not fit in 128 bits"),
-                                    1,
-                                ));
-                            };
-                            (prev, curr) = (curr, next);
-                        }
-                        match u64::try_from(curr) {
-                            Ok(n) => json!(n),
-                            Err(_) => json!(curr.to_string()),
-                        }
-                    };
-                    Ok(json!([value, start.elapsed().as_secs_f64()]))
-                },
-            ),
-            Function::new(
-                "collatz",
-                "Return [the Collatz sequence from START, seconds taken]",
-                &["start"],
-                |a: Start, _: &Call| {
-                    let mut n = int(&a.start, "start")?;
-                    if n < 1 {
-                        // Salt loops forever here; refuse instead.
-                        return Err(Error::bad_arguments("start must be at least 1"));
-                    }
-                    let begin = Instant::now();
-                    // Python 3's `/` makes a float of every value after
-                    // the first halving; the return shows it.
-                    let mut halved = false;
-                    let mut steps = Vec::new();
-                    while n != 1 {
-                        steps.push(if halved { json!(n as f64) } else { json!(n) });
-                        if n % 2 == 0 {
-                            n /= 2;
-                            halved = true;
-                        } else {
-                            n = n
-                                .checked_mul(3)
-                                .and_then(|m| m.checked_add(1))
-                                .ok_or_else(|| Error::failed("collatz sequence overflowed", 1))?;
-                        }
-                    }
-                    Ok(json!([steps, begin.elapsed().as_secs_f64()]))
-                },
-            ),
-            Function::new(
-                "random_hash",
-                "Hash a random number from 1 to SIZE with HASH_TYPE (default sha256)",
-                &["size=9999999999", "hash_type=null"],
-                |a: RandomHash, _: &Call| random_hash(a),
-            ),
-            Function::new(
-                "rand_str",
-                "The old name of test.random_hash",
-                &["size=9999999999", "hash_type=null"],
-                |a: RandomHash, _: &Call| random_hash(a),
-            ),
-            Function::new(
-                "rand_sleep",
-                "Sleep a random number of seconds from 0 to MAX (default 60)",
-                &["max=60"],
-                |a: RandSleep, _: &Call| {
-                    let max = int(&a.max, "max")?.max(0) as u64;
-                    let mut bytes = [0u8; 8];
-                    getrandom::fill(&mut bytes).map_err(|e| Error::failed(e.to_string(), 1))?;
-                    let secs = u64::from_le_bytes(bytes) % (max + 1);
-                    std::thread::sleep(Duration::from_secs(secs));
-                    Ok(secs)
-                },
-            ),
-            Function::new(
-                "versions_information",
-                "Return the versions of maid, its modules and the system",
-                &[],
-                |(): (), _: &Call| Ok(versions_information()),
-            ),
-            Function::new(
-                "versions",
-                "Return the versions of maid, its modules and the system, as lines",
-                &[],
-                |(): (), _: &Call| Ok(versions_report()),
-            ),
-            Function::new(
-                "versions_report",
-                "Return the versions of maid, its modules and the system, as lines",
-                &[],
-                |(): (), _: &Call| Ok(versions_report()),
-            ),
-            Function::new(
-                "module_report",
-                "Return the functions each loaded module provides",
-                &[],
-                |(): (), _: &Call| {
-                    let modules = host::modules();
-                    let names: Vec<&str> = modules.iter().map(|m| m.module.as_str()).collect();
-                    let functions: Vec<String> = modules
-                        .iter()
-                        .flat_map(|m| {
-                            m.functions
-                                .iter()
-                                .map(move |f| format!("{}.{}", m.module, f.name))
-                        })
-                        .collect();
-                    // Every function is reachable both ways here, as in a
-                    // healthy Salt loader.
-                    Ok(json!({
-                        "functions": functions,
-                        "function_attrs": functions,
-                        "function_subs": functions,
-                        "modules": names,
-                        "module_attrs": names,
-                        "missing_attrs": [],
-                        "missing_subs": [],
-                    }))
-                },
-            ),
-            Function::raw(
-                "try",
-                "Run MODULE with the keywords given; None if it fails (with RETURN_TRY_EXCEPTION, the exception)",
-                TRY_ARGS,
-                try_,
-            ),
-            Function::raw(
-                "tty",
-                "Deprecated in Salt: moved to cmd.tty",
-                &["*args", "**kwargs"],
-                |_: &Call| Ok("ERROR: This function has been moved to cmd.tty"),
-            ),
+        maid_sdk::functions![
+            ping,
+            echo,
+            sleep,
+            version,
+            arg,
+            retcode,
+            exception_,
+            true_,
+            false_,
+            kwarg,
+            arg_clean,
+            arg_type,
+            arg_repr,
+            outputter,
+            assertion,
+            fib,
+            collatz,
+            random_hash_,
+            rand_str,
+            rand_sleep,
+            versions_information_,
+            versions,
+            versions_report_,
+            module_report,
+            try_,
+            tty,
         ]
     }
 }
