@@ -102,3 +102,23 @@ fn only_the_agent_links_wasmtime() {
         .collect();
     assert_eq!(linking, ["maid-agent"]);
 }
+
+/// Libraries say precisely what failed (`thiserror`); `anyhow`, which
+/// erases that, is for the binaries.
+#[test]
+fn no_library_uses_anyhow() {
+    let deps = dependencies();
+    for library in [
+        "maid-protocol",
+        "maid-salt",
+        "maid-bus",
+        "maid-config",
+        "maid-agent",
+        "maid-master",
+    ] {
+        assert!(
+            !deps[library].contains("anyhow"),
+            "{library} depends on anyhow"
+        );
+    }
+}
