@@ -84,61 +84,9 @@ pub(super) enum Verdict {
 
 /// Decide what `payload`, which arrived on the master topic `topic`, is.
 pub(super) fn admit(view: &View, topic: &str, payload: &[u8]) -> Verdict {
-    if payload.len() > view.max_message_bytes {
-        return Verdict::Drop {
-            kind: "too large",
-            why: format!("{} bytes, over agent.max_message_bytes", payload.len()),
-        };
-    }
-    // An unsigned job is decoded straight into its fields; everything else
-    // (and every job, where signatures are required) goes through the JSON
-    // tree and the verifier.
-    let fast = if view.verifier.require_signed {
-        None
-    } else {
-        Job::from_slice(payload)
-    };
-    let opened = match fast {
-        Some(job) => job.map(|job| (job, None)),
-        None => {
-            let value: Value = match serde_json::from_slice(payload) {
-                Ok(v) => v,
-                Err(e) => {
-                    return Verdict::Drop {
-                        kind: "not json",
-                        why: format!("not JSON: {e}"),
-                    };
-                }
-            };
-            view.verifier
-                .open(value, topic, view.now_ms)
-                .and_then(|o| Job::from_value(o.job).map(|job| (job, o.kid)))
-        }
-    };
-    let (job, kid) = match opened {
-        Ok(ok) => ok,
-        Err(Refusal::Drop(why)) => {
-            return Verdict::Drop {
-                kind: "dropped",
-                why,
-            };
-        }
-        Err(Refusal::Reject {
-            temp_topic,
-            jid,
-            reason,
-            detail,
-        }) => {
-            let mut rec = Record::new(view.id, &jid, Decision::Rejected);
-            claim(payload, &mut rec);
-            return Verdict::Refuse {
-                rec: Box::new(rec),
-                reply: Some((temp_topic, jid)),
-                reason,
-                detail,
-                decoded: false,
-            };
-        }
+    let (job, kid) = match open(view, topic, payload) {
+        Ok(opened) => opened,
+        Err(verdict) => return *verdict,
     };
     let matched = TargetType::parse(&job.tgt_type).and_then(|t| {
         matches_delimited(&job.tgt, t, view.id, view.grains, job.delimiter.as_deref())
@@ -159,6 +107,79 @@ pub(super) fn admit(view: &View, topic: &str, payload: &[u8]) -> Verdict {
     if !matched && beneath.is_empty() && !salt {
         return Verdict::NotTargeted { job, kid };
     }
+    take(view, job, kid, matched, beneath, salt)
+}
+
+/// The job `payload` holds, checked (size, JSON, signature, topic, age)
+/// with the key that signed it; else what it is instead.
+fn open(view: &View, topic: &str, payload: &[u8]) -> Result<(Job, Option<String>), Box<Verdict>> {
+    if payload.len() > view.max_message_bytes {
+        return Err(Box::new(Verdict::Drop {
+            kind: "too large",
+            why: format!("{} bytes, over agent.max_message_bytes", payload.len()),
+        }));
+    }
+    // An unsigned job is decoded straight into its fields; everything else
+    // (and every job, where signatures are required) goes through the JSON
+    // tree and the verifier.
+    let fast = if view.verifier.require_signed {
+        None
+    } else {
+        Job::from_slice(payload)
+    };
+    let opened = match fast {
+        Some(job) => job.map(|job| (job, None)),
+        None => {
+            let value: Value = match serde_json::from_slice(payload) {
+                Ok(v) => v,
+                Err(e) => {
+                    return Err(Box::new(Verdict::Drop {
+                        kind: "not json",
+                        why: format!("not JSON: {e}"),
+                    }));
+                }
+            };
+            view.verifier
+                .open(value, topic, view.now_ms)
+                .and_then(|o| Job::from_value(o.job).map(|job| (job, o.kid)))
+        }
+    };
+    match opened {
+        Ok(ok) => Ok(ok),
+        Err(Refusal::Drop(why)) => Err(Box::new(Verdict::Drop {
+            kind: "dropped",
+            why,
+        })),
+        Err(Refusal::Reject {
+            temp_topic,
+            jid,
+            reason,
+            detail,
+        }) => {
+            let mut rec = Record::new(view.id, &jid, Decision::Rejected);
+            claim(payload, &mut rec);
+            Err(Box::new(Verdict::Refuse {
+                rec: Box::new(rec),
+                reply: Some((temp_topic, jid)),
+                reason,
+                detail,
+                decoded: false,
+            }))
+        }
+    }
+}
+
+/// A job targeting this maid or those beneath it: taken when its jid is
+/// new (and remembered in the same step), else refused as a replay, a
+/// duplicate, a signer past its bound or a jid the journal cannot hold.
+fn take(
+    view: &View,
+    job: Job,
+    kid: Option<String>,
+    matched: bool,
+    beneath: Vec<String>,
+    salt: bool,
+) -> Verdict {
     let inserted = view
         .jids
         .lock()

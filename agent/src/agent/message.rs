@@ -12,7 +12,9 @@ use tokio::sync::mpsc;
 use super::Shared;
 use super::admission::{Downstream, Verdict, View, admit};
 use super::job::{busy_return, record, run_job};
+use super::salt_bridge::SaltJob;
 use crate::audit::{Decision, Record};
+use crate::bus::Conn;
 use crate::filestore::ConnSource;
 use crate::protocol::{Job, Ping, Reject, Reply};
 use crate::runtime::Teardown;
@@ -181,6 +183,11 @@ fn start(
     // busy at once.
     let limit = shared.config.agent.concurrency + shared.config.agent.queue;
     let busy = matched && shared.pending.fetch_add(1, Ordering::Relaxed) >= limit;
+    let work = match (busy, matched) {
+        (true, _) => Work::Busy,
+        (false, true) => Work::Run,
+        (false, false) => Work::Nothing,
+    };
     let shared = shared.clone();
     let done = done.clone();
     tokio::spawn(async move {
@@ -197,37 +204,10 @@ fn start(
         // that master took it: the PING waits for that, and the work for
         // the PING.
         let conn = shared.conn.conn();
-        let (pinged_tx, mut pinged) = tokio::sync::watch::channel(false);
+        let (pinged_tx, pinged) = tokio::sync::watch::channel(false);
         let (relay_tx, relay_rx) = tokio::sync::oneshot::channel();
-        let ping = async {
-            let salt_job = match (&shared.salt, salt) {
-                (Some(bridge), true) => match bridge.start(&job).await {
-                    Ok(started) => Some(started),
-                    Err(e) => {
-                        tracing::error!(jid = %job.jid, cause = %e, "cannot publish the job to the Salt master");
-                        None
-                    }
-                },
-                _ => None,
-            };
-            // A syndic maid lists whom it answers for: itself when
-            // targeted, and the targeted minions beneath it (§3.1).
-            let minions = (shared.syndic.is_some() || shared.salt.is_some()).then(|| {
-                let own = matched.then(|| shared.id.clone());
-                let beneath = relay.iter().flat_map(|r| r.expected.iter().cloned());
-                let salted = salt_job.iter().flat_map(|j| j.minions.iter().cloned());
-                own.into_iter()
-                    .chain(beneath)
-                    .chain(salted)
-                    .collect::<Vec<_>>()
-            });
-            let ping = Reply::Ping(Ping {
-                sub_ip: shared.id.clone(),
-                jid: job.jid.clone(),
-                matched: minions.as_ref().map_or(matched, |m| !m.is_empty()),
-                minions,
-            });
-            shared.send(conn.clone(), &job.temp_topic, &ping).await;
+        let pinging = async {
+            let salt_job = ping(&shared, &job, matched, relay.as_ref(), salt, conn.clone()).await;
             shared
                 .metrics
                 .ping_latency
@@ -247,42 +227,108 @@ fn start(
                 super::salt_bridge::relay(&shared, &job, salt_job).await;
             }
         };
-        let mut pinged_first = pinged.clone();
-        let work = async {
-            if salt {
-                let _ = pinged_first.wait_for(|p| *p).await;
-            }
-            Requeue::default().await;
-            let ret = if busy {
-                shared.pending.fetch_sub(1, Ordering::Relaxed);
-                Some((busy_return(&shared, &job, &kid), Teardown::default()))
-            } else if matched {
-                run_job(&shared, &job, &kid).await
-            } else {
-                None
-            };
-            let Some((mut ret, teardown)) = ret else {
-                return;
-            };
-            // The instance is torn down (its slot reset) once the return is
-            // on its way: queued on the connection first, then this task
-            // goes behind the connection's, which writes it. A job that ran
-            // alone then has the next instance of its plugin made, while
-            // the agent waits for its next job.
-            let teardown = async {
-                Requeue::default().await;
-                shared.runtime.retire(teardown).await;
-            };
-            let (delivered, ()) =
-                tokio::join!(shared.try_deliver(conn.clone(), &mut ret), teardown);
-            if !delivered {
-                let _ = pinged.wait_for(|p| *p).await;
-                shared.deliver(ret).await;
-            }
-        };
-        tokio::join!(ping, work, relayed);
+        let work = work_on(&shared, &job, &kid, work, salt, conn.clone(), pinged);
+        tokio::join!(pinging, work, relayed);
         drop(done);
     });
+}
+
+/// What a job asks of this maid itself.
+#[derive(Clone, Copy)]
+enum Work {
+    /// Answer busy at once: the queue is full.
+    Busy,
+    /// Run it.
+    Run,
+    /// Nothing: it is for those beneath alone, or for nobody here.
+    Nothing,
+}
+
+/// Send `job`'s PING: whether it targets this maid and, on a syndic maid,
+/// whom it answers for — itself when `matched`, the maids of `relay`
+/// beneath, and (with `salt`) whom the Salt master beneath took it for,
+/// once it was published there. That Salt job comes back, to relay.
+async fn ping(
+    shared: &Shared,
+    job: &Job,
+    matched: bool,
+    relay: Option<&Relay>,
+    salt: bool,
+    conn: Option<Conn>,
+) -> Option<SaltJob> {
+    let salt_job = match (&shared.salt, salt) {
+        (Some(bridge), true) => match bridge.start(job).await {
+            Ok(started) => Some(started),
+            Err(e) => {
+                tracing::error!(jid = %job.jid, cause = %e, "cannot publish the job to the Salt master");
+                None
+            }
+        },
+        _ => None,
+    };
+    // A syndic maid lists whom it answers for: itself when targeted, and
+    // the targeted minions beneath it (§3.1).
+    let minions = (shared.syndic.is_some() || shared.salt.is_some()).then(|| {
+        let own = matched.then(|| shared.id.clone());
+        let beneath = relay.iter().flat_map(|r| r.expected.iter().cloned());
+        let salted = salt_job.iter().flat_map(|j| j.minions.iter().cloned());
+        own.into_iter()
+            .chain(beneath)
+            .chain(salted)
+            .collect::<Vec<_>>()
+    });
+    let ping = Reply::Ping(Ping {
+        sub_ip: shared.id.clone(),
+        jid: job.jid.clone(),
+        matched: minions.as_ref().map_or(matched, |m| !m.is_empty()),
+        minions,
+    });
+    shared.send(conn, &job.temp_topic, &ping).await;
+    salt_job
+}
+
+/// This maid's own part of `job` (`work`), after its PING went out: its
+/// return delivered on `conn` at once, else kept until the PING's retries
+/// ended (`pinged`), so a master never sees a return before its PING.
+/// Over a Salt master (`salt_first`), the work waits for the PING.
+async fn work_on(
+    shared: &Arc<Shared>,
+    job: &Job,
+    kid: &Option<String>,
+    work: Work,
+    salt_first: bool,
+    conn: Option<Conn>,
+    mut pinged: tokio::sync::watch::Receiver<bool>,
+) {
+    if salt_first {
+        let _ = pinged.clone().wait_for(|p| *p).await;
+    }
+    Requeue::default().await;
+    let ret = match work {
+        Work::Busy => {
+            shared.pending.fetch_sub(1, Ordering::Relaxed);
+            Some((busy_return(shared, job, kid), Teardown::default()))
+        }
+        Work::Run => run_job(shared, job, kid).await,
+        Work::Nothing => None,
+    };
+    let Some((mut ret, teardown)) = ret else {
+        return;
+    };
+    // The instance is torn down (its slot reset) once the return is on
+    // its way: queued on the connection first, then this task goes behind
+    // the connection's, which writes it. A job that ran alone then has the
+    // next instance of its plugin made, while the agent waits for its next
+    // job.
+    let teardown = async {
+        Requeue::default().await;
+        shared.runtime.retire(teardown).await;
+    };
+    let (delivered, ()) = tokio::join!(shared.try_deliver(conn, &mut ret), teardown);
+    if !delivered {
+        let _ = pinged.wait_for(|p| *p).await;
+        shared.deliver(ret).await;
+    }
 }
 
 /// Resumes once every task already queued has run once: what the job queued

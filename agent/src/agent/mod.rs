@@ -524,124 +524,25 @@ struct Parts {
 /// Serve jobs until `shutdown` completes; then let running jobs finish
 /// for `agent.shutdown_grace_secs` and return.
 async fn serve_agent(parts: Parts, shutdown: impl Future<Output = ()>) -> Result<(), AgentError> {
-    let Parts {
-        id,
-        keys,
-        identity,
-        config,
-        runtime,
-        grains,
-        conn,
-        bus,
-        audit,
-        metrics,
-        plugin_dir,
-        reload,
-    } = parts;
-    if config.master_topics.is_empty() {
+    if parts.config.master_topics.is_empty() {
         return Err(AgentError::NoTopics);
     }
-    let sec = &config.security;
-    if !sec.signed() {
+    if !parts.config.security.signed() {
         tracing::warn!(
             "security.require_signed = false: anyone who can publish to this Redis can run any \
              granted function on this maid, and salt:// content is not authenticated"
         );
     }
-    let syncer = Syncer::new(
-        &config,
-        plugin_dir.as_deref(),
-        keys.clone(),
-        audit.clone(),
-        &id,
-    )?;
-    let max_skew_ms = i64::try_from(sec.max_skew_secs)
-        .unwrap_or(i64::MAX)
-        .saturating_mul(1000);
-    let verifier = Verifier {
-        keys,
-        require_signed: sec.signed(),
-        max_skew_ms,
-    };
-    let cap = config.agent.remembered_jids;
-    // A job accepted now was within the skew of this clock, so it is fresh
-    // for at most two skews from now: its jid is kept that long, and a
-    // second more, so no millisecond at the edge finds it fresh and
-    // forgotten.
-    let retention_ms = max_skew_ms.saturating_mul(2).saturating_add(1_000);
-    let jids = match &sec.state_dir {
-        Some(dir) => {
-            let path = dir.join("accepted-jids");
-            let now_ms = chrono::Utc::now().timestamp_millis();
-            JidStore::open(&path, cap, retention_ms, now_ms).map_err(|error| AgentError::State {
-                what: path.display().to_string(),
-                error,
-            })?
-        }
-        None => JidStore::memory(cap, retention_ms),
-    };
-    let syndic = config
-        .syndic
-        .as_ref()
-        .and_then(|s| {
-            s.redis
-                .as_ref()
-                .map(|r| syndic::Syndic::new(r, s.refresh_secs))
-        })
-        .transpose()?;
-    let salt = config
-        .syndic
-        .as_ref()
-        .and_then(|s| s.salt_api.as_ref())
-        .map(salt_bridge::SaltBridge::new)
-        .transpose()?;
-    let grace = Duration::from_secs_f64(config.agent.shutdown_grace_secs);
-    let config_agent = config.agent.clone();
-    let shared = Arc::new(Shared {
-        id,
-        identity,
-        slots: Semaphore::new(config.agent.concurrency),
-        jids: Mutex::new(jids),
-        verifier,
-        audit,
-        config,
-        runtime,
-        grains,
-        conn,
-        outbox: Outbox::new(
-            config_agent.return_buffer,
-            config_agent.return_buffer_bytes,
-            config_agent.spill_file.clone(),
-        ),
-        metrics,
-        flush: Notify::new(),
-        pending: AtomicUsize::new(0),
-        started_at: crate::jid::stamp(),
-        sync: syncer,
-        sync_now: Notify::new(),
-        syndic,
-        salt,
-    });
-    audit_loads(&shared, &Default::default(), "startup");
-    syndic::read_beneath_now(&shared).await;
-    if let Some(sync) = &shared.sync {
-        sync.load_installed(&shared.runtime, "startup").await;
-    }
-    metrics_plugins(&shared);
-    if let Some(addr) = shared.config.agent.http {
-        let m = shared.metrics.clone();
-        tokio::spawn(async move {
-            if let Err(e) = crate::metrics::serve(addr, m).await {
-                tracing::error!(%addr, cause = %e, "cannot serve /healthz and /metrics");
-            }
-        });
-    }
-    let flusher = tokio::spawn(flush_outbox(shared.clone()));
-    let syncing = tokio::spawn(sync_task(shared.clone()));
-    let reloader = plugin_dir.map(|dir| tokio::spawn(reload_plugins(shared.clone(), dir, reload)));
-    let (done_tx, mut done_rx) = mpsc::channel::<()>(1);
-    let beat = tokio::spawn(heartbeat(shared.clone()));
-    let beneath = tokio::spawn(syndic::refresh_task(shared.clone()));
+    let grace = Duration::from_secs_f64(parts.config.agent.shutdown_grace_secs);
+    let (bus, plugin_dir, reload) = (
+        parts.bus.clone(),
+        parts.plugin_dir.clone(),
+        parts.reload.clone(),
+    );
+    let shared = Arc::new(shared(parts)?);
+    start_up(&shared).await;
+    let (done_tx, done_rx) = mpsc::channel::<()>(1);
+    let tasks = Tasks::spawn(&shared, plugin_dir, reload);
     // A task of its own, not part of this function's future: a message that
     // wakes a task is handled at once, while waking the runtime's main
     // future costs the runtime a poll for I/O (one `epoll_wait`) first.
@@ -657,12 +558,171 @@ async fn serve_agent(parts: Parts, shutdown: impl Future<Output = ()>) -> Result
         }
     }
     serving.abort();
+    drain(&shared, grace, done_tx, done_rx).await;
+    tasks.abort();
+    Ok(())
+}
+
+/// The state the message loop and every job share, built from `parts`:
+/// the verifier and the jids it remembers (from `state_dir` when there is
+/// one), the syncer, and those beneath a syndic maid.
+fn shared(parts: Parts) -> Result<Shared, AgentError> {
+    let Parts {
+        id,
+        keys,
+        identity,
+        config,
+        runtime,
+        grains,
+        conn,
+        audit,
+        metrics,
+        plugin_dir,
+        ..
+    } = parts;
+    let sec = &config.security;
+    let syncer = Syncer::new(
+        &config,
+        plugin_dir.as_deref(),
+        keys.clone(),
+        audit.clone(),
+        &id,
+    )?;
+    let max_skew_ms = i64::try_from(sec.max_skew_secs)
+        .unwrap_or(i64::MAX)
+        .saturating_mul(1000);
+    let verifier = Verifier {
+        keys,
+        require_signed: sec.signed(),
+        max_skew_ms,
+    };
+    let jids = remembered_jids(&config, max_skew_ms)?;
+    let syndic = config
+        .syndic
+        .as_ref()
+        .and_then(|s| {
+            s.redis
+                .as_ref()
+                .map(|r| syndic::Syndic::new(r, s.refresh_secs))
+        })
+        .transpose()?;
+    let salt = config
+        .syndic
+        .as_ref()
+        .and_then(|s| s.salt_api.as_ref())
+        .map(salt_bridge::SaltBridge::new)
+        .transpose()?;
+    let agent = config.agent.clone();
+    Ok(Shared {
+        id,
+        identity,
+        slots: Semaphore::new(agent.concurrency),
+        jids: Mutex::new(jids),
+        verifier,
+        audit,
+        config,
+        runtime,
+        grains,
+        conn,
+        outbox: Outbox::new(
+            agent.return_buffer,
+            agent.return_buffer_bytes,
+            agent.spill_file.clone(),
+        ),
+        metrics,
+        flush: Notify::new(),
+        pending: AtomicUsize::new(0),
+        started_at: crate::jid::stamp(),
+        sync: syncer,
+        sync_now: Notify::new(),
+        syndic,
+        salt,
+    })
+}
+
+/// The jids this maid accepted, kept in `state_dir` when there is one. A
+/// job accepted now was within the skew of this clock, so it is fresh for
+/// at most two skews from now: its jid is kept that long, and a second
+/// more, so no millisecond at the edge finds it fresh and forgotten.
+fn remembered_jids(config: &Config, max_skew_ms: i64) -> Result<JidStore, AgentError> {
+    let cap = config.agent.remembered_jids;
+    let retention_ms = max_skew_ms.saturating_mul(2).saturating_add(1_000);
+    match &config.security.state_dir {
+        Some(dir) => {
+            let path = dir.join("accepted-jids");
+            let now_ms = chrono::Utc::now().timestamp_millis();
+            JidStore::open(&path, cap, retention_ms, now_ms).map_err(|error| AgentError::State {
+                what: path.display().to_string(),
+                error,
+            })
+        }
+        None => Ok(JidStore::memory(cap, retention_ms)),
+    }
+}
+
+/// Before the first job: audit the plugins loaded, read who is beneath,
+/// load synced plugins, and serve `/healthz` and `/metrics`.
+async fn start_up(shared: &Arc<Shared>) {
+    audit_loads(shared, &Default::default(), "startup");
+    syndic::read_beneath_now(shared).await;
+    if let Some(sync) = &shared.sync {
+        sync.load_installed(&shared.runtime, "startup").await;
+    }
+    metrics_plugins(shared);
+    if let Some(addr) = shared.config.agent.http {
+        let m = shared.metrics.clone();
+        tokio::spawn(async move {
+            if let Err(e) = crate::metrics::serve(addr, m).await {
+                tracing::error!(%addr, cause = %e, "cannot serve /healthz and /metrics");
+            }
+        });
+    }
+}
+
+/// The long-running tasks beside the message loop, stopped together.
+struct Tasks(Vec<tokio::task::JoinHandle<()>>);
+
+impl Tasks {
+    /// The outbox flusher, the syncer, the plugin reloader (with a plugin
+    /// directory), the heartbeat and the refresh of those beneath.
+    fn spawn(
+        shared: &Arc<Shared>,
+        plugin_dir: Option<std::path::PathBuf>,
+        reload: Arc<Notify>,
+    ) -> Tasks {
+        let mut tasks = vec![
+            tokio::spawn(flush_outbox(shared.clone())),
+            tokio::spawn(sync_task(shared.clone())),
+            tokio::spawn(heartbeat(shared.clone())),
+            tokio::spawn(syndic::refresh_task(shared.clone())),
+        ];
+        if let Some(dir) = plugin_dir {
+            tasks.push(tokio::spawn(reload_plugins(shared.clone(), dir, reload)));
+        }
+        Tasks(tasks)
+    }
+
+    fn abort(self) {
+        for task in self.0 {
+            task.abort();
+        }
+    }
+}
+
+/// Shutting down: no new jobs; running ones get `grace` to finish (each
+/// holds a clone of `done_tx`, so `done_rx` ends when the last one does),
+/// then what they returned is flushed from the outbox.
+async fn drain(
+    shared: &Shared,
+    grace: Duration,
+    done_tx: mpsc::Sender<()>,
+    mut done_rx: mpsc::Receiver<()>,
+) {
     tracing::info!("shutting down: no new jobs; waiting for running ones");
     drop(done_tx);
     if tokio::time::timeout(grace, done_rx.recv()).await.is_err() {
         tracing::warn!("shutdown grace period over with jobs still running");
     }
-    // Returns of the jobs that just finished are flushed before exit.
     if !shared.outbox.is_empty()
         && let Some(mut conn) = shared.conn.conn()
     {
@@ -675,12 +735,4 @@ async fn serve_agent(parts: Parts, shutdown: impl Future<Output = ()>) -> Result
             )
             .await;
     }
-    beat.abort();
-    beneath.abort();
-    flusher.abort();
-    syncing.abort();
-    if let Some(r) = reloader {
-        r.abort();
-    }
-    Ok(())
 }

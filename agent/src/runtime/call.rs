@@ -234,15 +234,7 @@ impl Runtime {
 
     /// A call `depth` deep: 0 for a job's, 1 for one a job's plugin made.
     async fn call_at(&self, req: CallRequest, depth: u8) -> (Outcome, Teardown) {
-        let not_available = |why: Option<String>| {
-            let mut message = format!("'{}' is not available.", req.fun);
-            if let Some(why) = why {
-                message.push_str(" The module did not load: ");
-                message.push_str(&why);
-            }
-            let outcome = Outcome::fail(Failure::NotAvailable, retcode::NOT_AVAILABLE, message);
-            (outcome, Teardown::default())
-        };
+        let not_available = |why| (not_available(&req.fun, why), Teardown::default());
         let Some((module, function)) = req.fun.split_once('.') else {
             return not_available(None);
         };
@@ -258,39 +250,11 @@ impl Runtime {
             limit = limit.min(t);
         }
         let stderr = Capture::new(CAPTURE_BYTES);
-        let mut wasi = WasiCtxBuilder::new();
-        wasi.stdout(stderr.clone()).stderr(stderr.clone());
-        for dir in plugin.grants.preopens() {
-            let perms = if dir.writable {
-                FsPerms::ReadWrite
-            } else {
-                FsPerms::ReadOnly
-            };
-            let guest = dir.path.to_string_lossy().into_owned();
-            if let Err(e) = wasi.preopened_dir(&dir.path, &guest, perms) {
-                // A granted directory that does not exist is the operator's
-                // mistake; the plugin runs without it and says what failed.
-                tracing::warn!(plugin = module, dir = %dir.path.display(), cause = %e, "cannot preopen");
-            }
-        }
+        let mut wasi = wasi_for(&plugin, module, &stderr);
         let deadline = Instant::now() + limit;
-        // A nested call never waits for its plugin's slot: its caller may
-        // hold the one it would wait for. It may wait for a pool slot: the
-        // pool has one more than the calls a maid runs at once, and a
-        // nested call cannot nest again, so one always comes free.
-        let held = match depth {
-            0 => None,
-            _ => match plugin.slots.clone().try_acquire_owned() {
-                Ok(slot) => Some(slot),
-                Err(_) => {
-                    let message = format!(
-                        "Plugin error: {module} already runs its limit of {} calls at once",
-                        plugin.limits.max_concurrent
-                    );
-                    let outcome = Outcome::fail(Failure::PluginError, retcode::ERROR, message);
-                    return (outcome, Teardown::default());
-                }
-            },
+        let held = match nested_slot(&plugin, module, depth) {
+            Ok(held) => held,
+            Err(outcome) => return (*outcome, Teardown::default()),
         };
         // Waiting for a free instance counts against the call's own limit.
         let slots = async {
@@ -354,30 +318,7 @@ impl Runtime {
         let mut outcome = match result {
             Err(_) => timed_out(limit),
             Ok(Err(err)) => classify_trap(&err, store.data(), &stderr.text(), limit),
-            Ok(Ok(Err(e))) => {
-                use bindings::maid::plugin::types::ErrorKind;
-                match e.kind {
-                    ErrorKind::BadArguments => Outcome::fail(
-                        Failure::BadArguments,
-                        retcode::ERROR,
-                        format!("Passed invalid arguments: {}", e.message),
-                    ),
-                    ErrorKind::Denied => Outcome::fail(
-                        Failure::Denied,
-                        retcode::DENIED,
-                        format!("Denied: {}", e.message),
-                    ),
-                    ErrorKind::Failed => Outcome::fail(
-                        Failure::Function,
-                        if e.retcode == 0 {
-                            retcode::ERROR
-                        } else {
-                            e.retcode
-                        },
-                        e.message,
-                    ),
-                }
-            }
+            Ok(Ok(Err(e))) => guest_error(e),
             Ok(Ok(Ok(json))) => self.decode_return(&plugin, json, store.data().job.retcode),
         };
         let job = &mut store.data_mut().job;
@@ -431,6 +372,94 @@ impl Runtime {
                 format!("Plugin error: return is not JSON: {e}"),
             ),
         }
+    }
+}
+
+/// `fun` cannot be called: no such module or function, or (`why`) its
+/// module did not load.
+fn not_available(fun: &str, why: Option<String>) -> Outcome {
+    let mut message = format!("'{fun}' is not available.");
+    if let Some(why) = why {
+        message.push_str(" The module did not load: ");
+        message.push_str(&why);
+    }
+    Outcome::fail(Failure::NotAvailable, retcode::NOT_AVAILABLE, message)
+}
+
+/// The WASI context of one call of `plugin`: its output into `stderr`,
+/// and the directories its grants preopen, each read-only unless granted
+/// writable.
+fn wasi_for(plugin: &LoadedPlugin, module: &str, stderr: &Capture) -> WasiCtxBuilder {
+    let mut wasi = WasiCtxBuilder::new();
+    wasi.stdout(stderr.clone()).stderr(stderr.clone());
+    for dir in plugin.grants.preopens() {
+        let perms = if dir.writable {
+            FsPerms::ReadWrite
+        } else {
+            FsPerms::ReadOnly
+        };
+        let guest = dir.path.to_string_lossy().into_owned();
+        if let Err(e) = wasi.preopened_dir(&dir.path, &guest, perms) {
+            // A granted directory that does not exist is the operator's
+            // mistake; the plugin runs without it and says what failed.
+            tracing::warn!(plugin = module, dir = %dir.path.display(), cause = %e, "cannot preopen");
+        }
+    }
+    wasi
+}
+
+/// The plugin slot of a nested call (`depth` over 0), taken now or not at
+/// all: its caller may hold the one it would wait for. (It may wait for a
+/// pool slot: the pool has one more than the calls a maid runs at once,
+/// and a nested call cannot nest again, so one always comes free.) A call
+/// at depth 0 waits for its slot later, within its time limit.
+fn nested_slot(
+    plugin: &LoadedPlugin,
+    module: &str,
+    depth: u8,
+) -> Result<Option<tokio::sync::OwnedSemaphorePermit>, Box<Outcome>> {
+    if depth == 0 {
+        return Ok(None);
+    }
+    plugin
+        .slots
+        .clone()
+        .try_acquire_owned()
+        .map(Some)
+        .map_err(|_| {
+            let message = format!(
+                "Plugin error: {module} already runs its limit of {} calls at once",
+                plugin.limits.max_concurrent
+            );
+            Box::new(Outcome::fail(Failure::PluginError, retcode::ERROR, message))
+        })
+}
+
+/// A function's own failure, as the job sees it: bad arguments and
+/// refusals with Salt's words and retcodes, a failure with its retcode
+/// (never 0).
+fn guest_error(e: bindings::maid::plugin::types::Error) -> Outcome {
+    use bindings::maid::plugin::types::ErrorKind;
+    match e.kind {
+        ErrorKind::BadArguments => Outcome::fail(
+            Failure::BadArguments,
+            retcode::ERROR,
+            format!("Passed invalid arguments: {}", e.message),
+        ),
+        ErrorKind::Denied => Outcome::fail(
+            Failure::Denied,
+            retcode::DENIED,
+            format!("Denied: {}", e.message),
+        ),
+        ErrorKind::Failed => Outcome::fail(
+            Failure::Function,
+            if e.retcode == 0 {
+                retcode::ERROR
+            } else {
+                e.retcode
+            },
+            e.message,
+        ),
     }
 }
 

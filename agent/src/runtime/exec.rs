@@ -23,6 +23,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::net::unix::pipe;
 
 use super::bindings::maid::plugin::host::{ExecOutput, ExecRequest, HostError};
+use super::denied::Denied;
 use super::jobs::JobTable;
 use super::policy::Grants;
 use crate::config::Limits;
@@ -158,77 +159,11 @@ pub(crate) async fn run(
     req: ExecRequest,
     (jobs, jid): (&JobTable, &str),
 ) -> Result<ExecOutput, HostError> {
-    let Some(program) = req.argv.first().filter(|p| !p.is_empty()) else {
-        return Err(failed("argv is empty"));
-    };
-    if grants.exec.is_empty() {
-        return Err(HostError::Denied(
-            "exec is not granted to this plugin".into(),
-        ));
-    }
-    grants.check_job_env(&req.env).map_err(HostError::from)?;
-    let passed = &grants.passed_env;
-    // Links and `..` resolved: what is checked is what runs.
-    let (_, real) = locate(grants, program)?;
-    let cwd = match &req.cwd {
-        Some(dir) => grants.check_cwd(Path::new(dir)).map_err(HostError::from)?,
-        // The first granted directory that exists (a grant may name one
-        // made later), else the root.
-        None => grants
-            .dirs
-            .iter()
-            .map(|d| &d.path)
-            .find(|p| p.is_dir())
-            .cloned()
-            .unwrap_or_else(|| PathBuf::from("/")),
-    };
-
-    let user = match &req.runas {
-        Some(name) => Some(runas_user(grants, name)?),
-        None => None,
-    };
-    let mut cmd = tokio::process::Command::new(&real);
-
-    // The program sees the name it was asked by, as from a shell.
-    cmd.arg0(program)
-        .args(&req.argv[1..])
-        .env_clear()
-        .envs(passed.vars())
-        .envs(req.env.iter().cloned())
-        .current_dir(&cwd)
-        .process_group(0)
-        .kill_on_drop(true)
-        .stdin(if req.stdin.is_some() {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        });
-    if let Some(u) = &user {
-        // As root, std drops the supplementary groups when it sets the uid.
-        cmd.uid(u.uid.as_raw())
-            .gid(u.gid.as_raw())
-            .env("USER", &u.name)
-            .env("LOGNAME", &u.name)
-            .env("HOME", &u.dir);
-    }
-    let merged_reader = if req.merge_stderr {
-        let (reader, writer) = std::io::pipe().map_err(|e| failed(format!("pipe: {e}")))?;
-        let writer2 = writer
-            .try_clone()
-            .map_err(|e| failed(format!("pipe: {e}")))?;
-        cmd.stdout(writer).stderr(writer2);
-        // Read on this runtime, as the separate pipes are: a blocking read
-        // on another thread cost two thread hand-offs per command.
-        let reader = pipe::Receiver::from_owned_fd(OwnedFd::from(reader))
-            .map_err(|e| failed(format!("pipe: {e}")))?;
-        Some(reader)
-    } else {
-        cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
-        None
-    };
+    let checked = check(grants, &req)?;
+    let (mut cmd, merged_reader) = command(grants, &checked, &req)?;
     let mut child = cmd
         .spawn()
-        .map_err(|e| failed(format!("{}: {e}", real.display())))?;
+        .map_err(|e| failed(format!("{}: {e}", checked.real.display())))?;
     // The parent's copies of the pipe's write ends live in `cmd`; close
     // them or the merged reader never sees end-of-file.
     drop(cmd);
@@ -244,45 +179,12 @@ pub(crate) async fn run(
             let _ = stdin.write_all(&bytes).await;
         });
     }
-    let cap = limits.max_output_bytes;
-    let stdout = child.stdout.take();
-    let stderr = child.stderr.take();
-    let collect = async {
-        let out = async {
-            match (merged_reader, stdout) {
-                (Some(reader), _) => read_capped(reader, cap).await,
-                (None, Some(s)) => read_capped(s, cap).await,
-                (None, None) => Default::default(),
-            }
-        };
-        let err = async {
-            match stderr {
-                Some(s) => read_capped(s, cap).await,
-                None => Default::default(),
-            }
-        };
-        let (out, err, status) = tokio::join!(out, err, child.wait());
-        (out, err, status)
-    };
-
-    let now = Instant::now();
-    let mut limit = deadline.saturating_duration_since(now);
+    let mut limit = deadline.saturating_duration_since(Instant::now());
     if let Some(ms) = req.timeout_ms {
         limit = limit.min(Duration::from_millis(ms));
     }
-    tokio::pin!(collect);
-    let (timed_out, result) = match tokio::time::timeout(limit, &mut collect).await {
-        Ok(r) => (false, Some(r)),
-        Err(_) => {
-            if let Some(pgid) = guard.0.take() {
-                kill_group(pgid);
-            }
-            // Whatever the killed group wrote is still worth returning; do
-            // not wait on a straggler that escaped the group.
-            let late = tokio::time::timeout(Duration::from_secs(2), &mut collect).await;
-            (true, late.ok())
-        }
-    };
+    let cap = limits.max_output_bytes;
+    let (timed_out, result) = wait_capped(child, merged_reader, cap, limit, &mut guard).await;
     guard.0 = None;
     let Some(((stdout, out_trunc), (stderr, err_trunc), status)) = result else {
         return Ok(ExecOutput {
@@ -307,6 +209,150 @@ pub(crate) async fn run(
         truncated: out_trunc || err_trunc,
     })
 }
+
+/// A request the grants allow, resolved: what runs, where, as whom.
+struct Checked<'a> {
+    /// The name it was asked by, which the program sees as `argv[0]`.
+    program: &'a str,
+    /// The real path that was checked, and runs.
+    real: PathBuf,
+    cwd: PathBuf,
+    user: Option<nix::unistd::User>,
+}
+
+/// Every check of the grants, before anything starts: `exec`, the job's
+/// variables, the program (links and `..` resolved: what is checked is
+/// what runs), the working directory and `runas`.
+fn check<'a>(grants: &Grants, req: &'a ExecRequest) -> Result<Checked<'a>, HostError> {
+    let Some(program) = req.argv.first().filter(|p| !p.is_empty()) else {
+        return Err(failed("argv is empty"));
+    };
+    if grants.exec.is_empty() {
+        return Err(Denied::NotGranted("exec").into());
+    }
+    grants.check_job_env(&req.env).map_err(HostError::from)?;
+    let (_, real) = locate(grants, program)?;
+    let cwd = match &req.cwd {
+        Some(dir) => grants.check_cwd(Path::new(dir)).map_err(HostError::from)?,
+        // The first granted directory that exists (a grant may name one
+        // made later), else the root.
+        None => grants
+            .dirs
+            .iter()
+            .map(|d| &d.path)
+            .find(|p| p.is_dir())
+            .cloned()
+            .unwrap_or_else(|| PathBuf::from("/")),
+    };
+    let user = match &req.runas {
+        Some(name) => Some(runas_user(grants, name)?),
+        None => None,
+    };
+    Ok(Checked {
+        program,
+        real,
+        cwd,
+        user,
+    })
+}
+
+/// The command for a checked request: in a process group of its own,
+/// with only the granted and the job's variables, killed when dropped;
+/// with `merge_stderr`, both streams on one pipe, whose reader comes back.
+fn command(
+    grants: &Grants,
+    checked: &Checked,
+    req: &ExecRequest,
+) -> Result<(tokio::process::Command, Option<pipe::Receiver>), HostError> {
+    let mut cmd = tokio::process::Command::new(&checked.real);
+    // The program sees the name it was asked by, as from a shell.
+    cmd.arg0(checked.program)
+        .args(&req.argv[1..])
+        .env_clear()
+        .envs(grants.passed_env.vars())
+        .envs(req.env.iter().cloned())
+        .current_dir(&checked.cwd)
+        .process_group(0)
+        .kill_on_drop(true)
+        .stdin(if req.stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        });
+    if let Some(u) = &checked.user {
+        // As root, std drops the supplementary groups when it sets the uid.
+        cmd.uid(u.uid.as_raw())
+            .gid(u.gid.as_raw())
+            .env("USER", &u.name)
+            .env("LOGNAME", &u.name)
+            .env("HOME", &u.dir);
+    }
+    if !req.merge_stderr {
+        cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+        return Ok((cmd, None));
+    }
+    let (reader, writer) = std::io::pipe().map_err(|e| failed(format!("pipe: {e}")))?;
+    let writer2 = writer
+        .try_clone()
+        .map_err(|e| failed(format!("pipe: {e}")))?;
+    cmd.stdout(writer).stderr(writer2);
+    // Read on this runtime, as the separate pipes are: a blocking read
+    // on another thread cost two thread hand-offs per command.
+    let reader = pipe::Receiver::from_owned_fd(OwnedFd::from(reader))
+        .map_err(|e| failed(format!("pipe: {e}")))?;
+    Ok((cmd, Some(reader)))
+}
+
+/// What a child wrote (each stream capped at `cap` bytes, with whether it
+/// was cut) and how it ended, within `limit`; past it the process group is
+/// killed and what it wrote is still read, for two seconds at most.
+/// `(timed out, None)` when even that did not end.
+async fn wait_capped(
+    mut child: tokio::process::Child,
+    merged_reader: Option<pipe::Receiver>,
+    cap: usize,
+    limit: Duration,
+    guard: &mut GroupGuard,
+) -> (bool, Option<Collected>) {
+    let stdout = child.stdout.take();
+    let stderr = child.stderr.take();
+    let collect = async {
+        let out = async {
+            match (merged_reader, stdout) {
+                (Some(reader), _) => read_capped(reader, cap).await,
+                (None, Some(s)) => read_capped(s, cap).await,
+                (None, None) => Default::default(),
+            }
+        };
+        let err = async {
+            match stderr {
+                Some(s) => read_capped(s, cap).await,
+                None => Default::default(),
+            }
+        };
+        tokio::join!(out, err, child.wait())
+    };
+    tokio::pin!(collect);
+    match tokio::time::timeout(limit, &mut collect).await {
+        Ok(r) => (false, Some(r)),
+        Err(_) => {
+            if let Some(pgid) = guard.0.take() {
+                kill_group(pgid);
+            }
+            // Whatever the killed group wrote is still worth returning; do
+            // not wait on a straggler that escaped the group.
+            let late = tokio::time::timeout(Duration::from_secs(2), &mut collect).await;
+            (true, late.ok())
+        }
+    }
+}
+
+/// Each stream's bytes with whether they were cut, and the exit status.
+type Collected = (
+    (Vec<u8>, bool),
+    (Vec<u8>, bool),
+    std::io::Result<std::process::ExitStatus>,
+);
 
 #[cfg(test)]
 mod tests {

@@ -35,6 +35,7 @@ pub mod perms;
 mod quota;
 mod stats;
 pub mod tls;
+mod wheel;
 
 use std::future::Future;
 use std::sync::Arc;
