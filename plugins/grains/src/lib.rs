@@ -8,7 +8,7 @@
 
 use maid_sdk::python::truthy;
 use maid_sdk::salt::{fnmatch, is_true, python_int};
-use maid_sdk::{Call, Error, Function, Plugin, export_plugin, host, python};
+use maid_sdk::{Call, Error, Function, Plugin, export_plugin, function, host, python};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
@@ -106,6 +106,9 @@ struct Get {
     #[allow(dead_code)] // Salt's `ordered`: JSON objects keep their order anyway.
     ordered: Value,
 }
+
+/// `grains.get`'s and `grains.fetch`'s arguments.
+const GET_ARGS: &[&str] = &["key", "default=\"\"", "delimiter=\":\"", "ordered=true"];
 
 fn empty() -> Value {
     json!("")
@@ -477,179 +480,168 @@ fn edit_list(a: Append, add: bool) -> Result<Value, Error> {
     setval(&key, value, false)
 }
 
+/// Return all of the minion's grains (sanitize=True hides host names and serials)
+#[function(args = ["sanitize=false"])]
+fn items(a: Items) -> Result<Map<String, Value>, Error> {
+    let all = host::grains();
+    Ok(if is_true(&a.sanitize) {
+        sanitized(all)
+    } else {
+        all
+    })
+}
+
+/// Return the grains named, as {key: value} (nested keys with ':')
+#[function(raw, args = ["*args", "**kwargs"])]
+fn item(call: &Call) -> Result<Map<String, Value>, Error> {
+    let kw = |k: &str| call.kwargs.get(k).cloned();
+    let default = kw("default").unwrap_or_else(empty);
+    let delimiter = match kw("delimiter") {
+        Some(Value::String(d)) => d,
+        Some(_) => return Err(Error::bad_arguments("delimiter must be a string")),
+        None => DELIMITER.into(),
+    };
+    let grains = grains();
+    let mut ret = Map::new();
+    for arg in &call.args {
+        let name = python::str(arg);
+        let value = key_text(arg)
+            .and_then(|k| traverse(&grains, &k, &delimiter).cloned())
+            .unwrap_or_else(|| default.clone());
+        ret.insert(name, value);
+    }
+    Ok(if kw("sanitize").is_some_and(|v| is_true(&v)) {
+        sanitized(ret)
+    } else {
+        ret
+    })
+}
+
+/// Return a grain, nested keys with ':' (or DELIMITER); DEFAULT when absent
+#[function(name = "get", args = GET_ARGS)]
+fn get_(a: Get) -> Result<Value, Error> {
+    Ok(get(&a))
+}
+
+/// The same as grains.get
+#[function(args = GET_ARGS)]
+fn fetch(a: Get) -> Result<Value, Error> {
+    Ok(get(&a))
+}
+
+/// Return the names of the grains, sorted
+#[function]
+fn ls() -> Result<Vec<String>, Error> {
+    let mut keys: Vec<String> = host::grains().keys().cloned().collect();
+    keys.sort();
+    Ok(keys)
+}
+
+/// Return whether a grain (nested keys with ':') exists
+#[function(args = ["key"])]
+fn has_value(a: Key) -> Result<bool, Error> {
+    let grains = grains();
+    Ok(key_text(&a.key).is_some_and(|k| traverse(&grains, &k, DELIMITER).is_some()))
+}
+
+/// Return whether a grain's value, as text, equals VALUE's
+#[function(args = ["key", "value"])]
+fn equals(a: Equals) -> Result<bool, Error> {
+    let got = get(&Get {
+        key: a.key,
+        default: empty(),
+        delimiter: default_delimiter(),
+        ordered: Value::Null,
+    });
+    Ok(python::str(&a.value) == python::str(&got))
+}
+
+/// Return the LOOKUP_DICT entry whose key matches the GRAIN's value (default os_family)
+#[function(
+    name = "filter_by",
+    args = [
+        "lookup_dict",
+        "grain=\"os_family\"",
+        "merge=null",
+        "default=\"default\"",
+        "base=null",
+    ]
+)]
+fn filter_by_(a: FilterBy) -> Result<Value, Error> {
+    filter_by(a)
+}
+
+/// Set the grains of a dict (kept across restarts; None with destructive=True removes)
+#[function(name = "setvals", args = ["grains", "destructive=false", "refresh_pillar=true"])]
+fn setvals_(a: SetVals) -> Result<Value, Error> {
+    setvals(&a.grains, a.destructive)
+}
+
+/// Set grain KEY to VAL (kept across restarts; targeting sees it at once)
+#[function(name = "setval", args = ["key", "val", "destructive=false", "refresh_pillar=true"])]
+fn setval_(a: SetVal) -> Result<Value, Error> {
+    setval(&python::str(&a.key), a.val, a.destructive)
+}
+
+/// Append VAL to the list grain KEY (convert=True makes a list of a value)
+#[function(args = ["key", "val", "convert=false", "delimiter=\":\""])]
+fn append(a: Append) -> Result<Value, Error> {
+    edit_list(a, true)
+}
+
+/// Remove VAL from the list grain KEY
+#[function(args = ["key", "val", "delimiter=\":\""])]
+fn remove(a: Append) -> Result<Value, Error> {
+    edit_list(a, false)
+}
+
+/// Set grain KEY (nested with DELIMITER) to VAL; force=True overwrites a dict or list
+#[function(
+    name = "set",
+    args = [
+        "key",
+        "val=\"\"",
+        "force=false",
+        "destructive=false",
+        "delimiter=\":\"",
+    ]
+)]
+fn set_(a: Set) -> Result<Value, Error> {
+    set(
+        &python::str(&a.key),
+        a.val,
+        a.force,
+        a.destructive,
+        &a.delimiter,
+    )
+}
+
+/// Set grain KEY to None (destructive=True removes it)
+#[function(args = ["key", "destructive=false", "force=false"])]
+fn delval(a: DelVal) -> Result<Value, Error> {
+    set(
+        &python::str(&a.key),
+        Value::Null,
+        a.force,
+        a.destructive,
+        DELIMITER,
+    )
+}
+
+/// Remove grain KEY
+#[function(args = ["key", "force=false"])]
+fn delkey(a: DelVal) -> Result<Value, Error> {
+    set(&python::str(&a.key), Value::Null, a.force, true, DELIMITER)
+}
+
 impl Plugin for Grains {
     const MODULE: &'static str = "grains";
     const VERSION: &'static str = env!("CARGO_PKG_VERSION");
 
     fn functions() -> Vec<Function> {
-        vec![
-            Function::new(
-                "items",
-                "Return all of the minion's grains (sanitize=True hides host names and serials)",
-                &["sanitize=false"],
-                |a: Items, _: &Call| {
-                    let all = host::grains();
-                    Ok(if is_true(&a.sanitize) {
-                        sanitized(all)
-                    } else {
-                        all
-                    })
-                },
-            ),
-            Function::raw(
-                "item",
-                "Return the grains named, as {key: value} (nested keys with ':')",
-                &["*args", "**kwargs"],
-                |call: &Call| {
-                    let kw = |k: &str| call.kwargs.get(k).cloned();
-                    let default = kw("default").unwrap_or_else(empty);
-                    let delimiter = match kw("delimiter") {
-                        Some(Value::String(d)) => d,
-                        Some(_) => return Err(Error::bad_arguments("delimiter must be a string")),
-                        None => DELIMITER.into(),
-                    };
-                    let grains = grains();
-                    let mut ret = Map::new();
-                    for arg in &call.args {
-                        let name = python::str(arg);
-                        let value = key_text(arg)
-                            .and_then(|k| traverse(&grains, &k, &delimiter).cloned())
-                            .unwrap_or_else(|| default.clone());
-                        ret.insert(name, value);
-                    }
-                    Ok(if kw("sanitize").is_some_and(|v| is_true(&v)) {
-                        sanitized(ret)
-                    } else {
-                        ret
-                    })
-                },
-            ),
-            Function::new(
-                "get",
-                "Return a grain, nested keys with ':' (or DELIMITER); DEFAULT when absent",
-                &["key", "default=\"\"", "delimiter=\":\"", "ordered=true"],
-                |a: Get, _: &Call| Ok(get(&a)),
-            ),
-            Function::new(
-                "fetch",
-                "The same as grains.get",
-                &["key", "default=\"\"", "delimiter=\":\"", "ordered=true"],
-                |a: Get, _: &Call| Ok(get(&a)),
-            ),
-            Function::new(
-                "ls",
-                "Return the names of the grains, sorted",
-                &[],
-                |(): (), _: &Call| {
-                    let mut keys: Vec<String> = host::grains().keys().cloned().collect();
-                    keys.sort();
-                    Ok(keys)
-                },
-            ),
-            Function::new(
-                "has_value",
-                "Return whether a grain (nested keys with ':') exists",
-                &["key"],
-                |a: Key, _: &Call| {
-                    let grains = grains();
-                    Ok(
-                        key_text(&a.key)
-                            .is_some_and(|k| traverse(&grains, &k, DELIMITER).is_some()),
-                    )
-                },
-            ),
-            Function::new(
-                "equals",
-                "Return whether a grain's value, as text, equals VALUE's",
-                &["key", "value"],
-                |a: Equals, _: &Call| {
-                    let got = get(&Get {
-                        key: a.key,
-                        default: empty(),
-                        delimiter: default_delimiter(),
-                        ordered: Value::Null,
-                    });
-                    Ok(python::str(&a.value) == python::str(&got))
-                },
-            ),
-            Function::new(
-                "filter_by",
-                "Return the LOOKUP_DICT entry whose key matches the GRAIN's value (default os_family)",
-                &[
-                    "lookup_dict",
-                    "grain=\"os_family\"",
-                    "merge=null",
-                    "default=\"default\"",
-                    "base=null",
-                ],
-                |a: FilterBy, _: &Call| filter_by(a),
-            ),
-            Function::new(
-                "setvals",
-                "Set the grains of a dict (kept across restarts; None with destructive=True removes)",
-                &["grains", "destructive=false", "refresh_pillar=true"],
-                |a: SetVals, _: &Call| setvals(&a.grains, a.destructive),
-            ),
-            Function::new(
-                "setval",
-                "Set grain KEY to VAL (kept across restarts; targeting sees it at once)",
-                &["key", "val", "destructive=false", "refresh_pillar=true"],
-                |a: SetVal, _: &Call| setval(&python::str(&a.key), a.val, a.destructive),
-            ),
-            Function::new(
-                "append",
-                "Append VAL to the list grain KEY (convert=True makes a list of a value)",
-                &["key", "val", "convert=false", "delimiter=\":\""],
-                |a: Append, _: &Call| edit_list(a, true),
-            ),
-            Function::new(
-                "remove",
-                "Remove VAL from the list grain KEY",
-                &["key", "val", "delimiter=\":\""],
-                |a: Append, _: &Call| edit_list(a, false),
-            ),
-            Function::new(
-                "set",
-                "Set grain KEY (nested with DELIMITER) to VAL; force=True overwrites a dict or list",
-                &[
-                    "key",
-                    "val=\"\"",
-                    "force=false",
-                    "destructive=false",
-                    "delimiter=\":\"",
-                ],
-                |a: Set, _: &Call| {
-                    set(
-                        &python::str(&a.key),
-                        a.val,
-                        a.force,
-                        a.destructive,
-                        &a.delimiter,
-                    )
-                },
-            ),
-            Function::new(
-                "delval",
-                "Set grain KEY to None (destructive=True removes it)",
-                &["key", "destructive=false", "force=false"],
-                |a: DelVal, _: &Call| {
-                    set(
-                        &python::str(&a.key),
-                        Value::Null,
-                        a.force,
-                        a.destructive,
-                        DELIMITER,
-                    )
-                },
-            ),
-            Function::new(
-                "delkey",
-                "Remove grain KEY",
-                &["key", "force=false"],
-                |a: DelVal, _: &Call| {
-                    set(&python::str(&a.key), Value::Null, a.force, true, DELIMITER)
-                },
-            ),
+        maid_sdk::functions![
+            items, item, get_, fetch, ls, has_value, equals, filter_by_, setvals_, setval_, append,
+            remove, set_, delval, delkey,
         ]
     }
 }

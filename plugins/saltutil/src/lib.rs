@@ -7,7 +7,7 @@
 //! or an agent without `[sync]`).
 
 use maid_sdk::salt::fnmatch;
-use maid_sdk::{Call, Error, Function, Plugin, export_plugin, host, python};
+use maid_sdk::{Call, Error, Function, Plugin, export_plugin, function, host, python};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -72,111 +72,114 @@ fn no_sync(call: &Call) -> Error {
     )
 }
 
+/// Return the data of every job this maid is running
+#[function]
+fn running() -> Result<Vec<Value>, Error> {
+    host::running_jobs()
+}
+
+/// Return the data of job JID when it is running here, else {}
+#[function(args = ["jid"])]
+fn find_job(a: Jid) -> Result<Value, Error> {
+    let jid = python::str(&a.jid);
+    Ok(host::running_jobs()?
+        .into_iter()
+        .find(|d| d["jid"] == jid.as_str())
+        .unwrap_or_else(|| json!({})))
+}
+
+/// Return the running jobs whose function matches FUN (a glob)
+#[function(args = ["fun"])]
+fn is_running(a: Fun) -> Result<Vec<Value>, Error> {
+    let fun = python::str(&a.fun);
+    Ok(host::running_jobs()?
+        .into_iter()
+        .filter(|d| fnmatch(d["fun"].as_str().unwrap_or_default(), &fun))
+        .collect::<Vec<_>>())
+}
+
+/// Install the plugins the master pushed (answered by an agent with [sync])
+#[function(args = [
+    "saltenv=null",
+    "refresh=true",
+    "extmod_whitelist=null",
+    "extmod_blacklist=null",
+    "**kwargs",
+])]
+fn sync_modules(_: Value, call: &Call) -> Result<Value, Error> {
+    Err(no_sync(call))
+}
+
+/// Sync every kind of extension: the plugins the master pushed (answered by an agent with [sync])
+#[function(args = [
+    "saltenv=null",
+    "refresh=true",
+    "extmod_whitelist=null",
+    "extmod_blacklist=null",
+    "clean_pillar_cache=false",
+    "**kwargs",
+])]
+fn sync_all(_: Value, call: &Call) -> Result<Value, Error> {
+    Err(no_sync(call))
+}
+
+/// Detect the grains again (answered by the agent; without one, every call detects them)
+#[function(raw, args = ["**kwargs"])]
+fn refresh_grains(call: &Call) -> Result<bool, Error> {
+    if !call.args.is_empty() {
+        return Err(Error::bad_arguments(format!(
+            "refresh_grains() takes 0 positional arguments but {} were given",
+            call.args.len()
+        )));
+    }
+    // Salt pops these two and refuses the rest.
+    let invalid: Vec<String> = call
+        .user_kwargs()
+        .filter(|(k, _)| *k != "refresh_pillar" && *k != "clean_pillar_cache")
+        .map(|(k, v)| format!("{k}={}", python::str(v)))
+        .collect();
+    if !invalid.is_empty() {
+        return Err(Error::bad_arguments(format!(
+            "The following keyword arguments are not valid: {}",
+            invalid.join(", ")
+        )));
+    }
+    Ok(true)
+}
+
+/// Stop job JID with SIGKILL: its programs are killed and it returns at once
+#[function(args = ["jid"])]
+fn kill_job(a: Jid) -> Result<String, Error> {
+    signal(&a.jid, SIGKILL)
+}
+
+/// Stop job JID with SIGTERM: its programs get SIGTERM and it returns at once
+#[function(args = ["jid"])]
+fn term_job(a: Jid) -> Result<String, Error> {
+    signal(&a.jid, SIGTERM)
+}
+
+/// Send SIG to job JID's programs (HUP, INT, QUIT, KILL and TERM also stop the job)
+#[function(args = ["jid", "sig"])]
+fn signal_job(a: Signal) -> Result<String, Error> {
+    signal(&a.jid, signal_number(&a.sig)?)
+}
+
 impl Plugin for SaltUtil {
     const MODULE: &'static str = "saltutil";
     const VERSION: &'static str = env!("CARGO_PKG_VERSION");
 
     fn functions() -> Vec<Function> {
-        vec![
-            Function::new(
-                "running",
-                "Return the data of every job this maid is running",
-                &[],
-                |(): (), _: &Call| host::running_jobs(),
-            ),
-            Function::new(
-                "find_job",
-                "Return the data of job JID when it is running here, else {}",
-                &["jid"],
-                |a: Jid, _: &Call| {
-                    let jid = python::str(&a.jid);
-                    Ok(host::running_jobs()?
-                        .into_iter()
-                        .find(|d| d["jid"] == jid.as_str())
-                        .unwrap_or_else(|| json!({})))
-                },
-            ),
-            Function::new(
-                "is_running",
-                "Return the running jobs whose function matches FUN (a glob)",
-                &["fun"],
-                |a: Fun, _: &Call| {
-                    let fun = python::str(&a.fun);
-                    Ok(host::running_jobs()?
-                        .into_iter()
-                        .filter(|d| fnmatch(d["fun"].as_str().unwrap_or_default(), &fun))
-                        .collect::<Vec<_>>())
-                },
-            ),
-            Function::new(
-                "sync_modules",
-                "Install the plugins the master pushed (answered by an agent with [sync])",
-                &[
-                    "saltenv=null",
-                    "refresh=true",
-                    "extmod_whitelist=null",
-                    "extmod_blacklist=null",
-                    "**kwargs",
-                ],
-                |_: Value, call: &Call| -> Result<Value, Error> { Err(no_sync(call)) },
-            ),
-            Function::new(
-                "sync_all",
-                "Sync every kind of extension: the plugins the master pushed (answered by an agent with [sync])",
-                &[
-                    "saltenv=null",
-                    "refresh=true",
-                    "extmod_whitelist=null",
-                    "extmod_blacklist=null",
-                    "clean_pillar_cache=false",
-                    "**kwargs",
-                ],
-                |_: Value, call: &Call| -> Result<Value, Error> { Err(no_sync(call)) },
-            ),
-            Function::raw(
-                "refresh_grains",
-                "Detect the grains again (answered by the agent; without one, every call detects them)",
-                &["**kwargs"],
-                |call: &Call| {
-                    if !call.args.is_empty() {
-                        return Err(Error::bad_arguments(format!(
-                            "refresh_grains() takes 0 positional arguments but {} were given",
-                            call.args.len()
-                        )));
-                    }
-                    // Salt pops these two and refuses the rest.
-                    let invalid: Vec<String> = call
-                        .user_kwargs()
-                        .filter(|(k, _)| *k != "refresh_pillar" && *k != "clean_pillar_cache")
-                        .map(|(k, v)| format!("{k}={}", python::str(v)))
-                        .collect();
-                    if !invalid.is_empty() {
-                        return Err(Error::bad_arguments(format!(
-                            "The following keyword arguments are not valid: {}",
-                            invalid.join(", ")
-                        )));
-                    }
-                    Ok(true)
-                },
-            ),
-            Function::new(
-                "kill_job",
-                "Stop job JID with SIGKILL: its programs are killed and it returns at once",
-                &["jid"],
-                |a: Jid, _: &Call| signal(&a.jid, SIGKILL),
-            ),
-            Function::new(
-                "term_job",
-                "Stop job JID with SIGTERM: its programs get SIGTERM and it returns at once",
-                &["jid"],
-                |a: Jid, _: &Call| signal(&a.jid, SIGTERM),
-            ),
-            Function::new(
-                "signal_job",
-                "Send SIG to job JID's programs (HUP, INT, QUIT, KILL and TERM also stop the job)",
-                &["jid", "sig"],
-                |a: Signal, _: &Call| signal(&a.jid, signal_number(&a.sig)?),
-            ),
+        maid_sdk::functions![
+            running,
+            find_job,
+            is_running,
+            sync_modules,
+            sync_all,
+            refresh_grains,
+            kill_job,
+            term_job,
+            signal_job,
         ]
     }
 }

@@ -5,7 +5,7 @@
 //! for `status`, `start`, `stop`, `restart` and `reload`.
 
 use maid_sdk::host::{Command, Output};
-use maid_sdk::{Call, Capability, Error, ErrorKind, Function, Plugin, export_plugin, python};
+use maid_sdk::{Capability, Error, ErrorKind, Function, Plugin, export_plugin, function, python};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -176,135 +176,119 @@ fn act(action: &str, a: &Name) -> Result<bool, Error> {
     Ok(true)
 }
 
+/// Return whether a unit is active (needs a running systemd)
+#[function(args = ["name", "sig=null"])]
+fn status(a: Name) -> Result<bool, Error> {
+    let name = unit(&a.name)?;
+    Ok(systemctl(&["is-active"], Some(&name), &None, false)?.retcode == 0)
+}
+
+/// Start a unit (needs a running systemd)
+#[function(args = ["name", "no_block=false", "unmask=false", "unmask_runtime=false"])]
+fn start(a: Name) -> Result<bool, Error> {
+    act("start", &a)
+}
+
+/// Stop a unit (needs a running systemd)
+#[function(args = ["name", "no_block=false"])]
+fn stop(a: Name) -> Result<bool, Error> {
+    act("stop", &a)
+}
+
+/// Restart a unit (needs a running systemd)
+#[function(args = ["name", "no_block=false", "unmask=false", "unmask_runtime=false"])]
+fn restart(a: Name) -> Result<bool, Error> {
+    act("restart", &a)
+}
+
+/// Reload a unit (needs a running systemd)
+#[function(args = ["name", "no_block=false", "unmask=false", "unmask_runtime=false"])]
+fn reload(a: Name) -> Result<bool, Error> {
+    act("reload", &a)
+}
+
+/// Enable a unit at boot (root=: in that unit tree)
+#[function(args = [
+    "name",
+    "no_block=false",
+    "unmask=false",
+    "unmask_runtime=false",
+    "root=null",
+    "**kwargs",
+])]
+fn enable(a: Name) -> Result<bool, Error> {
+    let name = unit(&a.name)?;
+    Ok(systemctl(&["enable"], Some(&name), &a.root, a.no_block)?.retcode == 0)
+}
+
+/// Disable a unit at boot (root=: in that unit tree)
+#[function(args = ["name", "no_block=false", "root=null", "**kwargs"])]
+fn disable(a: Name) -> Result<bool, Error> {
+    let name = unit(&a.name)?;
+    Ok(systemctl(&["disable"], Some(&name), &a.root, a.no_block)?.retcode == 0)
+}
+
+/// Return whether a unit is enabled at boot
+#[function(name = "enabled", args = ["name", "root=null", "**kwargs"])]
+fn enabled_(a: Name) -> Result<bool, Error> {
+    enabled(&unit(&a.name)?, &a.root)
+}
+
+/// Return whether a unit is not enabled at boot
+#[function(args = ["name", "root=null"])]
+fn disabled(a: Name) -> Result<bool, Error> {
+    Ok(!enabled(&unit(&a.name)?, &a.root)?)
+}
+
+/// Return whether a unit file exists for the name
+#[function(args = ["name", "root=null"])]
+fn available(a: Name) -> Result<bool, Error> {
+    let shown = unit(&a.name)?;
+    let shown = shown.strip_suffix(".service").unwrap_or(&shown);
+    Ok(unit_files(&a.root)?.iter().any(|(n, _)| n == shown))
+}
+
+/// Return every unit's name, sorted
+#[function(args = ["root=null"])]
+fn get_all(a: Root) -> Result<Vec<String>, Error> {
+    let mut names: Vec<String> = unit_files(&a.root)?.into_iter().map(|(n, _)| n).collect();
+    names.sort();
+    names.dedup();
+    Ok(names)
+}
+
+/// Return the names of the units enabled at boot, sorted
+#[function(args = ["root=null"])]
+fn get_enabled(a: Root) -> Result<Vec<String>, Error> {
+    let mut names: Vec<String> = unit_files(&a.root)?
+        .into_iter()
+        .filter(|(_, state)| state == "enabled")
+        .map(|(n, _)| n)
+        .collect();
+    names.sort();
+    names.dedup();
+    Ok(names)
+}
+
 impl Plugin for Service {
     const MODULE: &'static str = "service";
     const VERSION: &'static str = env!("CARGO_PKG_VERSION");
     const CAPABILITIES: &'static [Capability] = &[Capability::Exec];
 
     fn functions() -> Vec<Function> {
-        vec![
-            Function::new(
-                "status",
-                "Return whether a unit is active (needs a running systemd)",
-                &["name", "sig=null"],
-                |a: Name, _: &Call| {
-                    let name = unit(&a.name)?;
-                    Ok(systemctl(&["is-active"], Some(&name), &None, false)?.retcode == 0)
-                },
-            ),
-            Function::new(
-                "start",
-                "Start a unit (needs a running systemd)",
-                &[
-                    "name",
-                    "no_block=false",
-                    "unmask=false",
-                    "unmask_runtime=false",
-                ],
-                |a: Name, _: &Call| act("start", &a),
-            ),
-            Function::new(
-                "stop",
-                "Stop a unit (needs a running systemd)",
-                &["name", "no_block=false"],
-                |a: Name, _: &Call| act("stop", &a),
-            ),
-            Function::new(
-                "restart",
-                "Restart a unit (needs a running systemd)",
-                &[
-                    "name",
-                    "no_block=false",
-                    "unmask=false",
-                    "unmask_runtime=false",
-                ],
-                |a: Name, _: &Call| act("restart", &a),
-            ),
-            Function::new(
-                "reload",
-                "Reload a unit (needs a running systemd)",
-                &[
-                    "name",
-                    "no_block=false",
-                    "unmask=false",
-                    "unmask_runtime=false",
-                ],
-                |a: Name, _: &Call| act("reload", &a),
-            ),
-            Function::new(
-                "enable",
-                "Enable a unit at boot (root=: in that unit tree)",
-                &[
-                    "name",
-                    "no_block=false",
-                    "unmask=false",
-                    "unmask_runtime=false",
-                    "root=null",
-                    "**kwargs",
-                ],
-                |a: Name, _: &Call| {
-                    let name = unit(&a.name)?;
-                    Ok(systemctl(&["enable"], Some(&name), &a.root, a.no_block)?.retcode == 0)
-                },
-            ),
-            Function::new(
-                "disable",
-                "Disable a unit at boot (root=: in that unit tree)",
-                &["name", "no_block=false", "root=null", "**kwargs"],
-                |a: Name, _: &Call| {
-                    let name = unit(&a.name)?;
-                    Ok(systemctl(&["disable"], Some(&name), &a.root, a.no_block)?.retcode == 0)
-                },
-            ),
-            Function::new(
-                "enabled",
-                "Return whether a unit is enabled at boot",
-                &["name", "root=null", "**kwargs"],
-                |a: Name, _: &Call| enabled(&unit(&a.name)?, &a.root),
-            ),
-            Function::new(
-                "disabled",
-                "Return whether a unit is not enabled at boot",
-                &["name", "root=null"],
-                |a: Name, _: &Call| Ok(!enabled(&unit(&a.name)?, &a.root)?),
-            ),
-            Function::new(
-                "available",
-                "Return whether a unit file exists for the name",
-                &["name", "root=null"],
-                |a: Name, _: &Call| {
-                    let shown = unit(&a.name)?;
-                    let shown = shown.strip_suffix(".service").unwrap_or(&shown);
-                    Ok(unit_files(&a.root)?.iter().any(|(n, _)| n == shown))
-                },
-            ),
-            Function::new(
-                "get_all",
-                "Return every unit's name, sorted",
-                &["root=null"],
-                |a: Root, _: &Call| {
-                    let mut names: Vec<String> =
-                        unit_files(&a.root)?.into_iter().map(|(n, _)| n).collect();
-                    names.sort();
-                    names.dedup();
-                    Ok(names)
-                },
-            ),
-            Function::new(
-                "get_enabled",
-                "Return the names of the units enabled at boot, sorted",
-                &["root=null"],
-                |a: Root, _: &Call| {
-                    let mut names: Vec<String> = unit_files(&a.root)?
-                        .into_iter()
-                        .filter(|(_, state)| state == "enabled")
-                        .map(|(n, _)| n)
-                        .collect();
-                    names.sort();
-                    names.dedup();
-                    Ok(names)
-                },
-            ),
+        maid_sdk::functions![
+            status,
+            start,
+            stop,
+            restart,
+            reload,
+            enable,
+            disable,
+            enabled_,
+            disabled,
+            available,
+            get_all,
+            get_enabled,
         ]
     }
 }

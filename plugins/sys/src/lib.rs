@@ -5,7 +5,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use maid_sdk::salt::fnmatch;
-use maid_sdk::{Call, Error, Function, Manifest, Plugin, export_plugin, host, split_default};
+use maid_sdk::{
+    Call, Error, Function, Manifest, Plugin, export_plugin, function, host, split_default,
+};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
@@ -74,130 +76,121 @@ struct Module {
     module: Value,
 }
 
+/// List the modules loaded on this maid (globs allowed)
+#[function(raw, args = ["*args"])]
+fn list_modules(call: &Call) -> Result<Vec<String>, Error> {
+    let modules = host::modules();
+    let all = functions(&modules);
+    let mut out = BTreeSet::new();
+    let wanted = names(call);
+    if wanted.is_empty() {
+        out.extend(modules.iter().map(|m| m.module.clone()));
+    }
+    for w in &wanted {
+        for fun in all.keys() {
+            let module = fun.split('.').next().unwrap_or_default();
+            if (w.contains('*') && fnmatch(fun, w)) || module == w {
+                out.insert(module.to_string());
+            }
+        }
+    }
+    Ok(out.into_iter().collect::<Vec<_>>())
+}
+
+/// List the functions of all modules, or of those named (globs allowed)
+#[function(raw, args = ["*args", "**kwargs"])]
+fn list_functions(call: &Call) -> Result<Vec<String>, Error> {
+    let modules = host::modules();
+    let all = functions(&modules);
+    let wanted = names(call);
+    if wanted.is_empty() {
+        return Ok(all.keys().cloned().collect::<Vec<_>>());
+    }
+    let mut out = BTreeSet::new();
+    for w in &wanted {
+        let dotted = format!("{w}.");
+        for fun in all.keys() {
+            let hit = if w.contains('*') || w.contains('.') {
+                fnmatch(fun, w)
+            } else {
+                fun.starts_with(&dotted)
+            };
+            if hit {
+                out.insert(fun.clone());
+            }
+        }
+    }
+    Ok(out.into_iter().collect::<Vec<_>>())
+}
+
+/// Return the documentation of all functions, or of the modules and functions named
+#[function(raw, args = ["*args"])]
+fn doc(call: &Call) -> Result<Map<String, Value>, Error> {
+    let modules = host::modules();
+    let all = functions(&modules);
+    let doc = |(m, i): &(&Manifest, usize)| json!(m.functions[*i].doc);
+    let mut out = Map::new();
+    let wanted = names(call);
+    for (fun, entry) in &all {
+        let hit = wanted.is_empty()
+            || wanted.iter().any(|w| {
+                if w.contains('*') {
+                    fnmatch(fun, w)
+                } else if w.is_empty() {
+                    true
+                } else {
+                    let target = if w.ends_with('.') {
+                        w.clone()
+                    } else {
+                        format!("{w}.")
+                    };
+                    fun == w || fun.starts_with(&target)
+                }
+            });
+        if hit {
+            out.insert(fun.clone(), doc(entry));
+        }
+    }
+    Ok(out)
+}
+
+/// Return the argument specification of the functions of MODULE (globs allowed)
+#[function(name = "argspec", args = ["module=\"\""])]
+fn argspec_(a: Module) -> Result<Map<String, Value>, Error> {
+    let module = match &a.module {
+        Value::String(s) => s.clone(),
+        Value::Null => String::new(),
+        other => maid_sdk::python::str(other),
+    };
+    let modules = host::modules();
+    let all = functions(&modules);
+    let mut out = Map::new();
+    let dotted = format!("{module}.");
+    for (fun, (m, i)) in &all {
+        let hit = if module.contains('*') || module.contains('.') {
+            fnmatch(fun, &module)
+        } else {
+            fun.starts_with(&dotted)
+        };
+        if hit {
+            out.insert(fun.clone(), argspec(&m.functions[*i].args));
+        }
+    }
+    Ok(out)
+}
+
+/// Reload the modules: a maid loads changed plugins by itself; returns True
+#[function]
+fn reload_modules() -> Result<bool, Error> {
+    Ok(true)
+}
+
 impl Plugin for Sys {
     const MODULE: &'static str = "sys";
     const VERSION: &'static str = env!("CARGO_PKG_VERSION");
 
     fn functions() -> Vec<Function> {
-        vec![
-            Function::raw(
-                "list_modules",
-                "List the modules loaded on this maid (globs allowed)",
-                &["*args"],
-                |call: &Call| {
-                    let modules = host::modules();
-                    let all = functions(&modules);
-                    let mut out = BTreeSet::new();
-                    let wanted = names(call);
-                    if wanted.is_empty() {
-                        out.extend(modules.iter().map(|m| m.module.clone()));
-                    }
-                    for w in &wanted {
-                        for fun in all.keys() {
-                            let module = fun.split('.').next().unwrap_or_default();
-                            if (w.contains('*') && fnmatch(fun, w)) || module == w {
-                                out.insert(module.to_string());
-                            }
-                        }
-                    }
-                    Ok(out.into_iter().collect::<Vec<_>>())
-                },
-            ),
-            Function::raw(
-                "list_functions",
-                "List the functions of all modules, or of those named (globs allowed)",
-                &["*args", "**kwargs"],
-                |call: &Call| {
-                    let modules = host::modules();
-                    let all = functions(&modules);
-                    let wanted = names(call);
-                    if wanted.is_empty() {
-                        return Ok(all.keys().cloned().collect::<Vec<_>>());
-                    }
-                    let mut out = BTreeSet::new();
-                    for w in &wanted {
-                        let dotted = format!("{w}.");
-                        for fun in all.keys() {
-                            let hit = if w.contains('*') || w.contains('.') {
-                                fnmatch(fun, w)
-                            } else {
-                                fun.starts_with(&dotted)
-                            };
-                            if hit {
-                                out.insert(fun.clone());
-                            }
-                        }
-                    }
-                    Ok(out.into_iter().collect::<Vec<_>>())
-                },
-            ),
-            Function::raw(
-                "doc",
-                "Return the documentation of all functions, or of the modules and functions named",
-                &["*args"],
-                |call: &Call| {
-                    let modules = host::modules();
-                    let all = functions(&modules);
-                    let doc = |(m, i): &(&Manifest, usize)| json!(m.functions[*i].doc);
-                    let mut out = Map::new();
-                    let wanted = names(call);
-                    for (fun, entry) in &all {
-                        let hit = wanted.is_empty()
-                            || wanted.iter().any(|w| {
-                                if w.contains('*') {
-                                    fnmatch(fun, w)
-                                } else if w.is_empty() {
-                                    true
-                                } else {
-                                    let target = if w.ends_with('.') {
-                                        w.clone()
-                                    } else {
-                                        format!("{w}.")
-                                    };
-                                    fun == w || fun.starts_with(&target)
-                                }
-                            });
-                        if hit {
-                            out.insert(fun.clone(), doc(entry));
-                        }
-                    }
-                    Ok(out)
-                },
-            ),
-            Function::new(
-                "argspec",
-                "Return the argument specification of the functions of MODULE (globs allowed)",
-                &["module=\"\""],
-                |a: Module, _: &Call| {
-                    let module = match &a.module {
-                        Value::String(s) => s.clone(),
-                        Value::Null => String::new(),
-                        other => maid_sdk::python::str(other),
-                    };
-                    let modules = host::modules();
-                    let all = functions(&modules);
-                    let mut out = Map::new();
-                    let dotted = format!("{module}.");
-                    for (fun, (m, i)) in &all {
-                        let hit = if module.contains('*') || module.contains('.') {
-                            fnmatch(fun, &module)
-                        } else {
-                            fun.starts_with(&dotted)
-                        };
-                        if hit {
-                            out.insert(fun.clone(), argspec(&m.functions[*i].args));
-                        }
-                    }
-                    Ok(out)
-                },
-            ),
-            Function::new(
-                "reload_modules",
-                "Reload the modules: a maid loads changed plugins by itself; returns True",
-                &[],
-                |(): (), _: &Call| -> Result<bool, Error> { Ok(true) },
-            ),
-        ]
+        maid_sdk::functions![list_modules, list_functions, doc, argspec_, reload_modules]
     }
 }
 
