@@ -57,142 +57,205 @@ struct Flags {
     verbose: bool,
 }
 
+/// Rewrites `pattern` from Python's syntax into `fancy-regex`'s, one
+/// construct at a time (see [`Translator::step`]).
 fn translate(pattern: &str) -> Result<String, String> {
     let chars: Vec<char> = pattern.chars().collect();
-    let mut out = String::with_capacity(pattern.len() + 16);
-    let mut flags = Flags::default();
-    // Groups opened and not yet closed (by number), and how many opened.
-    let mut open_groups: Vec<Option<usize>> = Vec::new();
-    let mut groups = 0usize;
-    // Whether anything but global flags was seen, for Python's rule that
-    // global flags come first.
-    let mut started = false;
+    let mut t = Translator {
+        chars: &chars,
+        out: String::with_capacity(pattern.len() + 16),
+        flags: Flags::default(),
+        open_groups: Vec::new(),
+        groups: 0,
+        started: false,
+    };
     let mut i = 0;
     while i < chars.len() {
-        let c = chars[i];
-        if flags.verbose && c.is_whitespace() {
-            i += 1;
-            continue;
-        }
-        if flags.verbose && c == '#' {
-            while i < chars.len() && chars[i] != '\n' {
-                i += 1;
-            }
-            continue;
+        i = t.step(i)?;
+    }
+    Ok(t.out)
+}
+
+/// What [`translate`] carries from one construct to the next.
+struct Translator<'a> {
+    /// The pattern being read.
+    chars: &'a [char],
+    /// The rewritten pattern so far.
+    out: String,
+    /// Global flags seen so far, which change how later text reads.
+    flags: Flags,
+    /// Groups opened and not yet closed (by number), so a backreference
+    /// to an open group is refused as Python refuses it.
+    open_groups: Vec<Option<usize>>,
+    /// How many numbered groups opened, so a reference to a group that
+    /// does not exist is refused.
+    groups: usize,
+    /// Whether anything but global flags was seen, for Python's rule that
+    /// global flags come first.
+    started: bool,
+}
+
+impl Translator<'_> {
+    /// Rewrites the construct that starts at `i`; returns where to go on.
+    fn step(&mut self, i: usize) -> Result<usize, String> {
+        let c = self.chars[i];
+        if self.flags.verbose && (c.is_whitespace() || c == '#') {
+            return Ok(self.verbose_skip(i));
         }
         match c {
             '\\' => {
-                started = true;
-                i = escape(&chars, i, false, groups, &open_groups, &mut out)?;
+                self.started = true;
+                escape(
+                    self.chars,
+                    i,
+                    false,
+                    self.groups,
+                    &self.open_groups,
+                    &mut self.out,
+                )
             }
             '[' => {
-                started = true;
-                i = class(&chars, i, &mut out)?;
+                self.started = true;
+                class(self.chars, i, &mut self.out)
             }
             '$' => {
-                started = true;
-                out.push_str(if flags.multiline {
-                    "(?m:$)"
-                } else {
-                    r"(?=\n?\z)"
-                });
-                i += 1;
+                self.started = true;
+                Ok(self.dollar(i))
             }
             '{' => {
-                started = true;
-                i = brace(&chars, i, &mut out);
+                self.started = true;
+                Ok(brace(self.chars, i, &mut self.out))
             }
             '}' => {
-                out.push_str(r"\}");
-                i += 1;
+                self.out.push_str(r"\}");
+                Ok(i + 1)
             }
-            '(' if chars.get(i + 1) == Some(&'?') => {
-                let rest: String = chars[i + 2..].iter().take(3).collect();
-                if let Some(end) = global_flags(&chars, i + 2) {
-                    if started || !open_groups.is_empty() {
-                        return Err(format!(
-                            "global flags not at the start of the expression at position {i}"
-                        ));
-                    }
-                    for &f in &chars[i + 2..end] {
-                        match f {
-                            'm' => flags.multiline = true,
-                            'x' => flags.verbose = true,
-                            'L' => {
-                                return Err(
-                                    "bad inline flags: cannot use 'L' flag with a str pattern"
-                                        .into(),
-                                );
-                            }
-                            _ => {}
-                        }
-                    }
-                    let keep: String = chars[i + 2..end]
-                        .iter()
-                        .filter(|f| matches!(f, 'i' | 's'))
-                        .collect();
-                    if !keep.is_empty() {
-                        out.push_str(&format!("(?{keep})"));
-                    }
-                    i = end + 1;
-                    continue;
-                }
-                started = true;
-                if rest.starts_with('#') {
-                    // A comment: skipped to its `)`.
-                    match chars[i..].iter().position(|&c| c == ')') {
-                        Some(len) => i += len + 1,
-                        None => return Err("missing ), unterminated comment".into()),
-                    }
-                    continue;
-                }
-                if rest.starts_with("P<") {
-                    groups += 1;
-                    open_groups.push(Some(groups));
-                } else if rest.starts_with('<')
-                    && !rest.starts_with("<=")
-                    && !rest.starts_with("<!")
-                {
-                    return Err(format!(
-                        "unknown extension ?<{} at position {}",
-                        chars.get(i + 3).copied().unwrap_or(' '),
-                        i + 1
-                    ));
-                } else if rest.starts_with("P=") {
-                    // A named reference is no group.
-                    let close = chars[i..]
-                        .iter()
-                        .position(|&c| c == ')')
-                        .ok_or("missing ), unterminated name")?;
-                    out.extend(&chars[i..=i + close]);
-                    i += close + 1;
-                    continue;
-                } else {
-                    open_groups.push(None);
-                }
-                out.push('(');
-                i += 1;
-            }
-            '(' => {
-                started = true;
-                groups += 1;
-                open_groups.push(Some(groups));
-                out.push('(');
-                i += 1;
-            }
-            ')' => {
-                open_groups.pop();
-                out.push(')');
-                i += 1;
-            }
+            '(' if self.chars.get(i + 1) == Some(&'?') => self.extension(i),
+            '(' => Ok(self.open_group(i)),
+            ')' => Ok(self.close_group(i)),
             other => {
-                started = true;
-                out.push(other);
-                i += 1;
+                self.started = true;
+                self.out.push(other);
+                Ok(i + 1)
             }
         }
     }
-    Ok(out)
+
+    /// Verbose mode (`x`): whitespace at `i` is dropped, and a `#` comment
+    /// up to (not past) the end of its line.
+    fn verbose_skip(&self, mut i: usize) -> usize {
+        if self.chars[i].is_whitespace() {
+            return i + 1;
+        }
+        while i < self.chars.len() && self.chars[i] != '\n' {
+            i += 1;
+        }
+        i
+    }
+
+    /// `$` at `i`: the end, or before a final newline, as in Python; any
+    /// line's end under `m`.
+    fn dollar(&mut self, i: usize) -> usize {
+        self.out.push_str(if self.flags.multiline {
+            "(?m:$)"
+        } else {
+            r"(?=\n?\z)"
+        });
+        i + 1
+    }
+
+    /// A plain `(` at `i`: a numbered capturing group.
+    fn open_group(&mut self, i: usize) -> usize {
+        self.started = true;
+        self.groups += 1;
+        self.open_groups.push(Some(self.groups));
+        self.out.push('(');
+        i + 1
+    }
+
+    /// A `)` at `i`: closes the innermost open group.
+    fn close_group(&mut self, i: usize) -> usize {
+        self.open_groups.pop();
+        self.out.push(')');
+        i + 1
+    }
+
+    /// `(?` at `i`: global flags, a comment, a named group or reference, or
+    /// an extension `fancy-regex` reads as Python does (lookaround, atomic
+    /// group, scoped flags), which opens a group that takes no number.
+    fn extension(&mut self, i: usize) -> Result<usize, String> {
+        let rest: String = self.chars[i + 2..].iter().take(3).collect();
+        if let Some(end) = global_flags(self.chars, i + 2) {
+            return self.apply_global_flags(i, end);
+        }
+        self.started = true;
+        if rest.starts_with('#') {
+            return comment(self.chars, i);
+        }
+        if rest.starts_with("P<") {
+            self.groups += 1;
+            self.open_groups.push(Some(self.groups));
+        } else if rest.starts_with('<') && !rest.starts_with("<=") && !rest.starts_with("<!") {
+            return Err(format!(
+                "unknown extension ?<{} at position {}",
+                self.chars.get(i + 3).copied().unwrap_or(' '),
+                i + 1
+            ));
+        } else if rest.starts_with("P=") {
+            return self.named_reference(i);
+        } else {
+            self.open_groups.push(None);
+        }
+        self.out.push('(');
+        Ok(i + 1)
+    }
+
+    /// A global-flags group `(?aiLmsux)` at `i` whose `)` is at `end`:
+    /// refused after anything else, as Python refuses it; `m` and `x`
+    /// change the rewriting, `i` and `s` are passed on, the rest dropped.
+    fn apply_global_flags(&mut self, i: usize, end: usize) -> Result<usize, String> {
+        if self.started || !self.open_groups.is_empty() {
+            return Err(format!(
+                "global flags not at the start of the expression at position {i}"
+            ));
+        }
+        for &f in &self.chars[i + 2..end] {
+            match f {
+                'm' => self.flags.multiline = true,
+                'x' => self.flags.verbose = true,
+                'L' => {
+                    return Err("bad inline flags: cannot use 'L' flag with a str pattern".into());
+                }
+                _ => {}
+            }
+        }
+        let keep: String = self.chars[i + 2..end]
+            .iter()
+            .filter(|f| matches!(f, 'i' | 's'))
+            .collect();
+        if !keep.is_empty() {
+            self.out.push_str(&format!("(?{keep})"));
+        }
+        Ok(end + 1)
+    }
+
+    /// `(?P=name)` at `i`, copied as it is: a named reference is no group.
+    fn named_reference(&mut self, i: usize) -> Result<usize, String> {
+        let close = self.chars[i..]
+            .iter()
+            .position(|&c| c == ')')
+            .ok_or("missing ), unterminated name")?;
+        self.out.extend(&self.chars[i..=i + close]);
+        Ok(i + close + 1)
+    }
+}
+
+/// A `(?#…)` comment at `i`: skipped to its `)`; returns where to go on.
+fn comment(chars: &[char], i: usize) -> Result<usize, String> {
+    match chars[i..].iter().position(|&c| c == ')') {
+        Some(len) => Ok(i + len + 1),
+        None => Err("missing ), unterminated comment".into()),
+    }
 }
 
 /// The end of a global-flags group `(?aiLmsux)` starting its letters at
@@ -369,6 +432,8 @@ fn octal3(chars: &[char], at: usize) -> bool {
         .is_some_and(|d| d.iter().all(|c| c.is_digit(8)))
 }
 
+/// Writes `c` so that it stands for itself: as it is when it is a letter,
+/// a digit or non-ASCII and no whitespace, else as a `\x{…}` escape.
 fn push_literal(c: char, out: &mut String) {
     if c.is_ascii_alphanumeric() || !c.is_ascii() && !c.is_whitespace() {
         out.push(c);

@@ -90,6 +90,7 @@ fn is_printable(c: char) -> bool {
         || ((0xE000..=0xFFFD).contains(&u) && u != 0xFEFF)
 }
 
+/// libyaml's `yaml_emitter_analyze_scalar`: which styles `s` may take.
 fn analyze(s: &str) -> Analysis {
     if s.is_empty() {
         return Analysis {
@@ -101,115 +102,153 @@ fn analyze(s: &str) -> Analysis {
         };
     }
     let chars: Vec<char> = s.chars().collect();
-    let (mut block_indicators, mut line_breaks, mut special) = (false, false, false);
-    let mut flow_indicators = false;
-    let (mut leading_space, mut leading_break, mut trailing_space, mut trailing_break) =
-        (false, false, false, false);
-    let (mut break_space, mut space_break, mut previous_space, mut previous_break) =
-        (false, false, false, false);
+    let mut scan = Scan::default();
     if s.starts_with("---") || s.starts_with("...") {
-        block_indicators = true;
-        flow_indicators = true;
+        scan.block_indicators = true;
+        scan.flow_indicators = true;
     }
     let mut preceded_by_whitespace = true;
     for (i, &c) in chars.iter().enumerate() {
         let followed_by_whitespace = is_blankz(chars.get(i + 1).copied());
-        if i == 0 {
+        scan.indicators(c, i == 0, preceded_by_whitespace, followed_by_whitespace);
+        if !is_printable(c) {
+            scan.special = true;
+        }
+        if is_break(c) {
+            scan.line_breaks = true;
+        }
+        scan.spaces_and_breaks(c, i == 0, i == chars.len() - 1);
+        preceded_by_whitespace = is_blankz(Some(c));
+    }
+    scan.analysis()
+}
+
+/// What [`analyze`] has found in a non-empty scalar so far: libyaml's
+/// local flags in `yaml_emitter_analyze_scalar`, under its names.
+#[derive(Default)]
+struct Scan {
+    block_indicators: bool,
+    flow_indicators: bool,
+    line_breaks: bool,
+    special: bool,
+    leading_space: bool,
+    leading_break: bool,
+    trailing_space: bool,
+    trailing_break: bool,
+    break_space: bool,
+    space_break: bool,
+    previous_space: bool,
+    previous_break: bool,
+}
+
+impl Scan {
+    /// Indicators: characters that would read as YAML syntax, at the start
+    /// (`first`) or further in, depending on the whitespace around them.
+    fn indicators(
+        &mut self,
+        c: char,
+        first: bool,
+        preceded_by_whitespace: bool,
+        followed_by_whitespace: bool,
+    ) {
+        if first {
             if "#,[]{}&*!|>'\"%@`".contains(c) {
-                flow_indicators = true;
-                block_indicators = true;
+                self.flow_indicators = true;
+                self.block_indicators = true;
             }
             if c == '?' || c == ':' {
-                flow_indicators = true;
+                self.flow_indicators = true;
                 if followed_by_whitespace {
-                    block_indicators = true;
+                    self.block_indicators = true;
                 }
             }
             if c == '-' && followed_by_whitespace {
-                flow_indicators = true;
-                block_indicators = true;
+                self.flow_indicators = true;
+                self.block_indicators = true;
             }
         } else {
             if ",?[]{}".contains(c) {
-                flow_indicators = true;
+                self.flow_indicators = true;
             }
             if c == ':' {
-                flow_indicators = true;
+                self.flow_indicators = true;
                 if followed_by_whitespace {
-                    block_indicators = true;
+                    self.block_indicators = true;
                 }
             }
             if c == '#' && preceded_by_whitespace {
-                flow_indicators = true;
-                block_indicators = true;
+                self.flow_indicators = true;
+                self.block_indicators = true;
             }
         }
-        if !is_printable(c) {
-            special = true;
-        }
-        if is_break(c) {
-            line_breaks = true;
-        }
+    }
+
+    /// Spaces and line breaks: leading, trailing, and a space next to a
+    /// break, which no plain (or single-quoted) scalar can carry.
+    fn spaces_and_breaks(&mut self, c: char, first: bool, last: bool) {
         if c == ' ' {
-            if i == 0 {
-                leading_space = true;
+            if first {
+                self.leading_space = true;
             }
-            if i == chars.len() - 1 {
-                trailing_space = true;
+            if last {
+                self.trailing_space = true;
             }
-            if previous_break {
-                break_space = true;
+            if self.previous_break {
+                self.break_space = true;
             }
-            previous_space = true;
-            previous_break = false;
+            self.previous_space = true;
+            self.previous_break = false;
         } else if is_break(c) {
-            if i == 0 {
-                leading_break = true;
+            if first {
+                self.leading_break = true;
             }
-            if i == chars.len() - 1 {
-                trailing_break = true;
+            if last {
+                self.trailing_break = true;
             }
-            if previous_space {
-                space_break = true;
+            if self.previous_space {
+                self.space_break = true;
             }
-            previous_space = false;
-            previous_break = true;
+            self.previous_space = false;
+            self.previous_break = true;
         } else {
-            previous_space = false;
-            previous_break = false;
+            self.previous_space = false;
+            self.previous_break = false;
         }
-        preceded_by_whitespace = is_blankz(Some(c));
     }
-    let mut allow_block_plain = true;
-    let mut allow_single_quoted = true;
-    if leading_space || leading_break || trailing_space || trailing_break {
-        allow_block_plain = false;
-    }
-    if break_space {
-        allow_block_plain = false;
-        allow_single_quoted = false;
-    }
-    if space_break || special {
-        allow_block_plain = false;
-        allow_single_quoted = false;
-    }
-    let mut allow_flow_plain = allow_block_plain;
-    if line_breaks {
-        allow_block_plain = false;
-        allow_flow_plain = false;
-    }
-    if flow_indicators {
-        allow_flow_plain = false;
-    }
-    if block_indicators {
-        allow_block_plain = false;
-    }
-    Analysis {
-        empty: false,
-        multiline: line_breaks,
-        allow_flow_plain,
-        allow_block_plain,
-        allow_single_quoted,
+
+    /// The styles the scan allows, as libyaml decides them from its flags.
+    fn analysis(&self) -> Analysis {
+        let mut allow_block_plain = true;
+        let mut allow_single_quoted = true;
+        if self.leading_space || self.leading_break || self.trailing_space || self.trailing_break {
+            allow_block_plain = false;
+        }
+        if self.break_space {
+            allow_block_plain = false;
+            allow_single_quoted = false;
+        }
+        if self.space_break || self.special {
+            allow_block_plain = false;
+            allow_single_quoted = false;
+        }
+        let mut allow_flow_plain = allow_block_plain;
+        if self.line_breaks {
+            allow_block_plain = false;
+            allow_flow_plain = false;
+        }
+        if self.flow_indicators {
+            allow_flow_plain = false;
+        }
+        if self.block_indicators {
+            allow_block_plain = false;
+        }
+        Analysis {
+            empty: false,
+            multiline: self.line_breaks,
+            allow_flow_plain,
+            allow_block_plain,
+            allow_single_quoted,
+        }
     }
 }
 
