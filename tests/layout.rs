@@ -122,3 +122,116 @@ fn no_library_uses_anyhow() {
         );
     }
 }
+
+/// The source files of the workspace's crates (each `src/` tree of the
+/// host crates, the SDK, its macros and the plugins), tests excluded.
+fn sources() -> Vec<std::path::PathBuf> {
+    let root = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.."));
+    let mut crates = vec![];
+    for top in [
+        "protocol",
+        "salt",
+        "bus",
+        "config",
+        "agent",
+        "master",
+        "cli",
+        "sdk",
+        "sdk/macros",
+        "testkit",
+        "bench",
+    ] {
+        crates.push(root.join(top));
+    }
+    for plugin in std::fs::read_dir(root.join("plugins")).unwrap().flatten() {
+        crates.push(plugin.path());
+    }
+    let mut files = vec![];
+    let mut dirs: Vec<_> = crates.iter().map(|c| c.join("src")).collect();
+    while let Some(dir) = dirs.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for path in entries.flatten().map(|e| e.path()) {
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                files.push(path);
+            }
+        }
+    }
+    files
+}
+
+/// The functions of `text` (before its `#[cfg(test)]` module) longer than
+/// `max` lines, by name: from `fn` to the `}` at its own indentation.
+fn long_functions(text: &str, max: usize) -> Vec<(String, usize)> {
+    let lines: Vec<&str> = text.lines().collect();
+    let end = lines
+        .iter()
+        .position(|l| l.starts_with("#[cfg(test)]"))
+        .unwrap_or(lines.len());
+    let mut long = vec![];
+    for (i, line) in lines[..end].iter().enumerate() {
+        let body = line.trim_start();
+        let indent = &line[..line.len() - body.len()];
+        let Some(name) = body
+            .split("fn ")
+            .nth(1)
+            .filter(|_| {
+                body.starts_with("fn ")
+                    || body.starts_with("pub ")
+                    || body.starts_with("pub(")
+                    || body.starts_with("async ")
+                    || body.starts_with("const ")
+            })
+            .and_then(|rest| rest.split(['(', '<']).next())
+        else {
+            continue;
+        };
+        // A declaration (in a trait) ends in `;` before any `{`.
+        let opens = lines[i..end]
+            .iter()
+            .find(|l| l.contains('{') || l.trim_end().ends_with(';'));
+        if opens.is_none_or(|l| !l.contains('{')) {
+            continue;
+        }
+        let close = format!("{indent}}}");
+        let length = lines[i..end]
+            .iter()
+            .position(|l| l.trim_end() == close)
+            .map_or(end - i, |n| n + 1);
+        if length > max {
+            long.push((name.to_string(), length));
+        }
+    }
+    long
+}
+
+/// Files a reader takes in at once: none over 900 lines, no function over
+/// 100 (tests aside).
+#[test]
+fn no_source_file_over_900_lines_nor_function_over_100() {
+    let mut over = vec![];
+    for path in sources() {
+        let text = std::fs::read_to_string(&path).unwrap();
+        let lines = text.lines().count();
+        if lines > 900 {
+            over.push(format!("{}: {lines} lines", path.display()));
+        }
+        for (name, length) in long_functions(&text, 100) {
+            over.push(format!("{}: fn {name} is {length} lines", path.display()));
+        }
+    }
+    assert!(over.is_empty(), "too long:\n{}", over.join("\n"));
+}
+
+#[test]
+fn the_length_check_finds_long_functions_and_skips_declarations() {
+    let body = "    x();\n".repeat(101);
+    let text = format!(
+        "trait T {{\n    fn declared(&self)\n    -> u8;\n}}\n\npub async fn long() {{\n{body}}}\n\
+         fn short() {{\n}}\n#[cfg(test)]\nmod tests {{\n    fn in_tests() {{\n{body}    }}\n}}\n"
+    );
+    assert_eq!(long_functions(&text, 100), [("long".to_string(), 103)]);
+}

@@ -271,17 +271,7 @@ impl Runtime {
         let Ok(Ok((slots, spare))) = tokio::time::timeout(limit, slots).await else {
             return (timed_out(limit), Teardown::default());
         };
-        let mut job = self.job_state(
-            module,
-            &req.jid,
-            plugin.grants.clone(),
-            &plugin.limits,
-            deadline,
-        );
-        job.source_hashes = Arc::new(req.source_hashes.clone());
-        job.depth = depth;
-        job.minion_id = Arc::from(req.minion_id.as_str());
-        job.user = req.user.clone();
+        let job = self.call_state(&plugin, module, &req, deadline, depth);
         let (mut store, made) = match spare {
             Some((mut store, instance)) => {
                 self.arm(&mut store, wasi.build(), job);
@@ -334,6 +324,31 @@ impl Runtime {
                 _slots: Some(slots),
             },
         )
+    }
+
+    /// What the host knows of one call of `plugin` while it runs: the
+    /// job, its grants and limits, its deadline, its pinned `salt://`
+    /// sources and how deep it is nested.
+    fn call_state(
+        &self,
+        plugin: &LoadedPlugin,
+        module: &str,
+        req: &CallRequest,
+        deadline: Instant,
+        depth: u8,
+    ) -> JobState {
+        let mut job = self.job_state(
+            module,
+            &req.jid,
+            plugin.grants.clone(),
+            &plugin.limits,
+            deadline,
+        );
+        job.source_hashes = Arc::new(req.source_hashes.clone());
+        job.depth = depth;
+        job.minion_id = Arc::from(req.minion_id.as_str());
+        job.user = req.user.clone();
+        job
     }
 
     pub(super) fn decode_return(
