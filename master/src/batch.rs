@@ -269,24 +269,7 @@ mod tests {
     use super::*;
 
     fn request() -> JobRequest {
-        JobRequest {
-            master_topic: "t".into(),
-            tgt: Value::String("*".into()),
-            tgt_type: "glob".into(),
-            fun: "test.retcode".into(),
-            arg: vec![],
-            kwarg: Default::default(),
-            timeout: Duration::from_secs(5),
-            user: None,
-            out: None,
-            exclude: Default::default(),
-            linger: Duration::ZERO,
-            key: None,
-            source_hashes: Default::default(),
-            pki: None,
-            gather_job_timeout: None,
-            delimiter: None,
-        }
+        JobRequest::to_all("test.retcode")
     }
 
     fn ret(id: &str, retcode: i32) -> Return {

@@ -360,7 +360,7 @@ fn vouched(
 #[cfg(test)]
 mod tests {
     use ed25519_dalek::SigningKey;
-    use serde_json::{Map, Value, json};
+    use serde_json::{Value, json};
 
     use super::*;
     use crate::registry::Maids;
@@ -371,22 +371,9 @@ mod tests {
 
     fn request(gather: Option<Duration>) -> JobRequest {
         JobRequest {
-            master_topic: "master".into(),
-            tgt: Value::String("*".into()),
-            tgt_type: "glob".into(),
-            fun: "test.ping".into(),
-            arg: vec![],
-            kwarg: Map::new(),
             timeout: TIMEOUT,
-            user: None,
-            out: None,
-            exclude: Default::default(),
-            linger: Duration::ZERO,
-            key: None,
-            source_hashes: Default::default(),
-            pki: None,
             gather_job_timeout: gather,
-            delimiter: None,
+            ..JobRequest::to_all("test.ping")
         }
     }
 

@@ -61,6 +61,32 @@ pub struct JobRequest {
     pub delimiter: Option<String>,
 }
 
+#[cfg(test)]
+impl JobRequest {
+    /// `fun` on every minion (`*`), unsigned, with no arguments: what the
+    /// unit tests publish.
+    pub(crate) fn to_all(fun: &str) -> JobRequest {
+        JobRequest {
+            master_topic: "master".into(),
+            tgt: Value::String("*".into()),
+            tgt_type: "glob".into(),
+            fun: fun.into(),
+            arg: vec![],
+            kwarg: Map::new(),
+            timeout: Duration::from_secs(5),
+            user: None,
+            out: None,
+            exclude: Default::default(),
+            linger: Duration::ZERO,
+            key: None,
+            source_hashes: Default::default(),
+            pki: None,
+            gather_job_timeout: None,
+            delimiter: None,
+        }
+    }
+}
+
 /// Salt's default `gather_job_timeout`.
 pub const GATHER_JOB_TIMEOUT: Duration = Duration::from_secs(10);
 

@@ -94,7 +94,7 @@ pub(super) fn admit(view: &View, topic: &str, payload: &[u8]) -> Verdict {
     let matched = match matched {
         Ok(m) => m,
         Err(e) => {
-            let rec = super::job::record(view.id, &job, &kid, None, Decision::Rejected);
+            let rec = super::records::of_job(view.id, &job, &kid, None, Decision::Rejected);
             let reply = Some((job.temp_topic.clone(), job.jid.clone()));
             return refused(rec, reply, "malformed", e.to_string());
         }
@@ -222,7 +222,7 @@ fn take(
             "the jid has a line break or a tab".to_string(),
         ),
     };
-    let rec = super::job::record(view.id, &job, &kid, Some(true), decision);
+    let rec = super::records::of_job(view.id, &job, &kid, Some(true), decision);
     // A duplicate is dropped without a word.
     let reply = (decision == Decision::Rejected).then(|| (job.temp_topic.clone(), job.jid.clone()));
     refused(rec, reply, reason, detail)

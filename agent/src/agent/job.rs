@@ -6,8 +6,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use serde_json::Value;
 
-use super::{BUSY_RETCODE, Shared};
-use crate::audit::{self, Decision, Record};
+use super::{BUSY_RETCODE, Shared, records};
 use crate::outbox::Pending;
 use crate::protocol::Job;
 use crate::runtime::{CallRequest, Failure, Outcome, Teardown};
@@ -62,20 +61,7 @@ pub(super) async fn run_job(
         ms = outcome.duration.as_millis() as u64,
         "job done"
     );
-    let decision = if outcome.failure == Some(Failure::Denied) {
-        Decision::Denied
-    } else {
-        Decision::Ran
-    };
-    shared.audit.record_with(|| {
-        let mut rec = record(&shared.id, job, kid, Some(true), decision);
-        rec.plugin_sha256 = outcome.plugin_sha256.clone();
-        rec.capabilities = outcome.used.clone();
-        rec.writable_dirs = shared.runtime.writable_dirs(&job.fun);
-        rec.duration_ms = Some(outcome.duration.as_millis() as u64);
-        rec.retcode = Some(outcome.retcode);
-        rec
-    });
+    records::ran(shared, job, kid, &outcome);
     let label = shared.fun_label(&job.fun);
     shared.metrics.jobs_run.get_or_create(&label).inc();
     shared
@@ -203,10 +189,7 @@ pub(super) fn busy_return(shared: &Shared, job: &Job, kid: &Option<String>) -> P
     let label = shared.fun_label(&job.fun);
     shared.metrics.jobs_busy.get_or_create(&label).inc();
     tracing::warn!(jid = %job.jid, "busy: answered without running");
-    let mut rec = record(&shared.id, job, kid, Some(true), Decision::Rejected);
-    rec.reason = Some("busy".into());
-    rec.retcode = Some(BUSY_RETCODE);
-    shared.audit.record(rec);
+    records::busy(shared, job, kid, BUSY_RETCODE);
     let msg = format!(
         "Busy: this maid is running or queueing {} jobs; try again later",
         shared.pending.load(Ordering::Relaxed)
@@ -223,24 +206,4 @@ fn return_of(shared: &Shared, job: &Job, value: Value, retcode: i32) -> Pending 
         id: shared.id.clone(),
         published: false,
     }
-}
-
-/// An audit record describing `job`.
-pub(super) fn record(
-    id: &str,
-    job: &Job,
-    kid: &Option<String>,
-    matched: Option<bool>,
-    decision: Decision,
-) -> Record {
-    let mut rec = Record::new(id, &job.jid, decision);
-    rec.fun = Some(job.fun.clone());
-    rec.args = job.arg.clone();
-    rec.kwargs = audit::redact(&job.kwarg);
-    rec.user = job.user.clone();
-    rec.signer = kid.clone();
-    rec.tgt = Some(job.tgt.clone());
-    rec.tgt_type = Some(job.tgt_type.clone());
-    rec.matched = matched;
-    rec
 }

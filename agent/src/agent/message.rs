@@ -11,7 +11,8 @@ use tokio::sync::mpsc;
 
 use super::Shared;
 use super::admission::{Downstream, Verdict, View, admit};
-use super::job::{busy_return, record, run_job};
+use super::job::{busy_return, run_job};
+use super::records;
 use super::salt_bridge::SaltJob;
 use crate::audit::{Decision, Record};
 use crate::bus::Conn;
@@ -44,11 +45,7 @@ pub(super) fn handle_message(
         admit(&view, topic, payload)
     };
     match verdict {
-        Verdict::Drop { kind, why } => {
-            if shared.audit.admit_noise(Decision::Rejected, Some(kind)) {
-                tracing::warn!("dropped message: {why}");
-            }
-        }
+        Verdict::Drop { kind, why } => records::dropped(shared, kind, &why),
         Verdict::Refuse {
             rec,
             reply,
@@ -63,9 +60,7 @@ pub(super) fn handle_message(
         }
         Verdict::NotTargeted { job, kid } => {
             count_received(shared, &job.fun);
-            shared.audit.noise_with(Decision::NotTargeted, || {
-                record(&shared.id, &job, &kid, Some(false), Decision::NotTargeted)
-            });
+            records::not_targeted(shared, &job, &kid);
             let target = Target::default();
             start(shared, job, kid, target, received, done);
         }
@@ -102,7 +97,7 @@ fn count_received(shared: &Shared, fun: &str) {
 fn refuse(
     shared: &Arc<Shared>,
     done: &mpsc::Sender<()>,
-    mut rec: Record,
+    rec: Record,
     reply: Option<(String, String)>,
     reason: &str,
     detail: &str,
@@ -113,12 +108,9 @@ fn refuse(
         };
         shared.metrics.jobs_rejected.get_or_create(&label).inc();
     }
-    if !shared.audit.admit_noise(rec.decision, Some(reason)) {
+    if !records::refused(shared, rec, reason, detail) {
         return;
     }
-    tracing::warn!(jid = %rec.jid, %reason, "refused job: {detail}");
-    rec.reason = Some(format!("{reason}: {detail}"));
-    shared.audit.record(rec);
     if let Some((temp_topic, jid)) = reply {
         spawn_reject(shared, done, temp_topic, jid, reason.to_string());
     }

@@ -10,15 +10,17 @@
 //! period to finish and publish.
 //!
 //! The per-message path reads as decide, then act: [`admission`] decides
-//! what a message is (a [`admission::Verdict`]); [`message`] turns the
-//! verdict into audit records, metrics and replies in one place, and
-//! starts the job, which [`job`] runs. [`tasks`] holds the long-running
-//! loops; this file, the shared state and [`run`], which builds an agent.
+//! what a message is (a [`admission::Verdict`]) from a read-only
+//! [`admission::View`]; [`message`] turns the verdict into replies and
+//! metrics and starts the job, which [`job`] runs. Every audit record is
+//! written by [`records`]. [`tasks`] holds the long-running loops; this
+//! file, the shared state and [`run`], which builds an agent.
 
 mod admission;
 mod backoff;
 mod job;
 mod message;
+mod records;
 mod salt_bridge;
 mod syndic;
 mod tasks;
@@ -47,9 +49,7 @@ use ed25519_dalek::{SigningKey, VerifyingKey};
 
 use backoff::Backoff;
 pub use message::Requeue;
-use tasks::{
-    audit_loads, flush_outbox, heartbeat, metrics_plugins, reload_plugins, serve, sync_task,
-};
+use tasks::{flush_outbox, heartbeat, metrics_plugins, reload_plugins, serve, sync_task};
 
 /// Why the agent could not start.
 #[derive(Debug, thiserror::Error)]
@@ -663,7 +663,7 @@ fn remembered_jids(config: &Config, max_skew_ms: i64) -> Result<JidStore, AgentE
 /// Before the first job: audit the plugins loaded, read who is beneath,
 /// load synced plugins, and serve `/healthz` and `/metrics`.
 async fn start_up(shared: &Arc<Shared>) {
-    audit_loads(shared, &Default::default(), "startup");
+    records::plugins_loaded(shared, &Default::default(), "startup");
     syndic::read_beneath_now(shared).await;
     if let Some(sync) = &shared.sync {
         sync.load_installed(&shared.runtime, "startup").await;

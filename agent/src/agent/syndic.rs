@@ -20,7 +20,6 @@ use redis::AsyncCommands;
 
 use super::Shared;
 use super::admission::Downstream;
-use crate::audit::Decision;
 use crate::bus::{Bus, BusError, Conn, RedisConfig, publish};
 use crate::filestore::ConnSource;
 use crate::outbox::Pending;
@@ -281,9 +280,7 @@ pub(super) async fn relay(
         tracing::error!(jid = %job.jid, cause = %e, "cannot relay the job downstream");
         return;
     }
-    let mut rec = super::job::record(&shared.id, job, kid, Some(true), Decision::Relayed);
-    rec.reason = Some(format!("to {}", expected.join(", ")));
-    shared.audit.record(rec);
+    super::records::relayed(shared, job, kid, expected);
     let mut waiting: BTreeSet<&str> = expected.iter().map(String::as_str).collect();
     let keys = syndic.keys(expected);
     while !waiting.is_empty() {

@@ -10,10 +10,9 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use tokio::sync::{Notify, mpsc};
 
-use super::Shared;
 use super::backoff::Backoff;
 use super::message::handle_message;
-use crate::audit::{Decision, Record};
+use super::{Shared, records};
 use crate::bus::{Bus, BusError};
 use crate::filestore::ConnSource;
 use crate::runtime::Runtime;
@@ -177,17 +176,14 @@ pub(super) async fn reload_plugins(
                     failed = errors.len(),
                     "plugins reloaded"
                 );
-                audit_loads(&shared, &before, "reload");
+                records::plugins_loaded(&shared, &before, "reload");
                 for e in errors {
                     let path = match &e {
                         crate::runtime::LoadError::Invalid { path, .. }
                         | crate::runtime::LoadError::Io { path, .. } => path,
                     };
                     let module = path.file_stem().unwrap_or_default().to_string_lossy();
-                    let mut rec =
-                        Record::plugin(&shared.id, "", Decision::PluginRefused, &module, "reload");
-                    rec.reason = Some(e.to_string());
-                    shared.audit.record(rec);
+                    records::plugin_refused(&shared, &module, "reload", e.to_string());
                 }
             }
             Err(e) => tracing::error!(cause = %e, "plugin reload failed"),
@@ -208,32 +204,6 @@ fn loaded(runtime: &Runtime) -> std::collections::HashSet<(std::path::PathBuf, S
         .iter()
         .map(|p| (p.path.clone(), p.sha256.clone()))
         .collect()
-}
-
-/// Audit every locally installed plugin loaded since `before` (synced ones
-/// are audited by the syncer, with their signer).
-pub(super) fn audit_loads(
-    shared: &Shared,
-    before: &std::collections::HashSet<(std::path::PathBuf, String)>,
-    source: &str,
-) {
-    let synced = shared.sync.as_ref().map(|s| s.dir());
-    for p in shared.runtime.plugins() {
-        if before.contains(&(p.path.clone(), p.sha256.clone()))
-            || synced.is_some_and(|d| p.path.starts_with(d))
-        {
-            continue;
-        }
-        let mut rec = Record::plugin(
-            &shared.id,
-            "",
-            Decision::PluginLoaded,
-            &p.manifest.module,
-            source,
-        );
-        rec.plugin_sha256 = Some(p.sha256.clone());
-        shared.audit.record(rec);
-    }
 }
 
 /// Fetch pushed plugins whenever a Redis session starts and every
