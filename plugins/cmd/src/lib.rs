@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use maid_sdk::host::{self, Command, Output};
-use maid_sdk::{Call, Capability, Error, Function, Plugin, export_plugin};
+use maid_sdk::{Capability, Error, Function, Plugin, export_plugin, function};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -269,10 +269,12 @@ fn interpreter(script: &[u8]) -> Vec<String> {
     argv
 }
 
-/// Salt's `cmd.script`: fetch SOURCE under the fetch grant and run it
-/// with ARGS under the exec grant. The script reaches its interpreter on
-/// standard input (`/dev/stdin`), so nothing is written to disk; a script
-/// that reads its own standard input cannot also take `stdin=`.
+/// Fetch a salt:// script and run it with ARGS; return {pid, retcode, stdout, stderr}
+// Salt's `cmd.script`: fetch SOURCE under the fetch grant and run it
+// with ARGS under the exec grant. The script reaches its interpreter on
+// standard input (`/dev/stdin`), so nothing is written to disk; a script
+// that reads its own standard input cannot also take `stdin=`.
+#[function(args = SCRIPT_ARGS)]
 fn script(a: ScriptArgs) -> Result<Value, Error> {
     use std::io::Read;
     let cache_error =
@@ -324,6 +326,61 @@ fn script(a: ScriptArgs) -> Result<Value, Error> {
     }))
 }
 
+/// Run a command; return its output, stderr merged into stdout
+#[function(name = "run", args = RUN_ARGS)]
+fn run_(a: RunArgs) -> Result<String, Error> {
+    Ok(text(&run(&a, true)?.out.stdout, &a))
+}
+
+/// Run a command through the shell; return its output
+#[function(args = RUN_ARGS)]
+fn shell(mut a: RunArgs) -> Result<String, Error> {
+    a.python_shell = Some(true);
+    Ok(text(&run(&a, true)?.out.stdout, &a))
+}
+
+/// Run a command; return its standard output only
+#[function(args = RUN_ARGS)]
+fn run_stdout(a: RunArgs) -> Result<String, Error> {
+    Ok(text(&run(&a, false)?.out.stdout, &a))
+}
+
+/// Run a command; return its standard error only
+#[function(args = RUN_ARGS)]
+fn run_stderr(a: RunArgs) -> Result<String, Error> {
+    Ok(text(&run(&a, false)?.out.stderr, &a))
+}
+
+/// Run a command; return {pid, retcode, stdout, stderr}
+#[function(args = RUN_ARGS)]
+fn run_all(a: RunArgs) -> Result<Value, Error> {
+    let ran = run(&a, false)?;
+    Ok(json!({
+        "pid": ran.out.pid,
+        "retcode": ran.retcode,
+        "stdout": text(&ran.out.stdout, &a),
+        "stderr": text(&ran.out.stderr, &a),
+    }))
+}
+
+/// Run a command; return its exit code
+#[function(args = RUN_ARGS)]
+fn retcode(a: RunArgs) -> Result<i32, Error> {
+    Ok(run(&a, false)?.retcode)
+}
+
+/// Return the path of an executable, or None
+#[function(name = "which", args = ["cmd"])]
+fn which_(a: Which) -> Result<Option<String>, Error> {
+    which(&a.cmd)
+}
+
+/// Return whether an executable is available
+#[function(args = ["cmd"])]
+fn has_exec(a: Which) -> Result<bool, Error> {
+    Ok(which(&a.cmd)?.is_some())
+}
+
 impl Plugin for Cmd {
     const MODULE: &'static str = "cmd";
     const VERSION: &'static str = env!("CARGO_PKG_VERSION");
@@ -331,72 +388,8 @@ impl Plugin for Cmd {
         &[Capability::Exec, Capability::Shell, Capability::Fetch];
 
     fn functions() -> Vec<Function> {
-        vec![
-            Function::new(
-                "run",
-                "Run a command; return its output, stderr merged into stdout",
-                RUN_ARGS,
-                |a: RunArgs, _: &Call| Ok(text(&run(&a, true)?.out.stdout, &a)),
-            ),
-            Function::new(
-                "shell",
-                "Run a command through the shell; return its output",
-                RUN_ARGS,
-                |mut a: RunArgs, _: &Call| {
-                    a.python_shell = Some(true);
-                    Ok(text(&run(&a, true)?.out.stdout, &a))
-                },
-            ),
-            Function::new(
-                "run_stdout",
-                "Run a command; return its standard output only",
-                RUN_ARGS,
-                |a: RunArgs, _: &Call| Ok(text(&run(&a, false)?.out.stdout, &a)),
-            ),
-            Function::new(
-                "run_stderr",
-                "Run a command; return its standard error only",
-                RUN_ARGS,
-                |a: RunArgs, _: &Call| Ok(text(&run(&a, false)?.out.stderr, &a)),
-            ),
-            Function::new(
-                "run_all",
-                "Run a command; return {pid, retcode, stdout, stderr}",
-                RUN_ARGS,
-                |a: RunArgs, _: &Call| {
-                    let ran = run(&a, false)?;
-                    Ok(json!({
-                        "pid": ran.out.pid,
-                        "retcode": ran.retcode,
-                        "stdout": text(&ran.out.stdout, &a),
-                        "stderr": text(&ran.out.stderr, &a),
-                    }))
-                },
-            ),
-            Function::new(
-                "retcode",
-                "Run a command; return its exit code",
-                RUN_ARGS,
-                |a: RunArgs, _: &Call| Ok(run(&a, false)?.retcode),
-            ),
-            Function::new(
-                "which",
-                "Return the path of an executable, or None",
-                &["cmd"],
-                |a: Which, _: &Call| which(&a.cmd),
-            ),
-            Function::new(
-                "has_exec",
-                "Return whether an executable is available",
-                &["cmd"],
-                |a: Which, _: &Call| Ok(which(&a.cmd)?.is_some()),
-            ),
-            Function::new(
-                "script",
-                "Fetch a salt:// script and run it with ARGS; return {pid, retcode, stdout, stderr}",
-                SCRIPT_ARGS,
-                |a: ScriptArgs, _: &Call| script(a),
-            ),
+        maid_sdk::functions![
+            run_, shell, run_stdout, run_stderr, run_all, retcode, which_, has_exec, script,
         ]
     }
 }

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 
 use maid_sdk::fs::at;
 use maid_sdk::host::{self, Source};
-use maid_sdk::{Call, Capability, Error, Function, Plugin, export_plugin};
+use maid_sdk::{Call, Capability, Error, Function, Plugin, export_plugin, function};
 use serde::Deserialize;
 use serde_json::json;
 use sha2::{Digest, Sha256, Sha512};
@@ -75,6 +75,8 @@ fn target(src: &str, dest: &str) -> PathBuf {
     }
 }
 
+/// Copy a salt:// source to DEST; return DEST, or '' if the source is missing
+#[function(args = ["path", "dest", "saltenv", "makedirs", "template", "gzip"])]
 fn get_file(a: GetFile, call: &Call) -> Result<String, Error> {
     if a.template.is_some() {
         return Err(Error::bad_arguments("template rendering is not supported"));
@@ -125,11 +127,25 @@ fn get_file(a: GetFile, call: &Call) -> Result<String, Error> {
     Ok(dest.display().to_string())
 }
 
-/// Salt's `cp.recv_chunked`, what `salt-cp -C` (and `maid cp -C`) sends:
-/// one chunk of a file written (or appended) at `dest`, its directory made
-/// when missing, the mode set with the first chunk; or `dest` made a
-/// directory. Writes go through the granted directories only, as
-/// `get_file`'s do.
+/// Return the content of a salt:// source as a string, or False if missing
+#[function(args = ["path", "saltenv"])]
+fn get_file_str(a: GetFileStr) -> Result<serde_json::Value, Error> {
+    let Some(mut src) = open(&a.path)? else {
+        return Ok(json!(false));
+    };
+    let mut bytes = Vec::new();
+    src.read_to_end(&mut bytes)
+        .map_err(at(Path::new(&a.path), "cannot read"))?;
+    Ok(json!(String::from_utf8_lossy(&bytes)))
+}
+
+/// Write one chunk of a file salt-cp -C sends (or make DEST a directory); return True
+// Salt's `cp.recv_chunked`, what `salt-cp -C` (and `maid cp -C`) sends:
+// one chunk of a file written (or appended) at `dest`, its directory made
+// when missing, the mode set with the first chunk; or `dest` made a
+// directory. Writes go through the granted directories only, as
+// `get_file`'s do.
+#[function(args = ["dest", "chunk", "append=false", "compressed=true", "mode=null"])]
 fn recv_chunked(a: RecvChunked) -> Result<serde_json::Value, Error> {
     use std::io::Write;
 
@@ -206,6 +222,8 @@ fn digest<D: Digest>(mut reader: impl Read, what: &Path) -> Result<String, Error
     }
 }
 
+/// Return {hash_type, hsum} of a salt:// source or a local file
+#[function(args = ["path", "saltenv", "hash_type"])]
 fn hash_file(a: HashFile) -> Result<serde_json::Value, Error> {
     let hash_type = a.hash_type.unwrap_or_else(|| "sha256".into());
     let path = Path::new(&a.path);
@@ -243,46 +261,7 @@ impl Plugin for Cp {
         &[Capability::Fetch, Capability::FsRead, Capability::FsWrite];
 
     fn functions() -> Vec<Function> {
-        vec![
-            Function::new(
-                "get_file",
-                "Copy a salt:// source to DEST; return DEST, or '' if the source is missing",
-                &["path", "dest", "saltenv", "makedirs", "template", "gzip"],
-                |a: GetFile, call: &Call| get_file(a, call),
-            ),
-            Function::new(
-                "get_file_str",
-                "Return the content of a salt:// source as a string, or False if missing",
-                &["path", "saltenv"],
-                |a: GetFileStr, _: &Call| -> Result<serde_json::Value, Error> {
-                    let Some(mut src) = open(&a.path)? else {
-                        return Ok(json!(false));
-                    };
-                    let mut bytes = Vec::new();
-                    src.read_to_end(&mut bytes)
-                        .map_err(at(Path::new(&a.path), "cannot read"))?;
-                    Ok(json!(String::from_utf8_lossy(&bytes)))
-                },
-            ),
-            Function::new(
-                "recv_chunked",
-                "Write one chunk of a file salt-cp -C sends (or make DEST a directory); return True",
-                &[
-                    "dest",
-                    "chunk",
-                    "append=false",
-                    "compressed=true",
-                    "mode=null",
-                ],
-                |a: RecvChunked, _: &Call| recv_chunked(a),
-            ),
-            Function::new(
-                "hash_file",
-                "Return {hash_type, hsum} of a salt:// source or a local file",
-                &["path", "saltenv", "hash_type"],
-                |a: HashFile, _: &Call| hash_file(a),
-            ),
-        ]
+        maid_sdk::functions![get_file, get_file_str, recv_chunked, hash_file]
     }
 }
 

@@ -2,7 +2,7 @@
 //! run through the exec grant (which need name nothing else).
 
 use maid_sdk::host::Command;
-use maid_sdk::{Call, Capability, Error, Function, Plugin, export_plugin, python};
+use maid_sdk::{Capability, Error, Function, Plugin, export_plugin, function, python};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
@@ -38,8 +38,10 @@ fn df(base: &str, extra: &str) -> Result<String, Error> {
     Ok(out.stdout_lossy())
 }
 
-/// Salt's `disk.usage`: `{mount: {filesystem, 1K-blocks, used, available,
-/// capacity}}`, the numbers as text.
+/// Return the space used on each mounted volume (df -P)
+// Salt's `disk.usage`: `{mount: {filesystem, 1K-blocks, used, available,
+// capacity}}`, the numbers as text.
+#[function(args = ["args=null"])]
 fn usage(a: Args) -> Result<Value, Error> {
     let extra = flags(&a.args, "disk.usage")?;
     let mut ret = Map::new();
@@ -79,8 +81,10 @@ fn usage(a: Args) -> Result<Value, Error> {
     Ok(Value::Object(ret))
 }
 
-/// Salt's `disk.inodeusage`: `{mount: {inodes, used, free, use,
-/// filesystem}}`.
+/// Return the inodes used on each mounted volume (df -iP)
+// Salt's `disk.inodeusage`: `{mount: {inodes, used, free, use,
+// filesystem}}`.
+#[function(args = ["args=null"])]
 fn inodeusage(a: Args) -> Result<Value, Error> {
     let extra = flags(&a.args, "disk.inodeusage")?;
     let mut ret = Map::new();
@@ -112,20 +116,7 @@ impl Plugin for Disk {
     const CAPABILITIES: &'static [Capability] = &[Capability::Exec];
 
     fn functions() -> Vec<Function> {
-        vec![
-            Function::new(
-                "usage",
-                "Return the space used on each mounted volume (df -P)",
-                &["args=null"],
-                |a: Args, _: &Call| usage(a),
-            ),
-            Function::new(
-                "inodeusage",
-                "Return the inodes used on each mounted volume (df -iP)",
-                &["args=null"],
-                |a: Args, _: &Call| inodeusage(a),
-            ),
-        ]
+        maid_sdk::functions![usage, inodeusage]
     }
 }
 

@@ -7,7 +7,7 @@
 //! `groupadd` returns it.
 
 use maid_sdk::accounts;
-use maid_sdk::{Call, Capability, Error, Function, Plugin, export_plugin, python};
+use maid_sdk::{Capability, Error, Function, Plugin, export_plugin, function, python};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -34,32 +34,29 @@ struct Refresh {
     refresh: Value,
 }
 
+/// Return a group: name, passwd, gid, members ({} if none)
+#[function(args = ["name"])]
+fn info(a: Name) -> Result<Value, Error> {
+    let name = python::str(&a.name);
+    Ok(groups()?
+        .into_iter()
+        .find(|g| g["name"] == name.as_str())
+        .unwrap_or_else(|| json!({})))
+}
+
+/// Return every group, as group.info shows one
+#[function(args = ["refresh=false"])]
+fn getent(_: Refresh) -> Result<Vec<Value>, Error> {
+    groups()
+}
+
 impl Plugin for GroupModule {
     const MODULE: &'static str = "group";
     const VERSION: &'static str = env!("CARGO_PKG_VERSION");
     const CAPABILITIES: &'static [Capability] = &[Capability::FsRead];
 
     fn functions() -> Vec<Function> {
-        vec![
-            Function::new(
-                "info",
-                "Return a group: name, passwd, gid, members ({} if none)",
-                &["name"],
-                |a: Name, _: &Call| {
-                    let name = python::str(&a.name);
-                    Ok(groups()?
-                        .into_iter()
-                        .find(|g| g["name"] == name.as_str())
-                        .unwrap_or_else(|| json!({})))
-                },
-            ),
-            Function::new(
-                "getent",
-                "Return every group, as group.info shows one",
-                &["refresh=false"],
-                |_: Refresh, _: &Call| groups(),
-            ),
-        ]
+        maid_sdk::functions![info, getent]
     }
 }
 

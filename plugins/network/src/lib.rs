@@ -6,7 +6,7 @@
 use std::net::IpAddr;
 
 use maid_sdk::salt::fnmatch;
-use maid_sdk::{Call, Error, Function, Plugin, export_plugin, host, python};
+use maid_sdk::{Error, Function, Plugin, export_plugin, function, host, python};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -197,103 +197,111 @@ fn hw_addr(a: &Iface) -> Value {
     }
 }
 
+/// The arguments of `network.ip_addrs` and `network.ipaddrs`.
+const IP4_ARGS: &[&str] = &[
+    "interface=null",
+    "include_loopback=false",
+    "cidr=null",
+    "type=null",
+];
+
+/// The arguments of `network.ip_addrs6` and `network.ipaddrs6`.
+const IP6_ARGS: &[&str] = &["interface=null", "include_loopback=false", "cidr=null"];
+
+/// Return each interface: up, hwaddr, inet and inet6 addresses
+#[function]
+fn interfaces() -> Result<Value, Error> {
+    Ok(Value::Object(host::interfaces()))
+}
+
+/// Return the IPv4 addresses (loopback with include_loopback=True; filter by interface, cidr, type)
+#[function(name = "ip_addrs", args = IP4_ARGS)]
+fn ip_addrs_(a: IpAddrs) -> Result<Vec<String>, Error> {
+    ip_addrs(&a, "inet")
+}
+
+/// The same as network.ip_addrs
+#[function(args = IP4_ARGS)]
+fn ipaddrs(a: IpAddrs) -> Result<Vec<String>, Error> {
+    ip_addrs(&a, "inet")
+}
+
+/// Return the IPv6 addresses (loopback with include_loopback=True; filter by interface, cidr)
+#[function(args = IP6_ARGS)]
+fn ip_addrs6(a: IpAddrs) -> Result<Vec<String>, Error> {
+    ip_addrs(&a, "inet6")
+}
+
+/// The same as network.ip_addrs6
+#[function(args = IP6_ARGS)]
+fn ipaddrs6(a: IpAddrs) -> Result<Vec<String>, Error> {
+    ip_addrs(&a, "inet6")
+}
+
+/// Return an interface's hardware (MAC) address
+#[function(name = "hw_addr", args = ["iface"])]
+fn hw_addr_(a: Iface) -> Result<Value, Error> {
+    Ok(hw_addr(&a))
+}
+
+/// The same as network.hw_addr
+#[function(args = ["iface"])]
+fn hwaddr(a: Iface) -> Result<Value, Error> {
+    Ok(hw_addr(&a))
+}
+
+/// Return an interface's IPv4 addresses (inet entries)
+#[function(args = ["iface"])]
+fn interface(a: Iface) -> Result<Value, Error> {
+    Ok(match iface_info(&a.iface) {
+        Ok(info) => info.get("inet").cloned().unwrap_or_else(|| json!("")),
+        Err(e) => json!(e),
+    })
+}
+
+/// Return an interface's first IPv4 address
+#[function(args = ["iface"])]
+fn interface_ip(a: Iface) -> Result<Value, Error> {
+    Ok(match iface_info(&a.iface) {
+        Ok(info) => info["inet"][0]
+            .get("address")
+            .cloned()
+            .unwrap_or_else(|| json!("")),
+        Err(e) => json!(e),
+    })
+}
+
+/// Return whether an IP address is private
+#[function(name = "is_private", args = ["ip_addr"])]
+fn is_private_(a: IpArg) -> Result<bool, Error> {
+    let ip: IpAddr = python::str(&a.ip_addr).parse().map_err(|_| {
+        Error::failed(
+            format!(
+                "{} does not appear to be an IPv4 or IPv6 address",
+                python::repr(&a.ip_addr)
+            ),
+            1,
+        )
+    })?;
+    Ok(is_private(&ip))
+}
+
 impl Plugin for Network {
     const MODULE: &'static str = "network";
     const VERSION: &'static str = env!("CARGO_PKG_VERSION");
 
     fn functions() -> Vec<Function> {
-        let ip4 = &[
-            "interface=null",
-            "include_loopback=false",
-            "cidr=null",
-            "type=null",
-        ];
-        let ip6 = &["interface=null", "include_loopback=false", "cidr=null"];
-        vec![
-            Function::new(
-                "interfaces",
-                "Return each interface: up, hwaddr, inet and inet6 addresses",
-                &[],
-                |(): (), _: &Call| Ok(Value::Object(host::interfaces())),
-            ),
-            Function::new(
-                "ip_addrs",
-                "Return the IPv4 addresses (loopback with include_loopback=True; filter by interface, cidr, type)",
-                ip4,
-                |a: IpAddrs, _: &Call| ip_addrs(&a, "inet"),
-            ),
-            Function::new(
-                "ipaddrs",
-                "The same as network.ip_addrs",
-                ip4,
-                |a: IpAddrs, _: &Call| ip_addrs(&a, "inet"),
-            ),
-            Function::new(
-                "ip_addrs6",
-                "Return the IPv6 addresses (loopback with include_loopback=True; filter by interface, cidr)",
-                ip6,
-                |a: IpAddrs, _: &Call| ip_addrs(&a, "inet6"),
-            ),
-            Function::new(
-                "ipaddrs6",
-                "The same as network.ip_addrs6",
-                ip6,
-                |a: IpAddrs, _: &Call| ip_addrs(&a, "inet6"),
-            ),
-            Function::new(
-                "hw_addr",
-                "Return an interface's hardware (MAC) address",
-                &["iface"],
-                |a: Iface, _: &Call| Ok(hw_addr(&a)),
-            ),
-            Function::new(
-                "hwaddr",
-                "The same as network.hw_addr",
-                &["iface"],
-                |a: Iface, _: &Call| Ok(hw_addr(&a)),
-            ),
-            Function::new(
-                "interface",
-                "Return an interface's IPv4 addresses (inet entries)",
-                &["iface"],
-                |a: Iface, _: &Call| {
-                    Ok(match iface_info(&a.iface) {
-                        Ok(info) => info.get("inet").cloned().unwrap_or_else(|| json!("")),
-                        Err(e) => json!(e),
-                    })
-                },
-            ),
-            Function::new(
-                "interface_ip",
-                "Return an interface's first IPv4 address",
-                &["iface"],
-                |a: Iface, _: &Call| {
-                    Ok(match iface_info(&a.iface) {
-                        Ok(info) => info["inet"][0]
-                            .get("address")
-                            .cloned()
-                            .unwrap_or_else(|| json!("")),
-                        Err(e) => json!(e),
-                    })
-                },
-            ),
-            Function::new(
-                "is_private",
-                "Return whether an IP address is private",
-                &["ip_addr"],
-                |a: IpArg, _: &Call| {
-                    let ip: IpAddr = python::str(&a.ip_addr).parse().map_err(|_| {
-                        Error::failed(
-                            format!(
-                                "{} does not appear to be an IPv4 or IPv6 address",
-                                python::repr(&a.ip_addr)
-                            ),
-                            1,
-                        )
-                    })?;
-                    Ok(is_private(&ip))
-                },
-            ),
+        maid_sdk::functions![
+            interfaces,
+            ip_addrs_,
+            ipaddrs,
+            ip_addrs6,
+            ipaddrs6,
+            hw_addr_,
+            hwaddr,
+            interface,
+            interface_ip,
+            is_private_,
         ]
     }
 }

@@ -18,7 +18,7 @@ use std::sync::OnceLock;
 
 use maid_sdk::host::{self, Output};
 use maid_sdk::salt::{fnmatch, is_true};
-use maid_sdk::{Call, Capability, Error, Function, Plugin, export_plugin, python};
+use maid_sdk::{Call, Capability, Error, Function, Plugin, export_plugin, function, python};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
@@ -275,8 +275,10 @@ fn problem(what: &str, errors: &[String], changes: &Value) -> Error {
     Error::failed(msg, 1)
 }
 
-/// Salt's `pkg_resource.version`: one name gives its version text ("" when
-/// not installed); several, or a glob, a dict.
+/// Return the installed version of the packages named (globs allowed)
+// Salt's `pkg_resource.version`: one name gives its version text ("" when
+// not installed); several, or a glob, a dict.
+#[function(raw, args = ["*names", "**kwargs"])]
 fn version(call: &Call) -> Result<Value, Error> {
     let as_list = call.kwargs.get("versions_as_list").is_some_and(is_true);
     let pkgs = versions()?;
@@ -361,12 +363,21 @@ struct RefreshDb {
     failhard: Value,
 }
 
-/// Salt's `latest_version` (and `available_version`): the newest version
-/// the repositories offer for each package, "" when what is installed is
-/// as new (one name gives the text, several a dict).
+/// Return the newest version apt offers for each package, "" when installed
+// Salt's `latest_version` (and `available_version`): the newest version
+// the repositories offer for each package, "" when what is installed is
+// as new (one name gives the text, several a dict).
+#[function(raw, args = ["*names", "**kwargs"])]
 fn latest_version(call: &Call) -> Result<Value, Error> {
     let names: Vec<String> = call.args.iter().map(python::str).collect();
     backend().latest_version(&names, call)
+}
+
+/// Return the newest version apt offers for each package, "" when installed
+// Salt's alias of `latest_version`.
+#[function(raw, args = ["*names", "**kwargs"])]
+fn available_version(call: &Call) -> Result<Value, Error> {
+    latest_version(call)
 }
 
 #[derive(Deserialize)]
@@ -408,7 +419,22 @@ struct Install {
     version: Option<Value>,
 }
 
-/// Salt's `install`, with the `version` it pops from its kwargs.
+/// Install packages by name (name, pkgs, version) or from .deb files (sources)
+// Salt's `install`, with the `version` it pops from its kwargs.
+#[function(args = [
+    "name=null",
+    "refresh=false",
+    "fromrepo=null",
+    "skip_verify=false",
+    "debconf=null",
+    "pkgs=null",
+    "sources=null",
+    "reinstall=false",
+    "downloadonly=false",
+    "ignore_epoch=false",
+    "normalize=true",
+    "**kwargs",
+])]
 fn install(mut a: Install, call: &Call) -> Result<Value, Error> {
     a.version = kwarg(call, "version").cloned();
     backend().install(&a, call)
@@ -461,24 +487,59 @@ fn remove(purge: bool, a: &Uninstall, call: &Call) -> Result<Value, Error> {
     Ok(ret)
 }
 
-/// `latest_version` and its alias `available_version`.
-fn latest_fn(name: &'static str) -> Function {
-    Function::raw(
-        name,
-        "Return the newest version apt offers for each package, \"\" when installed",
-        &["*names", "**kwargs"],
-        latest_version,
-    )
+/// Return the installed packages as {name: version}
+#[function(
+    name = "list_pkgs",
+    args = [
+        "versions_as_list=false",
+        "removed=false",
+        "purge_desired=false",
+        "**kwargs",
+    ]
+)]
+fn list_pkgs_(a: ListPkgs) -> Result<Map<String, Value>, Error> {
+    list_pkgs(&a)
 }
 
-/// `remove` and `purge`.
-fn remove_fn(name: &'static str, doc: &'static str, purge: bool) -> Function {
-    Function::new(
-        name,
-        doc,
-        &["name=null", "pkgs=null", "**kwargs"],
-        move |a: Uninstall, call: &Call| remove(purge, &a, call),
-    )
+/// Return whether a newer version of the package is available
+#[function(args = ["name", "**kwargs"])]
+fn upgrade_available(a: UpgradeAvailable, call: &Call) -> Result<bool, Error> {
+    backend().upgrade_available(python::str(&a.name), call)
+}
+
+/// Return the packages an upgrade would install, with their versions
+#[function(args = ["refresh=true", "dist_upgrade=true", "**kwargs"])]
+fn list_upgrades(a: ListUpgrades, call: &Call) -> Result<Value, Error> {
+    let (refresh, dist_upgrade) = (is_true(&a.refresh), is_true(&a.dist_upgrade));
+    backend().list_upgrades(refresh, dist_upgrade, call)
+}
+
+/// Update the package lists (apt-get update)
+#[function(args = ["cache_valid_time=0", "failhard=false", "**kwargs"])]
+fn refresh_db(a: RefreshDb, call: &Call) -> Result<Value, Error> {
+    backend().refresh_db(&a, call)
+}
+
+/// Compare two package versions: -1, 0 or 1
+#[function(args = ["pkg1", "pkg2", "ignore_epoch=false", "**kwargs"])]
+fn version_cmp(a: VersionCmp) -> Result<Option<i32>, Error> {
+    let (one, two) = (python::str(&a.pkg1), python::str(&a.pkg2));
+    backend().version_cmp(&one, &two, is_true(&a.ignore_epoch))
+}
+
+/// The arguments of `remove` and `purge`.
+const REMOVE_ARGS: &[&str] = &["name=null", "pkgs=null", "**kwargs"];
+
+/// Remove packages (apt-get remove)
+#[function(name = "remove", args = REMOVE_ARGS)]
+fn remove_(a: Uninstall, call: &Call) -> Result<Value, Error> {
+    remove(false, &a, call)
+}
+
+/// Remove packages and their configuration files (apt-get purge)
+#[function(args = REMOVE_ARGS)]
+fn purge(a: Uninstall, call: &Call) -> Result<Value, Error> {
+    remove(true, &a, call)
 }
 
 impl Plugin for Pkg {
@@ -492,83 +553,18 @@ impl Plugin for Pkg {
     ];
 
     fn functions() -> Vec<Function> {
-        vec![
-            Function::new(
-                "list_pkgs",
-                "Return the installed packages as {name: version}",
-                &[
-                    "versions_as_list=false",
-                    "removed=false",
-                    "purge_desired=false",
-                    "**kwargs",
-                ],
-                |a: ListPkgs, _: &Call| list_pkgs(&a),
-            ),
-            Function::raw(
-                "version",
-                "Return the installed version of the packages named (globs allowed)",
-                &["*names", "**kwargs"],
-                version,
-            ),
-            latest_fn("latest_version"),
-            latest_fn("available_version"),
-            Function::new(
-                "upgrade_available",
-                "Return whether a newer version of the package is available",
-                &["name", "**kwargs"],
-                |a: UpgradeAvailable, call: &Call| {
-                    backend().upgrade_available(python::str(&a.name), call)
-                },
-            ),
-            Function::new(
-                "list_upgrades",
-                "Return the packages an upgrade would install, with their versions",
-                &["refresh=true", "dist_upgrade=true", "**kwargs"],
-                |a: ListUpgrades, call: &Call| {
-                    let (refresh, dist_upgrade) = (is_true(&a.refresh), is_true(&a.dist_upgrade));
-                    backend().list_upgrades(refresh, dist_upgrade, call)
-                },
-            ),
-            Function::new(
-                "refresh_db",
-                "Update the package lists (apt-get update)",
-                &["cache_valid_time=0", "failhard=false", "**kwargs"],
-                |a: RefreshDb, call: &Call| backend().refresh_db(&a, call),
-            ),
-            Function::new(
-                "version_cmp",
-                "Compare two package versions: -1, 0 or 1",
-                &["pkg1", "pkg2", "ignore_epoch=false", "**kwargs"],
-                |a: VersionCmp, _: &Call| {
-                    let (one, two) = (python::str(&a.pkg1), python::str(&a.pkg2));
-                    backend().version_cmp(&one, &two, is_true(&a.ignore_epoch))
-                },
-            ),
-            Function::new(
-                "install",
-                "Install packages by name (name, pkgs, version) or from .deb files (sources)",
-                &[
-                    "name=null",
-                    "refresh=false",
-                    "fromrepo=null",
-                    "skip_verify=false",
-                    "debconf=null",
-                    "pkgs=null",
-                    "sources=null",
-                    "reinstall=false",
-                    "downloadonly=false",
-                    "ignore_epoch=false",
-                    "normalize=true",
-                    "**kwargs",
-                ],
-                install,
-            ),
-            remove_fn("remove", "Remove packages (apt-get remove)", false),
-            remove_fn(
-                "purge",
-                "Remove packages and their configuration files (apt-get purge)",
-                true,
-            ),
+        maid_sdk::functions![
+            list_pkgs_,
+            version,
+            latest_version,
+            available_version,
+            upgrade_available,
+            list_upgrades,
+            refresh_db,
+            version_cmp,
+            install,
+            remove_,
+            purge,
         ]
     }
 }

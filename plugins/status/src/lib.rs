@@ -6,7 +6,7 @@
 use std::collections::BTreeSet;
 
 use maid_sdk::host::{self, Command};
-use maid_sdk::{Call, Capability, Error, Function, Plugin, export_plugin, python};
+use maid_sdk::{Call, Capability, Error, Function, Plugin, export_plugin, function, python};
 use serde_json::{Map, Value, json};
 
 struct Status;
@@ -51,6 +51,8 @@ fn isoformat(t: f64) -> String {
     }
 }
 
+/// Return how long the host has been up: seconds, since_iso, since_t, days, time, users
+#[function]
 fn uptime() -> Result<Value, Error> {
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -80,7 +82,24 @@ fn uptime() -> Result<Value, Error> {
     Ok(ret)
 }
 
-/// Salt's `linux_meminfo`: `{name: {value, unit}}`.
+/// Return the load averages: {1-min, 5-min, 15-min}
+#[function]
+fn loadavg() -> Result<Value, Error> {
+    let text = proc_text("/proc/loadavg")?;
+    let l: Vec<f64> = text
+        .split_whitespace()
+        .take(3)
+        .filter_map(|v| v.parse().ok())
+        .collect();
+    let [one, five, fifteen] = l[..] else {
+        return Err(Error::failed("/proc/loadavg: unreadable", 1));
+    };
+    Ok(json!({"1-min": one, "5-min": five, "15-min": fifteen}))
+}
+
+/// Return /proc/meminfo as {name: {value, unit}}
+// Salt's `linux_meminfo`: `{name: {value, unit}}`.
+#[function]
 fn meminfo() -> Result<Value, Error> {
     let mut ret = Map::new();
     for line in proc_text("/proc/meminfo")?.lines() {
@@ -100,8 +119,10 @@ fn meminfo() -> Result<Value, Error> {
     Ok(Value::Object(ret))
 }
 
-/// Salt's `linux_cpuinfo`: each `key: value` line, the last CPU's winning;
-/// `flags` split into a list.
+/// Return /proc/cpuinfo as {name: value}
+// Salt's `linux_cpuinfo`: each `key: value` line, the last CPU's winning;
+// `flags` split into a list.
+#[function]
 fn cpuinfo() -> Result<Value, Error> {
     let mut ret = Map::new();
     for line in proc_text("/proc/cpuinfo")?.lines() {
@@ -148,9 +169,11 @@ fn fstype_matches(fstype: &str, patterns: &BTreeSet<String>) -> bool {
     })
 }
 
-/// Salt's `status.diskusage`: `{mount: {available, total}}` in bytes, for
-/// the mounts named or those of the filesystem types named (all without
-/// arguments).
+/// Return {mount: {available, total}} for the mounts or filesystem types named
+// Salt's `status.diskusage`: `{mount: {available, total}}` in bytes, for
+// the mounts named or those of the filesystem types named (all without
+// arguments).
+#[function(raw, args = ["*args"])]
 fn diskusage(call: &Call) -> Result<Value, Error> {
     let mut selected = BTreeSet::new();
     let mut fstypes = BTreeSet::new();
@@ -210,49 +233,7 @@ impl Plugin for Status {
     const CAPABILITIES: &'static [Capability] = &[Capability::FsRead, Capability::Exec];
 
     fn functions() -> Vec<Function> {
-        vec![
-            Function::new(
-                "uptime",
-                "Return how long the host has been up: seconds, since_iso, since_t, days, time, users",
-                &[],
-                |(): (), _: &Call| uptime(),
-            ),
-            Function::new(
-                "loadavg",
-                "Return the load averages: {1-min, 5-min, 15-min}",
-                &[],
-                |(): (), _: &Call| {
-                    let text = proc_text("/proc/loadavg")?;
-                    let l: Vec<f64> = text
-                        .split_whitespace()
-                        .take(3)
-                        .filter_map(|v| v.parse().ok())
-                        .collect();
-                    let [one, five, fifteen] = l[..] else {
-                        return Err(Error::failed("/proc/loadavg: unreadable", 1));
-                    };
-                    Ok(json!({"1-min": one, "5-min": five, "15-min": fifteen}))
-                },
-            ),
-            Function::new(
-                "meminfo",
-                "Return /proc/meminfo as {name: {value, unit}}",
-                &[],
-                |(): (), _: &Call| meminfo(),
-            ),
-            Function::new(
-                "cpuinfo",
-                "Return /proc/cpuinfo as {name: value}",
-                &[],
-                |(): (), _: &Call| cpuinfo(),
-            ),
-            Function::raw(
-                "diskusage",
-                "Return {mount: {available, total}} for the mounts or filesystem types named",
-                &["*args"],
-                diskusage,
-            ),
-        ]
+        maid_sdk::functions![uptime, loadavg, meminfo, cpuinfo, diskusage]
     }
 }
 

@@ -8,7 +8,7 @@
 //! file only shapes the entries as Salt's `useradd` returns them.
 
 use maid_sdk::accounts::{self, Group, Passwd};
-use maid_sdk::{Call, Capability, Function, Plugin, export_plugin, python};
+use maid_sdk::{Capability, Error, Function, Plugin, export_plugin, function, python};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -59,78 +59,66 @@ struct Refresh {
     refresh: Value,
 }
 
+/// Return a user's account: uid, gid, groups, home, shell, GECOS fields ({} if none)
+#[function(name = "info", args = ["name"])]
+fn info_(a: Name) -> Result<Value, Error> {
+    let name = python::str(&a.name);
+    let groups = accounts::groups()?;
+    Ok(accounts::passwd()?
+        .iter()
+        .find(|u| u.name == name)
+        .map_or_else(|| json!({}), |u| info(u, &groups)))
+}
+
+/// Return the names of all users, sorted
+#[function]
+fn list_users() -> Result<Vec<String>, Error> {
+    let mut names: Vec<String> = accounts::passwd()?.into_iter().map(|u| u.name).collect();
+    names.sort();
+    Ok(names)
+}
+
+/// Return every user's account, as user.info shows one
+#[function(args = ["refresh=false"])]
+fn getent(_: Refresh) -> Result<Vec<Value>, Error> {
+    let groups = accounts::groups()?;
+    Ok(accounts::passwd()?
+        .iter()
+        .map(|u| info(u, &groups))
+        .collect::<Vec<_>>())
+}
+
+/// Return the groups a user belongs to, sorted
+#[function(args = ["name"])]
+fn list_groups(a: Name) -> Result<Vec<String>, Error> {
+    let name = python::str(&a.name);
+    let groups = accounts::groups()?;
+    Ok(accounts::passwd()?
+        .iter()
+        .find(|u| u.name == name)
+        .map(|u| group_list(u, &groups))
+        .unwrap_or_default())
+}
+
+/// Return a user's primary group
+#[function(args = ["name"])]
+fn primary_group(a: Name) -> Result<String, Error> {
+    let name = python::str(&a.name);
+    let groups = accounts::groups()?;
+    let user = accounts::passwd()?.into_iter().find(|u| u.name == name);
+    Ok(user
+        .and_then(|u| groups.iter().find(|g| g.gid == u.gid))
+        .map(|g| g.name.clone())
+        .unwrap_or_default())
+}
+
 impl Plugin for User {
     const MODULE: &'static str = "user";
     const VERSION: &'static str = env!("CARGO_PKG_VERSION");
     const CAPABILITIES: &'static [Capability] = &[Capability::FsRead];
 
     fn functions() -> Vec<Function> {
-        vec![
-            Function::new(
-                "info",
-                "Return a user's account: uid, gid, groups, home, shell, GECOS fields ({} if none)",
-                &["name"],
-                |a: Name, _: &Call| {
-                    let name = python::str(&a.name);
-                    let groups = accounts::groups()?;
-                    Ok(accounts::passwd()?
-                        .iter()
-                        .find(|u| u.name == name)
-                        .map_or_else(|| json!({}), |u| info(u, &groups)))
-                },
-            ),
-            Function::new(
-                "list_users",
-                "Return the names of all users, sorted",
-                &[],
-                |(): (), _: &Call| {
-                    let mut names: Vec<String> =
-                        accounts::passwd()?.into_iter().map(|u| u.name).collect();
-                    names.sort();
-                    Ok(names)
-                },
-            ),
-            Function::new(
-                "getent",
-                "Return every user's account, as user.info shows one",
-                &["refresh=false"],
-                |_: Refresh, _: &Call| {
-                    let groups = accounts::groups()?;
-                    Ok(accounts::passwd()?
-                        .iter()
-                        .map(|u| info(u, &groups))
-                        .collect::<Vec<_>>())
-                },
-            ),
-            Function::new(
-                "list_groups",
-                "Return the groups a user belongs to, sorted",
-                &["name"],
-                |a: Name, _: &Call| {
-                    let name = python::str(&a.name);
-                    let groups = accounts::groups()?;
-                    Ok(accounts::passwd()?
-                        .iter()
-                        .find(|u| u.name == name)
-                        .map(|u| group_list(u, &groups))
-                        .unwrap_or_default())
-                },
-            ),
-            Function::new(
-                "primary_group",
-                "Return a user's primary group",
-                &["name"],
-                |a: Name, _: &Call| {
-                    let name = python::str(&a.name);
-                    let groups = accounts::groups()?;
-                    let user = accounts::passwd()?.into_iter().find(|u| u.name == name);
-                    Ok(user
-                        .and_then(|u| groups.iter().find(|g| g.gid == u.gid))
-                        .map(|g| g.name.clone())
-                        .unwrap_or_default())
-                },
-            ),
-        ]
+        maid_sdk::functions![info_, list_users, getent, list_groups, primary_group]
     }
 }
 
