@@ -101,6 +101,30 @@ pub enum SyncError {
     Allow(#[from] globset::Error),
 }
 
+/// Why this maid does not install, or load again, a plugin pushed to the
+/// fleet; each reads as its audit record's reason and the job's return.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Refused {
+    /// `sync.allow` does not name the module.
+    #[error("not allowed by this maid's sync.allow")]
+    NotAllowed,
+    /// A local plugin of that name wins (`sync.replace_local` is off).
+    #[error("a plugin of that name is installed in plugin_dir (sync.replace_local is off)")]
+    LocalPlugin,
+    /// Installed, but its signed manifest is gone or no longer verifies.
+    #[error("its signed manifest is missing or no longer verifies with the trusted keys")]
+    Unverified,
+    /// Its latest signed manifest removes it.
+    #[error("it was removed")]
+    Removed,
+    /// The installed file cannot be read.
+    #[error("{0}")]
+    Unreadable(String),
+    /// The installed file is not what was signed.
+    #[error("content hash mismatch: signed {signed}, file hashes to {actual}")]
+    HashMismatch { signed: String, actual: String },
+}
+
 /// Why a sync job did nothing at all; each reads as the job's return.
 #[derive(Debug, thiserror::Error)]
 pub enum JobError {
@@ -257,19 +281,16 @@ impl Syncer {
     }
 
     /// The policy of this agent for `module`, before anything is fetched.
-    fn admit(&self, module: &str) -> Result<(), String> {
+    fn admit(&self, module: &str) -> Result<(), Refused> {
         if !self.allow.is_match(module) {
-            return Err("not allowed by this maid's sync.allow".into());
+            return Err(Refused::NotAllowed);
         }
         let local = self
             .local_dir
             .as_ref()
             .is_some_and(|d| d.join(format!("{module}.wasm")).exists());
         if local && !self.replace_local {
-            return Err(
-                "a plugin of that name is installed in plugin_dir (sync.replace_local is off)"
-                    .into(),
-            );
+            return Err(Refused::LocalPlugin);
         }
         Ok(())
     }
@@ -327,22 +348,22 @@ impl Syncer {
             let path = self.wasm(&module);
             let signed = self.accepted(&module);
             let checked = self.admit(&module).and_then(|()| {
-                let signed = signed.as_ref().ok_or(
-                    "its signed manifest is missing or no longer verifies with the trusted keys",
-                )?;
-                let sha = signed.manifest.sha256.as_deref().ok_or("it was removed")?;
-                let bytes = std::fs::read(&path).map_err(|e| e.to_string())?;
+                let signed = signed.as_ref().ok_or(Refused::Unverified)?;
+                let sha = signed.manifest.sha256.as_deref().ok_or(Refused::Removed)?;
+                let bytes = std::fs::read(&path).map_err(|e| Refused::Unreadable(e.to_string()))?;
                 let actual = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&bytes));
                 if actual != sha {
-                    return Err(format!(
-                        "content hash mismatch: signed {sha}, file hashes to {actual}"
-                    ));
+                    return Err(Refused::HashMismatch {
+                        signed: sha.to_string(),
+                        actual,
+                    });
                 }
                 Ok(sha.to_string())
             });
             let sha = match checked {
                 Ok(sha) => sha,
                 Err(reason) => {
+                    let reason = reason.to_string();
                     self.refuse(&pass, &mut report, &module, signed.as_ref(), reason);
                     continue;
                 }
@@ -494,7 +515,7 @@ impl Syncer {
             return Ok(());
         }
         if let Err(reason) = self.admit(module) {
-            self.refuse(pass, report, module, Some(&signed), reason);
+            self.refuse(pass, report, module, Some(&signed), reason.to_string());
             return Ok(());
         }
         self.install(conn, runtime, pass, report, &signed, &text)
@@ -548,7 +569,7 @@ impl Syncer {
             return Ok(());
         }
         if let Err(reason) = self.admit(module) {
-            self.refuse(pass, report, module, Some(&signed), reason);
+            self.refuse(pass, report, module, Some(&signed), reason.to_string());
             return Ok(());
         }
         // The same bytes pushed again: keep the newer manifest (it sets the
