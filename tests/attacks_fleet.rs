@@ -62,8 +62,8 @@ async fn a_maid_not_accepted_as_a_syndic_maid_cannot_answer_for_others() {
     let stolen = key_of(dir.path(), "web-1");
     // The job runs a second: the attacker's messages arrive while it does.
     let mut req = request("*", "glob", "test.sleep", json!([1]), json!({}));
-    req.pki = Some(Pki::new(&pki));
-    req.timeout = Duration::from_secs(5);
+    req.collect.pki = Some(Pki::new(&pki));
+    req.collect.timeout = Duration::from_secs(5);
     let attack = |jid: &str, n: &mut u32| {
         *n += 1;
         let msg = match *n % 3 {
@@ -168,7 +168,7 @@ async fn forged_registry_grains_decide_neither_permissions_nor_targets() {
             "{what}"
         );
         let mut req = request("role:web", "grain", "cmd.run", json!(["id"]), json!({}));
-        req.pki = Some(pki.clone());
+        req.collect.pki = Some(pki.clone());
         assert_eq!(registry.selected(&req), ids(&["web-1"]), "{what}");
         // db-1 itself stays expected and reachable by its id.
         req.tgt = json!("db-1");
@@ -217,7 +217,7 @@ async fn a_list_of_minions_its_syndic_maid_did_not_sign_is_not_believed() {
     let mut conn = bus.connect().await.unwrap();
     let everyone = |registry: &Registry| {
         let mut req = request("*", "glob", "test.ping", json!([]), json!({}));
-        req.pki = Some(pki.clone());
+        req.collect.pki = Some(pki.clone());
         registry.selected(&req)
     };
     let registry = Registry::read(&mut conn, Some(&pki)).await.unwrap();

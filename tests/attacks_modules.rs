@@ -22,7 +22,7 @@ use serde_json::{Value, json};
 async fn one_return(bus: &Bus, tgt: &str, fun: &str, arg: Value, kwarg: Value) -> Return {
     let mut req = request(tgt, "glob", fun, arg, kwarg);
     // dnf on a host that is not Fedora takes its time.
-    req.timeout = Duration::from_secs(90);
+    req.collect.timeout = Duration::from_secs(90);
     let report = run(bus, &req).await;
     assert_eq!(report.returns.len(), 1, "{fun}: {report:?}");
     report.returns[0].clone()

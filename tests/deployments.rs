@@ -32,7 +32,7 @@ async fn sentinel_failover_during_a_run_of_jobs() {
     }
     // Short, after the failover: a job the agents missed costs only this.
     let mut req = request("*", "glob", "test.ping", json!([]), json!({}));
-    req.timeout = Duration::from_secs(3);
+    req.collect.timeout = Duration::from_secs(3);
 
     let old = sentinel.master_port();
     sentinel.kill_master();
@@ -165,7 +165,7 @@ async fn cluster_round_trip() {
     let _d = start_agent(&classic_redis, "c-4", "");
     wait_registered(&classic_bus, &["c-4"]).await;
     let mut req = request("c-4", "glob", "test.echo", json!(["classic"]), json!({}));
-    req.exclude = ["c-1", "c-2", "c-3"]
+    req.collect.exclude = ["c-1", "c-2", "c-3"]
         .iter()
         .map(|s| s.to_string())
         .collect();

@@ -104,7 +104,7 @@ async fn targeting_and_the_report() {
     ];
     for (tgt, tgt_type, expected) in cases {
         let mut req = request(tgt, tgt_type, "test.ping", json!([]), json!({}));
-        req.timeout = Duration::from_secs(60);
+        req.collect.timeout = Duration::from_secs(60);
         let report = run(&bus, &req).await;
         let returned: Vec<&str> = {
             let mut v: Vec<&str> = report.returns.iter().map(|r| r.id.as_str()).collect();
@@ -120,7 +120,11 @@ async fn targeting_and_the_report() {
         assert_eq!(report.exit_code(), 0);
         // Stopped once everything expected came back, long before the
         // timeout (the margin is wide: this is no performance check).
-        assert!(report.elapsed < req.timeout / 2, "{:?}", report.elapsed);
+        assert!(
+            report.elapsed < req.collect.timeout / 2,
+            "{:?}",
+            report.elapsed
+        );
     }
 }
 
@@ -141,7 +145,7 @@ async fn missed_maids_missed_minions_and_repeats() {
     // A stopped agent is a missed maid (its alive key outlives it).
     gone.kill();
     let mut req = request("*", "glob", "test.sleep", json!([2]), json!({}));
-    req.timeout = Duration::from_secs(8);
+    req.collect.timeout = Duration::from_secs(8);
     // An agent that dies after it pinged is a missed minion.
     let (job, pinged) = run_watching(&bus, req, "dying").await;
     pinged.await.unwrap();
@@ -156,7 +160,7 @@ async fn missed_maids_missed_minions_and_repeats() {
 
     // Excluded ids are never expected.
     let mut req = request("ok", "glob", "test.ping", json!([]), json!({}));
-    req.exclude = ["gone".to_string(), "dying".to_string()].into();
+    req.collect.exclude = ["gone".to_string(), "dying".to_string()].into();
     let report = run(&bus, &req).await;
     assert!(report.missed_maids.is_empty(), "{report:?}");
 }
@@ -269,7 +273,7 @@ async fn the_job_cache_keeps_returns_after_the_master_gave_up() {
     // The master stops listening after 1.5 s, long before the job's own
     // 4 s timeout, at which the maid stops it.
     let mut req = request("*", "glob", "test.sleep", json!([30]), json!({}));
-    req.timeout = Duration::from_secs(4);
+    req.collect.timeout = Duration::from_secs(4);
     let report = run_with_replies(&bus, req, |sub| {
         Box::pin(futures_util::StreamExt::take_until(
             sub.into_on_message(),
@@ -506,7 +510,7 @@ async fn sigterm_finishes_running_jobs_then_exits_zero() {
     let mut a = start_agent(&redis, "graceful", "");
     wait_registered(&bus, &["graceful"]).await;
     let mut req = request("*", "glob", "test.sleep", json!([1]), json!({}));
-    req.timeout = Duration::from_secs(5);
+    req.collect.timeout = Duration::from_secs(5);
     let (job, pinged) = run_watching(&bus, req, "graceful").await;
     pinged.await.unwrap();
     let status = tokio::task::spawn_blocking(move || a.terminate())

@@ -239,8 +239,8 @@ async fn only_replies_signed_by_an_accepted_key_count() {
     crate::common::fleet::wait_subscribers(&bus, 3).await;
 
     let mut req = request("*", "glob", "test.ping", json!([]), json!({}));
-    req.timeout = Duration::from_secs(3);
-    req.pki = Some(Pki::new(&pki));
+    req.collect.timeout = Duration::from_secs(3);
+    req.collect.pki = Some(Pki::new(&pki));
     let report = run(&bus, &req).await;
     assert_eq!(report.expected, BTreeSet::from(["sig-a".to_string()]));
     let returned: Vec<(String, Value)> = report
@@ -260,7 +260,7 @@ async fn only_replies_signed_by_an_accepted_key_count() {
 
     // The control: without the key store, the ghost is expected (and
     // missed), the forger's return is counted as sig-a's or as a repeat.
-    req.pki = None;
+    req.collect.pki = None;
     let open = run(&bus, &req).await;
     assert!(open.missed_maids.contains("ghost"), "{open:?}");
     assert!(

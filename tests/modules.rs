@@ -875,7 +875,7 @@ async fn saltutil_kill_job_stops_a_running_command() {
         json!([format!("sleep {marker}")]),
         json!({}),
     );
-    sleeper.timeout = Duration::from_secs(120);
+    sleeper.collect.timeout = Duration::from_secs(120);
     let (job, pinged) = run_watching(&bus, sleeper, "maid-k").await;
     pinged.await.unwrap();
 
@@ -1589,8 +1589,8 @@ async fn a_job_still_running_is_asked_after_and_waited_for() {
 
     let sleep = |tgt: &str, gather: Option<u64>| {
         let mut req = request(tgt, "glob", "test.sleep", json!([3]), json!({}));
-        req.timeout = Duration::from_secs(1);
-        req.gather_job_timeout = gather.map(Duration::from_secs);
+        req.collect.timeout = Duration::from_secs(1);
+        req.collect.gather_job_timeout = gather.map(Duration::from_secs);
         req
     };
     // Asked after the 1 s timeout, it says it runs: waited for, returned.

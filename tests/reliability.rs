@@ -18,7 +18,7 @@ async fn until_healthy(bus: &Bus, returns: usize, n: usize) {
     let deadline = Instant::now() + Duration::from_secs(60);
     let mut streak = 0;
     let mut req = request("*", "glob", "test.ping", json!([]), json!({}));
-    req.timeout = Duration::from_secs(3);
+    req.collect.timeout = Duration::from_secs(3);
     while streak < n {
         assert!(Instant::now() < deadline, "the fleet did not recover");
         if bus.connect().await.is_err() {
@@ -195,7 +195,7 @@ async fn overload_is_answered_busy_never_silence() {
         jobs.push(tokio::spawn(async move {
             // Long enough that all five arrive while the first runs.
             let mut req = request("*", "glob", "test.sleep", json!([3]), json!({}));
-            req.timeout = Duration::from_secs(30);
+            req.collect.timeout = Duration::from_secs(30);
             run(&bus, &req).await
         }));
     }

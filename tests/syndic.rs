@@ -67,7 +67,7 @@ fn sent_by(r: &Report, id: &str) -> String {
 
 fn ping(tgt: &str, tgt_type: &str, timeout: u64) -> maid_master::jobs::JobRequest {
     let mut req = request(tgt, tgt_type, "test.ping", json!([]), json!({}));
-    req.timeout = Duration::from_secs(timeout);
+    req.collect.timeout = Duration::from_secs(timeout);
     req
 }
 
@@ -385,8 +385,8 @@ async fn signed_jobs_reach_the_maids_beneath_and_their_replies_verify_end_to_end
     let signed = |tgt: &str| {
         let mut req = request(tgt, "glob", "test.arg", json!(["signed"]), json!({}));
         req.key = Some(master.clone());
-        req.pki = Some(maid_master::pki::Pki::new(&pki));
-        req.timeout = Duration::from_secs(10);
+        req.collect.pki = Some(maid_master::pki::Pki::new(&pki));
+        req.collect.timeout = Duration::from_secs(10);
         req
     };
     let r = run(&bus, &signed("*")).await;
@@ -433,7 +433,7 @@ async fn signed_jobs_reach_the_maids_beneath_and_their_replies_verify_end_to_end
     let req = {
         let mut req = request("leaf-a", "glob", "test.sleep", json!([1]), json!({}));
         req.key = Some(master.clone());
-        req.pki = Some(maid_master::pki::Pki::new(&pki));
+        req.collect.pki = Some(maid_master::pki::Pki::new(&pki));
         req
     };
     let forged = |jid: &str, sub_ip: &str| {
@@ -510,7 +510,7 @@ async fn a_syndic_maid_over_a_real_salt_master_relays_its_minions() {
 
     // Salt's own targeting decides beneath, and Salt's retcodes come up.
     let mut req = request("sm2", "list", "test.retcode", json!([3]), json!({}));
-    req.timeout = Duration::from_secs(30);
+    req.collect.timeout = Duration::from_secs(30);
     let r = run(&bus, &req).await;
     assert_eq!(r.targeted, set(&["sm2"]), "{r:?}");
     assert_eq!(returned(&r), set(&["sm2"]), "{r:?}");

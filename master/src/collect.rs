@@ -86,7 +86,7 @@ impl Collector {
     /// the maids `registry` holds alive (and accepted).
     pub fn new(jid: String, registry: &Registry, req: &JobRequest, now: Instant) -> Collector {
         let expected = registry
-            .expected(&|id| req.exclude.contains(id))
+            .expected(&|id| req.collect.exclude.contains(id))
             .map(|(id, _)| id.clone())
             .collect();
         Collector {
@@ -95,9 +95,9 @@ impl Collector {
                 expected,
                 ..Default::default()
             },
-            timeout: req.timeout,
-            gather: req.gather_job_timeout,
-            deadline: now + req.timeout,
+            timeout: req.collect.timeout,
+            gather: req.collect.gather_job_timeout,
+            deadline: now + req.collect.timeout,
             finding: None,
             pinged: BTreeSet::new(),
             counts: BTreeMap::new(),
@@ -370,11 +370,10 @@ mod tests {
     const TIMEOUT: Duration = Duration::from_secs(5);
 
     fn request(gather: Option<Duration>) -> JobRequest {
-        JobRequest {
-            timeout: TIMEOUT,
-            gather_job_timeout: gather,
-            ..JobRequest::to_all("test.ping")
-        }
+        let mut req = JobRequest::to_all("test.ping");
+        req.collect.timeout = TIMEOUT;
+        req.collect.gather_job_timeout = gather;
+        req
     }
 
     /// A registry of alive maids, `syndics` among them.

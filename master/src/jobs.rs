@@ -26,7 +26,8 @@ pub use crate::registry::{
 };
 use crate::replies::{Received, receive};
 
-/// A job to publish.
+/// A job to publish: what goes on the wire ([`Job`]), and how its replies
+/// are collected ([`Collect`]).
 #[derive(Debug, Clone)]
 pub struct JobRequest {
     pub master_topic: String,
@@ -35,19 +36,32 @@ pub struct JobRequest {
     pub fun: String,
     pub arg: Vec<Value>,
     pub kwarg: Map<String, Value>,
-    pub timeout: Duration,
     pub user: Option<String>,
     pub out: Option<String>,
-    /// Ids never expected to answer (the original `ip.md`).
-    pub exclude: HashSet<String>,
-    /// After everything expected came back, how long to keep listening for
-    /// repeated returns.
-    pub linger: Duration,
     /// Sign the job with this key (PROTOCOL §6).
     pub key: Option<ed25519_dalek::SigningKey>,
     /// SHA-256 pinned for each `salt://` source the job reads
     /// ([`Job::source_hashes`]).
     pub source_hashes: BTreeMap<String, String>,
+    /// `--delimiter`: [`Job::delimiter`].
+    pub delimiter: Option<String>,
+    /// How its replies are collected.
+    pub collect: Collect,
+}
+
+/// How a master collects a job's replies: none of it travels with the
+/// job, except that a master that never asks after a running job
+/// (`gather_job_timeout` unset) tells the maids its `timeout`.
+#[derive(Debug, Clone)]
+pub struct Collect {
+    /// How long to wait for returns (and, with `gather_job_timeout`,
+    /// between asks).
+    pub timeout: Duration,
+    /// Ids never expected to answer (the original `ip.md`).
+    pub exclude: HashSet<String>,
+    /// After everything expected came back, how long to keep listening for
+    /// repeated returns.
+    pub linger: Duration,
     /// The master's key store: with one, a reply counts only when the key
     /// accepted for its maid signed it (PROTOCOL §3.4), and the maids
     /// expected are the accepted ones that are alive.
@@ -57,8 +71,6 @@ pub struct JobRequest {
     /// long for their answers; those still running the job are waited for
     /// another `timeout`, as Salt's master waits. `None`: do not ask.
     pub gather_job_timeout: Option<Duration>,
-    /// `--delimiter`: [`Job::delimiter`].
-    pub delimiter: Option<String>,
 }
 
 #[cfg(test)]
@@ -73,16 +85,18 @@ impl JobRequest {
             fun: fun.into(),
             arg: vec![],
             kwarg: Map::new(),
-            timeout: Duration::from_secs(5),
             user: None,
             out: None,
-            exclude: Default::default(),
-            linger: Duration::ZERO,
             key: None,
             source_hashes: Default::default(),
-            pki: None,
-            gather_job_timeout: None,
             delimiter: None,
+            collect: Collect {
+                timeout: Duration::from_secs(5),
+                exclude: Default::default(),
+                linger: Duration::ZERO,
+                pki: None,
+                gather_job_timeout: None,
+            },
         }
     }
 }
@@ -203,7 +217,7 @@ impl Registry {
     /// set is Salt's "No minions matched the target": nothing is sent.
     pub fn selected(&self, req: &JobRequest) -> BTreeSet<String> {
         self.targets(&req.tgt, &req.tgt_type, req.delimiter.as_deref(), &|id| {
-            req.exclude.contains(id)
+            req.collect.exclude.contains(id)
         })
         .ids
     }
@@ -223,7 +237,7 @@ impl Registry {
         };
         crate::target::listed_ids(&req.tgt, &req.tgt_type)
             .into_iter()
-            .filter(|id| !id.is_empty() && !known(id) && !req.exclude.contains(id))
+            .filter(|id| !id.is_empty() && !known(id) && !req.collect.exclude.contains(id))
             .collect()
     }
 }
@@ -231,7 +245,9 @@ impl Registry {
 /// The expected maids that `req`'s target selects by their registered
 /// grains ([`Registry::selected`]), read now.
 pub async fn selected(conn: &mut Conn, req: &JobRequest) -> Result<BTreeSet<String>, BusError> {
-    Ok(Registry::read(conn, req.pki.as_ref()).await?.selected(req))
+    Ok(Registry::read(conn, req.collect.pki.as_ref())
+        .await?
+        .selected(req))
 }
 
 /// Save `req`'s load as job `jid` ([`jobcache`](crate::jobcache)), the
@@ -325,9 +341,10 @@ pub fn job_payload(req: &JobRequest, jid: &str, topic: &str) -> String {
         // run, as a Salt minion does, to the maid's own limit; one that
         // gives up at its timeout has the maid stop the job there.
         timeout: req
+            .collect
             .gather_job_timeout
             .is_none()
-            .then_some(req.timeout.as_secs_f64()),
+            .then_some(req.collect.timeout.as_secs_f64()),
         user: req.user.clone(),
         issued_at: Some(chrono::Utc::now().timestamp_millis()),
         out: req.out.clone(),
@@ -383,7 +400,7 @@ pub async fn run_as(
     let registry = match registry {
         Some(r) => r,
         None => {
-            read = Registry::read(&mut conn, req.pki.as_ref()).await?;
+            read = Registry::read(&mut conn, req.collect.pki.as_ref()).await?;
             &read
         }
     };
@@ -401,7 +418,7 @@ pub async fn run_on(
     req: &JobRequest,
     on_return: impl FnMut(&Return),
 ) -> Result<Report, BusError> {
-    let registry = Registry::read(conn, req.pki.as_ref()).await?;
+    let registry = Registry::read(conn, req.collect.pki.as_ref()).await?;
     run_in(conn, &registry, replies, jid, topic, req, on_return).await
 }
 
@@ -452,7 +469,7 @@ pub async fn run_in(
         }
     }
     // Late repeats of a finished job still count.
-    let linger_until = tokio::time::Instant::now() + req.linger;
+    let linger_until = tokio::time::Instant::now() + req.collect.linger;
     while let Ok(Some(msg)) = tokio::time::timeout_at(linger_until, replies.next()).await {
         if let Some(received) = parsed(&msg) {
             collector.receive_late(received);
@@ -473,10 +490,13 @@ fn find_job(req: &JobRequest, jid: &str, ids: &BTreeSet<String>) -> JobRequest {
         fun: FIND_JOB.into(),
         arg: vec![Value::String(jid.to_string())],
         kwarg: Map::new(),
-        timeout: req.gather_job_timeout.unwrap_or(GATHER_JOB_TIMEOUT),
         source_hashes: BTreeMap::new(),
-        gather_job_timeout: None,
         delimiter: None,
+        collect: Collect {
+            timeout: req.collect.gather_job_timeout.unwrap_or(GATHER_JOB_TIMEOUT),
+            gather_job_timeout: None,
+            ..req.collect.clone()
+        },
         ..req.clone()
     }
 }

@@ -7,7 +7,7 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use maid_bus::{Bus, RedisConfig};
-use maid_master::jobs::{JobRequest, Report};
+use maid_master::jobs::{Collect, JobRequest, Report};
 use serde_json::{Map, Value};
 
 use super::guests;
@@ -126,16 +126,18 @@ pub fn request(tgt: &str, tgt_type: &str, fun: &str, arg: Value, kwarg: Value) -
         fun: fun.into(),
         arg: arg.as_array().cloned().unwrap_or_default(),
         kwarg: kwarg.as_object().cloned().unwrap_or_else(Map::new),
-        timeout: Duration::from_secs(10),
         user: Some("tester".into()),
         out: None,
-        exclude: HashSet::new(),
-        linger: Duration::from_millis(300),
         key: None,
         source_hashes: Default::default(),
-        pki: None,
-        gather_job_timeout: None,
         delimiter: None,
+        collect: Collect {
+            timeout: Duration::from_secs(10),
+            exclude: HashSet::new(),
+            linger: Duration::from_millis(300),
+            pki: None,
+            gather_job_timeout: None,
+        },
     }
 }
 

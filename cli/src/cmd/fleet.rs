@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use clap::{ArgGroup, Args};
-use maid_master::jobs::{self, JobRequest, Report};
+use maid_master::jobs::{self, Collect, JobRequest, Report};
 use maid_protocol::protocol::Return;
 use serde_json::{Map, Value};
 
@@ -301,21 +301,23 @@ pub(super) fn prepare(
         fun,
         arg,
         kwarg,
-        timeout: Duration::from_secs_f64(timeout),
         user: std::env::var("USER").ok(),
         out: Some(report_opts.output.name().into()),
-        exclude: read_exclude(&report_opts.exclude)?,
-        linger: Duration::from_millis(100),
         key: master.signing_key(&config)?,
         source_hashes,
-        pki: master.verified_pki(&config)?,
-        gather_job_timeout: (report_opts.gather_job_timeout > 0.0)
-            .then(|| Duration::from_secs_f64(report_opts.gather_job_timeout)),
         delimiter,
+        collect: Collect {
+            timeout: Duration::from_secs_f64(timeout),
+            exclude: read_exclude(&report_opts.exclude)?,
+            linger: Duration::from_millis(100),
+            pki: master.verified_pki(&config)?,
+            gather_job_timeout: (report_opts.gather_job_timeout > 0.0)
+                .then(|| Duration::from_secs_f64(report_opts.gather_job_timeout)),
+        },
     };
     let registry = block_on(async {
         let mut conn = bus.connect().await?;
-        anyhow::Ok(jobs::Registry::read(&mut conn, req.pki.as_ref()).await?)
+        anyhow::Ok(jobs::Registry::read(&mut conn, req.collect.pki.as_ref()).await?)
     })??;
     let selected = registry.selected(&req);
     if report_opts.preview_target {

@@ -24,7 +24,7 @@ use super::login::User;
 use super::lowstate::{self, Chunk, Client};
 use super::master_funs::{self, BadCall, Bound, Form};
 use super::{Api, ClientAddr, media, perms};
-use crate::jobs::{self, JobRequest, Report};
+use crate::jobs::{self, Collect, JobRequest, Report};
 use crate::protocol::Return;
 use crate::{batch, jid, jobcache};
 
@@ -277,17 +277,19 @@ fn request(api: &Api, chunk: &Chunk, user: &str, timeout: std::time::Duration) -
         fun: chunk.fun.clone(),
         arg: chunk.arg.clone(),
         kwarg: chunk.kwarg.clone(),
-        timeout,
         user: Some(user.to_string()),
         out: None,
-        exclude: HashSet::new(),
-        linger: LINGER,
         key: api.key.clone(),
         source_hashes: Default::default(),
-        pki: api.pki.clone(),
-        // salt-api's LocalClient asks as the salt CLI does.
-        gather_job_timeout: Some(crate::jobs::GATHER_JOB_TIMEOUT),
         delimiter: chunk.delimiter.clone(),
+        collect: Collect {
+            timeout,
+            exclude: HashSet::new(),
+            linger: LINGER,
+            pki: api.pki.clone(),
+            // salt-api's LocalClient asks as the salt CLI does.
+            gather_job_timeout: Some(crate::jobs::GATHER_JOB_TIMEOUT),
+        },
     }
 }
 
@@ -313,7 +315,7 @@ async fn publish_and_wait(
     req: &JobRequest,
 ) -> Result<Option<(BTreeSet<String>, Report)>, ApiError> {
     let mut conn = api.hub.conn().await?;
-    let registry = jobs::Registry::read(&mut conn, req.pki.as_ref()).await?;
+    let registry = jobs::Registry::read(&mut conn, req.collect.pki.as_ref()).await?;
     let mut selected = registry.selected(req);
     if selected.is_empty() {
         return Ok(None);
@@ -688,7 +690,7 @@ async fn local_async(api: &Api, chunk: &Chunk, user: &str) -> Result<(Value, Val
         .unwrap_or(std::time::Duration::from_secs_f64(api.max_timeout_secs));
     let mut req = request(api, chunk, user, timeout);
     // Nobody waits to ask after it: the job carries its limit.
-    req.gather_job_timeout = None;
+    req.collect.gather_job_timeout = None;
     let mut conn = api.hub.conn().await?;
     let minions: Vec<String> = jobs::selected(&mut conn, &req).await?.into_iter().collect();
     if minions.is_empty() {
