@@ -393,6 +393,14 @@ async fn salt_and_maid_run_print_the_same() {
     let (src, dest) = (files.path().join("src"), files.path().join("dest"));
     std::fs::create_dir_all(&src).unwrap();
     std::fs::create_dir_all(&dest).unwrap();
+    // `salt-cp -C '*' … all/` has both minions of this one host make
+    // `all/sub` at once; Salt's `cp.recv_chunked` then fails one of them
+    // with `[Errno 17] File exists` whenever they race (1 run in 4 here).
+    // The directory is there beforehand on both sides, so the comparison
+    // is of what maid decides, not of Salt's race.
+    for side in ["salt", "maid"] {
+        std::fs::create_dir_all(dest.join(format!("c-{side}/all/sub"))).unwrap();
+    }
     std::fs::write(src.join("a.txt"), "a\n").unwrap();
     std::fs::write(src.join("b.txt"), "b\n").unwrap();
     // A tree for `salt-cp -C`: a subdirectory, an empty one, an executable
