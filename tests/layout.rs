@@ -4,11 +4,18 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::process::Command;
+use std::sync::OnceLock;
 
 use serde_json::Value;
 
-/// Each workspace package's normal (non-dev, non-build) dependencies.
-fn dependencies() -> BTreeMap<String, BTreeSet<String>> {
+/// Each workspace package's normal (non-dev, non-build) dependencies,
+/// read once for every test here.
+fn dependencies() -> &'static BTreeMap<String, BTreeSet<String>> {
+    static DEPENDENCIES: OnceLock<BTreeMap<String, BTreeSet<String>>> = OnceLock::new();
+    DEPENDENCIES.get_or_init(read_dependencies)
+}
+
+fn read_dependencies() -> BTreeMap<String, BTreeSet<String>> {
     let out = Command::new(env!("CARGO"))
         .args([
             "metadata",
@@ -51,7 +58,7 @@ const BINARIES: &[&str] = &["maid", "maid-bench"];
 fn no_library_depends_on_the_binary() {
     let deps = dependencies();
     assert!(deps.contains_key("maid"), "the cli package is named maid");
-    for (package, uses) in &deps {
+    for (package, uses) in deps {
         if BINARIES.contains(&package.as_str()) {
             continue;
         }

@@ -57,7 +57,7 @@ impl FindJob {
 }
 
 /// One job's collection.
-pub struct Collector {
+pub struct Collector<'r> {
     report: Report,
     /// How long to wait for returns before asking (and between asks).
     timeout: Duration,
@@ -73,18 +73,16 @@ pub struct Collector {
     /// The minions each syndic maid listed in its PING: the only ids other
     /// than its own it may return for.
     listed: BTreeMap<String, BTreeSet<String>>,
-    /// The maids the registry holds: a syndic maid cannot answer for one.
-    maids: BTreeSet<String>,
-    /// The maids that may list minions beneath them.
-    syndics: BTreeSet<String>,
-    /// The accepted keys, on a master that keeps keys.
-    accepted: Option<AcceptedKeys>,
+    /// The registry the job was published over: the maids a syndic maid
+    /// cannot answer for, the syndic maids that may list minions, and the
+    /// accepted keys, on a master that keeps keys.
+    registry: &'r Registry,
 }
 
-impl Collector {
+impl<'r> Collector<'r> {
     /// The collection of job `jid` of `req`, published at `now`, expecting
     /// the maids `registry` holds alive (and accepted).
-    pub fn new(jid: String, registry: &Registry, req: &JobRequest, now: Instant) -> Collector {
+    pub fn new(jid: String, registry: &'r Registry, req: &JobRequest, now: Instant) -> Self {
         let expected = registry
             .expected(&|id| req.collect.exclude.contains(id))
             .map(|(id, _)| id.clone())
@@ -102,9 +100,7 @@ impl Collector {
             pinged: BTreeSet::new(),
             counts: BTreeMap::new(),
             listed: BTreeMap::new(),
-            maids: registry.maids.keys().cloned().collect(),
-            syndics: registry.syndics.clone(),
-            accepted: registry.accepted.clone(),
+            registry,
         }
     }
 
@@ -164,7 +160,7 @@ impl Collector {
             if let Some(Reply::Return(r)) = genuine(
                 received,
                 &f.jid,
-                self.accepted.as_ref(),
+                self.registry.accepted.as_ref(),
                 &mut self.report.forged,
             ) {
                 f.answer(r);
@@ -183,7 +179,7 @@ impl Collector {
                 None
             }
             Reply::Return(r) => {
-                if let Err(why) = vouched(&r, &self.listed, self.accepted.as_ref()) {
+                if let Err(why) = vouched(&r, &self.listed, self.registry.accepted.as_ref()) {
                     tracing::warn!(jid = %r.jid, maid = %r.sub_ip, %why, "forged reply: not counted");
                     self.report.forged.insert(r.sub_ip, why);
                     return None;
@@ -205,7 +201,7 @@ impl Collector {
     /// counted only when it repeats one.
     pub fn receive_late(&mut self, received: Received) {
         if let Some(Reply::Return(r)) = self.of_job(received)
-            && vouched(&r, &self.listed, self.accepted.as_ref()).is_ok()
+            && vouched(&r, &self.listed, self.registry.accepted.as_ref()).is_ok()
         {
             let n = self.counts.entry(r.id.clone()).or_default();
             *n += 1;
@@ -262,7 +258,7 @@ impl Collector {
         match p.minions {
             // Only a syndic maid may answer for others (PROTOCOL v1.2 §7):
             // anyone else's list is forged, and it stands for itself alone.
-            Some(_) if !self.syndics.contains(&p.sub_ip) => {
+            Some(_) if !self.registry.syndics.contains(&p.sub_ip) => {
                 let why = "listed minions beneath it, and is not an accepted syndic maid";
                 tracing::warn!(jid = %p.jid, maid = %p.sub_ip, %why, "forged reply");
                 report.forged.insert(p.sub_ip.clone(), why.into());
@@ -277,7 +273,7 @@ impl Collector {
             Some(mut minions) => {
                 let sub_ip = p.sub_ip.clone();
                 minions.retain(|m| {
-                    let own = *m == sub_ip || !self.maids.contains(m);
+                    let own = *m == sub_ip || !self.registry.maids.contains_key(m);
                     if !own {
                         let why = format!("listed {m:?}, a maid of the registry's own");
                         tracing::warn!(jid = %p.jid, maid = %sub_ip, %why, "forged reply");
@@ -308,7 +304,7 @@ impl Collector {
         genuine(
             received,
             &self.report.jid,
-            self.accepted.as_ref(),
+            self.registry.accepted.as_ref(),
             &mut self.report.forged,
         )
     }
@@ -390,7 +386,7 @@ mod tests {
         }
     }
 
-    fn collector(reg: &Registry, gather: Option<Duration>, now: Instant) -> Collector {
+    fn collector(reg: &Registry, gather: Option<Duration>, now: Instant) -> Collector<'_> {
         Collector::new(JID.into(), reg, &request(gather), now)
     }
 

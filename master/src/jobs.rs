@@ -492,11 +492,14 @@ fn find_job(req: &JobRequest, jid: &str, ids: &BTreeSet<String>) -> JobRequest {
         kwarg: Map::new(),
         source_hashes: BTreeMap::new(),
         delimiter: None,
+        master_topic: req.master_topic.clone(),
+        user: req.user.clone(),
+        out: req.out.clone(),
+        key: req.key.clone(),
         collect: Collect {
             timeout: req.collect.gather_job_timeout.unwrap_or(GATHER_JOB_TIMEOUT),
             gather_job_timeout: None,
             ..req.collect.clone()
         },
-        ..req.clone()
     }
 }
