@@ -8,6 +8,9 @@
 //! * [`jobcache`]: what each job was (its load), for `jobs.list_jobs`.
 //! * [`registry`]: the maids that registered, as far as accepted keys
 //!   vouch for them.
+//! * [`runners`]: the runners the master runs itself (`jobs.*`,
+//!   `manage.*`); [`wheel`]: its `key.*` wheel functions; [`binding`]:
+//!   how both are called, as Salt binds their arguments.
 //! * [`api`]: `maid api`, salt-api's REST interface.
 //! * [`pki`]: the maid keys the master accepted, rejected or denied, kept
 //!   as Salt's master keeps minion keys (`maid key`).
@@ -18,11 +21,14 @@
 
 pub mod api;
 pub mod batch;
+pub mod binding;
 pub mod collect;
 pub mod jobcache;
 pub mod jobs;
 pub mod pki;
 pub mod registry;
+pub mod runners;
+pub mod wheel;
 
 use maid_bus::{self as bus, fsutil};
 use maid_config as config;

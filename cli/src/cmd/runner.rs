@@ -15,7 +15,8 @@ use serde_json::Value;
 use super::fleet::{self, Prepared, ReportOpts, Spec};
 use crate::master::MasterOpts;
 use crate::rt::block_on;
-use maid_master::api::master_funs::{self, Form};
+use maid_master::binding::Form;
+use maid_master::{binding, runners::jobs as job_runners, runners::manage};
 
 #[derive(Debug, Args)]
 pub struct RunnerArgs {
@@ -35,7 +36,7 @@ pub struct RunnerArgs {
 pub fn run(args: RunnerArgs) -> anyhow::Result<ExitCode> {
     args.output.prepare()?;
     let (out, indent) = (&args.output.out(), args.output.out_indent);
-    if !master_funs::exists(Form::Runner, &args.fun) {
+    if !binding::exists(Form::Runner, &args.fun) {
         // As salt-run: said, and exit 0.
         out.display_value(
             &Value::String(format!("'{}' is not available.", args.fun)),
@@ -45,7 +46,7 @@ pub fn run(args: RunnerArgs) -> anyhow::Result<ExitCode> {
     }
     let words = args.args.iter().cloned().map(Value::String).collect();
     let (positional, kwargs) = parse_input(words, false);
-    let bound = match master_funs::bind(Form::Runner, &args.fun, positional, &kwargs) {
+    let bound = match binding::bind(Form::Runner, &args.fun, positional, &kwargs) {
         Ok(bound) => bound,
         Err(bad) => {
             out.display_value(
@@ -55,19 +56,19 @@ pub fn run(args: RunnerArgs) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::SUCCESS);
         }
     };
-    let answer = if args.fun.starts_with("manage.") && !master_funs::is_presence(&args.fun) {
+    let answer = if args.fun.starts_with("manage.") && !manage::is_presence(&args.fun) {
         let (up, down) = manage_ping(&args, &bound)?;
-        Ok(master_funs::manage_answer(&args.fun, up, down))
+        Ok(manage::manage_answer(&args.fun, up, down))
     } else {
         // The rest read Redis: the registry, or the job cache.
         let (bus, config) = args.master.bus()?;
         let pki = args.master.verified_pki(&config)?;
         block_on(async {
             let mut conn = bus.connect().await?;
-            if master_funs::is_presence(&args.fun) {
-                master_funs::presence(&mut conn, pki.as_ref(), &args.fun, &bound).await
+            if manage::is_presence(&args.fun) {
+                manage::presence(&mut conn, pki.as_ref(), &args.fun, &bound).await
             } else {
-                master_funs::jobs_runner(&mut conn, pki.as_ref(), &args.fun, &bound, |_| true).await
+                job_runners::jobs_runner(&mut conn, pki.as_ref(), &args.fun, &bound, |_| true).await
             }
         })??
     };
@@ -86,7 +87,7 @@ pub fn run(args: RunnerArgs) -> anyhow::Result<ExitCode> {
 /// answered, and those selected that did not, each sorted.
 fn manage_ping(
     args: &RunnerArgs,
-    bound: &master_funs::Bound,
+    bound: &binding::Bound,
 ) -> anyhow::Result<(Vec<String>, Vec<String>)> {
     // As Salt's `manage._ping` (through `LocalClient.run_job`): a target
     // that selects nobody, or of a type there is none of, is said so.
@@ -94,7 +95,7 @@ fn manage_ping(
         println!("{}", fleet::NO_MATCH);
         Ok((vec![], vec![]))
     };
-    let Ok(target) = master_funs::ManageTarget::of(bound) else {
+    let Ok(target) = manage::ManageTarget::of(bound) else {
         return no_match();
     };
     let timeout = target.timeout.unwrap_or(args.timeout);
@@ -109,5 +110,5 @@ fn manage_ping(
         Prepared::Done(_) => return Ok((vec![], vec![])),
     };
     let report = block_on(ready.run(maid_protocol::jid::new_jid(), |_| {}))??;
-    Ok(master_funs::up_down(&ready.selected, &report))
+    Ok(manage::up_down(&ready.selected, &report))
 }

@@ -22,11 +22,12 @@ use super::error::ApiError;
 use super::hub::Event;
 use super::login::User;
 use super::lowstate::{self, Chunk, Client};
-use super::master_funs::{self, BadCall, Bound, Form};
 use super::{Api, ClientAddr, media, perms};
+use crate::binding::{BadCall, Bound, Form};
 use crate::jobs::{self, Collect, JobRequest, Report};
 use crate::protocol::Return;
 use crate::{batch, jid, jobcache};
+use crate::{binding, runners::jobs as job_runners, runners::manage, wheel};
 
 /// How long a `local` call keeps listening for repeated returns once
 /// everything expected came back (as `maid run`).
@@ -491,7 +492,7 @@ async fn master_call(
         "fun": format!("runner.{}", chunk.fun),
         "jid": jid,
         "user": user,
-        "fun_args": master_funs::fun_args(form, &chunk.fun, &chunk.arg, &chunk.kwarg),
+        "fun_args": binding::fun_args(form, &chunk.fun, &chunk.arg, &chunk.kwarg),
         "_stamp": stamp,
         "return": ret,
         "success": success,
@@ -525,8 +526,8 @@ fn master_async(api: &Api, chunk: &Chunk, form: Form, user: &str) -> (Value, Val
     let tag = master_tag(form, &jid);
     api.owners.insert(&jid, user);
     let fun_args = match (form, &chunk.bound) {
-        (Form::Wheel, Some(Ok(bound))) => master_funs::wheel_fun_args(&chunk.fun, bound),
-        _ => master_funs::fun_args(form, &chunk.fun, &chunk.arg, &chunk.kwarg),
+        (Form::Wheel, Some(Ok(bound))) => binding::wheel_fun_args(&chunk.fun, bound),
+        _ => binding::fun_args(form, &chunk.fun, &chunk.arg, &chunk.kwarg),
     };
     let mut data = json!({
         "fun": format!("{}.{}", form.name(), chunk.fun),
@@ -589,7 +590,7 @@ async fn master_run(
                 ));
             };
             super::keys::file_registered_keys(api, pki).await?;
-            master_funs::wheel(pki, &chunk.fun, &bound).map_err(|e| e.to_string())
+            wheel::wheel(pki, &chunk.fun, &bound).map_err(|e| e.to_string())
         }
         Form::Runner => runner(api, chunk, &bound, user)
             .await?
@@ -612,17 +613,17 @@ async fn runner(
     bound: &Bound,
     user: &str,
 ) -> Result<Result<Value, BadCall>, ApiError> {
-    if master_funs::is_presence(&chunk.fun) {
+    if manage::is_presence(&chunk.fun) {
         let mut conn = api.hub.conn().await?;
-        return Ok(master_funs::presence(&mut conn, api.pki.as_ref(), &chunk.fun, bound).await?);
+        return Ok(manage::presence(&mut conn, api.pki.as_ref(), &chunk.fun, bound).await?);
     }
     if chunk.fun.starts_with("manage.") {
         let (up, down) = manage_ping(api, bound, user).await?;
-        return Ok(Ok(master_funs::manage_answer(&chunk.fun, up, down)));
+        return Ok(Ok(manage::manage_answer(&chunk.fun, up, down)));
     }
     let mut conn = api.hub.conn().await?;
     let visible = |load: &jobcache::Load| api.may_see(user, &load.jid) || load.user == user;
-    Ok(master_funs::jobs_runner(&mut conn, api.pki.as_ref(), &chunk.fun, bound, visible).await?)
+    Ok(job_runners::jobs_runner(&mut conn, api.pki.as_ref(), &chunk.fun, bound, visible).await?)
 }
 
 /// `manage.status`: ping the targeted minions; `up` returned, `down` were
@@ -632,8 +633,8 @@ async fn manage_ping(
     bound: &Bound,
     user: &str,
 ) -> Result<(Vec<String>, Vec<String>), ApiError> {
-    let target = master_funs::ManageTarget::of(bound)
-        .map_err(|e| ApiError::bad("tgt_type", e.to_string()))?;
+    let target =
+        manage::ManageTarget::of(bound).map_err(|e| ApiError::bad("tgt_type", e.to_string()))?;
     let timeout = target
         .timeout
         .filter(|t| *t <= api.max_timeout_secs)
@@ -659,7 +660,7 @@ async fn manage_ping(
     };
     let req = request(api, &ping, user, timeout);
     Ok(match publish_and_wait(api, &req).await? {
-        Some((selected, report)) => master_funs::up_down(&selected, &report),
+        Some((selected, report)) => manage::up_down(&selected, &report),
         None => (vec![], vec![]),
     })
 }
@@ -720,7 +721,7 @@ pub async fn job(
         )));
     }
     let mut conn = api.hub.conn().await?;
-    let info = master_funs::list_job(&mut conn, api.pki.as_ref(), &jid)
+    let info = job_runners::list_job(&mut conn, api.pki.as_ref(), &jid)
         .await
         .inspect_err(|_| api.hub.reset())?;
     let returns: Map<String, Value> = info

@@ -12,8 +12,9 @@ use serde_json::{Map, Value, json};
 
 use super::error::ApiError;
 use super::login::User;
-use super::master_funs::{self, Form};
 use super::{Api, ClientAddr, perms};
+use crate::binding::Form;
+use crate::{binding, wheel};
 
 async fn wheel(
     api: &Api,
@@ -30,9 +31,9 @@ async fn wheel(
         return Err(ApiError::NotFound);
     };
     file_registered_keys(api, pki).await?;
-    let bound = master_funs::bind(Form::Wheel, fun, vec![], &kwargs)
-        .map_err(|e| ApiError::bad("mid", e.0))?;
-    let ret = master_funs::wheel(pki, fun, &bound).map_err(|e| ApiError::Internal(e.0))?;
+    let bound =
+        binding::bind(Form::Wheel, fun, vec![], &kwargs).map_err(|e| ApiError::bad("mid", e.0))?;
+    let ret = wheel::wheel(pki, fun, &bound).map_err(|e| ApiError::Internal(e.0))?;
     Ok(Json(json!({"return": ret})))
 }
 

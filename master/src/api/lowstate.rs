@@ -10,8 +10,9 @@ use std::time::Duration;
 use serde_json::{Map, Value};
 
 use super::error::ApiError;
-use super::master_funs::{self, BadCall, Bound, Form};
+use crate::binding::{BadCall, Bound, Form};
 use crate::target::{self, TargetError, TargetType};
+use crate::{binding, runners::jobs as job_runners, runners::manage};
 
 /// How long a `local` call waits when the chunk gives no `timeout`, as
 /// `maid run` and Salt's default.
@@ -34,7 +35,7 @@ pub enum Client {
     /// Run on `subset` of the targeted minions that have the function
     /// (asked with `sys.list_functions`), picked at random.
     LocalSubset,
-    /// A function the master runs itself ([`master_funs`]).
+    /// A function the master runs itself ([`crate::runners`], [`crate::wheel`]).
     Master(Form),
     /// One the master runs in the background (`runner_async`,
     /// `wheel_async`), answering at once with its jid and tag; its
@@ -85,17 +86,17 @@ impl Chunk {
             Client::Master(form) | Client::MasterAsync(form) => {
                 form == Form::Runner
                     && self.fun.starts_with("manage.")
-                    && !master_funs::is_presence(&self.fun)
+                    && !manage::is_presence(&self.fun)
             }
         }
     }
 
     /// The job whose returns the chunk reads, if it reads one
-    /// ([`master_funs::job_read`]).
+    /// ([`job_runners::job_read`]).
     pub fn job_read(&self) -> Option<String> {
         match (self.client, &self.bound) {
             (Client::Master(form) | Client::MasterAsync(form), Some(Ok(bound))) => {
-                master_funs::job_read(form, &self.fun, bound)
+                job_runners::job_read(form, &self.fun, bound)
             }
             _ => None,
         }
@@ -467,7 +468,7 @@ fn master_chunk(
     full_return: bool,
     field: &dyn Fn(&str) -> String,
 ) -> Result<Chunk, ApiError> {
-    if !master_funs::exists(form, &fun) {
+    if !binding::exists(form, &fun) {
         return Err(ApiError::bad(
             field("fun"),
             format!("'{fun}' is not available as a {} function", form.name()),
@@ -489,7 +490,7 @@ fn master_chunk(
             kwarg.insert(k.clone(), v.clone());
         }
     }
-    let bound = master_funs::bind(form, &fun, arg.clone(), &kwarg);
+    let bound = binding::bind(form, &fun, arg.clone(), &kwarg);
     Ok(Chunk {
         client: Client::Master(form),
         tgt: Value::String("*".into()),

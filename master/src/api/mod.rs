@@ -7,7 +7,8 @@
 //!   [`auth`] holds the users and tokens and throttles logins; [`perms`]
 //!   says who may run what, as Salt's `external_auth`.
 //! * [`jobs`]: `POST /` and `POST /run` (lowstate, parsed by
-//!   [`lowstate`]; the runner and wheel functions are [`master_funs`]),
+//!   [`lowstate`]; the runner and wheel functions are
+//!   [`crate::runners`] and [`crate::wheel`]),
 //!   `GET /jobs` and `GET /jobs/{jid}`; [`minions`]: the registry;
 //!   [`keys`]: the maid keys; [`events`]: SSE.
 //! * [`media`]: request bodies and responses in JSON, YAML or forms.
@@ -28,14 +29,12 @@ mod jobs;
 mod keys;
 mod login;
 mod lowstate;
-pub mod master_funs;
 mod media;
 mod minions;
 pub mod perms;
 mod quota;
 mod stats;
 pub mod tls;
-mod wheel;
 
 use std::future::Future;
 use std::sync::Arc;

@@ -2,13 +2,13 @@
 //! `key.glob_match`, `key.accept`, `key.reject`, `key.delete`,
 //! `key.finger`, `key.print` and `key.gen_accept` on the master's maid keys
 //! ([`Pki`]), as `maid key` does, with Salt's return shapes. Arguments
-//! arrive bound ([`super::master_funs::bind`]).
+//! arrive bound ([`crate::binding::bind`]).
 
 use std::collections::BTreeMap;
 
 use serde_json::{Map, Value, json};
 
-use super::master_funs::{BadCall, Bound, fnmatch, jid_text};
+use crate::binding::{BadCall, Bound, fnmatch, jid_text};
 use crate::pki::{KeyState, Pki};
 use crate::trust;
 use maid_salt::python::truthy;
@@ -217,4 +217,58 @@ fn key_gen_accept(pki: &Pki, bound: &Bound) -> Result<Value, BadCall> {
         "pub": format!("{public}\n"),
         "priv": format!("{}\n", trust::encode_signing(&key)),
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::binding::{Form, bind};
+
+    #[test]
+    fn wheel_key_functions_move_keys_as_salt_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let pki = Pki::new(dir.path());
+        let key = |n: u8| {
+            use base64::Engine;
+            base64::engine::general_purpose::STANDARD.encode(
+                ed25519_dalek::SigningKey::from_bytes(&[n; 32])
+                    .verifying_key()
+                    .as_bytes(),
+            )
+        };
+        pki.submit("web1", &key(1)).unwrap();
+        pki.submit("web2", &key(2)).unwrap();
+        pki.submit("db1", &key(3)).unwrap();
+        let call = |fun: &str, kw: Value| {
+            let bound = bind(Form::Wheel, fun, vec![], kw.as_object().unwrap()).unwrap();
+            wheel(&pki, fun, &bound).unwrap()
+        };
+        assert_eq!(
+            call("key.list_all", json!({})),
+            json!({"minions": [], "minions_denied": [], "minions_pre": ["db1", "web1", "web2"],
+                   "minions_rejected": [], "local": []})
+        );
+        assert_eq!(
+            call("key.accept", json!({"match": "web*"})),
+            json!({"minions": ["web1", "web2"]})
+        );
+        assert_eq!(
+            call("key.reject", json!({"match": "db1,web1"})),
+            json!({"minions": ["web1"], "minions_rejected": ["db1"]})
+        );
+        assert_eq!(
+            call("key.list", json!({"match": "acc"})),
+            json!({"minions": ["web1", "web2"]})
+        );
+        let finger = call("key.finger", json!({"match": "web2"}));
+        assert_eq!(
+            finger["minions"]["web2"],
+            json!(crate::pki::fingerprint(&key(2)))
+        );
+        assert_eq!(call("key.delete", json!({"match": "web2"})), json!({}));
+        assert_eq!(
+            call("key.glob_match", json!({"match": "*"})),
+            json!({"minions": ["web1"], "minions_rejected": ["db1"]})
+        );
+    }
 }

@@ -1,0 +1,7 @@
+//! The runners the master runs itself, with Salt's names, arguments and
+//! return shapes, for salt-api's `runner` client and `maid run --runner`:
+//! [`jobs`] over the job cache, [`manage`] over the fleet. Their arguments
+//! are bound by [`crate::binding`].
+
+pub mod jobs;
+pub mod manage;
