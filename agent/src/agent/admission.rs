@@ -15,6 +15,7 @@ use std::sync::Mutex;
 
 use serde_json::{Map, Value};
 
+use super::downstream::{Downstream, Targeted};
 use crate::audit::{Decision, Record};
 use crate::jidstore::{Insert, JidStore};
 use crate::protocol::{self, Job, Refusal};
@@ -36,19 +37,10 @@ pub(super) struct View<'a> {
     pub max_message_bytes: usize,
     /// `agent.remembered_jids`, which a `busy` refusal names.
     pub remembered_jids: usize,
-    /// The maids beneath, on a syndic maid over maids.
-    pub beneath: Option<&'a dyn Downstream>,
-    /// A Salt master beneath, on a syndic maid over Salt: it takes every
-    /// job and says itself whom it targets there.
-    pub salt_beneath: bool,
+    /// Those beneath, on a syndic maid.
+    pub beneath: &'a [Box<dyn Downstream>],
     /// This maid's clock (Unix ms), for signatures' age and jid retention.
     pub now_ms: i64,
-}
-
-/// Those a syndic maid answers for beneath it, as far as targeting goes.
-pub(super) trait Downstream: Send + Sync {
-    /// The ids beneath (other than `own`) that `job` targets.
-    fn targeted(&self, job: &Job, own: &str) -> Vec<String>;
 }
 
 /// What a message is to this maid.
@@ -68,17 +60,15 @@ pub(super) enum Verdict {
     },
     /// A job for other maids: PING `match: false`.
     NotTargeted { job: Job, kid: Option<String> },
-    /// A job for this maid or, on a syndic maid, for maids beneath it
-    /// (`beneath`, the targeted ids), new: PING, then run it here when
-    /// `own`, and relay it to those beneath.
+    /// A job for this maid or, on a syndic maid, for those beneath it
+    /// (`beneath`: whom it targets under each of the view's downstreams,
+    /// in order), new: PING, then run it here when `own`, and hand it down
+    /// where it targets somebody.
     Run {
         job: Job,
         kid: Option<String>,
         own: bool,
-        beneath: Vec<String>,
-        /// Also publish it to the Salt master beneath, which says whom it
-        /// targets there.
-        salt: bool,
+        beneath: Vec<Targeted>,
     },
 }
 
@@ -99,15 +89,15 @@ pub(super) fn admit(view: &View, topic: &str, payload: &[u8]) -> Verdict {
             return refused(rec, reply, "malformed", e.to_string());
         }
     };
-    let beneath = match view.beneath {
-        Some(downstream) => downstream.targeted(&job, view.id),
-        None => Vec::new(),
-    };
-    let salt = view.salt_beneath;
-    if !matched && beneath.is_empty() && !salt {
+    let beneath: Vec<Targeted> = view
+        .beneath
+        .iter()
+        .map(|d| d.targeted(&job, view.id))
+        .collect();
+    if !matched && !beneath.iter().any(Targeted::any) {
         return Verdict::NotTargeted { job, kid };
     }
-    take(view, job, kid, matched, beneath, salt)
+    take(view, job, kid, matched, beneath)
 }
 
 /// The job `payload` holds, checked (size, JSON, signature, topic, age)
@@ -177,8 +167,7 @@ fn take(
     job: Job,
     kid: Option<String>,
     matched: bool,
-    beneath: Vec<String>,
-    salt: bool,
+    beneath: Vec<Targeted>,
 ) -> Verdict {
     let inserted = view
         .jids
@@ -192,7 +181,6 @@ fn take(
                 kid,
                 own: matched,
                 beneath,
-                salt,
             };
         }
         // A signed job seen before is an attack; an unsigned one a
@@ -301,24 +289,52 @@ mod tests {
         grains: Map<String, Value>,
         verifier: Verifier,
         jids: Mutex<JidStore>,
-        beneath: Option<Beneath>,
-        salt_beneath: bool,
+        beneath: Vec<Box<dyn Downstream>>,
     }
 
-    /// Maids beneath a syndic maid, each with the grains targeting reads.
+    /// Maids beneath a syndic maid, by id (no grains).
     struct Beneath(Vec<String>);
 
     impl Downstream for Beneath {
-        fn targeted(&self, job: &Job, own: &str) -> Vec<String> {
+        fn targeted(&self, job: &Job, own: &str) -> Targeted {
             let t = TargetType::parse(&job.tgt_type).unwrap();
-            self.0
-                .iter()
-                .filter(|id| {
-                    id.as_str() != own
-                        && matches_delimited(&job.tgt, t, id, &Map::new(), None).unwrap()
-                })
-                .cloned()
-                .collect()
+            Targeted::Ids(
+                self.0
+                    .iter()
+                    .filter(|id| {
+                        id.as_str() != own
+                            && matches_delimited(&job.tgt, t, id, &Map::new(), None).unwrap()
+                    })
+                    .cloned()
+                    .collect(),
+            )
+        }
+
+        fn hand_down<'a>(
+            &'a self,
+            _: &'a super::super::Shared,
+            _: super::super::downstream::Down<'a>,
+            _: Targeted,
+        ) -> futures_util::future::BoxFuture<'a, super::super::downstream::HandedDown<'a>> {
+            unreachable!("admission hands nothing down")
+        }
+    }
+
+    /// A Salt master beneath: it targets itself.
+    struct SaltMaster;
+
+    impl Downstream for SaltMaster {
+        fn targeted(&self, _: &Job, _: &str) -> Targeted {
+            Targeted::TheyDecide
+        }
+
+        fn hand_down<'a>(
+            &'a self,
+            _: &'a super::super::Shared,
+            _: super::super::downstream::Down<'a>,
+            _: Targeted,
+        ) -> futures_util::future::BoxFuture<'a, super::super::downstream::HandedDown<'a>> {
+            unreachable!("admission hands nothing down")
         }
     }
 
@@ -336,8 +352,7 @@ mod tests {
                     max_skew_ms: 60_000,
                 },
                 jids: Mutex::new(JidStore::memory(100, 3_600_000)),
-                beneath: None,
-                salt_beneath: false,
+                beneath: Vec::new(),
             }
         }
 
@@ -349,8 +364,7 @@ mod tests {
                 jids: &self.jids,
                 max_message_bytes: 4096,
                 remembered_jids: 100,
-                beneath: self.beneath.as_ref().map(|b| b as &dyn Downstream),
-                salt_beneath: self.salt_beneath,
+                beneath: &self.beneath,
                 now_ms: NOW,
             };
             admit(&view, TOPIC, payload)
@@ -520,12 +534,11 @@ mod tests {
             kid,
             own,
             beneath,
-            salt,
         } = maid.admit(&payload)
         else {
             panic!("not run");
         };
-        assert_eq!((job.fun.as_str(), own, salt), ("test.ping", true, false));
+        assert_eq!((job.fun.as_str(), own), ("test.ping", true));
         assert_eq!(kid, Some(key_id(&master().verifying_key())));
         assert!(beneath.is_empty());
         let (reason, answered, decoded, decision) = refusal(maid.admit(&payload));
@@ -579,18 +592,23 @@ mod tests {
     #[test]
     fn a_syndic_maid_runs_for_the_maids_beneath_it_targets() {
         let mut maid = Maid::new(true);
-        maid.beneath = Some(Beneath(vec!["db1".into(), "db2".into(), "web1".into()]));
+        maid.beneath = vec![Box::new(Beneath(vec![
+            "db1".into(),
+            "db2".into(),
+            "web1".into(),
+        ]))];
+        let db = Targeted::Ids(vec!["db1".into(), "db2".into()]);
         let Verdict::Run { own, beneath, .. } = maid.admit(&signed(&job("1", "db*", "glob")))
         else {
             panic!("not run");
         };
         assert!(!own);
-        assert_eq!(beneath, ["db1", "db2"]);
+        assert_eq!(beneath, std::slice::from_ref(&db));
         let Verdict::Run { own, beneath, .. } = maid.admit(&signed(&job("2", "*", "glob"))) else {
             panic!("not run");
         };
         assert!(own, "its own id is its own grains' to decide");
-        assert_eq!(beneath, ["db1", "db2"]);
+        assert_eq!(beneath, [db]);
         assert!(matches!(
             maid.admit(&signed(&job("3", "mail*", "glob"))),
             Verdict::NotTargeted { .. }
@@ -600,15 +618,13 @@ mod tests {
     #[test]
     fn a_syndic_maid_over_salt_takes_every_job_for_the_master_beneath() {
         let mut maid = Maid::new(true);
-        maid.salt_beneath = true;
-        let Verdict::Run {
-            own, beneath, salt, ..
-        } = maid.admit(&signed(&job("1", "minion*", "glob")))
+        maid.beneath = vec![Box::new(Beneath(vec!["db1".into()])), Box::new(SaltMaster)];
+        let Verdict::Run { own, beneath, .. } = maid.admit(&signed(&job("1", "minion*", "glob")))
         else {
             panic!("not run");
         };
-        assert_eq!((own, salt), (false, true));
-        assert!(beneath.is_empty());
+        assert!(!own);
+        assert_eq!(beneath, [Targeted::Ids(Vec::new()), Targeted::TheyDecide]);
     }
 
     #[test]

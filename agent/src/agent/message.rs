@@ -7,13 +7,14 @@ use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
+use futures_util::future::BoxFuture;
 use tokio::sync::mpsc;
 
 use super::Shared;
-use super::admission::{Downstream, Verdict, View, admit};
+use super::admission::{Verdict, View, admit};
+use super::downstream::{Down, Targeted, answers_for};
 use super::job::{busy_return, run_job};
 use super::records;
-use super::salt_bridge::SaltJob;
 use crate::audit::{Decision, Record};
 use crate::bus::Conn;
 use crate::filestore::ConnSource;
@@ -38,8 +39,7 @@ pub(super) fn handle_message(
             jids: &shared.jids,
             max_message_bytes: shared.config.agent.max_message_bytes,
             remembered_jids: shared.config.agent.remembered_jids,
-            beneath: shared.syndic.as_ref().map(|s| s as &dyn Downstream),
-            salt_beneath: shared.salt.is_some(),
+            beneath: &shared.beneath,
             now_ms: chrono::Utc::now().timestamp_millis(),
         };
         admit(&view, topic, payload)
@@ -69,17 +69,16 @@ pub(super) fn handle_message(
             kid,
             own,
             beneath,
-            salt,
         } => {
             count_received(shared, &job.fun);
             // What arrived goes down unchanged: a signed envelope stays
             // the master's.
-            let relay = (!beneath.is_empty()).then(|| Relay {
+            let down = beneath.iter().any(Targeted::any).then(|| Arrived {
                 payload: String::from_utf8_lossy(payload).into_owned(),
                 topic: topic.to_string(),
-                expected: beneath,
+                beneath,
             });
-            let target = Target { own, relay, salt };
+            let target = Target { own, down };
             start(shared, job, kid, target, received, done);
         }
     }
@@ -142,22 +141,28 @@ fn spawn_reject(
 struct Target {
     /// This maid itself.
     own: bool,
-    /// Maids beneath this syndic maid.
-    relay: Option<Relay>,
-    /// The Salt master beneath this syndic maid.
-    salt: bool,
+    /// Those beneath this syndic maid.
+    down: Option<Arrived>,
 }
 
-/// A job to relay to the maids beneath: as it arrived, and on what topic.
-struct Relay {
+/// A job for some beneath: as it arrived, on what topic, and whom it
+/// targets under each downstream.
+struct Arrived {
     payload: String,
     topic: String,
-    /// The targeted ids beneath.
-    expected: Vec<String>,
+    beneath: Vec<Targeted>,
+}
+
+impl Arrived {
+    /// Whether a downstream decides whom it targets only once it has the
+    /// job: then the PING waits for that, and the work for the PING.
+    fn asks_first(&self) -> bool {
+        self.beneath.contains(&Targeted::TheyDecide)
+    }
 }
 
 /// PING `job` at once and, when it targets this maid, run it and deliver
-/// its return; relay it to the maids beneath it targets.
+/// its return; hand it down to those beneath it targets.
 fn start(
     shared: &Arc<Shared>,
     job: Job,
@@ -166,11 +171,7 @@ fn start(
     received: std::time::Instant,
     done: &mpsc::Sender<()>,
 ) {
-    let Target {
-        own: matched,
-        relay,
-        salt,
-    } = target;
+    let Target { own: matched, down } = target;
     // Admission: running + waiting is bounded; past it the job is answered
     // busy at once.
     let limit = shared.config.agent.concurrency + shared.config.agent.queue;
@@ -192,34 +193,29 @@ fn start(
         // return waits for the PING's retries to end before it is kept for
         // later, so a master still never sees a return before its PING.
         //
-        // Over a Salt master, whom the job targets beneath is known once
-        // that master took it: the PING waits for that, and the work for
-        // the PING.
+        // Where those beneath decide whom a job targets once they have it
+        // (a Salt master), the PING waits for that, and the work for the
+        // PING.
         let conn = shared.conn.conn();
         let (pinged_tx, pinged) = tokio::sync::watch::channel(false);
         let (relay_tx, relay_rx) = tokio::sync::oneshot::channel();
         let pinging = async {
-            let salt_job = ping(&shared, &job, matched, relay.as_ref(), salt, conn.clone()).await;
+            let relays = ping(&shared, &job, &kid, matched, down.as_ref(), conn.clone()).await;
             shared
                 .metrics
                 .ping_latency
                 .observe(received.elapsed().as_secs_f64());
             let _ = pinged_tx.send(true);
-            let _ = relay_tx.send(salt_job);
+            let _ = relay_tx.send(relays);
         };
         // Replies from beneath go up after the PING.
         let relayed = async {
-            let Ok(salt_job) = relay_rx.await else {
-                return;
-            };
-            if let Some(r) = &relay {
-                super::syndic::relay(&shared, &job, &kid, &r.payload, &r.topic, &r.expected).await;
-            }
-            if let Some(salt_job) = salt_job {
-                super::salt_bridge::relay(&shared, &job, salt_job).await;
+            if let Ok(relays) = relay_rx.await {
+                futures_util::future::join_all(relays).await;
             }
         };
-        let work = work_on(&shared, &job, &kid, work, salt, conn.clone(), pinged);
+        let ping_first = down.as_ref().is_some_and(Arrived::asks_first);
+        let work = work_on(&shared, &job, &kid, work, ping_first, conn.clone(), pinged);
         tokio::join!(pinging, work, relayed);
         drop(done);
     });
@@ -237,38 +233,41 @@ enum Work {
 }
 
 /// Send `job`'s PING: whether it targets this maid and, on a syndic maid,
-/// whom it answers for — itself when `matched`, the maids of `relay`
-/// beneath, and (with `salt`) whom the Salt master beneath took it for,
-/// once it was published there. That Salt job comes back, to relay.
-async fn ping(
-    shared: &Shared,
-    job: &Job,
+/// whom it answers for — itself when `matched`, and those beneath that
+/// took the job from `down`. Their relays come back, to run after it.
+async fn ping<'a>(
+    shared: &'a Shared,
+    job: &'a Job,
+    kid: &'a Option<String>,
     matched: bool,
-    relay: Option<&Relay>,
-    salt: bool,
+    down: Option<&'a Arrived>,
     conn: Option<Conn>,
-) -> Option<SaltJob> {
-    let salt_job = match (&shared.salt, salt) {
-        (Some(bridge), true) => match bridge.start(job).await {
-            Ok(started) => Some(started),
-            Err(e) => {
-                tracing::error!(jid = %job.jid, cause = %e, "cannot publish the job to the Salt master");
-                None
-            }
-        },
-        _ => None,
+) -> Vec<BoxFuture<'a, ()>> {
+    let handed = match down {
+        Some(down) => {
+            let handing = shared
+                .beneath
+                .iter()
+                .zip(&down.beneath)
+                .filter(|(_, t)| t.any());
+            futures_util::future::join_all(handing.map(|(downstream, targeted)| {
+                let arrived = Down {
+                    job,
+                    kid,
+                    payload: &down.payload,
+                    topic: &down.topic,
+                };
+                downstream.hand_down(shared, arrived, targeted.clone())
+            }))
+            .await
+        }
+        None => Vec::new(),
     };
+    let (beneath, relays): (Vec<_>, Vec<_>) =
+        handed.into_iter().map(|h| (h.minions, h.relay)).unzip();
     // A syndic maid lists whom it answers for: itself when targeted, and
     // the targeted minions beneath it (§3.1).
-    let minions = (shared.syndic.is_some() || shared.salt.is_some()).then(|| {
-        let own = matched.then(|| shared.id.clone());
-        let beneath = relay.iter().flat_map(|r| r.expected.iter().cloned());
-        let salted = salt_job.iter().flat_map(|j| j.minions.iter().cloned());
-        own.into_iter()
-            .chain(beneath)
-            .chain(salted)
-            .collect::<Vec<_>>()
-    });
+    let minions = (!shared.beneath.is_empty()).then(|| answers_for(&shared.id, matched, &beneath));
     let ping = Reply::Ping(Ping {
         sub_ip: shared.id.clone(),
         jid: job.jid.clone(),
@@ -276,23 +275,23 @@ async fn ping(
         minions,
     });
     shared.send(conn, &job.temp_topic, &ping).await;
-    salt_job
+    relays
 }
 
 /// This maid's own part of `job` (`work`), after its PING went out: its
 /// return delivered on `conn` at once, else kept until the PING's retries
 /// ended (`pinged`), so a master never sees a return before its PING.
-/// Over a Salt master (`salt_first`), the work waits for the PING.
+/// With `ping_first`, the work waits for the PING.
 async fn work_on(
     shared: &Arc<Shared>,
     job: &Job,
     kid: &Option<String>,
     work: Work,
-    salt_first: bool,
+    ping_first: bool,
     conn: Option<Conn>,
     mut pinged: tokio::sync::watch::Receiver<bool>,
 ) {
-    if salt_first {
+    if ping_first {
         let _ = pinged.clone().wait_for(|p| *p).await;
     }
     Requeue::default().await;

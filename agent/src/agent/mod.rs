@@ -18,6 +18,7 @@
 
 mod admission;
 mod backoff;
+mod downstream;
 mod job;
 mod message;
 mod records;
@@ -43,11 +44,12 @@ use crate::metrics::Metrics;
 use crate::outbox::{self, Outbox, Pending};
 use crate::protocol::{self, Job, Registration, Reply};
 use crate::runtime::{Runtime, RuntimeSettings};
-use crate::sync::{SYNC_ALL, SYNC_MODULES, Syncer};
+use crate::sync::{JobError, SYNC_ALL, SYNC_MODULES, Syncer};
 use crate::trust::{KeyError, Verifier, read_trusted_keys};
 use ed25519_dalek::{SigningKey, VerifyingKey};
 
 use backoff::Backoff;
+use downstream::Downstream;
 pub use message::Requeue;
 use tasks::{flush_outbox, heartbeat, metrics_plugins, reload_plugins, serve, sync_task};
 
@@ -127,12 +129,9 @@ struct Shared {
     sync: Option<Syncer>,
     /// Wakes the sync task (a new Redis session).
     sync_now: Notify,
-    /// The maids beneath, when this is a syndic maid over maids
-    /// (`[syndic] redis`).
-    syndic: Option<syndic::Syndic>,
-    /// The Salt master beneath, when this is a syndic maid over Salt
-    /// (`[syndic] salt_api`).
-    salt: Option<salt_bridge::SaltBridge>,
+    /// Those beneath, on a syndic maid: the maids of `[syndic] redis`, the
+    /// Salt master of `[syndic] salt_api`.
+    beneath: Vec<Box<dyn Downstream>>,
 }
 
 /// How long to keep retrying a PING or reject before giving it up (a
@@ -239,7 +238,7 @@ impl Shared {
                 .identity
                 .as_ref()
                 .map(|k| crate::trust::encode_verifying(&k.verifying_key())),
-            syndic: self.syndic.is_some() || self.salt.is_some(),
+            syndic: !self.beneath.is_empty(),
         }
     }
 
@@ -285,12 +284,9 @@ impl Shared {
         &self,
         sync: &Syncer,
         jid: &str,
-    ) -> Result<crate::sync::SyncReport, String> {
-        let mut conn = self.conn.conn().ok_or("redis is not connected")?;
-        let report = sync
-            .sync(&mut conn, &self.runtime, jid)
-            .await
-            .map_err(|e| e.to_string())?;
+    ) -> Result<crate::sync::SyncReport, JobError> {
+        let mut conn = self.conn.conn().ok_or(JobError::NotConnected)?;
+        let report = sync.sync(&mut conn, &self.runtime, jid).await?;
         if !report.changed.is_empty() {
             self.plugins_changed().await;
         }
@@ -299,15 +295,15 @@ impl Shared {
 
     /// Answer a `saltutil.sync_modules` job: install what it pins (or,
     /// where unsigned jobs run, the newest pushes when it pins nothing).
-    async fn sync_job(&self, sync: &Syncer, job: &Job) -> Result<crate::sync::SyncReport, String> {
-        let mut conn = self
-            .conn
-            .conn()
-            .ok_or("Sync failed: redis is not connected")?;
+    async fn sync_job(
+        &self,
+        sync: &Syncer,
+        job: &Job,
+    ) -> Result<crate::sync::SyncReport, JobError> {
+        let mut conn = self.conn.conn().ok_or(JobError::NotConnected)?;
         let report = sync
             .sync_job(&mut conn, &self.runtime, &job.jid, &job.kwarg)
-            .await
-            .map_err(|e| e.to_string())?;
+            .await?;
         if !report.changed.is_empty() {
             self.plugins_changed().await;
         }
@@ -597,21 +593,7 @@ fn shared(parts: Parts) -> Result<Shared, AgentError> {
         max_skew_ms,
     };
     let jids = remembered_jids(&config, max_skew_ms)?;
-    let syndic = config
-        .syndic
-        .as_ref()
-        .and_then(|s| {
-            s.redis
-                .as_ref()
-                .map(|r| syndic::Syndic::new(r, s.refresh_secs))
-        })
-        .transpose()?;
-    let salt = config
-        .syndic
-        .as_ref()
-        .and_then(|s| s.salt_api.as_ref())
-        .map(salt_bridge::SaltBridge::new)
-        .transpose()?;
+    let beneath = downstreams(&config)?;
     let agent = config.agent.clone();
     Ok(Shared {
         id,
@@ -635,9 +617,23 @@ fn shared(parts: Parts) -> Result<Shared, AgentError> {
         started_at: crate::jid::stamp(),
         sync: syncer,
         sync_now: Notify::new(),
-        syndic,
-        salt,
+        beneath,
     })
+}
+
+/// Those beneath this maid, when `[syndic]` names them.
+fn downstreams(config: &Config) -> Result<Vec<Box<dyn Downstream>>, AgentError> {
+    let mut beneath: Vec<Box<dyn Downstream>> = Vec::new();
+    let Some(s) = &config.syndic else {
+        return Ok(beneath);
+    };
+    if let Some(redis) = &s.redis {
+        beneath.push(Box::new(syndic::Syndic::new(redis, s.refresh_secs)?));
+    }
+    if let Some(api) = &s.salt_api {
+        beneath.push(Box::new(salt_bridge::SaltBridge::new(api)?));
+    }
+    Ok(beneath)
 }
 
 /// The jids this maid accepted, kept in `state_dir` when there is one. A
@@ -664,7 +660,7 @@ fn remembered_jids(config: &Config, max_skew_ms: i64) -> Result<JidStore, AgentE
 /// load synced plugins, and serve `/healthz` and `/metrics`.
 async fn start_up(shared: &Arc<Shared>) {
     records::plugins_loaded(shared, &Default::default(), "startup");
-    syndic::read_beneath_now(shared).await;
+    downstream::read_now(shared).await;
     if let Some(sync) = &shared.sync {
         sync.load_installed(&shared.runtime, "startup").await;
     }
@@ -694,7 +690,7 @@ impl Tasks {
             tokio::spawn(flush_outbox(shared.clone())),
             tokio::spawn(sync_task(shared.clone())),
             tokio::spawn(heartbeat(shared.clone())),
-            tokio::spawn(syndic::refresh_task(shared.clone())),
+            tokio::spawn(downstream::refresh(shared.clone())),
         ];
         if let Some(dir) = plugin_dir {
             tasks.push(tokio::spawn(reload_plugins(shared.clone(), dir, reload)));

@@ -18,7 +18,10 @@ use std::time::Duration;
 use serde_json::{Map, Value, json};
 use tokio::sync::Mutex;
 
+use futures_util::future::BoxFuture;
+
 use super::Shared;
+use super::downstream::{Down, Downstream, HandedDown, Targeted};
 use crate::config::{ConfigError, SaltApiSettings};
 use crate::outbox::Pending;
 use crate::protocol::{Job, Reply, Return};
@@ -38,10 +41,41 @@ pub(super) struct SaltBridge {
 
 /// A job Salt's master took: its jid there, the minions it published to,
 /// and the event stream its returns come on.
-pub(super) struct SaltJob {
+struct SaltJob {
     jid: String,
-    pub(super) minions: Vec<String>,
+    minions: Vec<String>,
     events: reqwest::Response,
+}
+
+impl Downstream for SaltBridge {
+    /// Salt's master applies its own targeting: every job goes to it.
+    fn targeted(&self, _: &Job, _: &str) -> Targeted {
+        Targeted::TheyDecide
+    }
+
+    /// Publish the job on the Salt master: the minions it answers it
+    /// published to are whom the PING lists beneath. A master that cannot
+    /// be reached took it for nobody.
+    fn hand_down<'a>(
+        &'a self,
+        shared: &'a Shared,
+        down: Down<'a>,
+        _: Targeted,
+    ) -> BoxFuture<'a, HandedDown<'a>> {
+        Box::pin(async move {
+            let job = down.job;
+            match self.start(job).await {
+                Ok(salt_job) => HandedDown {
+                    minions: salt_job.minions.clone(),
+                    relay: Box::pin(relay(shared, down, salt_job)),
+                },
+                Err(e) => {
+                    tracing::error!(jid = %job.jid, cause = %e, "cannot publish the job to the Salt master");
+                    HandedDown::nobody()
+                }
+            }
+        })
+    }
 }
 
 impl SaltBridge {
@@ -62,7 +96,7 @@ impl SaltBridge {
         })
     }
 
-    async fn token(&self) -> Result<String, String> {
+    async fn token(&self) -> Result<String, SaltApiError> {
         let mut token = self.token.lock().await;
         if let Some(t) = &*token {
             return Ok(t.clone());
@@ -76,13 +110,13 @@ impl SaltBridge {
             .send()
             .await
             .and_then(reqwest::Response::error_for_status)
-            .map_err(|e| format!("salt-api login: {e}"))?
+            .map_err(SaltApiError::Login)?
             .json()
             .await
-            .map_err(|e| format!("salt-api login: {e}"))?;
+            .map_err(SaltApiError::Login)?;
         let fresh = answer["return"][0]["token"]
             .as_str()
-            .ok_or_else(|| format!("salt-api login: no token in {answer}"))?
+            .ok_or_else(|| SaltApiError::NoToken(answer.to_string()))?
             .to_string();
         *token = Some(fresh.clone());
         Ok(fresh)
@@ -94,26 +128,20 @@ impl SaltBridge {
     }
 
     /// Publish `job` on the Salt master, listening for its returns first.
-    pub(super) async fn start(&self, job: &Job) -> Result<SaltJob, String> {
+    async fn start(&self, job: &Job) -> Result<SaltJob, SaltApiError> {
         match self.try_start(job).await {
-            Err(Refused) => {
+            Err(SaltApiError::Unauthorized) => {
                 // The token expired (salt-api restarted, or its TTL): once
                 // more with a new login.
                 self.refused().await;
-                self.try_start(job).await.map_err(|_| {
-                    "salt-api refused the login's token (401): check the user's external_auth"
-                        .to_string()
-                })?
+                self.try_start(job).await
             }
-            Ok(started) => started,
+            started => started,
         }
     }
 
-    async fn try_start(&self, job: &Job) -> Result<Result<SaltJob, String>, Refused> {
-        let token = match self.token().await {
-            Ok(t) => t,
-            Err(e) => return Ok(Err(e)),
-        };
+    async fn try_start(&self, job: &Job) -> Result<SaltJob, SaltApiError> {
+        let token = self.token().await?;
         let events = self
             .http
             .get(format!("{}/events", self.url))
@@ -122,10 +150,11 @@ impl SaltBridge {
             .send()
             .await;
         let events = match events {
-            Ok(r) if r.status() == reqwest::StatusCode::UNAUTHORIZED => return Err(Refused),
-            Ok(r) if r.status().is_success() => r,
-            Ok(r) => return Ok(Err(format!("salt-api /events: {}", r.status()))),
-            Err(e) => return Ok(Err(format!("salt-api /events: {e}"))),
+            Ok(r) if r.status() == reqwest::StatusCode::UNAUTHORIZED => {
+                return Err(SaltApiError::Unauthorized);
+            }
+            Ok(r) => r.error_for_status().map_err(SaltApiError::Events)?,
+            Err(e) => return Err(SaltApiError::Events(e)),
         };
         let chunk = json!([{
             "client": "local_async",
@@ -144,19 +173,17 @@ impl SaltBridge {
             .json(&chunk)
             .send()
             .await;
-        let answer = match answer {
-            Ok(r) if r.status() == reqwest::StatusCode::UNAUTHORIZED => return Err(Refused),
-            Ok(r) => r.error_for_status().map_err(|e| e.to_string()),
-            Err(e) => Err(e.to_string()),
-        };
-        let answer: Result<Value, String> = match answer {
-            Ok(r) => r.json().await.map_err(|e| e.to_string()),
+        let answer: Value = match answer {
+            Ok(r) if r.status() == reqwest::StatusCode::UNAUTHORIZED => {
+                return Err(SaltApiError::Unauthorized);
+            }
+            Ok(r) => r.error_for_status(),
             Err(e) => Err(e),
-        };
-        let answer = match answer {
-            Ok(a) => a,
-            Err(e) => return Ok(Err(format!("salt-api local_async: {e}"))),
-        };
+        }
+        .map_err(SaltApiError::Publish)?
+        .json()
+        .await
+        .map_err(SaltApiError::Publish)?;
         // No minion matched: Salt answers with an empty return.
         let first = &answer["return"][0];
         let jid = first["jid"].as_str().unwrap_or_default().to_string();
@@ -169,20 +196,36 @@ impl SaltBridge {
                     .collect::<BTreeSet<_>>()
             })
             .unwrap_or_default();
-        Ok(Ok(SaltJob {
+        Ok(SaltJob {
             jid,
             minions: minions.into_iter().collect(),
             events,
-        }))
+        })
     }
 }
 
-/// salt-api refused the token.
-struct Refused;
+/// Why a job did not reach the Salt master beneath.
+#[derive(Debug, thiserror::Error)]
+enum SaltApiError {
+    #[error("salt-api login: {0}")]
+    Login(reqwest::Error),
+    #[error("salt-api login: no token in {0}")]
+    NoToken(String),
+    #[error("salt-api refused the login's token (401): check the user's external_auth")]
+    Unauthorized,
+    #[error("salt-api /events: {0}")]
+    Events(reqwest::Error),
+    #[error("salt-api local_async: {0}")]
+    Publish(reqwest::Error),
+}
 
-/// Send up each return of `salt_job` (job `job` here) until every minion
+/// Send up each return of `salt_job` (job `down` here) until every minion
 /// it listed returned or the job's time is up.
-pub(super) async fn relay(shared: &Shared, job: &Job, mut salt_job: SaltJob) {
+async fn relay(shared: &Shared, down: Down<'_>, mut salt_job: SaltJob) {
+    let job = down.job;
+    if !salt_job.minions.is_empty() {
+        super::records::relayed(shared, job, down.kid, &salt_job.minions);
+    }
     let deadline = tokio::time::Instant::now() + shared.relay_limit(job);
     let mut waiting: BTreeSet<String> = salt_job.minions.iter().cloned().collect();
     let prefix = format!("salt/job/{}/ret/", salt_job.jid);

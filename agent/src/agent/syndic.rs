@@ -16,12 +16,12 @@ use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use futures_util::StreamExt;
+use futures_util::future::BoxFuture;
 use redis::AsyncCommands;
 
 use super::Shared;
-use super::admission::Downstream;
+use super::downstream::{Down, Downstream, HandedDown, Targeted};
 use crate::bus::{Bus, BusError, Conn, RedisConfig, publish};
-use crate::filestore::ConnSource;
 use crate::outbox::Pending;
 use crate::protocol::{self, Job, Registration, Reply};
 use crate::target::{TargetType, matches_delimited};
@@ -96,18 +96,17 @@ impl Syndic {
 }
 
 impl Downstream for Syndic {
-    /// The ids beneath that `job` targets, in order; never `own` (the
-    /// syndic maid's own id, which its own grains decide).
-    fn targeted(&self, job: &Job, own: &str) -> Vec<String> {
+    /// The ids beneath that `job` targets, in order; never `own`.
+    fn targeted(&self, job: &Job, own: &str) -> Targeted {
         let Ok(tgt_type) = TargetType::parse(&job.tgt_type) else {
-            return Vec::new();
+            return Targeted::Ids(Vec::new());
         };
         let beneath = self
             .beneath
             .read()
             .unwrap_or_else(|e| e.into_inner())
             .clone();
-        beneath
+        let ids = beneath
             .iter()
             .filter(|(id, reg)| {
                 id.as_str() != own
@@ -121,7 +120,37 @@ impl Downstream for Syndic {
                     .unwrap_or(false)
             })
             .map(|(id, _)| id.clone())
-            .collect()
+            .collect();
+        Targeted::Ids(ids)
+    }
+
+    /// Who is beneath was known before the job arrived: the PING lists
+    /// them at once, and the job goes down after it.
+    fn hand_down<'a>(
+        &'a self,
+        shared: &'a Shared,
+        down: Down<'a>,
+        targeted: Targeted,
+    ) -> BoxFuture<'a, HandedDown<'a>> {
+        let Targeted::Ids(expected) = targeted else {
+            return Box::pin(std::future::ready(HandedDown::nobody()));
+        };
+        Box::pin(std::future::ready(HandedDown {
+            minions: expected.clone(),
+            relay: Box::pin(self.relay(shared, down, expected)),
+        }))
+    }
+
+    fn read_now<'a>(&'a self, own: &'a str) -> BoxFuture<'a, ()> {
+        Box::pin(self.reread(own))
+    }
+
+    fn refresh_every(&self) -> Option<Duration> {
+        Some(self.refresh)
+    }
+
+    fn mirror<'a>(&'a self, shared: &'a Shared, conn: &'a mut Conn) -> BoxFuture<'a, ()> {
+        Box::pin(self.mirror_list(shared, conn))
     }
 }
 
@@ -165,175 +194,151 @@ async fn read_beneath(conn: &mut Conn) -> redis::RedisResult<Listed> {
     Ok(listed)
 }
 
-/// Keep the list of who is beneath fresh, here and upstream, until the
-/// agent stops.
-pub(super) async fn refresh_task(shared: Arc<Shared>) {
-    let Some(syndic) = &shared.syndic else {
-        return;
-    };
-    loop {
-        tokio::time::sleep(syndic.refresh).await;
-        read_beneath_now(&shared).await;
-        if let Some(mut conn) = shared.conn.conn() {
-            mirror(&shared, &mut conn).await;
-        }
-    }
-}
-
-/// Read who is beneath once. A read that fails keeps the last list.
-pub(super) async fn read_beneath_now(shared: &Shared) {
-    let Some(syndic) = &shared.syndic else {
-        return;
-    };
-    match syndic.read().await {
-        Ok(mut listed) => {
-            listed.remove(&shared.id);
-            // What changes at every heartbeat is left out upstream, so the
-            // list is written again only when who is beneath changes.
-            for reg in listed.values_mut() {
-                reg.last_seen.clear();
+impl Syndic {
+    /// Read who is beneath once. A read that fails keeps the last list.
+    async fn reread(&self, own: &str) {
+        match self.read().await {
+            Ok(mut listed) => {
+                listed.remove(own);
+                // What changes at every heartbeat is left out upstream, so the
+                // list is written again only when who is beneath changes.
+                for reg in listed.values_mut() {
+                    reg.last_seen.clear();
+                }
+                *self.beneath.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(listed);
             }
-            *syndic.beneath.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(listed);
+            Err(e) => tracing::warn!(cause = %e, "cannot read the maids beneath"),
         }
-        Err(e) => tracing::warn!(cause = %e, "cannot read the maids beneath"),
     }
-}
 
-/// Keep the list of who is beneath upstream, on `conn`, at
-/// `maid:syndic:<id>` for three heartbeats, signed with this maid's key.
-pub(super) async fn mirror(shared: &Shared, conn: &mut Conn) {
-    let Some(syndic) = &shared.syndic else {
-        return;
-    };
-    let text = {
-        let beneath = syndic
-            .beneath
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
-        // Signed with this maid's key (PROTOCOL v1.2 §7): a Redis writer
-        // cannot add minions a master would expect from this syndic maid.
-        crate::registry::write(&*beneath, shared.identity.as_ref())
-    };
-    let key = protocol::syndic_key(&shared.id);
-    let ttl = shared.config.agent.heartbeat_secs * 3;
-    let mut mirrored = syndic.mirrored.lock().await;
-    // Kept alive only while what Redis holds is this maid's own list: one
-    // another writer replaced is written again, not refreshed.
-    if *mirrored == text {
-        let held: redis::RedisResult<Option<String>> = conn.get(&key).await;
-        if !matches!(&held, Ok(Some(h)) if *h == text) {
-            mirrored.clear();
+    /// Keep the list of who is beneath upstream, on `conn`, at
+    /// `maid:syndic:<id>` for three heartbeats, signed with this maid's key.
+    async fn mirror_list(&self, shared: &Shared, conn: &mut Conn) {
+        let text = {
+            let beneath = self
+                .beneath
+                .read()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone();
+            // Signed with this maid's key (PROTOCOL v1.2 §7): a Redis writer
+            // cannot add minions a master would expect from this syndic maid.
+            crate::registry::write(&*beneath, shared.identity.as_ref())
+        };
+        let key = protocol::syndic_key(&shared.id);
+        let ttl = shared.config.agent.heartbeat_secs * 3;
+        let mut mirrored = self.mirrored.lock().await;
+        // Kept alive only while what Redis holds is this maid's own list: one
+        // another writer replaced is written again, not refreshed.
+        if *mirrored == text {
+            let held: redis::RedisResult<Option<String>> = conn.get(&key).await;
+            if !matches!(&held, Ok(Some(h)) if *h == text) {
+                mirrored.clear();
+            }
         }
-    }
-    let kept: redis::RedisResult<()> = if *mirrored == text {
-        conn.expire::<_, bool>(&key, ttl as i64)
-            .await
-            .and_then(|kept| {
-                kept.then_some(()).ok_or_else(|| {
-                    redis::RedisError::from((redis::ErrorKind::Client, "the list expired"))
+        let kept: redis::RedisResult<()> = if *mirrored == text {
+            conn.expire::<_, bool>(&key, ttl as i64)
+                .await
+                .and_then(|kept| {
+                    kept.then_some(()).ok_or_else(|| {
+                        redis::RedisError::from((redis::ErrorKind::Client, "the list expired"))
+                    })
                 })
-            })
-    } else {
-        conn.set_ex(&key, &text, ttl).await
-    };
-    match kept {
-        Ok(()) => *mirrored = text,
-        Err(e) => {
-            mirrored.clear();
-            tracing::warn!(cause = %e, "cannot keep the list of maids beneath upstream");
+        } else {
+            conn.set_ex(&key, &text, ttl).await
+        };
+        match kept {
+            Ok(()) => *mirrored = text,
+            Err(e) => {
+                mirrored.clear();
+                tracing::warn!(cause = %e, "cannot keep the list of maids beneath upstream");
+            }
         }
     }
-}
 
-/// Relay `job`, which arrived on `topic` as `payload`, to the maids
-/// beneath, and send their replies up until every id of `expected` has
-/// answered or the job's time is up.
-pub(super) async fn relay(
-    shared: &Shared,
-    job: &Job,
-    kid: &Option<String>,
-    payload: &str,
-    topic: &str,
-    expected: &[String],
-) {
-    let Some(syndic) = &shared.syndic else {
-        return;
-    };
-    let deadline = tokio::time::Instant::now() + shared.relay_limit(job);
-    // Subscribed before the job goes down, so no reply is missed.
-    let mut messages = match syndic.bus.replies(&job.temp_topic).await {
-        Ok(sub) => sub,
-        Err(e) => {
-            tracing::error!(jid = %job.jid, cause = %e, "cannot relay the job: downstream unreachable");
+    /// Relay `down` to the maids beneath, and send their replies up until
+    /// every id of `expected` has answered or the job's time is up.
+    async fn relay(&self, shared: &Shared, down: Down<'_>, expected: Vec<String>) {
+        let Down {
+            job,
+            kid,
+            payload,
+            topic,
+        } = down;
+        let deadline = tokio::time::Instant::now() + shared.relay_limit(job);
+        // Subscribed before the job goes down, so no reply is missed.
+        let mut messages = match self.bus.replies(&job.temp_topic).await {
+            Ok(sub) => sub,
+            Err(e) => {
+                tracing::error!(jid = %job.jid, cause = %e, "cannot relay the job: downstream unreachable");
+                return;
+            }
+        };
+        let sent = match self.conn().await {
+            Ok(mut conn) => publish(&mut conn, topic, payload)
+                .await
+                .map_err(BusError::from),
+            Err(e) => Err(e),
+        };
+        if let Err(e) = sent {
+            self.forget_conn().await;
+            tracing::error!(jid = %job.jid, cause = %e, "cannot relay the job downstream");
             return;
         }
-    };
-    let sent = match syndic.conn().await {
-        Ok(mut conn) => publish(&mut conn, topic, payload)
-            .await
-            .map_err(BusError::from),
-        Err(e) => Err(e),
-    };
-    if let Err(e) = sent {
-        syndic.forget_conn().await;
-        tracing::error!(jid = %job.jid, cause = %e, "cannot relay the job downstream");
-        return;
-    }
-    super::records::relayed(shared, job, kid, expected);
-    let mut waiting: BTreeSet<&str> = expected.iter().map(String::as_str).collect();
-    let keys = syndic.keys(expected);
-    while !waiting.is_empty() {
-        let Ok(Some(msg)) = tokio::time::timeout_at(deadline, messages.next()).await else {
-            break;
-        };
-        let bytes = msg.get_payload_bytes();
-        let received = match crate::replies::receive(bytes) {
-            Ok(r) if r.reply.jid() == job.jid => r,
-            Ok(_) => continue,
-            Err(why) => {
-                tracing::warn!(jid = %job.jid, %why, "ignored a downstream reply");
-                continue;
-            }
-        };
-        let signed = received.envelope.is_some();
-        // An answer ends the wait for its maid only when that maid's key,
-        // if it registered one, signed it: a reply anyone else published
-        // here is relayed (and the master finds it forged), but cannot cut
-        // the wait for the real one short.
-        let answered = |id: &str| !keys.contains_key(id) || received.verify(&keys).is_ok();
-        let raw = || String::from_utf8_lossy(bytes).into_owned();
-        match &received.reply {
-            // Who is beneath was known before the job went down.
-            Reply::Ping(_) => {}
-            Reply::Reject(r) => {
-                if answered(&r.sub_ip) {
-                    waiting.remove(r.sub_ip.as_str());
+        super::records::relayed(shared, job, kid, &expected);
+        let mut waiting: BTreeSet<&str> = expected.iter().map(String::as_str).collect();
+        let keys = self.keys(&expected);
+        while !waiting.is_empty() {
+            let Ok(Some(msg)) = tokio::time::timeout_at(deadline, messages.next()).await else {
+                break;
+            };
+            let bytes = msg.get_payload_bytes();
+            let received = match crate::replies::receive(bytes) {
+                Ok(r) if r.reply.jid() == job.jid => r,
+                Ok(_) => continue,
+                Err(why) => {
+                    tracing::warn!(jid = %job.jid, %why, "ignored a downstream reply");
+                    continue;
                 }
-                shared
-                    .send_payload(None, &job.temp_topic, &job.jid, &raw())
-                    .await;
-            }
-            Reply::Return(r) => {
-                if answered(&r.id) {
-                    waiting.remove(r.id.as_str());
+            };
+            let signed = received.envelope.is_some();
+            // An answer ends the wait for its maid only when that maid's key,
+            // if it registered one, signed it: a reply anyone else published
+            // here is relayed (and the master finds it forged), but cannot cut
+            // the wait for the real one short.
+            let answered = |id: &str| !keys.contains_key(id) || received.verify(&keys).is_ok();
+            let raw = || String::from_utf8_lossy(bytes).into_owned();
+            match &received.reply {
+                // Who is beneath was known before the job went down.
+                Reply::Ping(_) => {}
+                Reply::Reject(r) => {
+                    if answered(&r.sub_ip) {
+                        waiting.remove(r.sub_ip.as_str());
+                    }
+                    shared
+                        .send_payload(None, &job.temp_topic, &job.jid, &raw())
+                        .await;
                 }
-                let mut r = r.clone();
-                let id = r.id.clone();
-                let payload = if signed {
-                    raw()
-                } else {
-                    r.sub_ip = shared.id.clone();
-                    Reply::Return(r).to_json()
-                };
-                let pending = Pending {
-                    topic: job.temp_topic.clone(),
-                    payload,
-                    jid: job.jid.clone(),
-                    id,
-                    published: false,
-                };
-                shared.deliver(pending).await;
+                Reply::Return(r) => {
+                    if answered(&r.id) {
+                        waiting.remove(r.id.as_str());
+                    }
+                    let mut r = r.clone();
+                    let id = r.id.clone();
+                    let payload = if signed {
+                        raw()
+                    } else {
+                        r.sub_ip = shared.id.clone();
+                        Reply::Return(r).to_json()
+                    };
+                    let pending = Pending {
+                        topic: job.temp_topic.clone(),
+                        payload,
+                        jid: job.jid.clone(),
+                        id,
+                        published: false,
+                    };
+                    shared.deliver(pending).await;
+                }
             }
         }
     }

@@ -31,7 +31,7 @@ pub(super) async fn session(
         let pubsub = bus.subscribe(&shared.config.master_topics).await?;
         // A syndic maid's list of who is beneath is upstream before the
         // registry says it is a syndic maid.
-        super::syndic::mirror(shared, &mut conn).await;
+        super::downstream::mirror(shared, &mut conn).await;
         shared.register(&mut conn).await?;
         shared.conn.set(Some(conn));
         // Pushes made while this maid was away arrive now.
