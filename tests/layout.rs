@@ -130,6 +130,62 @@ fn no_library_uses_anyhow() {
     }
 }
 
+/// A library's public functions fail with an error type that says what
+/// went wrong, never a bare `String` a caller can only print.
+#[test]
+fn no_public_library_function_fails_with_a_string() {
+    let root = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.."));
+    let libraries = ["protocol", "salt", "bus", "config", "agent", "master"].map(|l| root.join(l));
+    let mut found = vec![];
+    for path in sources() {
+        if !libraries.iter().any(|l| path.starts_with(l)) {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).unwrap();
+        let text = text.split("#[cfg(test)]").next().unwrap_or_default();
+        found.extend(
+            string_errors(text)
+                .into_iter()
+                .map(|f| format!("{}: {f}", path.display())),
+        );
+    }
+    assert!(found.is_empty(), "{found:#?}");
+}
+
+/// The public functions of `text` whose signature returns
+/// `Result<_, String>`.
+fn string_errors(text: &str) -> Vec<String> {
+    let mut found = vec![];
+    for (at, _) in text
+        .match_indices("pub fn ")
+        .chain(text.match_indices("pub async fn "))
+    {
+        let signature = &text[at..];
+        let end = signature.find(['{', ';']).unwrap_or(signature.len());
+        let signature: String = signature[..end]
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ");
+        let returns = signature.split(" where ").next().unwrap_or_default().trim();
+        if returns.ends_with(", String>") {
+            found.push(signature);
+        }
+    }
+    found
+}
+
+#[test]
+fn the_string_error_check_reads_signatures_across_lines() {
+    let text = "pub fn a(x: u8)\n    -> Result<(), String> {\n}\n\
+                pub async fn b() -> Result<u8, Error> {}\nfn c() -> Result<(), String> {}\n\
+                pub fn d() -> Result<Vec<String>, E> {}\n\
+                pub fn e() -> Result<BTreeMap<String, String>, E> {}\n";
+    assert_eq!(
+        string_errors(text),
+        ["pub fn a(x: u8) -> Result<(), String>"]
+    );
+}
+
 /// The source files of the workspace's crates (each `src/` tree of the
 /// host crates, the SDK, its macros and the plugins), tests excluded.
 fn sources() -> Vec<std::path::PathBuf> {

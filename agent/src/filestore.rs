@@ -85,8 +85,8 @@ impl RedisFiles {
                  it with `maid cp`, which pins its hash in the signed job)",
             ));
         };
-        let record =
-            FileRecord::verify(&self.verifier, &record, name).map_err(|why| not_vouched(&why))?;
+        let record = FileRecord::verify(&self.verifier, &record, name)
+            .map_err(|why| not_vouched(&why.to_string()))?;
         Ok(Some((record.sha256, record.size)))
     }
 }
@@ -233,6 +233,19 @@ struct StoredSource<C> {
     broken: Option<String>,
 }
 
+/// Why stored content stops being served.
+#[derive(Debug, thiserror::Error)]
+enum Unserved {
+    #[error("{0}")]
+    Read(#[from] io::Error),
+    #[error("chunk {0} changed while it was read")]
+    Changed(u64),
+    #[error("chunk {i} holds {held} bytes where {expected} belong")]
+    Length { i: u64, held: u64, expected: u64 },
+    #[error("it hashes to {0}, not to the vouched SHA-256")]
+    Hash(String),
+}
+
 impl<C: Chunks> StoredSource<C> {
     fn new(chunks: C, sha256: String, size: u64, chunk_bytes: u64) -> Self {
         Self {
@@ -247,7 +260,7 @@ impl<C: Chunks> StoredSource<C> {
         }
     }
 
-    async fn next(&mut self, max: usize) -> Result<Vec<u8>, String> {
+    async fn next(&mut self, max: usize) -> Result<Vec<u8>, Unserved> {
         if self.delivered == self.size {
             if !self.verified {
                 // Empty content: nothing was read, check it all the same.
@@ -265,13 +278,9 @@ impl<C: Chunks> StoredSource<C> {
             self.check_len(i, expected).await?;
         }
         let want = (max as u64).min(PIECE_BYTES as u64).min(expected - offset) as usize;
-        let piece = self
-            .chunks
-            .range(&self.sha256, i, offset, want)
-            .await
-            .map_err(|e| e.to_string())?;
+        let piece = self.chunks.range(&self.sha256, i, offset, want).await?;
         if piece.len() != want {
-            return Err(format!("chunk {i} changed while it was read"));
+            return Err(Unserved::Changed(i));
         }
         self.hasher.update(&piece);
         self.delivered += want as u64;
@@ -281,27 +290,21 @@ impl<C: Chunks> StoredSource<C> {
         Ok(piece)
     }
 
-    async fn check_len(&self, i: u64, expected: u64) -> Result<(), String> {
-        let held = self
-            .chunks
-            .len(&self.sha256, i)
-            .await
-            .map_err(|e| e.to_string())?;
+    async fn check_len(&self, i: u64, expected: u64) -> Result<(), Unserved> {
+        let held = self.chunks.len(&self.sha256, i).await?;
         if held != expected {
-            return Err(format!(
-                "chunk {i} holds {held} bytes where {expected} belong"
-            ));
+            return Err(Unserved::Length { i, held, expected });
         }
         Ok(())
     }
 
-    async fn finish(&mut self) -> Result<(), String> {
+    async fn finish(&mut self) -> Result<(), Unserved> {
         if self.size == 0 {
             self.check_len(0, 0).await?;
         }
         let got = hex::encode(std::mem::take(&mut self.hasher).finalize());
         if got != self.sha256 {
-            return Err(format!("it hashes to {got}, not to the vouched SHA-256"));
+            return Err(Unserved::Hash(got));
         }
         self.verified = true;
         Ok(())

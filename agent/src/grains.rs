@@ -239,6 +239,18 @@ pub fn collect(id: &str, custom: &Map<String, Value>) -> Map<String, Value> {
     g
 }
 
+/// Why a grain set with `grains.setval` and its kin is not kept.
+#[derive(Debug, thiserror::Error)]
+pub enum NotKept {
+    #[error("grains cannot be kept: this maid has no security.state_dir")]
+    NoStateDir,
+    #[error("{}: {error}", path.display())]
+    Io {
+        path: std::path::PathBuf,
+        error: std::io::Error,
+    },
+}
+
 /// The file under `security.state_dir` that keeps the grains set with
 /// `grains.setval` and its kin (Salt keeps them in `/etc/salt/grains`).
 pub const GRAINS_FILE: &str = "grains.json";
@@ -315,9 +327,9 @@ impl GrainStore {
     /// Set grain `key` to `value`, or remove it (`None`): first in the
     /// grains file, then live. Without a `state_dir` nothing can be kept,
     /// and nothing changes.
-    pub fn set(&self, key: &str, value: Option<Value>) -> Result<(), String> {
+    pub fn set(&self, key: &str, value: Option<Value>) -> Result<(), NotKept> {
         let Some(file) = &self.file else {
-            return Err("grains cannot be kept: this maid has no security.state_dir".into());
+            return Err(NotKept::NoStateDir);
         };
         let dir = file.parent().unwrap_or(Path::new("/"));
         let mut kept = persisted(Some(dir));
@@ -325,12 +337,14 @@ impl GrainStore {
             Some(v) => kept.insert(key.to_string(), v.clone()),
             None => kept.remove(key),
         };
-        let json = serde_json::to_vec_pretty(&kept).map_err(|e| e.to_string())?;
-        let staged = crate::fsutil::staged_in(dir, |w| std::io::Write::write_all(w, &json))
-            .map_err(|e| format!("{}: {e}", file.display()))?;
-        staged
-            .persist(file)
-            .map_err(|e| format!("{}: {}", file.display(), e.error))?;
+        let json = serde_json::to_vec_pretty(&kept).expect("grains serialise");
+        let io = |error| NotKept::Io {
+            path: file.clone(),
+            error,
+        };
+        let staged =
+            crate::fsutil::staged_in(dir, |w| std::io::Write::write_all(w, &json)).map_err(io)?;
+        staged.persist(file).map_err(|e| io(e.error))?;
         {
             let mut live = self.live.write().unwrap_or_else(|e| e.into_inner());
             match value {

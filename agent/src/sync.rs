@@ -61,32 +61,37 @@ pub type Pins = BTreeMap<String, Option<String>>;
 
 /// Read the pins of a sync job's `kwarg`: `None` when it names none
 /// (`modules` absent), an error naming the first bad entry.
-pub fn pins(kwarg: &Map<String, Value>) -> Result<Option<Pins>, String> {
+pub fn pins(kwarg: &Map<String, Value>) -> Result<Option<Pins>, BadPins> {
     let Some(modules) = kwarg.get(MODULES_KWARG) else {
         return Ok(None);
     };
     let Value::Object(modules) = modules else {
-        return Err(format!(
-            "{MODULES_KWARG} must map module names to a sha256 or null"
-        ));
+        return Err(BadPins::NotAMap);
     };
     let mut pins = Pins::new();
     for (module, pin) in modules {
         if !crate::protocol::is_identifier(module) {
-            return Err(format!("{MODULES_KWARG}: {module:?} is not a module name"));
+            return Err(BadPins::Module(module.clone()));
         }
         let pin = match pin {
             Value::Null => None,
             Value::String(sha) if maid_bus::filestore::is_sha256(sha) => Some(sha.clone()),
-            _ => {
-                return Err(format!(
-                    "{MODULES_KWARG}.{module} must be a sha256 (64 lowercase hex digits) or null"
-                ));
-            }
+            _ => return Err(BadPins::Pin(module.clone())),
         };
         pins.insert(module.clone(), pin);
     }
     Ok(Some(pins))
+}
+
+/// Why a sync job's `modules` pin nothing this maid would install.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BadPins {
+    #[error("{MODULES_KWARG} must map module names to a sha256 or null")]
+    NotAMap,
+    #[error("{MODULES_KWARG}: {0:?} is not a module name")]
+    Module(String),
+    #[error("{MODULES_KWARG}.{0} must be a sha256 (64 lowercase hex digits) or null")]
+    Pin(String),
 }
 
 /// Why sync could not be set up.
@@ -129,7 +134,7 @@ pub enum Refused {
 #[derive(Debug, thiserror::Error)]
 pub enum JobError {
     #[error("Passed invalid arguments: {0}")]
-    Arguments(String),
+    Arguments(#[from] BadPins),
     #[error(
         "Sync refused: this maid requires signed jobs and installs only the modules a sync \
          job pins ({MODULES_KWARG}={{\"<module>\": \"<sha256>\"}}; `maid run` fills them in \
@@ -138,6 +143,8 @@ pub enum JobError {
     Unpinned,
     #[error("Sync failed: {0}")]
     Redis(#[from] redis::RedisError),
+    #[error("Sync failed: redis is not connected")]
+    NotConnected,
 }
 
 /// What one sync did, in Salt's terms (`modules.<name>`).
@@ -426,7 +433,7 @@ impl Syncer {
         jid: &str,
         kwarg: &Map<String, Value>,
     ) -> Result<SyncReport, JobError> {
-        let Some(pins) = pins(kwarg).map_err(JobError::Arguments)? else {
+        let Some(pins) = pins(kwarg)? else {
             if self.unpinned {
                 return Ok(self.sync(conn, runtime, jid).await?);
             }
@@ -745,10 +752,9 @@ mod tests {
 
     #[test]
     fn a_job_that_does_nothing_says_why_in_salts_words() {
-        assert!(
-            JobError::Arguments("x".into())
-                .to_string()
-                .starts_with("Passed invalid arguments: ")
+        assert_eq!(
+            JobError::Arguments(BadPins::Module("../disk".into())).to_string(),
+            "Passed invalid arguments: modules: \"../disk\" is not a module name"
         );
         assert!(
             JobError::Unpinned

@@ -19,7 +19,7 @@ use sha2::{Digest, Sha256};
 use tokio::io::AsyncReadExt;
 
 use crate::Conn;
-use maid_protocol::trust::{self, Envelope, Verifier};
+use maid_protocol::trust::{self, Envelope, SignatureError, Verifier};
 
 /// Name → SHA-256 of every pushed file.
 pub const INDEX_KEY: &str = "maid:file:index";
@@ -60,7 +60,7 @@ pub enum PushError {
     #[error("{0}")]
     Redis(#[from] redis::RedisError),
     #[error("{0}")]
-    Name(String),
+    Name(#[from] maid_salt::files::BadSaltUrl),
 }
 
 /// What a push stored.
@@ -106,25 +106,39 @@ impl FileRecord {
     /// The record in `envelope` (JSON, as stored in [`SIGNED_KEY`]) when a
     /// key of `verifier` signed it and it vouches for `name`; why not,
     /// otherwise.
-    pub fn verify(verifier: &Verifier, envelope: &str, name: &str) -> Result<Self, String> {
-        let envelope: Envelope = serde_json::from_str(envelope)
-            .map_err(|e| format!("its signed record is not an envelope: {e}"))?;
-        verifier
-            .signer(&envelope.payload, &envelope.sig, envelope.kid.as_deref())
-            .map_err(|e| format!("its signed record: {e}"))?;
-        let record: Self = serde_json::from_str(&envelope.payload)
-            .map_err(|e| format!("its signed record is not a file record: {e}"))?;
+    pub fn verify(verifier: &Verifier, envelope: &str, name: &str) -> Result<Self, NotVouched> {
+        let envelope: Envelope = serde_json::from_str(envelope).map_err(NotVouched::NotEnvelope)?;
+        verifier.signer(&envelope.payload, &envelope.sig, envelope.kid.as_deref())?;
+        let record: Self =
+            serde_json::from_str(&envelope.payload).map_err(NotVouched::NotRecord)?;
         if record.kind != RECORD_KIND {
-            return Err(format!("its signed record is a {:?}", record.kind));
+            return Err(NotVouched::Kind(record.kind));
         }
         if record.name != name {
-            return Err(format!("its signed record names salt://{}", record.name));
+            return Err(NotVouched::Name(record.name));
         }
         if !is_sha256(&record.sha256) {
-            return Err("its signed record holds no SHA-256".into());
+            return Err(NotVouched::NoHash);
         }
         Ok(record)
     }
+}
+
+/// Why a file's signed record does not vouch for it.
+#[derive(Debug, thiserror::Error)]
+pub enum NotVouched {
+    #[error("its signed record is not an envelope: {0}")]
+    NotEnvelope(serde_json::Error),
+    #[error("its signed record: {0}")]
+    Signature(#[from] SignatureError),
+    #[error("its signed record is not a file record: {0}")]
+    NotRecord(serde_json::Error),
+    #[error("its signed record is a {0:?}")]
+    Kind(String),
+    #[error("its signed record names salt://{0}")]
+    Name(String),
+    #[error("its signed record holds no SHA-256")]
+    NoHash,
 }
 
 /// Whether `text` is a SHA-256 as manifests, records and pins write it:
@@ -135,7 +149,7 @@ pub fn is_sha256(text: &str) -> bool {
 
 /// Check a `salt://` name the way the agents will resolve it.
 fn check_name(name: &str) -> Result<String, PushError> {
-    let path = maid_salt::files::salt_path(&format!("salt://{name}")).map_err(PushError::Name)?;
+    let path = maid_salt::files::salt_path(&format!("salt://{name}"))?;
     Ok(path.to_string_lossy().into_owned())
 }
 
@@ -259,19 +273,26 @@ mod tests {
         let json = |e: &Envelope| serde_json::to_string(e).unwrap();
         let signed = json(&record.sign(&key));
         assert_eq!(
-            FileRecord::verify(&verifier, &signed, "etc/motd"),
-            Ok(record.clone())
+            FileRecord::verify(&verifier, &signed, "etc/motd").unwrap(),
+            record
         );
         // Another name's record.
         let err = FileRecord::verify(&verifier, &signed, "etc/passwd").unwrap_err();
-        assert!(err.contains("names salt://etc/motd"), "{err}");
+        assert!(matches!(&err, NotVouched::Name(n) if n == "etc/motd"));
+        assert_eq!(err.to_string(), "its signed record names salt://etc/motd");
         // Signed by a key nobody trusts.
         let other = trust::generate().unwrap();
-        assert!(FileRecord::verify(&verifier, &json(&record.sign(&other)), "etc/motd").is_err());
+        assert!(matches!(
+            FileRecord::verify(&verifier, &json(&record.sign(&other)), "etc/motd"),
+            Err(NotVouched::Signature(_))
+        ));
         // The payload changed after signing.
         let mut forged = record.sign(&key);
         forged.payload = forged.payload.replace(&record.sha256, &sha(b"evil"));
-        assert!(FileRecord::verify(&verifier, &json(&forged), "etc/motd").is_err());
+        assert!(matches!(
+            FileRecord::verify(&verifier, &json(&forged), "etc/motd"),
+            Err(NotVouched::Signature(_))
+        ));
         // Something else the master signed (a job) is no file record.
         let job = trust::sign(
             serde_json::json!({"name": "etc/motd", "sha256": record.sha256, "size": 2,
@@ -279,7 +300,13 @@ mod tests {
             .to_string(),
             &key,
         );
-        assert!(FileRecord::verify(&verifier, &json(&job), "etc/motd").is_err());
-        assert!(FileRecord::verify(&verifier, "not json", "etc/motd").is_err());
+        assert!(matches!(
+            FileRecord::verify(&verifier, &json(&job), "etc/motd"),
+            Err(NotVouched::Kind(_) | NotVouched::NotRecord(_))
+        ));
+        assert!(matches!(
+            FileRecord::verify(&verifier, "not json", "etc/motd"),
+            Err(NotVouched::NotEnvelope(_))
+        ));
     }
 }

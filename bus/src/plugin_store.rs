@@ -123,17 +123,14 @@ impl PluginManifest {
     }
 
     /// Checks the types cannot express.
-    fn validate(&self) -> Result<(), String> {
+    fn validate(&self) -> Result<(), BadManifest> {
         if !is_identifier(&self.module) {
-            return Err(format!(
-                "module name {:?} is not an identifier",
-                self.module
-            ));
+            return Err(BadManifest::Module(self.module.clone()));
         }
         match (&self.sha256, self.size) {
             (Some(sha), Some(_)) if is_sha256(sha) => Ok(()),
             (None, None) => Ok(()),
-            _ => Err("sha256 must be 64 lowercase hex digits, given with size".into()),
+            _ => Err(BadManifest::Hash),
         }
     }
 }
@@ -146,11 +143,22 @@ pub struct Signed {
     pub kid: String,
 }
 
+/// What a manifest says that no manifest may.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BadManifest {
+    #[error("module name {0:?} is not an identifier")]
+    Module(String),
+    #[error("sha256 must be 64 lowercase hex digits, given with size")]
+    Hash,
+}
+
 /// Why a stored manifest is not acceptable.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ManifestError {
     #[error("not a signed manifest: {0}")]
     Malformed(String),
+    #[error("not a signed manifest: {0}")]
+    Bad(#[from] BadManifest),
     #[error("{0}")]
     Signature(#[from] SignatureError),
     #[error("signed for module {signed:?} but stored as {stored:?}")]
@@ -223,6 +231,8 @@ pub enum StoreError {
     },
     #[error("{0}")]
     Invalid(String),
+    #[error(transparent)]
+    Manifest(#[from] BadManifest),
 }
 
 /// Why content could not be fetched into a file.
@@ -261,7 +271,7 @@ async fn put(
     manifest: PluginManifest,
     key: &SigningKey,
 ) -> Result<Signed, StoreError> {
-    manifest.validate().map_err(StoreError::Invalid)?;
+    manifest.validate()?;
     let payload = serde_json::to_string(&manifest).expect("manifests serialise");
     let envelope = trust::sign(payload, key);
     let kid = envelope.kid.clone().unwrap_or_default();
@@ -347,7 +357,7 @@ pub fn open(module: &str, text: &str, verifier: &Verifier) -> Result<Signed, Man
     let kid = verifier.signer(&envelope.payload, &envelope.sig, envelope.kid.as_deref())?;
     let manifest: PluginManifest = serde_json::from_str(&envelope.payload)
         .map_err(|e| ManifestError::Malformed(e.to_string()))?;
-    manifest.validate().map_err(ManifestError::Malformed)?;
+    manifest.validate()?;
     if manifest.module != module {
         return Err(ManifestError::WrongModule {
             signed: manifest.module,
@@ -489,10 +499,10 @@ mod tests {
             sha256: Some("XYZ".into()),
             ..m.clone()
         };
-        assert!(matches!(
+        assert_eq!(
             open("disk", &stored(&bad, &key), &v),
-            Err(ManifestError::Malformed(_))
-        ));
+            Err(ManifestError::Bad(BadManifest::Hash))
+        );
         // A removal has neither hash nor size.
         let removal = PluginManifest {
             sha256: None,

@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use maid_salt::pyre::PyRegex;
+use maid_salt::pyre::{PatternError, PyRegex};
 use maid_salt::target::{self, TargetType};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -41,7 +41,7 @@ fn special(entry: &str) -> bool {
 
 /// Salt's function check (`CkMinions.match_check`): `re.match`, Python's
 /// syntax, anchored at the start of the function name only.
-pub fn fun_regex(pattern: &str) -> Result<PyRegex, String> {
+pub fn fun_regex(pattern: &str) -> Result<PyRegex, PatternError> {
     PyRegex::new(pattern)
 }
 

@@ -181,7 +181,7 @@ impl<'r> Collector<'r> {
             Reply::Return(r) => {
                 if let Err(why) = vouched(&r, &self.listed, self.registry.accepted.as_ref()) {
                     tracing::warn!(jid = %r.jid, maid = %r.sub_ip, %why, "forged reply: not counted");
-                    self.report.forged.insert(r.sub_ip, why);
+                    self.report.forged.insert(r.sub_ip, why.to_string());
                     return None;
                 }
                 let n = self.counts.entry(r.id.clone()).or_default();
@@ -323,7 +323,7 @@ pub(crate) fn genuine(
     {
         let maid = received.maid().to_string();
         tracing::warn!(%jid, %maid, %why, "forged reply: not counted");
-        forged.insert(maid, why);
+        forged.insert(maid, why.to_string());
         return None;
     }
     Some(received.reply)
@@ -337,20 +337,27 @@ fn vouched(
     r: &Return,
     listed: &BTreeMap<String, BTreeSet<String>>,
     accepted: Option<&AcceptedKeys>,
-) -> Result<(), String> {
+) -> Result<(), NotVouched> {
     if r.id == r.sub_ip {
         return Ok(());
     }
     if !listed.get(&r.sub_ip).is_some_and(|l| l.contains(&r.id)) {
-        return Err(format!("returned for {:?}, which it did not list", r.id));
+        return Err(NotVouched::NotListed(r.id.clone()));
     }
     if accepted.is_some_and(|keys| keys.contains_key(&r.id)) {
-        return Err(format!(
-            "returned for {:?}, whose own accepted key must sign its returns",
-            r.id
-        ));
+        return Err(NotVouched::SignsItsOwn(r.id.clone()));
     }
     Ok(())
+}
+
+/// Why a maid may not answer for the minion a return names: the return is
+/// forged.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+enum NotVouched {
+    #[error("returned for {0:?}, which it did not list")]
+    NotListed(String),
+    #[error("returned for {0:?}, whose own accepted key must sign its returns")]
+    SignsItsOwn(String),
 }
 
 #[cfg(test)]

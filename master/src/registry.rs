@@ -341,13 +341,12 @@ async fn beneath(
                 .and_then(|r| r.pubkey.as_deref())
                 .and_then(|k| crate::trust::decode_verifying_key(k).ok()),
         };
-        let listed =
-            crate::wire_registry::read::<BTreeMap<String, Registration>>(&text).and_then(|l| {
-                match key {
-                    Some(key) => l.verify(&key, syndic).map(|()| l.value),
-                    None if accepted.is_none() && l.envelope.is_none() => Ok(l.value),
-                    None => Err(format!("{syndic:?} has no key to sign its list")),
-                }
+        let listed = crate::wire_registry::read::<BTreeMap<String, Registration>>(&text)
+            .map_err(Unbelieved::from)
+            .and_then(|l| match key {
+                Some(key) => Ok(l.verify(&key, syndic).map(|()| l.value)?),
+                None if accepted.is_none() && l.envelope.is_none() => Ok(l.value),
+                None => Err(Unbelieved::NoKey(syndic.clone())),
             });
         let listed = match listed {
             Ok(listed) => listed,
@@ -363,6 +362,18 @@ async fn beneath(
         }
     }
     Ok(out)
+}
+
+/// Why the list a syndic maid keeps of the minions beneath it is not
+/// believed.
+#[derive(Debug, thiserror::Error)]
+enum Unbelieved {
+    #[error(transparent)]
+    Unreadable(#[from] crate::wire_registry::Unreadable),
+    #[error(transparent)]
+    Forged(#[from] crate::wire_registry::Forged),
+    #[error("{0:?} has no key to sign its list")]
+    NoKey(String),
 }
 
 /// The minions `beneath` as registry entries that are never alive: what

@@ -13,7 +13,49 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::protocol::Registration;
-use crate::trust::{Envelope, decode_signature, decode_verifying_key, key_id, sign};
+use crate::trust::{Envelope, KeyError, decode_signature, decode_verifying_key, key_id, sign};
+
+/// Why a registry value or a reply does not read.
+#[derive(Debug, thiserror::Error)]
+pub enum Unreadable {
+    #[error("not JSON: {0}")]
+    NotJson(serde_json::Error),
+    #[error("not an envelope: {0}")]
+    NotEnvelope(serde_json::Error),
+    #[error("the envelope holds nothing of the kind: {0}")]
+    Empty(serde_json::Error),
+    #[error("{0}")]
+    NotOfTheKind(serde_json::Error),
+}
+
+/// Why a value is not signed by the key accepted for its owner: it is
+/// forged. Each names that owner.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Forged {
+    #[error("{0:?} has no accepted key")]
+    NoAcceptedKey(String),
+    #[error("unsigned, and {0:?} has an accepted key")]
+    Unsigned(String),
+    #[error("signed by another key than {0:?}'s")]
+    OtherKey(String),
+    #[error("{0}")]
+    BadSignature(String),
+    #[error("the signature does not verify with {0:?}'s key")]
+    DoesNotVerify(String),
+}
+
+/// Why a registration presents no key a master may file for its id.
+#[derive(Debug, thiserror::Error)]
+pub enum NoKey {
+    #[error("registered under {under:?} as {claimed:?}")]
+    OtherId { under: String, claimed: String },
+    #[error("{0:?} presents no key")]
+    None(String),
+    #[error(transparent)]
+    Unreadable(#[from] KeyError),
+    #[error(transparent)]
+    Forged(#[from] Forged),
+}
 
 /// A registry value as read: what it says, and the envelope it came in
 /// when it was signed.
@@ -34,20 +76,18 @@ pub fn write<T: Serialize>(value: &T, key: Option<&SigningKey>) -> String {
 }
 
 /// Read a registry value, bare or sealed. `Err` says why it does not read.
-pub fn read<T: DeserializeOwned>(text: &str) -> Result<Signed<T>, String> {
-    let value: Value = serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
+pub fn read<T: DeserializeOwned>(text: &str) -> Result<Signed<T>, Unreadable> {
+    let value: Value = serde_json::from_str(text).map_err(Unreadable::NotJson)?;
     if value.get("payload").is_some() && value.get("sig").is_some() {
-        let envelope: Envelope =
-            serde_json::from_value(value).map_err(|e| format!("not an envelope: {e}"))?;
-        let value = serde_json::from_str(&envelope.payload)
-            .map_err(|e| format!("the envelope holds nothing of the kind: {e}"))?;
+        let envelope: Envelope = serde_json::from_value(value).map_err(Unreadable::NotEnvelope)?;
+        let value = serde_json::from_str(&envelope.payload).map_err(Unreadable::Empty)?;
         return Ok(Signed {
             value,
             envelope: Some(envelope),
         });
     }
     Ok(Signed {
-        value: serde_json::from_value(value).map_err(|e| e.to_string())?,
+        value: serde_json::from_value(value).map_err(Unreadable::NotOfTheKind)?,
         envelope: None,
     })
 }
@@ -58,25 +98,25 @@ pub fn verify_envelope(
     envelope: Option<&Envelope>,
     key: &VerifyingKey,
     who: &str,
-) -> Result<(), String> {
+) -> Result<(), Forged> {
     let Some(envelope) = envelope else {
-        return Err(format!("unsigned, and {who:?} has an accepted key"));
+        return Err(Forged::Unsigned(who.to_string()));
     };
     if envelope
         .kid
         .as_deref()
         .is_some_and(|kid| kid != key_id(key))
     {
-        return Err(format!("signed by another key than {who:?}'s"));
+        return Err(Forged::OtherKey(who.to_string()));
     }
-    let sig = decode_signature(&envelope.sig).map_err(|e| e.to_string())?;
+    let sig = decode_signature(&envelope.sig).map_err(|e| Forged::BadSignature(e.to_string()))?;
     key.verify(envelope.payload.as_bytes(), &sig)
-        .map_err(|_| format!("the signature does not verify with {who:?}'s key"))
+        .map_err(|_| Forged::DoesNotVerify(who.to_string()))
 }
 
 impl<T> Signed<T> {
     /// `Ok` when `key`, the key accepted for `who`, signed this value.
-    pub fn verify(&self, key: &VerifyingKey, who: &str) -> Result<(), String> {
+    pub fn verify(&self, key: &VerifyingKey, who: &str) -> Result<(), Forged> {
         verify_envelope(self.envelope.as_ref(), key, who)
     }
 }
@@ -86,16 +126,19 @@ impl Signed<Registration> {
     /// signed with it: proof that whoever wrote it holds that key, which
     /// is what a master files as the id's submission (a bare entry, or
     /// one signed with another key, presents nothing).
-    pub fn presented_key(&self, id: &str) -> Result<(VerifyingKey, &str), String> {
+    pub fn presented_key(&self, id: &str) -> Result<(VerifyingKey, &str), NoKey> {
         if self.value.id != id {
-            return Err(format!("registered under {id:?} as {:?}", self.value.id));
+            return Err(NoKey::OtherId {
+                under: id.to_string(),
+                claimed: self.value.id.clone(),
+            });
         }
         let text = self
             .value
             .pubkey
             .as_deref()
-            .ok_or_else(|| format!("{id:?} presents no key"))?;
-        let key = decode_verifying_key(text).map_err(|e| e.to_string())?;
+            .ok_or_else(|| NoKey::None(id.to_string()))?;
+        let key = decode_verifying_key(text)?;
         self.verify(&key, id)?;
         Ok((key, text))
     }

@@ -13,7 +13,21 @@ use ed25519_dalek::{SigningKey, VerifyingKey};
 use serde_json::Value;
 
 use crate::protocol::Reply;
+use crate::registry::Forged;
 use crate::trust::{Envelope, sign};
+
+/// Why a message on a reply topic is no reply.
+#[derive(Debug, thiserror::Error)]
+pub enum NoReply {
+    #[error("not JSON: {0}")]
+    NotJson(serde_json::Error),
+    #[error("not an envelope: {0}")]
+    NotEnvelope(serde_json::Error),
+    #[error("the envelope holds no reply: {0}")]
+    Empty(serde_json::Error),
+    #[error("not a reply: {0}")]
+    NotReply(serde_json::Error),
+}
 
 /// A reply message as it arrived: the reply, and the envelope it came in
 /// when it was signed.
@@ -25,19 +39,17 @@ pub struct Received {
 
 /// Read a reply message: an envelope (`payload` and `sig`) is unwrapped,
 /// anything else is read as a bare v1 reply. `Err` says why it is no reply.
-pub fn receive(bytes: &[u8]) -> Result<Received, String> {
-    let value: Value = serde_json::from_slice(bytes).map_err(|e| format!("not JSON: {e}"))?;
+pub fn receive(bytes: &[u8]) -> Result<Received, NoReply> {
+    let value: Value = serde_json::from_slice(bytes).map_err(NoReply::NotJson)?;
     if value.get("payload").is_some() && value.get("sig").is_some() {
-        let envelope: Envelope =
-            serde_json::from_value(value).map_err(|e| format!("not an envelope: {e}"))?;
-        let reply = serde_json::from_str(&envelope.payload)
-            .map_err(|e| format!("the envelope holds no reply: {e}"))?;
+        let envelope: Envelope = serde_json::from_value(value).map_err(NoReply::NotEnvelope)?;
+        let reply = serde_json::from_str(&envelope.payload).map_err(NoReply::Empty)?;
         return Ok(Received {
             reply,
             envelope: Some(envelope),
         });
     }
-    let reply = serde_json::from_value(value).map_err(|e| format!("not a reply: {e}"))?;
+    let reply = serde_json::from_value(value).map_err(NoReply::NotReply)?;
     Ok(Received {
         reply,
         envelope: None,
@@ -65,10 +77,10 @@ impl Received {
 
     /// `Ok` when the key accepted for the reply's maid signed it; why it is
     /// forged otherwise.
-    pub fn verify(&self, accepted: &AcceptedKeys) -> Result<(), String> {
+    pub fn verify(&self, accepted: &AcceptedKeys) -> Result<(), Forged> {
         let maid = self.maid();
         let Some(key) = accepted.get(maid) else {
-            return Err(format!("{maid:?} has no accepted key"));
+            return Err(Forged::NoAcceptedKey(maid.to_string()));
         };
         crate::registry::verify_envelope(self.envelope.as_ref(), key, maid)
     }
@@ -99,7 +111,7 @@ mod tests {
         // Bare: readable, but forged where m1 has an accepted key.
         let bare = receive(ping("m1").as_bytes()).unwrap();
         assert!(bare.envelope.is_none());
-        assert!(bare.verify(&accepted).unwrap_err().contains("unsigned"));
+        assert_eq!(bare.verify(&accepted), Err(Forged::Unsigned("m1".into())));
         // m2's key signing a reply that claims to be m1.
         let claimed = receive(seal(ping("m1"), &other).as_bytes()).unwrap();
         assert!(claimed.verify(&accepted).is_err());
@@ -107,11 +119,9 @@ mod tests {
         let mut env: Envelope = serde_json::from_str(&seal(ping("m1"), &other)).unwrap();
         env.kid = None;
         let no_kid = receive(serde_json::to_string(&env).unwrap().as_bytes()).unwrap();
-        assert!(
-            no_kid
-                .verify(&accepted)
-                .unwrap_err()
-                .contains("does not verify")
+        assert_eq!(
+            no_kid.verify(&accepted),
+            Err(Forged::DoesNotVerify("m1".into()))
         );
         // A payload changed after signing.
         let mut env: Envelope = serde_json::from_str(&sealed).unwrap();
@@ -120,19 +130,24 @@ mod tests {
         assert!(changed.verify(&accepted).is_err());
         // A maid nobody accepted.
         let stranger = receive(seal(ping("m3"), &key).as_bytes()).unwrap();
-        assert!(
-            stranger
-                .verify(&accepted)
-                .unwrap_err()
-                .contains("no accepted key")
+        assert_eq!(
+            stranger.verify(&accepted),
+            Err(Forged::NoAcceptedKey("m3".into()))
         );
     }
 
     #[test]
     fn what_is_no_reply_says_why() {
-        assert!(receive(b"{").unwrap_err().contains("not JSON"));
-        assert!(receive(b"{\"type\": \"nope\"}").is_err());
+        let why = |bytes: &[u8]| receive(bytes).unwrap_err();
+        assert!(matches!(why(b"{"), NoReply::NotJson(_)));
+        assert!(matches!(why(b"{\"type\": \"nope\"}"), NoReply::NotReply(_)));
         let env = json!({"payload": "{}", "sig": "x"}).to_string();
-        assert!(receive(env.as_bytes()).unwrap_err().contains("no reply"));
+        let empty = why(env.as_bytes());
+        assert!(matches!(empty, NoReply::Empty(_)));
+        assert!(
+            empty
+                .to_string()
+                .starts_with("the envelope holds no reply: ")
+        );
     }
 }

@@ -2,17 +2,31 @@
 
 use std::path::{Component, Path, PathBuf};
 
+/// Why a URL names no file under the file roots; each holds the URL.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BadSaltUrl {
+    #[error("{0:?} is not a salt:// URL")]
+    NotSalt(String),
+    #[error("{0:?} is not a valid salt:// path")]
+    Invalid(String),
+    #[error("{0:?} leaves the file roots")]
+    Leaves(String),
+    #[error("{0:?} names no file")]
+    NoFile(String),
+}
+
 /// Normalise the path part of a `salt://` URL, refusing anything that could
 /// leave a file root: absolute paths, `..`, empty names, NUL bytes and
 /// backslashes (CVE-2020-11652 and its descendants).
-pub fn salt_path(url: &str) -> Result<PathBuf, String> {
+pub fn salt_path(url: &str) -> Result<PathBuf, BadSaltUrl> {
+    let bad = |why: fn(String) -> BadSaltUrl| why(url.to_string());
     let rest = url
         .strip_prefix("salt://")
-        .ok_or_else(|| format!("{url:?} is not a salt:// URL"))?;
+        .ok_or_else(|| bad(BadSaltUrl::NotSalt))?;
     // Salt allows `?saltenv=...`; environments are not supported, so drop it.
     let rest = rest.split('?').next().unwrap_or_default();
     if rest.is_empty() || rest.contains('\0') || rest.contains('\\') {
-        return Err(format!("{url:?} is not a valid salt:// path"));
+        return Err(bad(BadSaltUrl::Invalid));
     }
     let path = Path::new(rest);
     let mut clean = PathBuf::new();
@@ -20,11 +34,11 @@ pub fn salt_path(url: &str) -> Result<PathBuf, String> {
         match component {
             Component::Normal(c) => clean.push(c),
             Component::CurDir => {}
-            _ => return Err(format!("{url:?} leaves the file roots")),
+            _ => return Err(bad(BadSaltUrl::Leaves)),
         }
     }
     if clean.as_os_str().is_empty() {
-        return Err(format!("{url:?} names no file"));
+        return Err(bad(BadSaltUrl::NoFile));
     }
     Ok(clean)
 }

@@ -22,6 +22,17 @@
 
 use fancy_regex::Regex;
 
+/// Why a pattern does not compile.
+#[derive(Debug, thiserror::Error)]
+pub enum PatternError {
+    /// Python's `re` refuses it (or it uses what maid does not translate).
+    #[error("{0}")]
+    Python(String),
+    /// Translated, it does not compile.
+    #[error("{0}")]
+    Compile(Box<fancy_regex::Error>),
+}
+
 /// A compiled Python regular expression.
 #[derive(Debug, Clone)]
 pub struct PyRegex(Regex);
@@ -34,13 +45,13 @@ const BACKTRACK_LIMIT: usize = 100_000;
 impl PyRegex {
     /// Compile `pattern` as `re.compile` would; `Err` says why Python (or,
     /// for a pattern Python takes, maid) refuses it.
-    pub fn new(pattern: &str) -> Result<Self, String> {
-        let translated = translate(pattern)?;
+    pub fn new(pattern: &str) -> Result<Self, PatternError> {
+        let translated = translate(pattern).map_err(PatternError::Python)?;
         fancy_regex::RegexBuilder::new(&translated)
             .backtrack_limit(BACKTRACK_LIMIT)
             .build()
             .map(Self)
-            .map_err(|e| e.to_string())
+            .map_err(|e| PatternError::Compile(Box::new(e)))
     }
 
     /// `re.match`: a match that starts at the beginning of `s`; it need not

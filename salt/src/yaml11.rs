@@ -69,10 +69,19 @@ pub fn budget(len: usize) -> usize {
     len.saturating_mul(2).saturating_add(SLACK)
 }
 
+/// Why a document does not load: PyYAML's words, or the bound it passed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct YamlError(pub String);
+
 /// `yaml.load(text, Loader=SaltYamlSafeLoader)`; `Err` where PyYAML
 /// raises, and where the document is deeper than [`MAX_DEPTH`] or costs
 /// more than its [`budget`].
-pub fn safe_load(text: &str) -> Result<Py, String> {
+pub fn safe_load(text: &str) -> Result<Py, YamlError> {
+    load(text).map_err(YamlError)
+}
+
+fn load(text: &str) -> Result<Py, String> {
     let mut builder = Builder::new(budget(text.len()));
     let mut parser = Parser::new_from_str(text);
     // Events are pulled one at a time: `Parser::load` recurses once per
@@ -622,7 +631,11 @@ mod tests {
             "{0: a, -0.0: b}",
             "{~: a, null: b}",
         ] {
-            assert_eq!(safe_load(doc).unwrap_err(), "found conflicting ID", "{doc}");
+            assert_eq!(
+                safe_load(doc).unwrap_err().0,
+                "found conflicting ID",
+                "{doc}"
+            );
         }
         assert!(safe_load("{.nan: a, .nan: b}").is_ok());
         assert!(safe_load("{1: a, '1': b, !!binary MQ==: c}").is_ok());
@@ -667,7 +680,7 @@ mod tests {
         assert!(doc.len() < 600, "{}", doc.len());
         let started = std::time::Instant::now();
         let err = safe_load(&doc).unwrap_err();
-        assert!(err.contains("aliases are expanded"), "{err}");
+        assert!(err.0.contains("aliases are expanded"), "{err}");
         assert!(started.elapsed() < std::time::Duration::from_millis(100));
         // One large scalar named many times is refused as well.
         let big = "x".repeat(10_000);
@@ -675,6 +688,7 @@ mod tests {
         assert!(
             safe_load(&doc)
                 .unwrap_err()
+                .0
                 .contains("aliases are expanded")
         );
         // A few aliases of a small node are fine.
@@ -696,15 +710,15 @@ mod tests {
             .collect();
         for doc in [&flow, &block, &mapping] {
             let err = safe_load(doc).unwrap_err();
-            assert!(err.contains("nests deeper"), "{err}");
+            assert!(err.0.contains("nests deeper"), "{err}");
         }
         // Block nesting far past any stack: refused, not a crash.
         let very: String = "- ".repeat(200_000) + "x";
-        assert!(safe_load(&very).unwrap_err().contains("nests deeper"));
+        assert!(safe_load(&very).unwrap_err().0.contains("nests deeper"));
         // Through an alias too.
         let inner = format!("{}{}", "[".repeat(100), "]".repeat(100));
         let doc = format!("[&d {inner}, {}*d{}]", "[".repeat(40), "]".repeat(40));
-        assert!(safe_load(&doc).unwrap_err().contains("nests deeper"));
+        assert!(safe_load(&doc).unwrap_err().0.contains("nests deeper"));
         let ok = format!("{}{}", "[".repeat(MAX_DEPTH), "]".repeat(MAX_DEPTH));
         assert!(safe_load(&ok).is_ok());
     }

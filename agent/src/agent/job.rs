@@ -114,7 +114,7 @@ async fn sync_modules(shared: &Shared, sync: &Syncer, job: &Job) -> Outcome {
     let (ret, retcode) = match shared.sync_job(sync, job).await {
         Ok(report) if job.fun == SYNC_ALL => report.salt_all_return(),
         Ok(report) => report.salt_return(),
-        Err(e) => (Value::String(e), 1),
+        Err(e) => (Value::String(e.to_string()), 1),
     };
     Outcome {
         ret,

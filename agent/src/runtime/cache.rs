@@ -98,6 +98,17 @@ pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
     hex::encode(Sha256::digest(bytes))
 }
 
+/// Why a cache entry is not used (it is rebuilt).
+#[derive(Debug, thiserror::Error)]
+enum Unusable {
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    #[error("checksum mismatch")]
+    Checksum,
+    #[error("{0}")]
+    Artifact(wasmtime::Error),
+}
+
 impl ArtifactCache {
     /// A cache in `dir` (created when missing), or none; what it compiles
     /// is compiled with `settings` (the runtime engine's, before its
@@ -194,18 +205,18 @@ impl ArtifactCache {
         entry.with_extension("cwasm.sha256")
     }
 
-    fn read_verified(engine: &Engine, entry: &Path) -> Result<Component, String> {
-        let bytes = std::fs::read(entry).map_err(|e| e.to_string())?;
-        let expected = std::fs::read_to_string(Self::sum_path(entry)).map_err(|e| e.to_string())?;
+    fn read_verified(engine: &Engine, entry: &Path) -> Result<Component, Unusable> {
+        let bytes = std::fs::read(entry)?;
+        let expected = std::fs::read_to_string(Self::sum_path(entry))?;
         if sha256_hex(&bytes) != expected.trim() {
-            return Err("checksum mismatch".into());
+            return Err(Unusable::Checksum);
         }
         // SAFETY: the bytes are exactly what `write` stored (checked above
         // against the checksum written with them), and `write` only stores
         // output of `Engine::precompile_component`; wasmtime additionally
         // checks that the artifact matches this engine's version and
         // configuration.
-        unsafe { Component::deserialize(engine, &bytes) }.map_err(|e| e.to_string())
+        unsafe { Component::deserialize(engine, &bytes) }.map_err(Unusable::Artifact)
     }
 
     fn write(dir: &Path, entry: &Path, compiled: &[u8]) -> std::io::Result<()> {

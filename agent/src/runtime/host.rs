@@ -429,7 +429,7 @@ impl wit::Host for HostState {
                 .services
                 .jobs
                 .signal(&jid, signal)
-                .map_err(HostError::Failed)
+                .map_err(|why| HostError::Failed(why.to_string()))
         } else {
             Err(denied("jobs is not granted to this plugin"))
         };
@@ -459,7 +459,7 @@ impl wit::Host for HostState {
                     .services
                     .grains
                     .set(&key, v)
-                    .map_err(HostError::Failed),
+                    .map_err(|why| HostError::Failed(why.to_string())),
             }
         };
         self.job
@@ -492,13 +492,14 @@ impl wit::Host for HostState {
     async fn fetch(&mut self, url: String) -> Result<Option<Resource<SourceHandle>>, HostError> {
         let job = &mut self.job;
         let checked = job.grants.check_fetch(&url).map_err(HostError::from);
-        let opened = match checked.and_then(|()| salt_path(&url).map_err(denied)) {
-            Err(e) => Err(e),
-            Ok(path) => {
-                let pin = pinned(&job.source_hashes, &path);
-                open_source(&job.services, &url, &path, pin.as_deref()).await
-            }
-        };
+        let opened =
+            match checked.and_then(|()| salt_path(&url).map_err(|why| denied(why.to_string()))) {
+                Err(e) => Err(e),
+                Ok(path) => {
+                    let pin = pinned(&job.source_hashes, &path);
+                    open_source(&job.services, &url, &path, pin.as_deref()).await
+                }
+            };
         job.used.push(CapabilityUse::Fetch {
             url: url.clone(),
             allowed: !matches!(opened, Err(HostError::Denied(_))),

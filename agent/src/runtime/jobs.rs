@@ -116,8 +116,8 @@ impl JobTable {
     /// Send `signal` to job `jid`: to the programs it started, and, for a
     /// signal that ends a process, to its call. Salt's words when it was
     /// sent; `None` when no such job runs here.
-    pub fn signal(&self, jid: &str, signal: i32) -> Result<Option<String>, String> {
-        let sig = Signal::try_from(signal).map_err(|_| format!("{signal} is not a signal"))?;
+    pub fn signal(&self, jid: &str, signal: i32) -> Result<Option<String>, NotASignal> {
+        let sig = Signal::try_from(signal).map_err(|_| NotASignal(signal))?;
         let jobs = self.lock();
         let Some(r) = jobs.get(jid) else {
             return Ok(None);
@@ -134,3 +134,8 @@ impl JobTable {
         )))
     }
 }
+
+/// `saltutil.signal_job` named a number that is no signal.
+#[derive(Debug, thiserror::Error)]
+#[error("{0} is not a signal")]
+pub struct NotASignal(pub i32);

@@ -113,32 +113,44 @@ impl From<wit::Manifest> for Manifest {
     }
 }
 
+/// What a plugin's manifest says that no manifest may.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BadManifest {
+    #[error("manifest names module {named:?} but the file is {file}.wasm")]
+    OtherModule { named: String, file: String },
+    #[error("module name {0:?} is not an identifier")]
+    ModuleName(String),
+    #[error("manifest lists no functions")]
+    NoFunctions,
+    #[error("function name {0:?} is not an identifier")]
+    FunctionName(String),
+    #[error("function {0:?} is listed twice")]
+    Twice(String),
+}
+
 impl Manifest {
     /// Check the manifest of the plugin loaded from a file named
     /// `<expected_module>.wasm`.
-    pub fn validate(&self, expected_module: &str) -> Result<(), String> {
+    pub fn validate(&self, expected_module: &str) -> Result<(), BadManifest> {
         if self.module != expected_module {
-            return Err(format!(
-                "manifest names module {:?} but the file is {expected_module}.wasm",
-                self.module
-            ));
+            return Err(BadManifest::OtherModule {
+                named: self.module.clone(),
+                file: expected_module.to_string(),
+            });
         }
         if !is_identifier(&self.module) {
-            return Err(format!(
-                "module name {:?} is not an identifier",
-                self.module
-            ));
+            return Err(BadManifest::ModuleName(self.module.clone()));
         }
         if self.functions.is_empty() {
-            return Err("manifest lists no functions".into());
+            return Err(BadManifest::NoFunctions);
         }
         let mut seen = std::collections::HashSet::new();
         for f in &self.functions {
             if !is_identifier(&f.name) {
-                return Err(format!("function name {:?} is not an identifier", f.name));
+                return Err(BadManifest::FunctionName(f.name.clone()));
             }
             if !seen.insert(&f.name) {
-                return Err(format!("function {:?} is listed twice", f.name));
+                return Err(BadManifest::Twice(f.name.clone()));
             }
         }
         Ok(())
@@ -173,13 +185,17 @@ mod tests {
     fn lying_module_names_are_refused() {
         assert!(manifest("test", &["ping"]).validate("test").is_ok());
         let err = manifest("cmd", &["run"]).validate("test").unwrap_err();
-        assert!(err.contains("\"cmd\""), "{err}");
+        assert_eq!(
+            err.to_string(),
+            "manifest names module \"cmd\" but the file is test.wasm"
+        );
     }
 
     #[test]
     fn function_names_are_checked() {
-        assert!(manifest("m", &["a", "a"]).validate("m").is_err());
-        assert!(manifest("m", &["a.b"]).validate("m").is_err());
-        assert!(manifest("m", &[]).validate("m").is_err());
+        let why = |funs: &[&str]| manifest("m", funs).validate("m").unwrap_err();
+        assert_eq!(why(&["a", "a"]), BadManifest::Twice("a".into()));
+        assert_eq!(why(&["a.b"]), BadManifest::FunctionName("a.b".into()));
+        assert_eq!(why(&[]), BadManifest::NoFunctions);
     }
 }

@@ -114,9 +114,9 @@ impl Runtime {
                     // Described before: its code waits for its first call.
                     Some(manifest) => manifest
                         .validate(&stem)
-                        .map_err(|message| LoadError::Invalid {
+                        .map_err(|why| LoadError::Invalid {
                             path: path.to_path_buf(),
-                            message,
+                            message: why.to_string(),
                         })
                         .and_then(|()| self.granted(path, &stem, sha256, manifest, None)),
                     None => self.describe(path, &stem, wasm, sha256).await,
@@ -268,7 +268,9 @@ impl Runtime {
         .map_err(|_| invalid("describe timed out".into()))?
         .map_err(|e| invalid(format!("describe failed: {e:#}")))?;
         let manifest = Manifest::from(described);
-        manifest.validate(stem).map_err(invalid)?;
+        manifest
+            .validate(stem)
+            .map_err(|why| invalid(why.to_string()))?;
         self.cache.store_manifest(&sha256, &manifest);
         self.granted(path, stem, sha256, manifest, Some((pre, cache_status)))
     }

@@ -5,7 +5,7 @@ use super::*;
 pub(super) fn compile_regex(pattern: &str) -> Result<PyRegex, TargetError> {
     PyRegex::new(pattern).map_err(|reason| TargetError::BadRegex {
         pattern: pattern.to_string(),
-        reason,
+        reason: reason.to_string(),
     })
 }
 
