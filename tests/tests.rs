@@ -24,6 +24,7 @@ mod reliability;
 mod runtime;
 mod salt;
 mod salt_cli;
+mod salt_down;
 mod sandbox;
 mod sync;
 mod syndic;

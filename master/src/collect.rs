@@ -73,6 +73,10 @@ pub struct Collector<'r> {
     /// The minions each syndic maid listed in its PING: the only ids other
     /// than its own it may return for.
     listed: BTreeMap<String, BTreeSet<String>>,
+    /// Whom the job's target selects: whom it is published to.
+    selected: BTreeSet<String>,
+    /// Those of them that were not alive when it was published.
+    down: BTreeSet<String>,
     /// The registry the job was published over: the maids a syndic maid
     /// cannot answer for, the syndic maids that may list minions, and the
     /// accepted keys, on a master that keeps keys.
@@ -80,12 +84,20 @@ pub struct Collector<'r> {
 }
 
 impl<'r> Collector<'r> {
-    /// The collection of job `jid` of `req`, published at `now`, expecting
-    /// the maids `registry` holds alive (and accepted).
+    /// The collection of job `jid` of `req`, published at `now` to whom
+    /// its target selects ([`Self::selected`]), expecting a PING from the
+    /// maids `registry` holds alive (and accepted). Those it selects that
+    /// are not alive are missed from the start: Salt's `[Not connected]`.
     pub fn new(jid: String, registry: &'r Registry, req: &JobRequest, now: Instant) -> Self {
         let expected = registry
             .expected(&|id| req.collect.exclude.contains(id))
             .map(|(id, _)| id.clone())
+            .collect();
+        let selected = registry.selected(req);
+        let down = selected
+            .iter()
+            .filter(|id| !registry.alive(id))
+            .cloned()
             .collect();
         Collector {
             report: Report {
@@ -93,6 +105,8 @@ impl<'r> Collector<'r> {
                 expected,
                 ..Default::default()
             },
+            selected,
+            down,
             timeout: req.collect.timeout,
             gather: req.collect.gather_job_timeout,
             deadline: now + req.collect.timeout,
@@ -107,6 +121,12 @@ impl<'r> Collector<'r> {
     /// The job's id.
     pub fn jid(&self) -> &str {
         &self.report.jid
+    }
+
+    /// Whom the job's target selects, alive or not: the minions the job
+    /// is published to, as Salt's master lists them.
+    pub fn selected(&self) -> &BTreeSet<String> {
+        &self.selected
     }
 
     /// What to do at `now`.
@@ -218,6 +238,7 @@ impl<'r> Collector<'r> {
             .report
             .expected
             .difference(&self.pinged)
+            .chain(&self.down)
             .cloned()
             .collect();
         self.report.missed_minions = self
@@ -465,6 +486,42 @@ mod tests {
         assert_eq!(ids(&report.missed_maids), ["web3"]);
         assert_eq!(ids(&report.missed_minions), ["web2"]);
         assert_eq!(report.exit_code(), 1);
+    }
+
+    #[test]
+    fn a_selected_maid_that_is_down_is_missed_from_the_start_and_waited_for_by_nobody() {
+        let t = Instant::now();
+        let mut reg = registry(&["web1", "web2"], &[]);
+        reg.maids.get_mut("web2").unwrap().0 = false;
+        let mut c = collector(&reg, Some(Duration::from_secs(10)), t);
+        assert_eq!(
+            ids(c.selected()),
+            ["web1", "web2"],
+            "published to both, as Salt's master lists its accepted minions"
+        );
+        c.receive(ping("web1", true));
+        c.receive(ret("web1", "web1"));
+        assert_eq!(c.next(t), Step::Done, "nobody asks web2, which is down");
+        let report = c.finish(Duration::ZERO);
+        assert_eq!(ids(&report.missed_maids), ["web2"]);
+        assert!(report.missed_minions.is_empty());
+        assert_eq!(report.exit_code(), 1);
+    }
+
+    #[test]
+    fn a_down_maid_the_target_does_not_select_is_not_missed() {
+        let t = Instant::now();
+        let mut reg = registry(&["web1", "db1"], &[]);
+        reg.maids.get_mut("db1").unwrap().0 = false;
+        let mut req = request(None);
+        req.tgt = json!("web*");
+        let mut c = Collector::new(JID.into(), &reg, &req, t);
+        c.receive(ping("web1", true));
+        c.receive(ret("web1", "web1"));
+        assert_eq!(c.next(t), Step::Done);
+        let report = c.finish(Duration::ZERO);
+        assert!(report.missed_maids.is_empty(), "{report:?}");
+        assert_eq!(report.exit_code(), 0);
     }
 
     #[test]

@@ -123,7 +123,9 @@ pub struct Report {
     pub repeated: BTreeMap<String, usize>,
     /// Maids that rejected the job, with the reason.
     pub rejected: BTreeMap<String, String>,
-    /// Expected maids that never pinged.
+    /// Maids that never pinged: expected ones (alive when the job went
+    /// out) that did not, and those the target selects that were not
+    /// alive. Salt's `[Not connected]`.
     pub missed_maids: BTreeSet<String>,
     /// Targeted minions that did not return before the timeout.
     pub missed_minions: BTreeSet<String>,
@@ -212,9 +214,10 @@ impl Report {
 }
 
 impl Registry {
-    /// Whom `req`'s target selects among the maids it expects (and the
-    /// minions beneath them): whom Salt's master would publish to. An empty
-    /// set is Salt's "No minions matched the target": nothing is sent.
+    /// Whom `req`'s target selects among the maids the master knows, alive
+    /// or not (and the minions beneath them): whom Salt's master would
+    /// publish to. An empty set is Salt's "No minions matched the target":
+    /// nothing is sent.
     pub fn selected(&self, req: &JobRequest) -> BTreeSet<String> {
         self.targets(&req.tgt, &req.tgt_type, req.delimiter.as_deref(), &|id| {
             req.collect.exclude.contains(id)
@@ -436,7 +439,8 @@ pub async fn run_in(
 ) -> Result<Report, BusError> {
     let started = Instant::now();
     let mut collector = Collector::new(jid, registry, req, started);
-    publish_job(conn, req, collector.jid(), topic, registry.selected(req)).await?;
+    let selected = collector.selected().clone();
+    publish_job(conn, req, collector.jid(), topic, selected).await?;
     loop {
         let now = Instant::now();
         let until = match collector.next(now) {

@@ -168,12 +168,13 @@ impl Registry {
     }
 
     /// Whom target `tgt` of type `tgt_type` (split at `delimiter`)
-    /// selects, `exclude` left out: the expected maids whose registered
-    /// grains match (an id whose registration cannot be believed matches
-    /// only on its id), the minions beneath expected syndic maids that
-    /// match, and every expected syndic maid that lists nobody. A target
-    /// a maid cannot evaluate selects nobody, as Salt's master finds no
-    /// minion for it.
+    /// selects, `exclude` left out: the known maids, alive or not, whose
+    /// last registered grains match (an id whose registration cannot be
+    /// believed matches only on its id) — as Salt's master matches its
+    /// accepted minions against its grains cache —, the minions beneath
+    /// alive syndic maids that match, and every alive syndic maid that
+    /// lists nobody. A target a maid cannot evaluate selects nobody, as
+    /// Salt's master finds no minion for it.
     pub fn targets(
         &self,
         tgt: &Value,
@@ -188,17 +189,17 @@ impl Registry {
         let matches = |id: &str, grains: &Map<String, Value>| {
             crate::target::matches_delimited(tgt, tgt_type, id, grains, delimiter).unwrap_or(false)
         };
-        let expected: BTreeMap<&String, Option<&Registration>> = self.expected(exclude).collect();
+        let known: BTreeMap<&String, Option<&Registration>> = self.known(exclude).collect();
         let listing: BTreeSet<&String> = self.beneath.values().map(|(s, _)| s).collect();
-        let opaque: BTreeSet<String> = expected
+        let opaque: BTreeSet<String> = known
             .keys()
-            .filter(|id| self.syndics.contains(**id) && !listing.contains(*id))
+            .filter(|id| self.syndics.contains(**id) && self.alive(id) && !listing.contains(*id))
             .map(|id| (*id).clone())
             .collect();
         let leaves = self.beneath.iter().filter(|(id, (syndic, reg))| {
-            expected.contains_key(syndic) && !exclude(id) && matches(id, &reg.grains)
+            known.contains_key(syndic) && !exclude(id) && matches(id, &reg.grains)
         });
-        let ids = expected
+        let ids = known
             .iter()
             .filter(|(id, reg)| {
                 matches(id, reg.map_or(&empty, |r| &r.grains)) || opaque.contains(**id)
@@ -209,17 +210,35 @@ impl Registry {
         Targets { ids, opaque }
     }
 
-    /// The maids a job expects: alive, not excluded, and accepted (when
-    /// the master keeps keys).
-    pub fn expected<'m>(
+    /// The maids a master knows, alive or not, `exclude` left out: every
+    /// registered one, or (when the master keeps keys) every registered
+    /// one whose key it accepted — Salt's accepted minions. A maid never
+    /// seen is not among them.
+    pub fn known<'m>(
         &'m self,
         exclude: &'m dyn Fn(&str) -> bool,
     ) -> impl Iterator<Item = (&'m String, Option<&'m Registration>)> {
         self.maids
             .iter()
-            .filter(move |(id, (alive, _))| *alive && !exclude(id))
+            .filter(move |(id, _)| !exclude(id))
             .filter(|(id, _)| self.accepted.as_ref().is_none_or(|k| k.contains_key(*id)))
             .map(|(id, (_, reg))| (id, reg.as_ref()))
+    }
+
+    /// The known maids ([`Self::known`]) that are alive: those a job
+    /// expects to PING.
+    pub fn expected<'m>(
+        &'m self,
+        exclude: &'m dyn Fn(&str) -> bool,
+    ) -> impl Iterator<Item = (&'m String, Option<&'m Registration>)> {
+        self.known(exclude).filter(|(id, _)| self.alive(id))
+    }
+
+    /// Whether `id` is connected now: a maid whose alive key lives, or a
+    /// minion an alive syndic maid lists beneath it (its list lives only
+    /// as long as the syndic maid keeps it).
+    pub fn alive(&self, id: &str) -> bool {
+        self.maids.get(id).is_some_and(|(alive, _)| *alive) || self.beneath.contains_key(id)
     }
 }
 
@@ -411,4 +430,82 @@ pub async fn accepted_keys(conn: &mut Conn, pki: &Pki) -> Result<AcceptedKeys, B
         .await?
         .accepted
         .unwrap_or_default())
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    /// A maid registered with `grains`, alive or not.
+    fn maid(id: &str, alive: bool, grains: Value) -> (String, (bool, Option<Registration>)) {
+        let reg = serde_json::from_value(json!({
+            "id": id, "version": "1", "master_topics": ["m"], "functions": [],
+            "grains": grains, "started_at": "", "last_seen": "",
+        }))
+        .unwrap();
+        (id.to_string(), (alive, Some(reg)))
+    }
+
+    fn fleet() -> Registry {
+        Registry {
+            maids: [
+                maid("web1", true, json!({"roles": ["web"]})),
+                maid("web2", false, json!({"roles": ["web"]})),
+                maid("db1", false, json!({"roles": ["db"]})),
+            ]
+            .into_iter()
+            .collect(),
+            ..Default::default()
+        }
+    }
+
+    fn selected(reg: &Registry, tgt: &str, tgt_type: &str) -> Vec<String> {
+        reg.targets(&json!(tgt), tgt_type, None, &|_| false)
+            .ids
+            .into_iter()
+            .collect()
+    }
+
+    #[test]
+    fn a_target_selects_known_maids_alive_or_not_by_their_last_grains() {
+        let reg = fleet();
+        assert_eq!(selected(&reg, "*", "glob"), ["db1", "web1", "web2"]);
+        assert_eq!(selected(&reg, "roles:web", "grain"), ["web1", "web2"]);
+        assert_eq!(selected(&reg, "web2", "glob"), ["web2"]);
+        assert_eq!(selected(&reg, "web1,web2", "list"), ["web1", "web2"]);
+        // Only the alive are expected to PING.
+        let expected: Vec<&String> = reg.expected(&|_| false).map(|(id, _)| id).collect();
+        assert_eq!(expected, ["web1"]);
+        assert!(reg.alive("web1") && !reg.alive("web2") && !reg.alive("mail1"));
+    }
+
+    #[test]
+    fn with_accepted_keys_a_maid_whose_key_is_not_accepted_is_not_known() {
+        let mut reg = fleet();
+        let key = ed25519_dalek::SigningKey::from_bytes(&[1; 32]).verifying_key();
+        reg.accepted = Some(AcceptedKeys::from([
+            ("web1".to_string(), key),
+            ("web2".to_string(), key),
+        ]));
+        assert_eq!(selected(&reg, "*", "glob"), ["web1", "web2"]);
+        let excluded = reg.targets(&json!("*"), "glob", None, &|id| id == "web2");
+        assert_eq!(excluded.ids.into_iter().collect::<Vec<_>>(), ["web1"]);
+    }
+
+    #[test]
+    fn a_syndic_maid_that_lists_nobody_is_opaque_only_while_alive() {
+        let mut reg = fleet();
+        reg.maids.extend([maid("syn", false, json!({}))]);
+        reg.syndics.insert("syn".into());
+        assert!(
+            reg.targets(&json!("salt*"), "glob", None, &|_| false)
+                .ids
+                .is_empty()
+        );
+        reg.maids.get_mut("syn").unwrap().0 = true;
+        let t = reg.targets(&json!("salt*"), "glob", None, &|_| false);
+        assert_eq!(t.ids.into_iter().collect::<Vec<_>>(), ["syn"]);
+    }
 }

@@ -65,6 +65,8 @@ pub fn oracle(command: &str, input: &Value) -> Value {
 /// Closing its stdin (on drop) stops every daemon.
 pub struct RealSalt {
     child: std::process::Child,
+    /// realsalt.py's answers, a JSON line each.
+    answers: std::io::BufReader<std::process::ChildStdout>,
     /// salt-api's address, with `api`.
     pub api_url: Option<String>,
     /// The master's configuration directory, for `salt -c`.
@@ -97,19 +99,35 @@ impl RealSalt {
             .spawn()
             .expect("start tests/salt/realsalt.py");
         let mut line = String::new();
-        std::io::BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
+        let mut answers = std::io::BufReader::new(child.stdout.take().unwrap());
+        answers.read_line(&mut line).unwrap();
         let ready: Value = serde_json::from_str(&line).unwrap_or_else(|_| {
             panic!("realsalt.py did not start Salt (its log is above on stderr): {line:?}")
         });
         let master_config = PathBuf::from(ready["master_config"].as_str().unwrap());
         RealSalt {
             child,
+            answers,
             api_url: ready["api_url"].as_str().map(str::to_string),
             master_config_dir: master_config.parent().unwrap().to_path_buf(),
             _dir: dir,
         }
+    }
+}
+
+impl RealSalt {
+    /// Stop the minion `id`, as an operator stopping its service would;
+    /// its key stays accepted and its grains cached on the master.
+    pub fn stop_minion(&mut self, id: &str) {
+        use std::io::BufRead;
+        let stdin = self.child.stdin.as_mut().expect("realsalt.py's stdin");
+        writeln!(stdin, "stop-minion {id}").unwrap();
+        stdin.flush().unwrap();
+        let mut line = String::new();
+        self.answers.read_line(&mut line).unwrap();
+        let answer: Value =
+            serde_json::from_str(&line).unwrap_or_else(|_| panic!("realsalt.py answered {line:?}"));
+        assert_eq!(answer["stopped"], id, "{answer}");
     }
 }
 

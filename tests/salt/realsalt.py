@@ -15,7 +15,8 @@ JSON on stdout:
      "publish_port": N, "ret_port": N, "minions": [...], "user": NAME}
 
 then stays until SIGTERM, SIGINT or EOF on stdin, stops every daemon and
-exits 0. A failed or timed-out start prints the logs' tails on stderr and
+exits 0. Meanwhile a line `stop-minion ID` on stdin stops that minion and
+is answered `{"stopped": "ID"}` on stdout. A failed or timed-out start prints the logs' tails on stderr and
 exits 1. Progress goes to stderr only. Give it a pipe on stdin, and close
 the pipe to stop it: /dev/null is at EOF at once, which stops it at once.
 """
@@ -210,6 +211,23 @@ class Fleet:
         log(f"started {name} (pid {proc.pid})")
         return proc
 
+    def stop_one(self, name):
+        """Stop the daemon `name` (its whole process group) and reap it;
+        False when no such daemon runs."""
+        for i, (n, proc, _) in enumerate(self.procs):
+            if n == name:
+                _killpg(proc.pid, signal.SIGTERM)
+                try:
+                    proc.wait(STOP_GRACE)
+                except subprocess.TimeoutExpired:
+                    pass
+                _killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+                del self.procs[i]
+                log(f"stopped {name}")
+                return True
+        return False
+
     def check_alive(self):
         for name, proc, _ in self.procs:
             if proc.poll() is not None:
@@ -255,15 +273,27 @@ def _killpg(pgid, sig):
         pass
 
 
+_input = bytearray()  # what stdin gave that is not a whole line yet
+_commands = []  # whole lines read from stdin, not yet carried out
+
+
 def wait_stop(timeout):
     """Sleep up to `timeout` seconds; True once a stop was asked for: a
-    signal, or EOF (or an error) on stdin."""
+    signal, or EOF (or an error) on stdin. Whole lines read meanwhile go to
+    `_commands`."""
     if _stop:
         return True
     try:
         ready, _, _ = select.select([sys.stdin.fileno()], [], [], timeout)
-        if ready and not os.read(sys.stdin.fileno(), 65536):
-            _stop.append("EOF on stdin")
+        if ready:
+            data = os.read(sys.stdin.fileno(), 65536)
+            if not data:
+                _stop.append("EOF on stdin")
+            _input.extend(data)
+            while b"\n" in _input:
+                line, _, rest = bytes(_input).partition(b"\n")
+                _input[:] = rest
+                _commands.append(line.decode(errors="replace").strip())
     except (OSError, ValueError):
         # No usable stdin: only signals stop us.
         time.sleep(timeout)
@@ -443,6 +473,18 @@ def main():
         print(json.dumps(info), flush=True)
         warned = set()
         while not wait_stop(1.0):
+            # `stop-minion ID` stops that minion, as an operator stopping
+            # its service would, and answers `{"stopped": ID}` (or
+            # `{"error": …}`) on a line of its own.
+            while _commands:
+                words = _commands.pop(0).split()
+                if len(words) == 2 and words[0] == "stop-minion":
+                    if fleet.stop_one(f"salt-minion {words[1]}"):
+                        print(json.dumps({"stopped": words[1]}), flush=True)
+                    else:
+                        print(json.dumps({"error": f"no minion {words[1]}"}), flush=True)
+                elif words:
+                    print(json.dumps({"error": f"unknown command {words!r}"}), flush=True)
             for name, proc, _ in fleet.procs:
                 if proc.poll() is not None and name not in warned:
                     warned.add(name)

@@ -556,6 +556,7 @@ async fn serve_agent(parts: Parts, shutdown: impl Future<Output = ()>) -> Result
     serving.abort();
     drain(&shared, grace, done_tx, done_rx).await;
     tasks.abort();
+    gone(&shared).await;
     Ok(())
 }
 
@@ -702,6 +703,20 @@ impl Tasks {
         for task in self.0 {
             task.abort();
         }
+    }
+}
+
+/// Stopped is not connected, at once: a master reports this maid `[Not
+/// connected]` from now on, not after its alive key's TTL (the heartbeat,
+/// which keeps it, has stopped). An expiry, which every agent's Redis user
+/// may set on its own key.
+async fn gone(shared: &Shared) {
+    let Some(mut conn) = shared.conn.conn() else {
+        return;
+    };
+    let gone: redis::RedisResult<bool> = conn.expire(protocol::alive_key(&shared.id), 0).await;
+    if let Err(e) = gone {
+        tracing::warn!(cause = %e, "cannot mark this maid gone; its alive key expires on its own");
     }
 }
 

@@ -173,12 +173,18 @@ type Shown = (BTreeMap<String, Value>, Option<Report>);
 /// The rows of a copy job's minions that did not return (or refused it),
 /// each set by `row` into the minion's document.
 fn missed(copy: &Copy, report: &Report, mut row: impl FnMut(&String, Value)) {
-    let missed = report.missed_minions.iter().chain(&report.missed_maids);
-    for id in missed
-        .filter(|id| copy.selected.contains(*id))
+    let selected = |id: &&String| copy.selected.contains(*id);
+    for id in report
+        .missed_minions
+        .iter()
+        .filter(selected)
         .chain(&copy.unknown)
     {
         row(id, Value::String(jobs::no_response(&report.jid)));
+    }
+    // As `maid run`: a maid that never answered is not connected.
+    for id in report.missed_maids.iter().filter(selected) {
+        row(id, Value::String(jobs::NOT_CONNECTED.into()));
     }
     for (id, reason) in &report.rejected {
         row(id, Value::String(format!("Job rejected: {reason}")));

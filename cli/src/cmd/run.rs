@@ -125,11 +125,17 @@ fn run_and_report(
     if let Some(batch) = batch
         && !report_opts.run_async
     {
+        // As Salt's batch, which pings first: a minion that is not
+        // connected is announced, and no job is sent to it.
+        let (up, down) = ready
+            .selected
+            .into_iter()
+            .partition(|id| ready.registry.alive(id));
         return run_batch(
             &ready.bus,
             &ready.req,
             report_opts,
-            ready.selected,
+            (up, down),
             &batch,
             mode.pace,
             jid,
@@ -417,25 +423,31 @@ fn summary_head(targeted: usize, returned: usize, missed: usize, errors: usize) 
     )
 }
 
-/// `salt -b`: the selected minions a batch at a time, each start
-/// announced and each return shown with its jid and retcode, as Salt's
-/// batch prints them; the exit code is the highest retcode.
+/// `salt -b`: the selected minions that are connected (`up`) a batch at
+/// a time, each start announced and each return shown with its jid and
+/// retcode, as Salt's batch prints them, after a line for each that is
+/// not (`down`); the exit code is the highest retcode.
 fn run_batch(
     bus: &maid_bus::Bus,
     req: &JobRequest,
     report_opts: &ReportOpts,
-    selected: std::collections::BTreeSet<String>,
+    (up, down): (Vec<String>, Vec<String>),
     batch: &str,
     pace: maid_master::batch::Pace,
     jid: String,
 ) -> anyhow::Result<ExitCode> {
     let (out, indent) = (&report_opts.output(), report_opts.output.out_indent);
     let quiet = report_opts.static_out;
-    let ids: Vec<String> = selected.into_iter().collect();
+    let ids = up;
     let Some(size) = maid_master::batch::size(batch, ids.len()) else {
         eprintln!("ERROR: {}", maid_master::batch::invalid(batch));
         return Ok(ExitCode::FAILURE);
     };
+    if !quiet {
+        for id in &down {
+            println!("Minion {id} did not respond. No job will be sent.");
+        }
+    }
     let mut gathered = Map::new();
     let launch = |sub: JobRequest, tx: tokio::sync::mpsc::UnboundedSender<Return>| {
         let bus = bus.clone();

@@ -348,7 +348,8 @@ async fn local(api: &Api, chunk: &Chunk, user: &str) -> Result<(Value, Value), A
     // Salt's LocalClient does.
     for id in selected.iter().chain(&report.targeted) {
         if !returns.contains_key(id) {
-            returns.insert(id.clone(), no_return(&report.jid, chunk.full_return));
+            let down = report.missed_maids.contains(id);
+            returns.insert(id.clone(), no_return(&report.jid, down, chunk.full_return));
         }
     }
     Ok((Value::Object(returns), report_json(&report)))
@@ -386,9 +387,14 @@ async fn local_subset(api: &Api, chunk: &Chunk, user: &str) -> Result<(Value, Va
     Ok((returns, report))
 }
 
-/// Salt's answer for a targeted minion that did not return in time.
-fn no_return(jid: &str, full: bool) -> Value {
-    let text = crate::jobs::no_response(jid);
+/// Salt's answer for a targeted minion that did not return in time, or
+/// (`down`) that is not connected.
+fn no_return(jid: &str, down: bool, full: bool) -> Value {
+    let text = if down {
+        crate::jobs::NOT_CONNECTED.to_string()
+    } else {
+        crate::jobs::no_response(jid)
+    };
     if full {
         json!({"out": "no_return", "ret": text, "retcode": 1})
     } else {
@@ -423,7 +429,14 @@ async fn local_batch(
 ) -> Result<(Vec<Value>, Value), ApiError> {
     let req = request(api, chunk, user, chunk.wait());
     let mut conn = api.hub.conn().await?;
-    let ids: Vec<String> = jobs::selected(&mut conn, &req).await?.into_iter().collect();
+    // As Salt's batch, which pings first: no job goes to a minion that is
+    // not connected.
+    let registry = jobs::Registry::read(&mut conn, req.collect.pki.as_ref()).await?;
+    let ids: Vec<String> = registry
+        .selected(&req)
+        .into_iter()
+        .filter(|id| registry.alive(id))
+        .collect();
     if ids.is_empty() {
         return Ok((vec![], json!({"jid": null})));
     }
