@@ -310,6 +310,17 @@ fn modules_answer_as_salt_call_local() {
         "cmd.has_exec no-such-program-anywhere",
         "cmd.run_stdout 'echo out; echo err >&2' python_shell=True",
         "cmd.run_stderr 'echo out; echo err >&2' python_shell=True",
+        // A YAML-typed word as the command: Python's str() of it runs
+        // (`False`, `None`: not found), and a list under the shell is
+        // `Popen(list, shell=True)`'s: its first item is the command line.
+        // (Called here without a job, Salt's `python_shell` defaults to
+        // False; a job's, and maid's, to True: it is named.)
+        "cmd.retcode false",
+        "cmd.retcode null",
+        "cmd.retcode True",
+        "cmd.run_stdout '[echo, hi]' python_shell=True",
+        "cmd.run_stdout '[\"echo $0\", hi]' python_shell=True",
+        "cmd.run_stdout '[echo, hi]' python_shell=False",
         "cmd.script salt://s.sh 'a \"b c\"'",
         "cmd.script salt://missing.sh",
         // status, disk: what this host reads
@@ -628,6 +639,13 @@ fn modules_refuse_what_their_default_grants_do_not_give() {
         maid_ok(dir.path(), Some(&config), &words),
         json!({"args": [], "kwargs": {"k": "v"}})
     );
+    // What the default grants do give works: `/proc/mounts` is the
+    // kernel's link into the agent's own `/proc/<pid>/`.
+    for words in [&["status.diskusage"][..], &["status.diskusage", "/"][..]] {
+        let (code, text) = passthrough(dir.path(), &config, words);
+        assert_eq!(code, Some(0), "{words:?} under maid init's grants: {text}");
+    }
+
     // status, disk, user and group: with the grants they need taken away,
     // or only some of them, each says what is missing.
     let narrow = dir.path().join("narrow.toml");

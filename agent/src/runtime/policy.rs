@@ -725,7 +725,7 @@ impl Grants {
             path: path.to_path_buf(),
             error: e.to_string(),
         })?;
-        if !self.files.is_match(&real) {
+        if !self.files.is_match(&real) && !through_proc_self(path, &real) {
             return Err(Denied::FileLeadsOut {
                 path: path.to_path_buf(),
                 real,
@@ -755,6 +755,34 @@ impl Grants {
         }
         Ok(())
     }
+}
+
+/// Whether `path` is one of the kernel's own links into this process's
+/// `/proc/<pid>/` (`/proc/mounts` is `self/mounts`, `/proc/net` is
+/// `self/net`, `/proc/self` is `<pid>`), and `real` is where that link
+/// and nothing else leads: what a grant of `/proc/mounts` means, though
+/// its real path names the agent's pid. A link anyone else made (a file
+/// under a granted directory pointing into `/proc/self/`) is not one of
+/// these: its first component is not under `/proc`.
+fn through_proc_self(path: &Path, real: &Path) -> bool {
+    let Ok(rest) = path.strip_prefix("/proc") else {
+        return false;
+    };
+    let mut parts = rest.components();
+    let Some(Component::Normal(first)) = parts.next() else {
+        return false;
+    };
+    let Ok(target) = std::fs::read_link(Path::new("/proc").join(first)) else {
+        return false;
+    };
+    let pid = std::process::id().to_string();
+    // `self` → `<pid>`; `mounts` → `self/mounts`.
+    let target = match target.strip_prefix("self") {
+        Ok(under) => Path::new(&pid).join(under),
+        Err(_) if target == Path::new(&pid) => target,
+        Err(_) => return false,
+    };
+    real == Path::new("/proc").join(target).join(parts.as_path())
 }
 
 #[cfg(test)]

@@ -81,26 +81,32 @@ struct Ran {
     retcode: i32,
 }
 
-/// A command-line word back as text. The master reads words as YAML, so
-/// `cmd.run false` arrives as a boolean; the command meant is `false`.
+/// A value as the command (or an environment value) Salt hands its shell:
+/// Python's `str()`. The master reads command-line words as YAML, so
+/// `cmd.run false` arrives as a boolean and Salt runs `False` (127), as
+/// `null` runs `None`.
 fn scalar_to_string(v: &Value) -> String {
-    match v {
-        Value::String(s) => s.clone(),
-        Value::Bool(b) => b.to_string(),
-        Value::Null => String::new(),
-        other => other.to_string(),
-    }
+    maid_sdk::python::str(v)
 }
 
 fn argv(a: &RunArgs) -> Result<Vec<String>, Error> {
+    let shell = || a.shell.clone().unwrap_or_else(|| DEFAULT_SHELL.into());
     match &a.cmd {
-        Value::Array(items) => Ok(items.iter().map(scalar_to_string).collect()),
+        Value::Array(items) => {
+            let words = items.iter().map(scalar_to_string);
+            if a.python_shell.unwrap_or(true) {
+                // As `Popen(list, shell=True)`, which Salt calls: the first
+                // item is the command line, the rest the shell's `$0`, `$1`….
+                Ok([shell(), "-c".into()].into_iter().chain(words).collect())
+            } else {
+                Ok(words.collect())
+            }
+        }
         Value::Object(_) => Err(Error::bad_arguments("cmd must be a string or a list")),
         scalar => {
             let cmd = scalar_to_string(scalar);
             if a.python_shell.unwrap_or(true) {
-                let shell = a.shell.clone().unwrap_or_else(|| DEFAULT_SHELL.into());
-                Ok(vec![shell, "-c".into(), cmd])
+                Ok(vec![shell(), "-c".into(), cmd])
             } else {
                 shlex::split(&cmd).ok_or_else(|| {
                     Error::bad_arguments(format!("cannot split command (unbalanced quotes): {cmd}"))

@@ -82,6 +82,43 @@ fn a_granted_file_must_be_named_and_lead_where_named() {
 }
 
 #[test]
+fn the_kernels_links_into_the_agents_own_proc_lead_where_granted_and_no_other_link_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let planted = dir.path().join("environ");
+    std::os::unix::fs::symlink("/proc/self/environ", &planted).unwrap();
+    let g = PluginGrants {
+        files: vec![
+            "/proc/mounts".into(),
+            "/proc/net/dev".into(),
+            "/proc/self/root/etc/hostname".into(),
+            format!("{}/*", dir.path().display()),
+        ],
+        ..Default::default()
+    };
+    let eff = Grants::effective(&[Capability::FsRead], &g).unwrap();
+    let own = Path::new("/proc").join(std::process::id().to_string());
+    // `/proc/mounts` is the kernel's `self/mounts`: this process's own.
+    assert_eq!(
+        eff.check_file(Path::new("/proc/mounts")).unwrap(),
+        own.join("mounts")
+    );
+    assert_eq!(
+        eff.check_file(Path::new("/proc/net/dev")).unwrap(),
+        own.join("net/dev")
+    );
+    // Further links under `/proc/<pid>/` lead where they lead: out.
+    let err = eff
+        .check_file(Path::new("/proc/self/root/etc/hostname"))
+        .unwrap_err();
+    assert!(matches!(err, Denied::FileLeadsOut { .. }), "{err}");
+    // A link someone planted in a granted directory is no kernel link.
+    let err = eff.check_file(&planted).unwrap_err();
+    assert!(matches!(err, Denied::FileLeadsOut { .. }), "{err}");
+    // Nor is a `/proc` path the grants do not name.
+    assert!(eff.check_file(Path::new("/proc/self/environ")).is_err());
+}
+
+#[test]
 fn special_modes_are_granted_by_the_config_to_plugins_that_write() {
     let g = PluginGrants {
         special_modes: true,
