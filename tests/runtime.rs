@@ -170,9 +170,10 @@ async fn cmd_functions_and_options() {
 
     let out = call(&rt, "cmd.retcode", json!(["false"]), json!({})).await;
     assert_eq!((out.ret, out.retcode), (json!(1), 1));
-    // Salt reads `false` on the command line as a boolean; it still runs.
+    // Salt reads `false` on the command line as a boolean, and runs its
+    // str(): `False`, which no shell finds.
     let out = call(&rt, "cmd.retcode", json!([false]), json!({})).await;
-    assert_eq!(out.ret, json!(1));
+    assert_eq!(out.ret, json!(127));
     let out = call(&rt, "cmd.retcode", json!(["true"]), json!({})).await;
     assert_eq!((out.ret, out.retcode), (json!(0), 0));
 
@@ -251,7 +252,17 @@ async fn cmd_functions_and_options() {
     )
     .await;
     assert_eq!(out.ret, json!("a b ; echo c"));
-    let out = call(&rt, "cmd.run", json!([["echo", "x y"]]), json!({})).await;
+    // A list is argv without the shell; under it, `Popen(list,
+    // shell=True)`'s: the first item is the command line, the rest `$0`….
+    let out = call(
+        &rt,
+        "cmd.run",
+        json!([["echo", "x y"]]),
+        json!({"python_shell": false}),
+    )
+    .await;
+    assert_eq!(out.ret, json!("x y"));
+    let out = call(&rt, "cmd.run", json!([["echo \"$0\"", "x y"]]), json!({})).await;
     assert_eq!(out.ret, json!("x y"));
 
     // The command's own timeout.

@@ -1081,7 +1081,7 @@ fn outputs_agree_with_salts_outputters() {
         }
     }
     // A failed call in colour: salt-call hands the outputter its retcode.
-    let failed = maid_cli(&["call", "--local", "--force-color", "cmd.retcode", "false"]);
+    let failed = maid_cli(&["call", "--local", "--force-color", "cmd.retcode", "exit 1"]);
     let salt_failed = oracle(
         "output",
         &json!({"cases": [{"out": "nested", "color": true, "retcode": 1, "data": {"local": 1}}]}),
@@ -1089,7 +1089,7 @@ fn outputs_agree_with_salts_outputters() {
     let stdout = String::from_utf8_lossy(&failed.stdout);
     if stdout != salt_failed[0]["stdout"].as_str().unwrap() {
         differences.push(format!(
-            "maid call --force-color cmd.retcode false:\n  maid: {stdout:?}\n  Salt: {}",
+            "maid call --force-color cmd.retcode 'exit 1':\n  maid: {stdout:?}\n  Salt: {}",
             salt_failed[0]["stdout"]
         ));
     }

@@ -45,11 +45,14 @@ pub(super) async fn run_job(
                 source_hashes: job.source_hashes.clone(),
             });
             tokio::select! {
-                done = call => done,
+                // A stop seen with the call's end wins: the program's end
+                // was the signal's doing.
+                biased;
                 // Stopped by `saltutil.kill_job` (or term/signal): the
                 // call is dropped, which kills what is left of its
                 // programs, and the job returns saying so.
                 signal = listed.stopped() => (stopped(job, signal, started), Teardown::default()),
+                done = call => done,
             }
         }
     };

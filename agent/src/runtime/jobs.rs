@@ -122,11 +122,14 @@ impl JobTable {
         let Some(r) = jobs.get(jid) else {
             return Ok(None);
         };
-        for &pgid in &r.groups {
-            let _ = killpg(Pid::from_raw(pgid), sig);
-        }
+        // The job is marked stopped before its programs get the signal:
+        // its call, which a killed program ends at once, then never wins
+        // the race with the stop ([`crate::agent`] prefers the stop).
         if ENDING.contains(&sig) {
             r.stop.send_replace(Some(signal));
+        }
+        for &pgid in &r.groups {
+            let _ = killpg(Pid::from_raw(pgid), sig);
         }
         let pid = r.data.get("pid").cloned().unwrap_or(Value::Null);
         Ok(Some(format!(
