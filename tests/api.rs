@@ -106,7 +106,7 @@ impl Fleet {
     }
 
     /// Start `maid api` with `[api]` lines `api_toml` and `extra_args`.
-    fn api(&self, api_toml: &str, extra_args: &[&str]) -> ApiServer {
+    pub(crate) fn api(&self, api_toml: &str, extra_args: &[&str]) -> ApiServer {
         let dir = tempfile::tempdir().unwrap();
         let config = dir.path().join("maid.toml");
         let hash = maid_master::api::auth::hash_password(PASSWORD).unwrap();
@@ -161,14 +161,14 @@ pub(crate) fn listening_url(child: &mut Child) -> Result<String, String> {
     }
 }
 
-fn client() -> reqwest::Client {
+pub(crate) fn client() -> reqwest::Client {
     reqwest::Client::builder()
         .timeout(Duration::from_secs(30))
         .build()
         .unwrap()
 }
 
-async fn login(c: &reqwest::Client, api: &ApiServer) -> String {
+pub(crate) async fn login(c: &reqwest::Client, api: &ApiServer) -> String {
     let r = c
         .post(format!("{}/login", api.url))
         .json(&json!({"username": USER, "password": PASSWORD, "eauth": "pam"}))
@@ -185,7 +185,7 @@ async fn login(c: &reqwest::Client, api: &ApiServer) -> String {
 }
 
 /// `POST /` with `body`; the status and the JSON answer.
-async fn lowstate(
+pub(crate) async fn lowstate(
     c: &reqwest::Client,
     api: &ApiServer,
     token: &str,
@@ -449,7 +449,9 @@ async fn local_async_jobs_minions_and_the_event_stream() {
         .unwrap();
     let ev: Value = serde_json::from_str(ret_line.trim_start_matches("data:").trim()).unwrap();
     assert_eq!(ev["data"]["return"], "later");
-    assert!(seen.contains("event: return"), "{seen}");
+    // As salt-api: unnamed messages, a `tag:` line before each `data:`.
+    assert!(seen.contains(&format!("tag: {want}\ndata: ")), "{seen}");
+    assert!(!seen.contains("event:"), "{seen}");
     drop(events);
 
     // The job cache has it (its write and the return's PUBLISH go out
@@ -828,7 +830,11 @@ async fn schemathesis_finds_no_server_error() {
 }
 
 /// `GET /events` with `token`: the open stream.
-async fn open_events(c: &reqwest::Client, api: &ApiServer, token: &str) -> reqwest::Response {
+pub(crate) async fn open_events(
+    c: &reqwest::Client,
+    api: &ApiServer,
+    token: &str,
+) -> reqwest::Response {
     c.get(format!("{}/events", api.url))
         .header("X-Auth-Token", token)
         .send()
@@ -838,7 +844,7 @@ async fn open_events(c: &reqwest::Client, api: &ApiServer, token: &str) -> reqwe
 
 /// Read `events` until every one of `wanted` has been seen, in whole SSE
 /// messages (a chunk may end mid-line), within `within`; what was read.
-async fn read_events(
+pub(crate) async fn read_events(
     events: &mut reqwest::Response,
     wanted: &[String],
     within: Duration,

@@ -370,6 +370,18 @@ pub struct ApiSettings {
     pub jobs_burst: u32,
     /// The largest request body read, in bytes; a larger one is 413.
     pub max_body_bytes: usize,
+    /// An HTML file served at `app_path` (and every path under it), with
+    /// no token, as salt-api's `app`: a web console's page.
+    pub app: Option<PathBuf>,
+    /// Where `app` is served (salt-api's `app_path`).
+    pub app_path: String,
+    /// A directory of the console's assets, served under `static_path`
+    /// with no token, as salt-api's `static`: regular files within it
+    /// only, never a path or a link that leads out.
+    #[serde(rename = "static")]
+    pub static_dir: Option<PathBuf>,
+    /// Where `static` is served (salt-api's `static_path`).
+    pub static_path: String,
 }
 
 impl Default for ApiSettings {
@@ -389,12 +401,65 @@ impl Default for ApiSettings {
             jobs_per_second: 10.0,
             jobs_burst: 200,
             max_body_bytes: 2 << 20,
+            app: None,
+            app_path: "/app".into(),
+            static_dir: None,
+            static_path: "/static".into(),
         }
     }
 }
 
+/// The first path segments the API answers itself, which a console's
+/// `app_path` and `static_path` may not take.
+const API_ROUTES: [&str; 12] = [
+    "login",
+    "logout",
+    "token",
+    "run",
+    "keys",
+    "ws",
+    "events",
+    "jobs",
+    "minions",
+    "hook",
+    "stats",
+    "openapi.json",
+];
+
 impl ApiSettings {
     fn validate(&self) -> Result<(), ConfigError> {
+        for (key, path) in [
+            ("app_path", &self.app_path),
+            ("static_path", &self.static_path),
+        ] {
+            let plain = path.len() > 1
+                && path.starts_with('/')
+                && !path.ends_with('/')
+                && path[1..].split('/').all(|part| {
+                    !part.is_empty()
+                        && part != "."
+                        && part != ".."
+                        && part
+                            .bytes()
+                            .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
+                });
+            if !plain {
+                return Err(ConfigError::Invalid(format!(
+                    "api.{key} {path:?}: a path like /app (letters, digits, - _ . between slashes)"
+                )));
+            }
+            let first = path[1..].split('/').next().unwrap_or_default();
+            if API_ROUTES.contains(&first) {
+                return Err(ConfigError::Invalid(format!(
+                    "api.{key} {path:?}: /{first} is the API's own"
+                )));
+            }
+        }
+        if self.app.is_some() && self.static_dir.is_some() && self.app_path == self.static_path {
+            return Err(ConfigError::Invalid(
+                "api.app_path and api.static_path must differ".into(),
+            ));
+        }
         if self.tls_cert.is_some() != self.tls_key.is_some() {
             return Err(ConfigError::Invalid(
                 "api.tls_cert and api.tls_key go together".into(),

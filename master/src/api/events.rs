@@ -2,8 +2,9 @@
 //! and the jobs this API publishes, as they happen; `GET /ws`, the same
 //! events over a WebSocket, as salt-api's.
 //!
-//! Each SSE message is named after its kind (`event: return`) and carries
-//! salt-api's `{"tag", "data"}` object. The stream covers every job whose
+//! Each SSE message is salt-api's: a `tag:` line and a `data:` line of
+//! `{"tag", "data"}`, unnamed (a browser's `EventSource` hands it to
+//! `onmessage`), every event's `data` with its `_stamp`. The stream covers every job whose
 //! reply topic follows the masters' naming (`maid api` and `maid run`
 //! alike), not only the jobs of this connection. A listener too slow to
 //! keep up gets a comment saying how many events it missed, never a stall
@@ -15,12 +16,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Extension;
+use axum::body::Body;
 use axum::extract::ws::rejection::WebSocketUpgradeRejection;
 use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
 use axum::extract::{Path, Query, State};
-use axum::response::Response;
-use axum::response::sse::{self, KeepAlive, Sse};
-use futures_util::Stream;
+use axum::http::header::{CACHE_CONTROL, CONTENT_TYPE};
+use axum::response::{IntoResponse, Response};
 use tokio::sync::broadcast::error::RecvError;
 
 use super::Api;
@@ -29,50 +30,66 @@ use super::hub::Event;
 use super::login::User;
 use super::perms;
 
-/// How soon a client reconnects after the stream ends (the SSE `retry`).
-const RETRY: Duration = Duration::from_millis(400);
+/// How soon a client reconnects after the stream ends (the SSE `retry`,
+/// salt-api's).
+const RETRY_MS: u64 = 400;
 
-fn to_sse(event: &Event) -> sse::Event {
-    sse::Event::default()
-        .event(event.kind)
-        .data(serde_json::to_string(event).expect("events serialise"))
+/// How often a comment line keeps an idle stream open through proxies.
+const KEEP_ALIVE: Duration = Duration::from_secs(15);
+
+/// One event as salt-api writes it: a `tag:` line and a `data:` line of
+/// `{"tag", "data"}`, unnamed, so a browser's `EventSource` hands it to
+/// `onmessage`.
+fn to_sse(event: &Event) -> String {
+    format!(
+        "tag: {}\ndata: {}\n\n",
+        event.tag,
+        serde_json::to_string(event).expect("events serialise")
+    )
 }
 
 /// The event stream of the jobs `user` may see: their own, or every job
-/// with `@jobs`.
-pub async fn stream(
-    State(api): State<Api>,
-    Extension(User(user)): Extension<User>,
-) -> Sse<impl Stream<Item = Result<sse::Event, Infallible>>> {
+/// with `@jobs`. The token came as `X-Auth-Token`, `?token=` or the
+/// `session_id` cookie `/login` set ([`super::login::require_token`]).
+pub async fn stream(State(api): State<Api>, Extension(User(user)): Extension<User>) -> Response {
     let rx = api.hub.events();
     let stop = api.stopping.clone();
-    let hello = futures_util::stream::once(async { Ok(sse::Event::default().retry(RETRY)) });
+    let hello = futures_util::stream::once(async { Ok(format!("retry: {RETRY_MS}\n")) });
     let visible = visible_to(&api, user);
     let state = (rx, stop, visible);
     let events =
         futures_util::stream::unfold(state, move |(mut rx, mut stop, visible)| async move {
             let out = loop {
-                let received: Result<Arc<Event>, RecvError> = tokio::select! {
+                let received: Option<Result<Arc<Event>, RecvError>> = tokio::select! {
                     // The server is shutting down: end the stream so the
                     // graceful shutdown does not wait on it for ever.
                     _ = stop.wait_for(|s| *s) => return None,
-                    r = rx.recv() => r,
+                    // Idle: a comment keeps the stream open through proxies.
+                    () = tokio::time::sleep(KEEP_ALIVE) => None,
+                    r = rx.recv() => Some(r),
                 };
                 match received {
-                    Ok(event) if !visible(&event) => continue,
+                    Some(Ok(event)) if !visible(&event) => continue,
                     other => break other,
                 }
             };
             let out = match out {
-                Ok(event) => to_sse(&event),
-                Err(RecvError::Lagged(n)) => {
-                    sse::Event::default().comment(format!("missed {n} events"))
-                }
-                Err(RecvError::Closed) => return None,
+                None => ":\n\n".to_string(),
+                Some(Ok(event)) => to_sse(&event),
+                Some(Err(RecvError::Lagged(n))) => format!(": missed {n} events\n\n"),
+                Some(Err(RecvError::Closed)) => return None,
             };
-            Some((Ok(out), (rx, stop, visible)))
+            Some((Ok::<_, Infallible>(out), (rx, stop, visible)))
         });
-    Sse::new(futures_util::StreamExt::chain(hello, events)).keep_alive(KeepAlive::default())
+    let body = Body::from_stream(futures_util::StreamExt::chain(hello, events));
+    (
+        [
+            (CONTENT_TYPE, "text/event-stream"),
+            (CACHE_CONTROL, "no-cache"),
+        ],
+        body,
+    )
+        .into_response()
 }
 
 /// Which events `user` is sent: every job's with `@jobs` (decided once,

@@ -45,7 +45,7 @@ type Routes = Arc<Mutex<HashMap<String, mpsc::UnboundedSender<Msg>>>>;
 /// data (here a PROTOCOL reply, or the job the API published).
 #[derive(Debug, Clone, Serialize)]
 pub struct Event {
-    /// `ping`, `return`, `reject` or `new`: the SSE event name.
+    /// What it is: `ping`, `return`, `reject`, `new` or `hook`.
     #[serde(skip)]
     pub kind: &'static str,
     /// Salt's event tag: `salt/job/<jid>/ret/<id>`, `salt/job/<jid>/new`;
@@ -72,6 +72,16 @@ impl Event {
             data,
             jid,
         }
+    }
+
+    /// The event with its `data`'s `_stamp`, as every Salt event has one:
+    /// now, unless it has one already (a return's is its maid's).
+    fn stamped(mut self) -> Event {
+        if let Value::Object(data) = &mut self.data {
+            data.entry("_stamp")
+                .or_insert_with(|| Value::String(crate::jid::stamp()));
+        }
+        self
     }
 
     /// A job this API published.
@@ -177,7 +187,7 @@ impl Hub {
     /// Tell the listeners about `event`.
     pub fn announce(&self, event: Event) {
         // No listener is not an error.
-        let _ = self.events.send(Arc::new(event));
+        let _ = self.events.send(Arc::new(event.stamped()));
     }
 }
 
@@ -248,7 +258,7 @@ impl Dispatch {
             }
             let _ = self
                 .events
-                .send(Arc::new(Event::from_reply(received.reply)));
+                .send(Arc::new(Event::from_reply(received.reply).stamped()));
         }
     }
 }

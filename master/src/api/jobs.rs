@@ -294,17 +294,22 @@ fn request(api: &Api, chunk: &Chunk, user: &str, timeout: std::time::Duration) -
     }
 }
 
-fn announce(api: &Api, jid: &str, req: &JobRequest, minions: Option<&[String]>) {
+/// Salt's `salt/job/<jid>/new` for `req`, published to `minions`.
+fn announce<'m>(
+    api: &Api,
+    jid: &str,
+    req: &JobRequest,
+    minions: impl IntoIterator<Item = &'m String>,
+) {
     if let Some(user) = &req.user {
         api.owners.insert(jid, user);
     }
-    let mut data = json!({
+    let minions: Vec<&String> = minions.into_iter().collect();
+    let data = json!({
         "jid": jid, "fun": req.fun, "arg": req.arg, "kwarg": req.kwarg,
         "tgt": req.tgt, "tgt_type": req.tgt_type, "user": req.user,
+        "minions": minions,
     });
-    if let Some(m) = minions {
-        data["minions"] = json!(m);
-    }
     api.hub.announce(Event::new_job(jid, data));
 }
 
@@ -327,7 +332,7 @@ async fn publish_and_wait(
     let jid = jid::new_jid();
     let topic = jobs::temp_topic(&jid);
     let route = api.hub.route(&topic).await?;
-    announce(api, &jid, req, None);
+    announce(api, &jid, req, &selected);
     let report = jobs::run_in(&mut conn, &registry, route, jid, &topic, req, |_| {}).await?;
     Ok(Some((selected, report)))
 }
@@ -447,7 +452,14 @@ async fn local_batch(
         let topic = jobs::temp_topic(&jid);
         let mut conn = conn.clone();
         let jid = jid.clone();
-        announce(api, &jid, &sub, None);
+        let ids: Vec<String> = sub
+            .tgt
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|id| id.as_str().map(str::to_string))
+            .collect();
+        announce(api, &jid, &sub, &ids);
         let api = api.clone();
         async move {
             let route = api.hub.route(&topic).await?;
@@ -714,7 +726,7 @@ async fn local_async(api: &Api, chunk: &Chunk, user: &str) -> Result<(Value, Val
     let jid = jid::new_jid();
     // The replies still go to a reply topic, where `/events` hears them.
     let topic = jobs::temp_topic(&jid);
-    announce(api, &jid, &req, Some(&minions));
+    announce(api, &jid, &req, &minions);
     jobs::publish_job(&mut conn, &req, &jid, &topic, minions.iter().cloned()).await?;
     Ok((json!({"jid": jid, "minions": minions}), json!({"jid": jid})))
 }

@@ -5,6 +5,7 @@ use axum::Json;
 use axum::body::Bytes;
 use axum::extract::{ConnectInfo, Request, State};
 use axum::http::HeaderValue;
+use axum::http::header::{COOKIE, SET_COOKIE};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
@@ -90,8 +91,24 @@ pub async fn login(
     if let Ok(v) = HeaderValue::from_str(&session.token) {
         response.headers_mut().insert(TOKEN_HEADER, v);
     }
+    let ttl = (session.expire - session.start).max(0.0) as u64;
+    if let Ok(v) = HeaderValue::from_str(&session_cookie(&session.token, ttl)) {
+        response.headers_mut().insert(SET_COOKIE, v);
+    }
     Ok(response)
 }
+
+/// The cookie `/login` sets, as salt-api's session: `session_id`, the
+/// token, for `ttl` seconds. It authenticates `GET /events` alone (a
+/// browser's `EventSource` sends no header), so a page elsewhere that
+/// makes the browser send it can start nothing: `HttpOnly`, and
+/// `SameSite=Strict` besides.
+fn session_cookie(token: &str, ttl: u64) -> String {
+    format!("{SESSION_COOKIE}={token}; Path=/; Max-Age={ttl}; HttpOnly; SameSite=Strict")
+}
+
+/// salt-api's session cookie.
+const SESSION_COOKIE: &str = "session_id";
 
 /// `POST /token`: salt-api's eauth token, for `POST /run` (`pepper
 /// --run-uri`). Each element of the body (or the one object) is a login;
@@ -183,11 +200,16 @@ fn sorted_permissions(perms: Vec<super::perms::PermEntry>) -> Vec<super::perms::
 }
 
 /// Forget the request's token.
-pub async fn logout(State(api): State<Api>, request: Request) -> Json<Value> {
+pub async fn logout(State(api): State<Api>, request: Request) -> Response {
     if let Some(token) = token(&request) {
         api.auth.logout(token);
     }
-    Json(json!({"return": "Your token has been cleared"}))
+    let mut response = Json(json!({"return": "Your token has been cleared"})).into_response();
+    response.headers_mut().insert(
+        SET_COOKIE,
+        HeaderValue::from_str(&session_cookie("", 0)).expect("a cookie is a header value"),
+    );
+    response
 }
 
 fn token(request: &Request) -> Option<&str> {
@@ -197,16 +219,31 @@ fn token(request: &Request) -> Option<&str> {
         .and_then(|v| v.to_str().ok())
 }
 
-/// `GET /events?token=…` (or `salt_token=`): salt-api takes the token in
-/// the query there, since a browser's `EventSource` cannot set a header.
-fn query_token(request: &Request) -> Option<String> {
-    if request.uri().path() != "/events" {
+/// `GET /events?token=…` (or `salt_token=`), or the `session_id` cookie
+/// `/login` set: a browser's `EventSource` cannot set a header. Nowhere
+/// else: a cookie the browser sends on its own must start nothing.
+fn events_token(request: &Request) -> Option<String> {
+    if request.uri().path() != "/events" || request.method() != axum::http::Method::GET {
         return None;
     }
-    let query = request.uri().query()?;
+    let query = request.uri().query().unwrap_or_default();
     form_urlencoded::parse(query.as_bytes())
         .find(|(k, _)| k == "token" || k == "salt_token")
         .map(|(_, v)| v.into_owned())
+        .or_else(|| cookie(request, SESSION_COOKIE))
+}
+
+/// The value of cookie `name` in `request`'s `Cookie` headers.
+fn cookie(request: &Request, name: &str) -> Option<String> {
+    request
+        .headers()
+        .get_all(COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(k, v)| *k == name && !v.is_empty())
+        .map(|(_, v)| v.to_string())
 }
 
 /// Middleware: a valid `X-Auth-Token`, or 401.
@@ -217,7 +254,7 @@ pub async fn require_token(
 ) -> Result<Response, ApiError> {
     let token = token(&request)
         .map(str::to_string)
-        .or_else(|| query_token(&request))
+        .or_else(|| events_token(&request))
         .ok_or(ApiError::Unauthorized("X-Auth-Token header required"))?;
     let user = api.auth.check(&token).ok_or(ApiError::Unauthorized(
         "token unknown or expired; log in again",

@@ -20,6 +20,7 @@
 //! The OpenAPI document is `docs/openapi.json`, served as it is at
 //! `/openapi.json`; it is the reference for every request and response.
 
+mod assets;
 pub mod auth;
 mod error;
 mod events;
@@ -87,6 +88,8 @@ pub enum ServeError {
     Key { error: crate::trust::KeyError },
     #[error("serving HTTP: {error}")]
     Io { error: std::io::Error },
+    #[error("{0}")]
+    Assets(#[from] assets::AssetsError),
 }
 
 /// The state every handler shares.
@@ -211,7 +214,7 @@ impl std::ops::Deref for Api {
     }
 }
 
-fn router(api: Api) -> Router {
+fn router(api: Api, console: Router<Api>) -> Router {
     let protected = Router::new()
         .route("/", post(jobs::run))
         .route("/jobs", get(jobs::list))
@@ -247,6 +250,7 @@ fn router(api: Api) -> Router {
             get(|| async { ([(CONTENT_TYPE, "application/json")], OPENAPI) }),
         )
         .merge(protected)
+        .merge(console)
         .fallback(|| async { ApiError::NotFound.into_response() })
         // Bodies are read whole before they are decoded: bounded here
         // (413 past it), as salt-api's `max_request_body_size`.
@@ -287,6 +291,7 @@ pub async fn serve(
     let hub = hub::Hub::start(settings.bus, settings.pki.clone())
         .await
         .map_err(|error| ServeError::Redis { error })?;
+    let console = assets::routes(&settings.api)?;
     let perms = perms::Perms::new(settings.api.perms, settings.api.groups)
         .map_err(|error| ServeError::Perms { error })?;
     let auth = auth::Auth::new(
@@ -320,7 +325,7 @@ pub async fn serve(
         stats: stats::Stats::default(),
         stats_disable_auth: settings.api.stats_disable_auth,
     }));
-    let app = router(api);
+    let app = router(api, console);
     let signal = async move {
         shutdown.await;
         let _ = stop.send(true);
