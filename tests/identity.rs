@@ -142,6 +142,16 @@ async fn maid_key_lists_accepts_rejects_and_deletes_as_salt_key_does() {
         key(&["-L"], ""),
         "Accepted Keys:\nkey-a\nDenied Keys:\nkey-a\nUnaccepted Keys:\nRejected Keys:\nkey-b\n"
     );
+    // One state, as `salt-key -l` lists it (Salt's `list_status`, which
+    // reads the word by its beginning): its heading even when empty.
+    assert_eq!(key(&["-l", "acc"], ""), "Accepted Keys:\nkey-a\n");
+    assert_eq!(key(&["-l", "un"], ""), "Unaccepted Keys:\n");
+    assert_eq!(key(&["-lrej"], ""), "Rejected Keys:\nkey-b\n");
+    assert_eq!(key(&["-l", "all"], ""), key(&["-L"], ""));
+    assert_eq!(
+        key(&["-l", "den", "--out", "json"], ""),
+        "{\n    \"minions_denied\": [\n        \"key-a\"\n    ]\n}\n"
+    );
     // In colour, as Salt's key outputter colours the same listing.
     let listed: Value = serde_json::from_str(&key(&["-L", "--out", "json"], "")).unwrap();
     let salt = crate::common::salt::oracle(

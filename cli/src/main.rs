@@ -15,7 +15,8 @@ use std::process::ExitCode;
 use clap::Parser;
 
 fn main() -> ExitCode {
-    let args = match cmd::Cli::try_parse() {
+    let argv = cmd::key_list_short(std::env::args_os().collect());
+    let args = match cmd::Cli::try_parse_from(argv) {
         Ok(args) => args,
         Err(e) => return usage_error(&e),
     };

@@ -31,13 +31,21 @@ pub enum KeyOut {
 
 #[derive(Debug, Args)]
 #[command(group(ArgGroup::new("action").args([
-    "list_all", "accept", "accept_all", "reject", "reject_all", "delete", "delete_all",
+    "list_all", "list", "accept", "accept_all", "reject", "reject_all", "delete", "delete_all",
     "finger", "finger_all", "print", "print_all",
 ])))]
 pub struct KeyArgs {
     /// List every key (the default action).
     #[arg(short = 'L', long = "list-all")]
     pub list_all: bool,
+    /// List the keys in one state: pre (or un, unaccepted), acc
+    /// (accepted), rej (rejected), den (denied), or all. `-l` as salt-key
+    /// spells it, after `key` (elsewhere `-l` is the log level).
+    #[arg(long, value_name = "STATE", value_parser = [
+        "pre", "un", "unaccepted", "acc", "accept", "accepted", "rej", "reject", "rejected",
+        "den", "denied", "all",
+    ])]
+    pub list: Option<String>,
     /// Accept the pending keys that ID (a glob, or globs joined by `,`)
     /// matches.
     #[arg(short = 'a', long, value_name = "ID")]
@@ -168,7 +176,9 @@ fn render(
     let mut out = String::new();
     for state in KeyState::ALL {
         let entries = listing.get(&state);
-        if !every && entries.is_none_or(Vec::is_empty) {
+        // Without `every`, the states `listing` holds (`-l`'s one, even
+        // empty, as Salt's key outputter prints its heading).
+        if !every && entries.is_none() {
             continue;
         }
         let (heading, entry) = tints(state);
@@ -330,12 +340,69 @@ pub fn run(args: KeyArgs) -> anyhow::Result<ExitCode> {
             false,
         );
     }
-    let plain = listing
+    let only = args.list.as_deref().and_then(listed_state);
+    let plain: BTreeMap<KeyState, Vec<(String, Option<String>)>> = KeyState::ALL
         .into_iter()
-        .map(|(s, ids)| (s, ids.into_iter().map(|id| (id, None)).collect()))
+        .filter(|state| only.is_none_or(|o| o == *state))
+        .map(|state| {
+            let ids = listing.get(&state).cloned().unwrap_or_default();
+            (state, ids.into_iter().map(|id| (id, None)).collect())
+        })
         .collect();
-    print_listing(&plain, true, args.out, args.color.on())?;
+    print_listing(&plain, only.is_none(), args.out, args.color.on())?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The state `salt-key -l STATE` lists, as Salt's `list_status` reads its
+/// word by its beginning; `None` for `all`.
+fn listed_state(word: &str) -> Option<KeyState> {
+    if word.starts_with("acc") {
+        Some(KeyState::Accepted)
+    } else if word.starts_with("pre") || word.starts_with("un") {
+        Some(KeyState::Pending)
+    } else if word.starts_with("rej") {
+        Some(KeyState::Rejected)
+    } else if word.starts_with("den") {
+        Some(KeyState::Denied)
+    } else {
+        None
+    }
+}
+
+/// `argv` with `salt-key`'s `-l STATE` after `maid key` spelt `--list`:
+/// everywhere else `-l` is the log level, as `salt`'s.
+pub fn key_list_short(argv: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
+    // The subcommand is the first word that is neither an option nor the
+    // value of a global option that takes one.
+    let mut at = None;
+    let mut i = 1;
+    while i < argv.len() {
+        let word = argv[i].to_string_lossy();
+        if matches!(&*word, "-l" | "--log-level" | "--log-format") {
+            i += 2;
+            continue;
+        }
+        if !word.starts_with('-') {
+            at = (word == "key").then_some(i);
+            break;
+        }
+        i += 1;
+    }
+    let Some(at) = at else {
+        return argv;
+    };
+    let mut out = argv[..=at].to_vec();
+    for word in &argv[at + 1..] {
+        let text = word.to_string_lossy();
+        if text == "-l" {
+            out.push("--list".into());
+        } else if let Some(state) = text.strip_prefix("-l").filter(|s| !s.starts_with('-')) {
+            out.push(format!("--list={state}").into());
+        } else {
+            out.push(word.clone());
+        }
+    }
+    out
 }
 
 /// `-f`/`-F` and `-p`/`-P`: each matching key's `value`, by state; the
@@ -498,6 +565,19 @@ mod tests {
         assert_eq!(
             render(&listing, false, false),
             "Accepted Keys:\na1\nUnaccepted Keys:\np1\np2\n"
+        );
+        // `-l den`: its heading, though it holds nobody.
+        let denied = BTreeMap::from([(KeyState::Denied, vec![])]);
+        assert_eq!(render(&denied, false, false), "Denied Keys:\n");
+        let words =
+            |w: &[&str]| -> Vec<std::ffi::OsString> { w.iter().map(|s| s.into()).collect() };
+        assert_eq!(
+            key_list_short(words(&["maid", "-l", "debug", "key", "-l", "acc", "-lrej"])),
+            words(&["maid", "-l", "debug", "key", "--list", "acc", "--list=rej"])
+        );
+        assert_eq!(
+            key_list_short(words(&["maid", "run", "-l", "debug", "*", "test.ping"])),
+            words(&["maid", "run", "-l", "debug", "*", "test.ping"])
         );
         let shown = BTreeMap::from([(
             KeyState::Accepted,

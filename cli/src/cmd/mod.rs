@@ -13,6 +13,7 @@ mod fleet;
 mod init;
 mod job;
 mod key;
+pub use key::key_list_short;
 mod keygen;
 mod maids;
 mod plugin;
