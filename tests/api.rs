@@ -709,6 +709,9 @@ async fn https_with_a_certificate_and_key() {
         .await
         .unwrap();
     assert_eq!(r.status(), StatusCode::OK);
+    // Over HTTPS the session cookie never goes out in clear.
+    let cookie = r.headers()["set-cookie"].to_str().unwrap();
+    assert!(cookie.ends_with("; Secure"), "{cookie}");
     // Plain HTTP on the TLS port gets nowhere.
     let plain = client()
         .get(format!("http://127.0.0.1:{port}/openapi.json"))

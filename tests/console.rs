@@ -35,6 +35,8 @@ async fn a_browser_reads_events_with_the_login_cookie_which_starts_nothing() {
     for attribute in ["HttpOnly", "SameSite=Strict", "Path=/"] {
         assert!(set.contains(attribute), "{set}");
     }
+    // Plain HTTP here: `Secure` only over HTTPS (tests/api.rs).
+    assert!(!set.contains("Secure"), "{set}");
     let cookie = format!("session_id={token}");
 
     // An `EventSource`: the cookie, and it accepts only the event stream.

@@ -92,7 +92,7 @@ pub async fn login(
         response.headers_mut().insert(TOKEN_HEADER, v);
     }
     let ttl = (session.expire - session.start).max(0.0) as u64;
-    if let Ok(v) = HeaderValue::from_str(&session_cookie(&session.token, ttl)) {
+    if let Ok(v) = HeaderValue::from_str(&session_cookie(&session.token, ttl, api.https)) {
         response.headers_mut().insert(SET_COOKIE, v);
     }
     Ok(response)
@@ -102,9 +102,10 @@ pub async fn login(
 /// token, for `ttl` seconds. It authenticates `GET /events` alone (a
 /// browser's `EventSource` sends no header), so a page elsewhere that
 /// makes the browser send it can start nothing: `HttpOnly`, and
-/// `SameSite=Strict` besides.
-fn session_cookie(token: &str, ttl: u64) -> String {
-    format!("{SESSION_COOKIE}={token}; Path=/; Max-Age={ttl}; HttpOnly; SameSite=Strict")
+/// `SameSite=Strict` besides; over HTTPS, `Secure`.
+fn session_cookie(token: &str, ttl: u64, https: bool) -> String {
+    let secure = if https { "; Secure" } else { "" };
+    format!("{SESSION_COOKIE}={token}; Path=/; Max-Age={ttl}; HttpOnly; SameSite=Strict{secure}")
 }
 
 /// salt-api's session cookie.
@@ -207,7 +208,8 @@ pub async fn logout(State(api): State<Api>, request: Request) -> Response {
     let mut response = Json(json!({"return": "Your token has been cleared"})).into_response();
     response.headers_mut().insert(
         SET_COOKIE,
-        HeaderValue::from_str(&session_cookie("", 0)).expect("a cookie is a header value"),
+        HeaderValue::from_str(&session_cookie("", 0, api.https))
+            .expect("a cookie is a header value"),
     );
     response
 }

@@ -123,6 +123,8 @@ struct Inner {
     stats_disable_auth: bool,
     /// `[api] max_body_bytes`: the largest request body read.
     max_body_bytes: usize,
+    /// It speaks HTTPS: the session cookie is `Secure`.
+    https: bool,
 }
 
 /// The address a request came from, for throttling logins per address.
@@ -324,6 +326,7 @@ pub async fn serve(
         stopping,
         stats: stats::Stats::default(),
         stats_disable_auth: settings.api.stats_disable_auth,
+        https: tls.is_some(),
     }));
     let app = router(api, console);
     let signal = async move {
