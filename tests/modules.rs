@@ -938,6 +938,35 @@ async fn saltutil_kill_job_stops_a_running_command() {
     .await;
     assert_eq!(only_return(&found).ret, data);
 
+    // `maid runner jobs.active`, as salt-run's: the job by its jid, the
+    // maid running it with the agent's pid (maid-n, whose saltutil has
+    // no `jobs` grant, says nothing).
+    let active = crate::common::maid_command()
+        .args([
+            "runner",
+            "--master-topic",
+            crate::common::fleet::TOPIC,
+            "--out",
+            "json",
+        ])
+        .args(["jobs.active"])
+        .env("MAID_REDIS", server.url())
+        .env("MAID_VERIFY_REPLIES", "false")
+        .env_remove("MAID_CONFIG")
+        .output()
+        .unwrap();
+    let active: Value = serde_json::from_slice(&active.stdout)
+        .unwrap_or_else(|_| panic!("{}", String::from_utf8_lossy(&active.stderr)));
+    let listed = &active[&jid];
+    assert_eq!(listed["Function"], "cmd.run", "{active}");
+    assert_eq!(listed["Target"], "maid-k", "{active}");
+    assert_eq!(
+        listed["Running"],
+        json!([{"maid-k": data["pid"]}]),
+        "{active}"
+    );
+    assert_eq!(listed["Returned"], json!([]), "{active}");
+
     let asked = Instant::now();
     let killed = run(
         &bus,

@@ -74,6 +74,8 @@ fn signature(form: Form, fun: &str) -> Option<Vec<Param>> {
             Param("timeout", none()),
             Param("gather_job_timeout", none()),
         ],
+        (Form::Runner, "jobs.active") => vec![Param("display_progress", f())],
+        (Form::Runner, "manage.versions") => vec![],
         (Form::Runner, "manage.down") => vec![
             Param("removekeys", f()),
             Param("tgt", star()),

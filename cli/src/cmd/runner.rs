@@ -56,8 +56,13 @@ pub fn run(args: RunnerArgs) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::SUCCESS);
         }
     };
-    let answer = if args.fun.starts_with("manage.") && !manage::is_presence(&args.fun) {
-        let (up, down) = manage_ping(&args, &bound)?;
+    let answer = if args.fun == "manage.versions" || args.fun == "jobs.active" {
+        Ok(ask_everyone(&args, &bound)?)
+    } else if args.fun.starts_with("manage.") && !manage::is_presence(&args.fun) {
+        let (up, down) = match manage_job(&args, &bound, "test.ping")? {
+            Some((selected, report)) => manage::up_down(&selected, &report),
+            None => (vec![], vec![]),
+        };
         Ok(manage::manage_answer(&args.fun, up, down))
     } else {
         // The rest read Redis: the registry, or the job cache.
@@ -83,17 +88,51 @@ pub fn run(args: RunnerArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Ping the minions `tgt` selects, as `manage.status` does: those that
-/// answered, and those selected that did not, each sorted.
-fn manage_ping(
+/// `manage.versions` (`test.version` on every minion) and `jobs.active`
+/// (`saltutil.running`): Salt's answer from what came back.
+fn ask_everyone(args: &RunnerArgs, bound: &binding::Bound) -> anyhow::Result<serde_json::Value> {
+    let versions = args.fun == "manage.versions";
+    let fun = if versions {
+        "test.version"
+    } else {
+        "saltutil.running"
+    };
+    let (returns, missing) = match manage_job(args, bound, fun)? {
+        Some((selected, report)) => manage::answered(&selected, &report),
+        None => Default::default(),
+    };
+    if versions {
+        return Ok(manage::versions_answer(
+            env!("CARGO_PKG_VERSION"),
+            &returns,
+            &missing,
+        ));
+    }
+    let (bus, config) = args.master.bus()?;
+    let pki = args.master.verified_pki(&config)?;
+    block_on(async {
+        let mut conn = bus.connect().await?;
+        anyhow::Ok(job_runners::active(&mut conn, pki.as_ref(), &returns).await?)
+    })?
+}
+
+/// Run `fun` on the minions `tgt` selects, as `manage.status` pings them:
+/// those selected and the report; `None` when none is.
+fn manage_job(
     args: &RunnerArgs,
     bound: &binding::Bound,
-) -> anyhow::Result<(Vec<String>, Vec<String>)> {
+    fun: &str,
+) -> anyhow::Result<
+    Option<(
+        std::collections::BTreeSet<String>,
+        maid_master::jobs::Report,
+    )>,
+> {
     // As Salt's `manage._ping` (through `LocalClient.run_job`): a target
     // that selects nobody, or of a type there is none of, is said so.
     let no_match = || {
         println!("{}", fleet::NO_MATCH);
-        Ok((vec![], vec![]))
+        Ok(None)
     };
     let Ok(target) = manage::ManageTarget::of(bound) else {
         return no_match();
@@ -103,12 +142,12 @@ fn manage_ping(
         timeout,
         ..ReportOpts::quiet(args.output.clone())
     };
-    let spec = Spec::new(target.tgt, target.tgt_type.name(), "test.ping");
+    let spec = Spec::new(target.tgt, target.tgt_type.name(), fun);
     let ready = match fleet::prepare(&args.master, &report_opts, spec)? {
         Prepared::Ready(ready) => ready,
         Prepared::NoMatch => return no_match(),
-        Prepared::Done(_) => return Ok((vec![], vec![])),
+        Prepared::Done(_) => return Ok(None),
     };
     let report = block_on(ready.run(maid_protocol::jid::new_jid(), |_| {}))??;
-    Ok(manage::up_down(&ready.selected, &report))
+    Ok(Some((ready.selected, report)))
 }

@@ -642,8 +642,14 @@ async fn runner(
         let mut conn = api.hub.conn().await?;
         return Ok(manage::presence(&mut conn, api.pki.as_ref(), &chunk.fun, bound).await?);
     }
+    if chunk.fun == "manage.versions" || chunk.fun == "jobs.active" {
+        return Ok(Ok(ask_everyone(api, chunk, bound, user).await?));
+    }
     if chunk.fun.starts_with("manage.") {
-        let (up, down) = manage_ping(api, bound, user).await?;
+        let (up, down) = match manage_job(api, bound, user, "test.ping").await? {
+            Some((selected, report)) => manage::up_down(&selected, &report),
+            None => (vec![], vec![]),
+        };
         return Ok(Ok(manage::manage_answer(&chunk.fun, up, down)));
     }
     let mut conn = api.hub.conn().await?;
@@ -651,13 +657,49 @@ async fn runner(
     Ok(job_runners::jobs_runner(&mut conn, api.pki.as_ref(), &chunk.fun, bound, visible).await?)
 }
 
-/// `manage.status`: ping the targeted minions; `up` returned, `down` were
-/// expected and did not, both sorted.
-async fn manage_ping(
+/// `manage.versions` (`test.version`) and `jobs.active`
+/// (`saltutil.running`): the function on every minion, then Salt's answer
+/// from what came back.
+async fn ask_everyone(
+    api: &Api,
+    chunk: &Chunk,
+    bound: &Bound,
+    user: &str,
+) -> Result<Value, ApiError> {
+    let versions = chunk.fun == "manage.versions";
+    let fun = if versions {
+        "test.version"
+    } else {
+        "saltutil.running"
+    };
+    let (returns, missing) = match manage_job(api, bound, user, fun).await? {
+        Some((selected, report)) => manage::answered(&selected, &report),
+        None => Default::default(),
+    };
+    if versions {
+        return Ok(manage::versions_answer(
+            env!("CARGO_PKG_VERSION"),
+            &returns,
+            &missing,
+        ));
+    }
+    let mut conn = api.hub.conn().await?;
+    let mut active = job_runners::active(&mut conn, api.pki.as_ref(), &returns).await?;
+    // As `jobs.list_jobs` here: only the jobs the user may see.
+    if let Some(jobs) = active.as_object_mut() {
+        jobs.retain(|jid, job| api.may_see(user, jid) || job["User"] == user);
+    }
+    Ok(active)
+}
+
+/// Run `fun` on the minions a `manage.*` runner's arguments target
+/// (everyone, by default): those selected and the report.
+async fn manage_job(
     api: &Api,
     bound: &Bound,
     user: &str,
-) -> Result<(Vec<String>, Vec<String>), ApiError> {
+    fun: &str,
+) -> Result<Option<(BTreeSet<String>, Report)>, ApiError> {
     let target =
         manage::ManageTarget::of(bound).map_err(|e| ApiError::bad("tgt_type", e.to_string()))?;
     let timeout = target
@@ -672,7 +714,7 @@ async fn manage_ping(
         tgt: target.tgt,
         tgt_type: target.tgt_type,
         tgt_type_name: target.tgt_type.name().to_string(),
-        fun: "test.ping".into(),
+        fun: fun.into(),
         arg: vec![],
         kwarg: Map::new(),
         timeout: Some(timeout),
@@ -684,10 +726,7 @@ async fn manage_ping(
         delimiter: None,
     };
     let req = request(api, &ping, user, timeout);
-    Ok(match publish_and_wait(api, &req).await? {
-        Some((selected, report)) => manage::up_down(&selected, &report),
-        None => (vec![], vec![]),
-    })
+    publish_and_wait(api, &req).await
 }
 
 /// The `maid` object of a `local` chunk.

@@ -79,14 +79,15 @@ impl Chunk {
     }
 
     /// Whether the chunk publishes a job to maids (which each remember
-    /// its jid): the minion clients, and the runners that ping.
+    /// its jid): the minion clients, and the runners that ask every
+    /// minion (`manage.status`/`up`/`down`/`versions`, `jobs.active`).
     pub fn publishes(&self) -> bool {
         match self.client {
             Client::Local | Client::LocalAsync | Client::LocalBatch | Client::LocalSubset => true,
             Client::Master(form) | Client::MasterAsync(form) => {
                 form == Form::Runner
-                    && self.fun.starts_with("manage.")
-                    && !manage::is_presence(&self.fun)
+                    && ((self.fun.starts_with("manage.") && !manage::is_presence(&self.fun))
+                        || self.fun == "jobs.active")
             }
         }
     }

@@ -1,6 +1,7 @@
 //! Runner `jobs.*`: `jobs.lookup_jid`, `jobs.list_job`, `jobs.list_jobs`,
 //! `jobs.print_job`, `jobs.exit_success`, read from the job cache (the
-//! loads of [`jobcache`] and the maids' returns).
+//! loads of [`jobcache`] and the maids' returns); `jobs.active` from what
+//! `saltutil.running` returned on every minion (the caller runs it).
 
 use serde_json::{Map, Value, json};
 
@@ -28,6 +29,59 @@ pub fn job_read(form: Form, fun: &str, bound: &Bound) -> Option<String> {
     } else {
         None
     }
+}
+
+/// `jobs.active` from what `saltutil.running` returned on each minion
+/// (`running`: a list of job data, or anything else, which says nothing):
+/// each running job as Salt describes it, with its `StartTime`, the
+/// minions that run it (`Running`, each with its pid) and, filled by the
+/// caller from the job cache, those that already returned (`Returned`).
+pub fn active_answer(running: &std::collections::BTreeMap<String, Value>) -> Map<String, Value> {
+    let mut out = Map::new();
+    for (minion, jobs) in running {
+        let Some(jobs) = jobs.as_array() else {
+            continue;
+        };
+        for job in jobs {
+            let Some(jid) = job.get("jid").map(jid_text) else {
+                continue;
+            };
+            let entry = out.entry(jid.clone()).or_insert_with(|| {
+                json!({
+                    "Function": job.get("fun").cloned().unwrap_or(json!("unknown-function")),
+                    "Arguments": job.get("arg").cloned().unwrap_or(json!([])),
+                    "Target": job.get("tgt").cloned().unwrap_or(json!("unknown-target")),
+                    "Target-type": job.get("tgt_type").cloned().unwrap_or(json!("list")),
+                    "User": job.get("user").cloned().unwrap_or(json!("root")),
+                    "StartTime": jobcache::jid_to_time(&jid),
+                    "Running": [],
+                    "Returned": [],
+                })
+            });
+            let pid = job.get("pid").cloned().unwrap_or(Value::Null);
+            if let Some(list) = entry["Running"].as_array_mut() {
+                list.push(json!({minion: pid}));
+            }
+        }
+    }
+    out
+}
+
+/// `jobs.active` over the job cache: [`active_answer`] of `running`, each
+/// job's `Returned` the minions whose returns the cache holds (with the
+/// key store `pki`, only those its accepted keys signed).
+pub async fn active(
+    conn: &mut Conn,
+    pki: Option<&Pki>,
+    running: &std::collections::BTreeMap<String, Value>,
+) -> Result<Value, BusError> {
+    let mut out = active_answer(running);
+    for (jid, job) in out.iter_mut() {
+        let cached = jobs::cached(conn, jid, pki).await?;
+        let returned: Vec<Value> = cached.returns.iter().map(|r| json!(r.id)).collect();
+        job["Returned"] = Value::Array(returned);
+    }
+    Ok(Value::Object(out))
 }
 
 /// A time as `dateutil.parser.parse` reads the forms an operator gives
@@ -248,6 +302,36 @@ pub async fn jobs_runner(
 mod tests {
     use super::*;
     use crate::binding::bind;
+
+    #[test]
+    fn active_jobs_are_gathered_by_jid_as_salts_jobs_active() {
+        let job = |jid: &str, pid: u32| {
+            json!({"jid": jid, "fun": "cmd.run", "arg": ["sleep 9"], "tgt": "*",
+                   "tgt_type": "glob", "user": "root", "pid": pid})
+        };
+        let running = std::collections::BTreeMap::from([
+            ("m1".to_string(), json!([job("20261127100000000000", 11)])),
+            ("m2".to_string(), json!([job("20261127100000000000", 22)])),
+            (
+                "m3".to_string(),
+                json!("Denied: jobs is not granted to this plugin"),
+            ),
+        ]);
+        let active = active_answer(&running);
+        assert_eq!(
+            Value::Object(active),
+            json!({"20261127100000000000": {
+                "Function": "cmd.run", "Arguments": ["sleep 9"], "Target": "*",
+                "Target-type": "glob", "User": "root",
+                "StartTime": "2026, Nov 27 10:00:00.000000",
+                "Running": [{"m1": 11}, {"m2": 22}], "Returned": [],
+            }})
+        );
+        assert!(
+            active_answer(&Default::default()).is_empty(),
+            "{{}} when nothing runs"
+        );
+    }
 
     fn b(fun: &str, args: Value, kwargs: Value) -> Result<Bound, BadCall> {
         let args = args.as_array().unwrap().clone();

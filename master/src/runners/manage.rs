@@ -1,8 +1,9 @@
 //! Runner `manage.*`: `manage.status`, `manage.up` and `manage.down` ping
-//! the fleet (the caller runs the job; [`ManageTarget`] says whom, and
-//! [`manage_answer`] shapes what came back); `manage.present`,
-//! `list_state` and their kin (and the `not_` ones) read who is connected
-//! from the registry, sending nothing ([`presence`]).
+//! the fleet, `manage.versions` asks it `test.version` (the caller runs the
+//! job; [`ManageTarget`] says whom, and [`manage_answer`] shapes what came
+//! back); `manage.present`, `list_state` and their kin (and the `not_`
+//! ones) read who is connected from the registry, sending nothing
+//! ([`presence`]).
 
 use std::collections::BTreeMap;
 
@@ -164,6 +165,76 @@ pub async fn presence(
     )))
 }
 
+/// What each of the `selected` minions returned in `report`, and those
+/// that did not, sorted: what `manage.versions` and `jobs.active` read.
+pub fn answered(
+    selected: &std::collections::BTreeSet<String>,
+    report: &jobs::Report,
+) -> (BTreeMap<String, Value>, Vec<String>) {
+    let returns: BTreeMap<String, Value> = report
+        .returns
+        .iter()
+        .map(|r| (r.id.clone(), r.ret.clone()))
+        .collect();
+    let missing = selected
+        .iter()
+        .filter(|id| !returns.contains_key(*id))
+        .cloned()
+        .collect();
+    (returns, missing)
+}
+
+/// `manage.versions` from what `test.version` returned (`versions`, by
+/// minion) and the minions that did not answer (`offline`), against the
+/// master's `master` version: Salt's labels, each minion under the one
+/// its version earns, and the master's own.
+pub fn versions_answer(
+    master: &str,
+    versions: &BTreeMap<String, Value>,
+    offline: &[String],
+) -> Value {
+    let mut out = Map::new();
+    let mut put = |label: &str, id: &str, v: Value| {
+        out.entry(label)
+            .or_insert_with(|| Value::Object(Map::new()))
+            .as_object_mut()
+            .expect("labels hold objects")
+            .insert(id.to_string(), v);
+    };
+    for (id, version) in versions {
+        let text = version.as_str().unwrap_or_default();
+        let label = match version_cmp(text, master) {
+            std::cmp::Ordering::Less => "Minion requires update",
+            std::cmp::Ordering::Equal => "Up to date",
+            std::cmp::Ordering::Greater => "Minion newer than master",
+        };
+        put(label, id, Value::String(text.to_string()));
+    }
+    for id in offline {
+        put("Minion offline", id, Value::Bool(false));
+    }
+    out.insert("Master".into(), Value::String(master.to_string()));
+    Value::Object(out)
+}
+
+/// Two versions compared as their dotted numbers (`0.10.0` after
+/// `0.9.1`); a part that is no number counts as 0.
+fn version_cmp(a: &str, b: &str) -> std::cmp::Ordering {
+    let parts = |v: &str| -> Vec<u64> { v.split('.').map(|p| p.parse().unwrap_or(0)).collect() };
+    let (a, b) = (parts(a), parts(b));
+    let n = a.len().max(b.len());
+    (0..n)
+        .map(|i| {
+            (
+                a.get(i).copied().unwrap_or(0),
+                b.get(i).copied().unwrap_or(0),
+            )
+        })
+        .map(|(x, y)| x.cmp(&y))
+        .find(|o| o.is_ne())
+        .unwrap_or(std::cmp::Ordering::Equal)
+}
+
 /// `manage.status`, `manage.up` or `manage.down` from a ping's outcome:
 /// the minions that answered and those expected that did not, sorted.
 pub fn manage_answer(fun: &str, up: Vec<String>, down: Vec<String>) -> Value {
@@ -171,5 +242,29 @@ pub fn manage_answer(fun: &str, up: Vec<String>, down: Vec<String>) -> Value {
         "manage.up" => json!(up),
         "manage.down" => json!(down),
         _ => json!({"up": up, "down": down}),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_are_labelled_as_salts_manage_versions_labels_them() {
+        let versions = BTreeMap::from([
+            ("old".to_string(), json!("0.0.9")),
+            ("same".to_string(), json!("0.1.0")),
+            ("new".to_string(), json!("0.10.0")),
+        ]);
+        assert_eq!(
+            versions_answer("0.1.0", &versions, &["gone".to_string()]),
+            json!({
+                "Master": "0.1.0",
+                "Minion newer than master": {"new": "0.10.0"},
+                "Minion offline": {"gone": false},
+                "Minion requires update": {"old": "0.0.9"},
+                "Up to date": {"same": "0.1.0"},
+            })
+        );
     }
 }
