@@ -23,6 +23,8 @@ pub(crate) const USER: &str = "tester";
 const INTERN: &str = "intern";
 /// Knows the password, has no permissions: cannot log in.
 const NOBODY: &str = "nobody";
+/// May call the runners, and see only their own jobs.
+pub(crate) const WATCHER: &str = "watcher";
 pub(crate) const PASSWORD: &str = "correct horse";
 
 /// A `maid api` process; killed on drop.
@@ -115,9 +117,10 @@ impl Fleet {
             format!(
                 "master_topics = [\"{TOPIC}\"]\n[redis]\nurl = \"{}\"\n[master]\nkey = \"{}\"\n\
                  [api]\n{api_toml}\n[api.users]\n{USER} = \"{hash}\"\n\
-                 {INTERN} = \"{hash}\"\n{NOBODY} = \"{hash}\"\n\
+                 {INTERN} = \"{hash}\"\n{NOBODY} = \"{hash}\"\n{WATCHER} = \"{hash}\"\n\
                  [api.perms]\n{USER} = [\".*\", \"@jobs\"]\n\
-                 {INTERN} = [{{ \"web*\" = [\"test.*\", \"grains.items\"] }}]\n",
+                 {INTERN} = [{{ \"web*\" = [\"test.*\", \"grains.items\"] }}]\n\
+                 {WATCHER} = [\"@runner\"]\n",
                 self.redis.url.as_deref().unwrap(),
                 self.dir.path().join("master.key").display(),
             ),
@@ -867,7 +870,7 @@ pub(crate) async fn read_events(
 }
 
 /// Log in as `user`; the status, the body and the `Retry-After` header.
-async fn login_as(
+pub(crate) async fn login_as(
     c: &reqwest::Client,
     api: &ApiServer,
     user: &str,

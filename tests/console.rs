@@ -191,3 +191,65 @@ async fn the_console_is_served_as_salt_api_serves_it_and_nothing_out_of_its_dire
     let (status, _, _) = fetch("/minions").await;
     assert_eq!(status, StatusCode::UNAUTHORIZED);
 }
+
+/// `jobs.active`, which consoles poll: the jobs running on the maids, and
+/// to a user without `@jobs` only their own — another user's running
+/// command and its arguments stay theirs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jobs_active_shows_running_jobs_and_only_to_whom_they_belong() {
+    let mut fleet = Fleet::new();
+    fleet
+        .agent("web-1", "role = \"web\"\n[plugins.saltutil]\njobs = true")
+        .await;
+    let api = fleet.api("", &[]);
+    let c = client();
+    let token = crate::api::login(&c, &api).await;
+    let (status, body, _) =
+        crate::api::login_as(&c, &api, crate::api::WATCHER, crate::api::PASSWORD).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let watcher = body["return"][0]["token"].as_str().unwrap().to_string();
+
+    let (status, body) = lowstate(
+        &c,
+        &api,
+        &token,
+        &json!([{"client": "local_async", "tgt": "web-1", "fun": "test.sleep", "arg": [8]}]),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let jid = body["return"][0]["jid"].as_str().unwrap().to_string();
+    let active = |token: String| {
+        let c = c.clone();
+        let url = api.url.clone();
+        async move {
+            let r = c
+                .post(format!("{url}/"))
+                .header("X-Auth-Token", token)
+                .json(&json!([{"client": "runner", "fun": "jobs.active"}]))
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(r.status(), StatusCode::OK);
+            let body: Value = r.json().await.unwrap();
+            body["return"][0].clone()
+        }
+    };
+    // Its owner sees it running on web-1, once it has started there.
+    let until = std::time::Instant::now() + Duration::from_secs(6);
+    let seen = loop {
+        let seen = active(token.clone()).await;
+        if seen.get(&jid).is_some() || std::time::Instant::now() > until {
+            break seen;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(seen[&jid]["Function"], "test.sleep", "{seen}");
+    assert_eq!(seen[&jid]["Arguments"], json!([8]), "{seen}");
+    let running = seen[&jid]["Running"].as_array().unwrap();
+    assert_eq!(running.len(), 1, "{seen}");
+    assert!(running[0]["web-1"].is_number(), "{seen}");
+    // A runner user without `@jobs` does not.
+    let hidden = active(watcher).await;
+    assert!(hidden.get(&jid).is_none(), "{hidden}");
+    assert!(hidden.is_object(), "{hidden}");
+}
