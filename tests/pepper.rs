@@ -141,6 +141,8 @@ fn corpus() -> Vec<(Vec<&'static str>, bool)> {
         // Salt accepted its minions' keys already; maid's wait pending.
         (vec!["--client", "wheel", "key.accept", "match=*"], false),
         (vec!["--client", "wheel", "key.list", "match=acc"], false),
+        // Who is connected, as consoles ask (Salt's in no set order).
+        (vec!["--client", "wheel", "minions.connected"], true),
         (vec!["*", "test.ping"], false),
         (vec!["-L", "m1,m2", "test.echo", "hello world"], false),
         // An id no minion answers for is awaited and reported missing.

@@ -83,7 +83,7 @@ fn signature(form: Form, fun: &str) -> Option<Vec<Param>> {
             Param("timeout", none()),
             Param("gather_job_timeout", none()),
         ],
-        (Form::Wheel, "key.list_all") => vec![],
+        (Form::Wheel, "key.list_all" | "minions.connected" | "config.values") => vec![],
         (
             Form::Wheel,
             "key.list" | "key.glob_match" | "key.name_match" | "key.delete" | "key.print",

@@ -55,6 +55,19 @@ fn glob_match(pki: &Pki, pattern: &Value) -> Result<Map<String, Value>, BadCall>
     Ok(out)
 }
 
+/// Wheel `minions.connected`: the minions connected now — each maid whose
+/// alive key lives, and each minion an alive syndic maid lists — sorted
+/// (Salt's comes from its presence check, in no set order).
+pub fn connected(registry: &crate::registry::Registry) -> Value {
+    let ids: std::collections::BTreeSet<&String> = registry
+        .known(&|_| false)
+        .map(|(id, _)| id)
+        .chain(registry.beneath.keys())
+        .filter(|id| registry.alive(id))
+        .collect();
+    json!(ids)
+}
+
 /// Run wheel function `fun` (bound by [`bind`]) on the key store.
 pub fn wheel(pki: &Pki, fun: &str, bound: &Bound) -> Result<Value, BadCall> {
     match fun {

@@ -607,6 +607,14 @@ async fn master_run(
         }
     };
     let done = match form {
+        // What consoles read of the master: who is connected, and of its
+        // configuration the nodegroups (the rest is maid's own).
+        Form::Wheel if chunk.fun == "minions.connected" => {
+            let mut conn = api.hub.conn().await?;
+            let registry = jobs::Registry::read(&mut conn, api.pki.as_ref()).await?;
+            Ok(wheel::connected(&registry))
+        }
+        Form::Wheel if chunk.fun == "config.values" => Ok(json!({"nodegroups": api.nodegroups})),
         Form::Wheel => {
             let Some(pki) = &api.pki else {
                 return Err(ApiError::bad(
