@@ -56,14 +56,13 @@ pub fn run(args: RunnerArgs) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::SUCCESS);
         }
     };
-    let answer = if args.fun == "manage.versions" || args.fun == "jobs.active" {
-        Ok(ask_everyone(&args, &bound)?)
-    } else if args.fun.starts_with("manage.") && !manage::is_presence(&args.fun) {
-        let (up, down) = match manage_job(&args, &bound, "test.ping")? {
-            Some((selected, report)) => manage::up_down(&selected, &report),
-            None => (vec![], vec![]),
-        };
-        Ok(manage::manage_answer(&args.fun, up, down))
+    let answer = if let Some(asked) = maid_master::runners::asks(&args.fun) {
+        let (selected, report) = manage_job(&args, &bound, asked)?.unwrap_or_default();
+        if args.fun == "jobs.active" {
+            Ok(jobs_active(&args, &selected, &report)?)
+        } else {
+            Ok(manage::answer(&args.fun, &selected, &report))
+        }
     } else {
         // The rest read Redis: the registry, or the job cache.
         let (bus, config) = args.master.bus()?;
@@ -88,26 +87,14 @@ pub fn run(args: RunnerArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// `manage.versions` (`test.version` on every minion) and `jobs.active`
-/// (`saltutil.running`): Salt's answer from what came back.
-fn ask_everyone(args: &RunnerArgs, bound: &binding::Bound) -> anyhow::Result<serde_json::Value> {
-    let versions = args.fun == "manage.versions";
-    let fun = if versions {
-        "test.version"
-    } else {
-        "saltutil.running"
-    };
-    let (returns, missing) = match manage_job(args, bound, fun)? {
-        Some((selected, report)) => manage::answered(&selected, &report),
-        None => Default::default(),
-    };
-    if versions {
-        return Ok(manage::versions_answer(
-            env!("CARGO_PKG_VERSION"),
-            &returns,
-            &missing,
-        ));
-    }
+/// `jobs.active`, from what `saltutil.running` returned (`report`) and
+/// the job cache.
+fn jobs_active(
+    args: &RunnerArgs,
+    selected: &std::collections::BTreeSet<String>,
+    report: &maid_master::jobs::Report,
+) -> anyhow::Result<Value> {
+    let (returns, _) = manage::answered(selected, report);
     let (bus, config) = args.master.bus()?;
     let pki = args.master.verified_pki(&config)?;
     block_on(async {

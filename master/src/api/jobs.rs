@@ -650,47 +650,30 @@ async fn runner(
         let mut conn = api.hub.conn().await?;
         return Ok(manage::presence(&mut conn, api.pki.as_ref(), &chunk.fun, bound).await?);
     }
-    if chunk.fun == "manage.versions" || chunk.fun == "jobs.active" {
-        return Ok(Ok(ask_everyone(api, chunk, bound, user).await?));
-    }
-    if chunk.fun.starts_with("manage.") {
-        let (up, down) = match manage_job(api, bound, user, "test.ping").await? {
-            Some((selected, report)) => manage::up_down(&selected, &report),
-            None => (vec![], vec![]),
-        };
-        return Ok(Ok(manage::manage_answer(&chunk.fun, up, down)));
+    if let Some(asked) = crate::runners::asks(&chunk.fun) {
+        let outcome = manage_job(api, bound, user, asked).await?;
+        return Ok(Ok(answer_asked(api, chunk, user, outcome).await?));
     }
     let mut conn = api.hub.conn().await?;
     let visible = |load: &jobcache::Load| api.may_see(user, &load.jid) || load.user == user;
     Ok(job_runners::jobs_runner(&mut conn, api.pki.as_ref(), &chunk.fun, bound, visible).await?)
 }
 
-/// `manage.versions` (`test.version`) and `jobs.active`
-/// (`saltutil.running`): the function on every minion, then Salt's answer
-/// from what came back.
-async fn ask_everyone(
+/// What a runner that asked every minion answers (`outcome`, the job it
+/// ran; `None` when the target selected nobody): `manage.status`, `up`,
+/// `down` and `versions` from the returns, `jobs.active` from them and
+/// the job cache, showing the user only the jobs they may see.
+async fn answer_asked(
     api: &Api,
     chunk: &Chunk,
-    bound: &Bound,
     user: &str,
+    outcome: Option<(BTreeSet<String>, Report)>,
 ) -> Result<Value, ApiError> {
-    let versions = chunk.fun == "manage.versions";
-    let fun = if versions {
-        "test.version"
-    } else {
-        "saltutil.running"
-    };
-    let (returns, missing) = match manage_job(api, bound, user, fun).await? {
-        Some((selected, report)) => manage::answered(&selected, &report),
-        None => Default::default(),
-    };
-    if versions {
-        return Ok(manage::versions_answer(
-            env!("CARGO_PKG_VERSION"),
-            &returns,
-            &missing,
-        ));
+    let (selected, report) = outcome.unwrap_or_default();
+    if chunk.fun != "jobs.active" {
+        return Ok(manage::answer(&chunk.fun, &selected, &report));
     }
+    let (returns, _) = manage::answered(&selected, &report);
     let mut conn = api.hub.conn().await?;
     let mut active = job_runners::active(&mut conn, api.pki.as_ref(), &returns).await?;
     // As `jobs.list_jobs` here: only the jobs the user may see.

@@ -12,7 +12,7 @@ use serde_json::{Map, Value};
 use super::error::ApiError;
 use crate::binding::{BadCall, Bound, Form};
 use crate::target::{self, TargetError, TargetType};
-use crate::{binding, runners::jobs as job_runners, runners::manage};
+use crate::{binding, runners::jobs as job_runners};
 
 /// How long a `local` call waits when the chunk gives no `timeout`, as
 /// `maid run` and Salt's default.
@@ -85,9 +85,7 @@ impl Chunk {
         match self.client {
             Client::Local | Client::LocalAsync | Client::LocalBatch | Client::LocalSubset => true,
             Client::Master(form) | Client::MasterAsync(form) => {
-                form == Form::Runner
-                    && ((self.fun.starts_with("manage.") && !manage::is_presence(&self.fun))
-                        || self.fun == "jobs.active")
+                form == Form::Runner && crate::runners::asks(&self.fun).is_some()
             }
         }
     }

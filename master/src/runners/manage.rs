@@ -235,6 +235,22 @@ fn version_cmp(a: &str, b: &str) -> std::cmp::Ordering {
         .unwrap_or(std::cmp::Ordering::Equal)
 }
 
+/// `manage.status`, `up`, `down` or `versions` from the job it ran
+/// ([`super::asks`]) on the `selected` minions: Salt's answer, against
+/// this master's version for `versions`.
+pub fn answer(
+    fun: &str,
+    selected: &std::collections::BTreeSet<String>,
+    report: &jobs::Report,
+) -> Value {
+    if fun == "manage.versions" {
+        let (returns, missing) = answered(selected, report);
+        return versions_answer(env!("CARGO_PKG_VERSION"), &returns, &missing);
+    }
+    let (up, down) = up_down(selected, report);
+    manage_answer(fun, up, down)
+}
+
 /// `manage.status`, `manage.up` or `manage.down` from a ping's outcome:
 /// the minions that answered and those expected that did not, sorted.
 pub fn manage_answer(fun: &str, up: Vec<String>, down: Vec<String>) -> Value {
