@@ -184,7 +184,7 @@ async fn no_files_without_a_grant() {
         assert_eq!(out.retcode, 1, "{path}");
         assert_eq!(
             out.ret,
-            json!("No such file or directory (os error 44)"),
+            json!("No such file or directory (os error 2)"),
             "{path}"
         );
     }
@@ -226,8 +226,8 @@ async fn preopens_hold_against_escapes() {
     ];
     // A path outside every preopen does not exist for the guest; one that
     // climbs out of a preopen (`..`, symlinks) is refused by the sandbox.
-    let invisible = (1, json!("No such file or directory (os error 44)"));
-    let refused = (77, json!("Denied: Operation not permitted (os error 63)"));
+    let invisible = (1, json!("No such file or directory (os error 2)"));
+    let refused = (77, json!("Denied: Operation not permitted (os error 1)"));
     let expected = [&invisible, &refused, &refused, &refused];
     for (path, want) in escapes.iter().zip(expected) {
         for (fun, args) in [
