@@ -93,6 +93,11 @@ fn corpus() -> Vec<(&'static str, &'static str, Vec<&'static str>)> {
         salt(&["-t", "3", "m2", "test.ping"]),
         salt(&["-t", "3", "--out", "json", "*", "test.echo", "hi"]),
         salt(&["-t", "3", "-b", "1", "*", "test.ping"]),
+        // --hide-timeout hides no row: Salt 3008 always expects minions.
+        salt(&["-t", "3", "--hide-timeout", "*", "test.ping"]),
+        salt(&["-t", "3", "--hide-timeout", "-L", "m1,ghost", "test.ping"]),
+        // A glob with commas: Salt's master expects both, neither matches.
+        salt(&["-t", "3", "m1,m2", "test.ping"]),
         (
             "salt-cp",
             "cp",

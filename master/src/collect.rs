@@ -311,6 +311,15 @@ impl<'r> Collector<'r> {
             None if p.matched => {
                 report.targeted.insert(p.sub_ip);
             }
+            // Selected by the master (a glob with commas, grains the
+            // registry holds from before a change): Salt's master waits
+            // for it and reports it did not return, whatever the minion
+            // itself makes of the target.
+            None if self.selected.contains(&p.sub_ip)
+                && !self.registry.syndics.contains(&p.sub_ip) =>
+            {
+                report.targeted.insert(p.sub_ip);
+            }
             None => {
                 report.empty.insert(p.sub_ip);
             }
@@ -528,7 +537,9 @@ mod tests {
     fn empty_pings_and_rejects_complete_without_a_return() {
         let t = Instant::now();
         let reg = registry(&["web1", "db1"], &[]);
-        let mut c = collector(&reg, None, t);
+        let mut req = request(None);
+        req.tgt = json!("web*");
+        let mut c = Collector::new(JID.into(), &reg, &req, t);
         c.receive(ping("db1", false));
         c.receive(reply(
             json!({"type": "reject", "sub_ip": "web1", "jid": JID, "reason": "unsigned"}),
@@ -538,6 +549,26 @@ mod tests {
         assert_eq!(ids(&report.empty), ["db1"]);
         assert_eq!(report.rejected["web1"], "unsigned");
         assert!(report.missed_minions.is_empty());
+    }
+
+    #[test]
+    fn a_maid_the_master_selected_is_waited_for_even_when_it_says_it_is_not_targeted() {
+        // Salt's master reads `web1,db1` as two globs; each minion's own
+        // glob matches neither, and both are reported as not returned.
+        let t = Instant::now();
+        let reg = registry(&["web1", "db1"], &[]);
+        let mut req = request(None);
+        req.tgt = json!("web1,db1");
+        let mut c = Collector::new(JID.into(), &reg, &req, t);
+        assert_eq!(ids(c.selected()), ["db1", "web1"]);
+        c.receive(ping("db1", false));
+        c.receive(ping("web1", false));
+        assert_eq!(c.next(t), Step::Wait(t + TIMEOUT), "both are awaited");
+        assert_eq!(c.next(t + TIMEOUT), Step::Done);
+        let report = c.finish(TIMEOUT);
+        assert_eq!(ids(&report.missed_minions), ["db1", "web1"]);
+        assert!(report.empty.is_empty());
+        assert_eq!(report.exit_code(), 1);
     }
 
     #[test]

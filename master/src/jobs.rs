@@ -190,18 +190,7 @@ impl Report {
     /// did not return (Salt counts its "Minion did not return" row as a
     /// failure), or refused the job; 2 when nothing came back at all.
     pub fn exit_code(&self) -> u8 {
-        self.exit_code_with(true)
-    }
-
-    /// [`Self::exit_code`], with `timeouts` false as `salt --hide-timeout`
-    /// decides it: a minion that did not return has no row, so fails
-    /// nothing.
-    pub fn exit_code_with(&self, timeouts: bool) -> u8 {
-        let missed = if timeouts {
-            self.missed_minions.len() + self.missed_maids.len()
-        } else {
-            0
-        };
+        let missed = self.missed_minions.len() + self.missed_maids.len();
         let rows = self.returns.len() + missed + self.rejected.len();
         if rows == 0 {
             2

@@ -186,8 +186,22 @@ impl Registry {
             return Targets::default();
         };
         let empty = Map::new();
-        let matches = |id: &str, grains: &Map<String, Value>| {
-            crate::target::matches_delimited(tgt, tgt_type, id, grains, delimiter).unwrap_or(false)
+        // Salt's master reads a glob with commas as several (its key
+        // store's `glob_match`), which no minion's own glob matches: each
+        // is expected and none returns.
+        let globs: Option<Vec<Value>> = match (tgt_type, tgt) {
+            (crate::target::TargetType::Glob, Value::String(t)) if t.contains(',') => {
+                Some(t.split(',').map(|g| Value::String(g.into())).collect())
+            }
+            _ => None,
+        };
+        let matches = |id: &str, grains: &Map<String, Value>| match &globs {
+            Some(globs) => globs.iter().any(|g| {
+                crate::target::matches_delimited(g, tgt_type, id, grains, delimiter)
+                    .unwrap_or(false)
+            }),
+            None => crate::target::matches_delimited(tgt, tgt_type, id, grains, delimiter)
+                .unwrap_or(false),
         };
         let known: BTreeMap<&String, Option<&Registration>> = self.known(exclude).collect();
         let listing: BTreeSet<&String> = self.beneath.values().map(|(s, _)| s).collect();
@@ -475,6 +489,9 @@ mod tests {
         assert_eq!(selected(&reg, "roles:web", "grain"), ["web1", "web2"]);
         assert_eq!(selected(&reg, "web2", "glob"), ["web2"]);
         assert_eq!(selected(&reg, "web1,web2", "list"), ["web1", "web2"]);
+        // A glob with commas is several to Salt's master (no maid's own
+        // glob matches it); an empty piece matches nobody.
+        assert_eq!(selected(&reg, "web1,d*,", "glob"), ["db1", "web1"]);
         // Only the alive are expected to PING.
         let expected: Vec<&String> = reg.expected(&|_| false).map(|(id, _)| id).collect();
         assert_eq!(expected, ["web1"]);

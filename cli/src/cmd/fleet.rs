@@ -127,7 +127,8 @@ pub struct ReportOpts {
     /// Print `jid: JID` before the returns.
     #[arg(long)]
     pub show_jid: bool,
-    /// Print nothing for minions that did not return.
+    /// Accepted as `salt` 3008.4 accepts it, and like it hides nothing:
+    /// every targeted minion that did not return is still printed.
     #[arg(long)]
     pub hide_timeout: bool,
     /// Print all returns at once, as one document, when all are in; exit 0

@@ -233,30 +233,29 @@ fn run_streamed(
         report_forged(&report.forged);
         return Ok(ExitCode::SUCCESS);
     }
-    print_unreturned(out, indent, &report, report_opts.hide_timeout);
+    print_unreturned(out, indent, &report);
     report_forged(&report.forged);
     Ok(conclude(&report, report_opts, verbose))
 }
 
-/// A row for each minion that did not return (unless `hide_timeout`)
-/// and each that rejected the job, as `salt` prints them after the
-/// returns.
-fn print_unreturned(out: &Printer, indent: Option<i64>, report: &Report, hide_timeout: bool) {
-    if !hide_timeout {
-        let missed = report
-            .missed_minions
-            .iter()
-            .map(|id| (id, jobs::no_response(&report.jid)))
-            .chain(
-                report
-                    .missed_maids
-                    .iter()
-                    .map(|id| (id, jobs::NOT_CONNECTED.to_string())),
-            );
-        // Salt's `EX_GENERIC` for each.
-        for (id, row) in missed {
-            print_one(out, indent, id, Value::String(row), 1);
-        }
+/// A row for each minion that did not return and each that rejected the
+/// job, as `salt` prints them after the returns. `--hide-timeout` hides
+/// none: `salt` 3008 always expects its minions (`expect_minions`), and
+/// prints each that did not return with or without it.
+fn print_unreturned(out: &Printer, indent: Option<i64>, report: &Report) {
+    let missed = report
+        .missed_minions
+        .iter()
+        .map(|id| (id, jobs::no_response(&report.jid)))
+        .chain(
+            report
+                .missed_maids
+                .iter()
+                .map(|id| (id, jobs::NOT_CONNECTED.to_string())),
+        );
+    // Salt's `EX_GENERIC` for each.
+    for (id, row) in missed {
+        print_one(out, indent, id, Value::String(row), 1);
     }
     for (id, reason) in &report.rejected {
         print_one(
@@ -280,7 +279,7 @@ fn conclude(report: &Report, report_opts: &ReportOpts, verbose: bool) -> ExitCod
         }
         eprint!("{}", accounting(report));
     }
-    let code = report.exit_code_with(!report_opts.hide_timeout);
+    let code = report.exit_code();
     match code {
         1 => eprintln!("ERROR: Minions returned with non-zero exit code"),
         2 => eprintln!("ERROR: No return received"),
