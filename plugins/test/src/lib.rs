@@ -371,6 +371,34 @@ fn sleep(a: Sleep) -> Result<bool, Error> {
     Ok(true)
 }
 
+/// Pass in a module name to discover what provider is being used
+// Salt's `test.provider`: the file a module comes from, without its
+// extension, or "" for a module not loaded. A maid module comes from
+// `<module>.wasm`, so its provider is its own name.
+#[function(args = ["module"])]
+fn provider(a: Provider) -> Result<Value, Error> {
+    let wanted = python::str(&a.module);
+    let loaded = host::modules().iter().any(|m| m.module == wanted);
+    Ok(json!(if loaded { wanted } else { String::new() }))
+}
+
+#[derive(Deserialize)]
+struct Provider {
+    module: Value,
+}
+
+/// Return a dict of the provider names and the files that provided them
+// Salt's `test.providers`: `{provider: module}` for each loaded module;
+// each maid module is its own provider (`<module>.wasm`).
+#[function]
+fn providers() -> Result<Value, Error> {
+    let mut ret = Map::new();
+    for m in host::modules() {
+        ret.insert(m.module.clone(), json!(m.module));
+    }
+    Ok(Value::Object(ret))
+}
+
 /// Return the version of maid on the minion
 #[function]
 fn version() -> Result<Value, Error> {
@@ -632,6 +660,8 @@ impl Plugin for Test {
             module_report,
             try_,
             tty,
+            provider,
+            providers,
         ]
     }
 }
