@@ -127,6 +127,13 @@ fn comparable(fun: &str, v: &Value, dir: &Path) -> Value {
                 v.as_object_mut().map(|m| m.remove(k));
             }
         }
+        // Salt's side reads the grains one `maid call` detected, in its
+        // own process and directory.
+        "grains.items" => {
+            for k in ["pid", "cwd"] {
+                v.as_object_mut().map(|m| m.remove(k));
+            }
+        }
         "cmd.script" | "cmd.run_all" => {
             v.as_object_mut().map(|m| m.remove("pid"));
         }
@@ -826,13 +833,16 @@ fn modules_refuse_what_their_default_grants_do_not_give() {
     assert_eq!(v["local"]["type"], "link");
 
     // test, grains, sys and network ask for nothing, so nothing is granted
-    // them.
+    // them; grains asks to read files and run programs, for the core
+    // grains, and gets only the ones `maid init` names: no shell, no
+    // environment, nothing written, no other process's environment.
     for m in ["test", "grains", "sys", "network"] {
         let out = crate::common::maid_command()
             .args(["plugin", "inspect", "--format", "json"])
             .arg(format!("{}/{m}.wasm", guests::PLUGINS_DIR))
             .arg("-c")
-            .arg(&config)
+            // `maid init`'s configuration (default_config's).
+            .arg(dir.path().join("maid.toml"))
             .env("MAID_CACHE_DIR", crate::common::shared_cache())
             .output()
             .unwrap();
@@ -842,7 +852,48 @@ fn modules_refuse_what_their_default_grants_do_not_give() {
             String::from_utf8_lossy(&out.stderr)
         );
         let v: Value = serde_json::from_slice(&out.stdout).unwrap();
-        assert_eq!(v["requested"], json!([]), "{m}: {v}");
+        if m != "grains" {
+            assert_eq!(v["requested"], json!([]), "{m}: {v}");
+            continue;
+        }
+        assert_eq!(v["requested"], json!(["exec", "fs-read"]), "{v}");
+        let granted = &v["granted"];
+        assert_eq!(granted["shell"], json!(false), "{v}");
+        assert_eq!(granted["env"], json!([]), "{v}");
+        assert_eq!(
+            granted["dirs"],
+            json!([{"path": "/sys/block", "writable": false}]),
+            "{v}"
+        );
+        let named = |key: &str| -> Vec<String> {
+            granted[key]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|p| p.as_str().unwrap().to_string())
+                .collect()
+        };
+        for program in named("exec") {
+            let name = program.rsplit('/').next().unwrap();
+            assert!(
+                [
+                    "systemctl",
+                    "systemd-detect-virt",
+                    "selinuxenabled",
+                    "getenforce",
+                    "lspci"
+                ]
+                .contains(&name),
+                "{program}"
+            );
+        }
+        for file in named("files") {
+            assert!(
+                (!file.contains("environ") && !file.ends_with("/**"))
+                    || file == "/usr/share/zoneinfo/**",
+                "{file}"
+            );
+        }
     }
 }
 

@@ -82,6 +82,37 @@ async fn unknown_functions_are_not_available() {
     }
 }
 
+/// A module's private functions (`grains._core`, which detects the core
+/// grains) are the agent's alone: a job naming one finds it not
+/// available, a plugin's `call` grant cannot reach it, and no listing
+/// shows it.
+#[tokio::test]
+async fn private_functions_are_the_agents_alone() {
+    let grants = PluginGrants {
+        call: vec!["*".into()],
+        ..Default::default()
+    };
+    let rt = runtime_with(config_with("test", grants), None).await;
+    let out = call(&rt, "grains._core", json!([]), json!({})).await;
+    assert_eq!(out.ret, json!("'grains._core' is not available."));
+    assert_eq!(out.failure, Some(Failure::NotAvailable));
+    let out = call(&rt, "test.try", json!(["grains._core"]), json!({})).await;
+    assert!(out.ret.get("os").is_none(), "{}", out.ret);
+    let listed = call(&rt, "sys.list_functions", json!(["grains"]), json!({})).await;
+    let listed = listed.ret.as_array().unwrap();
+    assert!(listed.contains(&json!("grains.items")), "{listed:?}");
+    assert!(
+        !listed.iter().any(|f| f.as_str().unwrap().contains("._")),
+        "{listed:?}"
+    );
+    // The agent's own call reaches it, under the grains plugin's grants.
+    let (core, used) = maid_agent::grains::detect(&rt, "m1").await;
+    let core = core.unwrap();
+    assert_eq!(core["kernel"], "Linux");
+    assert!(core.contains_key("os"), "{core:?}");
+    assert!(!used.is_empty(), "what detecting read is audited");
+}
+
 #[tokio::test]
 async fn bad_arguments_as_salt_reports_them() {
     let rt = runtime_with(Config::default(), None).await;

@@ -17,6 +17,7 @@ mod cli;
 mod console;
 mod deployments;
 mod fleet;
+mod grains;
 mod harness;
 mod identity;
 mod layout;

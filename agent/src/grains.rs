@@ -1,46 +1,16 @@
 //! Grains: what a minion knows about itself, for targeting (`-G os:Debian`)
 //! and for plugins (`host.grains`).
 //!
-//! Detected from the running system once at start, then the operator's own
-//! grains from the config are merged over them.
+//! The core grains are detected by the grains plugin's private `_core`,
+//! under that plugin's grants, at start and on `saltutil.refresh_grains`;
+//! the agent adds what it knows of itself (`id`, `master`, `saltversion`,
+//! …), then the kept grains and the operator's own from the config are
+//! merged over them.
 
-use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::sync::RwLock;
 
 use serde_json::{Map, Value, json};
-
-fn read(path: &str) -> Option<String> {
-    std::fs::read_to_string(path)
-        .ok()
-        .map(|s| s.trim().to_string())
-}
-
-/// `KEY=value` pairs of `/etc/os-release`.
-fn os_release() -> Map<String, Value> {
-    let mut out = Map::new();
-    for line in read("/etc/os-release").unwrap_or_default().lines() {
-        if let Some((k, v)) = line.split_once('=') {
-            out.insert(k.to_string(), json!(v.trim_matches('"')));
-        }
-    }
-    out
-}
-
-fn capitalise(s: &str) -> String {
-    let mut c = s.chars();
-    match c.next() {
-        Some(first) => first.to_uppercase().chain(c).collect(),
-        None => String::new(),
-    }
-}
-
-fn mem_total_mib() -> Option<u64> {
-    let info = read("/proc/meminfo")?;
-    let line = info.lines().find(|l| l.starts_with("MemTotal:"))?;
-    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib / 1024)
-}
 
 /// The hostname of this machine.
 pub fn hostname() -> String {
@@ -48,25 +18,6 @@ pub fn hostname() -> String {
         .ok()
         .and_then(|h| h.into_string().ok())
         .unwrap_or_else(|| "localhost".into())
-}
-
-/// Salt's `ipv4` and `ipv6` grains: every interface address, loopback
-/// included, sorted and without duplicates; what `ipcidr` targets match.
-fn addresses() -> (Vec<String>, Vec<String>) {
-    let (mut v4, mut v6) = (BTreeSet::new(), BTreeSet::new());
-    if let Ok(addrs) = nix::ifaddrs::getifaddrs() {
-        for ifaddr in addrs {
-            let Some(address) = ifaddr.address else {
-                continue;
-            };
-            if let Some(sin) = address.as_sockaddr_in() {
-                v4.insert(sin.ip().to_string());
-            } else if let Some(sin6) = address.as_sockaddr_in6() {
-                v6.insert(sin6.ip().to_string());
-            }
-        }
-    }
-    (v4.into_iter().collect(), v6.into_iter().collect())
 }
 
 /// This host's interfaces in the shape of Salt's `network.interfaces`
@@ -151,92 +102,154 @@ pub fn interfaces() -> Value {
     Value::Object(out)
 }
 
-/// Salt's `osarch`: the package architecture, which Debian's family names
-/// its own way (`dpkg --print-architecture`); elsewhere the CPU's.
-fn osarch(g: &Map<String, Value>) -> String {
-    let arch = std::env::consts::ARCH;
-    if g.get("os_family").and_then(Value::as_str) != Some("Debian") {
-        return arch.to_string();
-    }
-    match arch {
-        "x86_64" => "amd64",
-        "x86" => "i386",
-        "aarch64" => "arm64",
-        "arm" => "armhf",
-        "powerpc64" => "ppc64el",
-        "loongarch64" => "loong64",
-        "riscv64" => "riscv64",
-        "s390x" => "s390x",
-        other => other,
-    }
-    .to_string()
-}
+/// The Salt release whose minion maid answers as: the `saltversion` and
+/// `saltversioninfo` grains, what tools that key on them compare against
+/// (maid's own version is the `maidversion` grain and `test.version`).
+pub const SALT_VERSION: &str = "3008.4";
 
-/// Detected grains for minion `id`, with `custom` merged over them.
-pub fn collect(id: &str, custom: &Map<String, Value>) -> Map<String, Value> {
-    let release = os_release();
-    let os_id = release
-        .get("ID")
-        .and_then(Value::as_str)
-        .unwrap_or("unknown");
-    let host = hostname();
+/// The grains the agent knows of itself rather than reads from the host:
+/// its id, where its jobs come from (`master`: the host of each Redis it
+/// takes them from, as Salt names its master's host), what it is
+/// (`saltversion`, `saltversioninfo`, `maidversion`, `package`) and where
+/// its modules are (`saltpath`: the plugin directory).
+pub fn own(id: &str, config: &crate::config::Config) -> Map<String, Value> {
     let mut g = Map::new();
     g.insert("id".into(), json!(id));
+    g.insert("master".into(), master(&config.redis));
+    g.insert("saltversion".into(), json!(SALT_VERSION));
+    let info: Vec<u64> = SALT_VERSION
+        .split('.')
+        .filter_map(|p| p.parse().ok())
+        .collect();
+    g.insert("saltversioninfo".into(), json!(info));
     g.insert(
-        "host".into(),
-        json!(host.split('.').next().unwrap_or(&host)),
+        "saltpath".into(),
+        json!(config.plugin_dir.as_ref().map(|d| d.display().to_string())),
     );
-    g.insert("fqdn".into(), json!(host));
-    g.insert("kernel".into(), json!(capitalise(std::env::consts::OS)));
-    g.insert(
-        "kernelrelease".into(),
-        json!(read("/proc/sys/kernel/osrelease")),
-    );
-    g.insert("os".into(), json!(capitalise(os_id)));
-    g.insert(
-        "os_family".into(),
-        json!(capitalise(
-            release
-                .get("ID_LIKE")
-                .and_then(Value::as_str)
-                .and_then(|l| l.split_whitespace().next())
-                .unwrap_or(os_id)
-        )),
-    );
-    g.insert(
-        "osrelease".into(),
-        release.get("VERSION_ID").cloned().unwrap_or(Value::Null),
-    );
-    g.insert(
-        "oscodename".into(),
-        release
-            .get("VERSION_CODENAME")
-            .cloned()
-            .unwrap_or(Value::Null),
-    );
-    g.insert(
-        "osfullname".into(),
-        release.get("NAME").cloned().unwrap_or(Value::Null),
-    );
-    g.insert("cpuarch".into(), json!(std::env::consts::ARCH));
-    g.insert("osarch".into(), json!(osarch(&g)));
-    g.insert(
-        "num_cpus".into(),
+    g.insert("maidversion".into(), json!(env!("CARGO_PKG_VERSION")));
+    // Salt's `package` says how Salt was installed; maid is no Salt package.
+    g.insert("package".into(), Value::Null);
+    g
+}
+
+/// The `master` grain: the host of each Redis jobs come from (never a
+/// password), one as a string and several as a list, as Salt reports one
+/// master or several.
+fn master(redis: &maid_bus::RedisConfig) -> Value {
+    let urls = redis
+        .url
+        .iter()
+        .chain(&redis.sentinels)
+        .chain(&redis.cluster);
+    let mut hosts: Vec<String> = Vec::new();
+    for url in urls {
+        if let Some(host) = reqwest::Url::parse(url)
+            .ok()
+            .and_then(|u| u.host_str().map(str::to_string))
+            && !hosts.contains(&host)
+        {
+            hosts.push(host);
+        }
+    }
+    match hosts.len() {
+        0 => json!(""),
+        1 => json!(hosts[0]),
+        _ => json!(hosts),
+    }
+}
+
+/// What the grains plugin's `_core` is told of this process, which no
+/// file grant reaches: its pid, user and group ids, working directory and
+/// the variables Salt reads its `path`, `shell` and `locale_info` from.
+fn process(id: &str) -> Map<String, Value> {
+    let mut env = Map::new();
+    for name in [
+        "PATH", "SHELL", "LC_ALL", "LC_CTYPE", "LANG", "LANGUAGE", "TZ",
+    ] {
+        if let Some(value) = std::env::var_os(name) {
+            env.insert(name.into(), json!(value.to_string_lossy()));
+        }
+    }
+    let mut facts = Map::new();
+    facts.insert("id".into(), json!(id));
+    facts.insert("pid".into(), json!(std::process::id()));
+    facts.insert("uid".into(), json!(nix::unistd::getuid().as_raw()));
+    facts.insert("gid".into(), json!(nix::unistd::getgid().as_raw()));
+    facts.insert(
+        "cwd".into(),
         json!(
-            std::thread::available_parallelism()
-                .map(|n| n.get())
-                .unwrap_or(1)
+            std::env::current_dir()
+                .map(|d| d.display().to_string())
+                .unwrap_or_default()
         ),
     );
-    g.insert("mem_total".into(), json!(mem_total_mib()));
-    g.insert("maidversion".into(), json!(env!("CARGO_PKG_VERSION")));
-    let (ipv4, ipv6) = addresses();
-    g.insert("ipv4".into(), json!(ipv4));
-    g.insert("ipv6".into(), json!(ipv6));
-    for (k, v) in custom {
-        g.insert(k.clone(), v.clone());
-    }
-    g
+    facts.insert("env".into(), Value::Object(env));
+    facts
+}
+
+/// The private function of the grains plugin that detects the core grains.
+pub const CORE: &str = "grains._core";
+
+/// Why the core grains were not detected: the maid then has only its own
+/// grains and the operator's, and targets on the rest match nothing.
+#[derive(Debug, thiserror::Error)]
+pub enum Undetected {
+    #[error("{CORE} failed: {0}")]
+    Failed(String),
+    #[error("{CORE} returned {0}, not an object")]
+    NotAnObject(String),
+}
+
+/// Detect the core grains (`os`, `ipv4`, `virtual`, … as Salt 3008 on
+/// Linux) by calling the grains plugin's private `_core` as minion `id`,
+/// under that plugin's grants: what it reads and runs is what the grains
+/// plugin's grants allow. Also what it did outside its sandbox, for the
+/// audit.
+pub async fn detect(
+    runtime: &crate::runtime::Runtime,
+    id: &str,
+) -> (
+    Result<Map<String, Value>, Undetected>,
+    Vec<crate::runtime::CapabilityUse>,
+) {
+    let outcome = runtime
+        .call(crate::runtime::CallRequest {
+            fun: CORE.into(),
+            kwargs: process(id),
+            jid: "grains".into(),
+            minion_id: id.into(),
+            private: true,
+            ..Default::default()
+        })
+        .await;
+    let detected = match outcome.ret {
+        _ if !outcome.success() => Err(Undetected::Failed(match outcome.ret {
+            Value::String(s) => s,
+            other => other.to_string(),
+        })),
+        Value::Object(map) => Ok(map),
+        other => Err(Undetected::NotAnObject(other.to_string())),
+    };
+    (detected, outcome.used)
+}
+
+/// The grains of minion `id` under `config`, as Salt ranks them: the core
+/// grains detected through `runtime`'s grains plugin, the agent's own,
+/// then the kept ones (`grains.setval`), then the configuration's; and
+/// what detecting them did outside the sandbox. A detection that fails is
+/// logged and leaves the core grains out.
+pub async fn detected(
+    runtime: &crate::runtime::Runtime,
+    id: &str,
+    config: &crate::config::Config,
+) -> (Map<String, Value>, Vec<crate::runtime::CapabilityUse>) {
+    let (core, used) = detect(runtime, id).await;
+    let mut g = core.unwrap_or_else(|e| {
+        tracing::error!(cause = %e, "core grains not detected: targets on them match nothing");
+        Map::new()
+    });
+    g.extend(of_config(id, config));
+    (g, used)
 }
 
 /// Why a grain set with `grains.setval` and its kin is not kept.
@@ -280,13 +293,13 @@ pub(crate) fn custom(state_dir: Option<&Path>, config: &Map<String, Value>) -> M
     out
 }
 
-/// The grains of minion `id` under `config`: detected, then the kept ones
-/// (`grains.setval`), then the configuration's.
+/// The grains of minion `id` under `config` but for the detected ones:
+/// the agent's own, then the kept ones (`grains.setval`), then the
+/// configuration's. What a maid starts with until [`detected`] returns.
 pub fn of_config(id: &str, config: &crate::config::Config) -> Map<String, Value> {
-    collect(
-        id,
-        &custom(config.security.state_dir.as_deref(), &config.grains),
-    )
+    let mut g = own(id, config);
+    g.extend(custom(config.security.state_dir.as_deref(), &config.grains));
+    g
 }
 
 /// A maid's live grains: read by targeting, the registry and plugins;
@@ -382,23 +395,49 @@ mod tests {
     use super::*;
 
     #[test]
-    fn detected_and_custom() {
-        let mut custom = Map::new();
-        custom.insert("roles".into(), json!(["web"]));
-        custom.insert("os".into(), json!("Override"));
-        let g = collect("m1", &custom);
+    fn the_agents_own_grains_and_the_operators_over_them() {
+        let mut config = crate::config::Config::default();
+        config.redis.url = Some("redis://:secret@redis.example:6380/0".into());
+        config.plugin_dir = Some("/usr/lib/maid/plugins".into());
+        config.grains.insert("roles".into(), json!(["web"]));
+        config.grains.insert("saltversion".into(), json!("mine"));
+        let g = of_config("m1", &config);
         assert_eq!(g["id"], "m1");
-        assert_eq!(g["kernel"], "Linux");
-        assert_eq!(g["os"], "Override");
+        assert_eq!(g["master"], "redis.example", "the host, never the password");
+        assert_eq!(g["saltversioninfo"], json!([3008, 4]));
+        assert_eq!(g["saltpath"], "/usr/lib/maid/plugins");
         assert_eq!(g["roles"], json!(["web"]));
-        assert!(g["num_cpus"].as_u64().unwrap() >= 1);
-        assert!(g["mem_total"].as_u64().unwrap() > 0);
+        assert_eq!(
+            g["saltversion"], "mine",
+            "the configuration wins, as in Salt"
+        );
+        config.redis.url = None;
+        config.redis.sentinels = vec!["redis://s1:26379".into(), "redis://s2:26379".into()];
+        assert_eq!(own("m1", &config)["master"], json!(["s1", "s2"]));
+        config.redis.sentinels.clear();
+        assert_eq!(own("m1", &config)["master"], "");
+    }
+
+    #[test]
+    fn the_process_facts_core_is_told() {
+        let facts = process("m1");
+        assert_eq!(facts["pid"], json!(std::process::id()));
+        assert_eq!(facts["uid"], json!(nix::unistd::getuid().as_raw()));
+        assert!(
+            facts["env"].as_object().unwrap().keys().all(|k| {
+                [
+                    "PATH", "SHELL", "LC_ALL", "LC_CTYPE", "LANG", "LANGUAGE", "TZ",
+                ]
+                .contains(&k.as_str())
+            }),
+            "no other variable reaches a plugin"
+        );
     }
 
     #[test]
     fn set_grains_are_kept_and_ranked_under_the_config() {
         let dir = tempfile::tempdir().unwrap();
-        let store = GrainStore::new(collect("m1", &Map::new()), Some(dir.path()));
+        let store = GrainStore::new(Map::new(), Some(dir.path()));
         store.set("role", Some(json!("db"))).unwrap();
         store.set("os", Some(json!("Mine"))).unwrap();
         assert_eq!(store.read()["role"], "db");

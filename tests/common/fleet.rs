@@ -77,8 +77,15 @@ pub fn start_agent_with_plugins(
     } else {
         "[security]\nrequire_signed = false\n"
     };
-    let text =
-        format!("master_topics = [\"{TOPIC}\"]\n{extra_toml}\n{security}[redis]\n{redis_toml}\n");
+    // The core grains are detected under the grants `maid init` writes.
+    let grains = if extra_toml.contains("[plugins.grains]") {
+        String::new()
+    } else {
+        super::init_grains_toml()
+    };
+    let text = format!(
+        "master_topics = [\"{TOPIC}\"]\n{extra_toml}\n{security}{grains}\n[redis]\n{redis_toml}\n"
+    );
     std::io::Write::write_all(&mut config, text.as_bytes()).unwrap();
     let child = crate::common::maid_command()
         .args(["agent", "--id", id, "-c"])

@@ -31,6 +31,33 @@ pub fn maid_command() -> std::process::Command {
     cmd
 }
 
+/// The grants `maid init` writes for `module` (its `[plugins.MODULE]` table
+/// in the configuration template).
+pub fn init_grants(module: &str) -> PluginGrants {
+    let template: Config = toml::from_str(maid_config::TEMPLATE).unwrap();
+    template.plugins.get(module).cloned().unwrap_or_default()
+}
+
+/// The grants `maid init` writes for the grains plugin to detect the core
+/// grains, without `set_grains`: what test maids get unless their own
+/// configuration says otherwise.
+pub fn detection_grants() -> PluginGrants {
+    PluginGrants {
+        set_grains: false,
+        ..init_grants("grains")
+    }
+}
+
+/// `[plugins.grains]` with [`detection_grants`], as TOML. Test maids get
+/// it unless their own configuration has a `[plugins.grains]` table.
+pub fn init_grains_toml() -> String {
+    let mut plugins = std::collections::BTreeMap::new();
+    plugins.insert("grains", detection_grants());
+    let mut table = std::collections::BTreeMap::new();
+    table.insert("plugins", plugins);
+    toml::to_string(&table).unwrap()
+}
+
 /// One compiled-artifact cache for the whole test run, so each plugin is
 /// compiled once, not once per test.
 pub fn shared_cache() -> PathBuf {
@@ -46,7 +73,15 @@ pub async fn runtime_with(config: Config, file_root: Option<&Path>) -> Arc<Runti
         Some(root) => Arc::new(LocalRoots::new(vec![root.to_path_buf()])),
         None => Arc::new(NoFiles),
     };
-    let grains = maid_agent::grains::collect("test-minion", &config.grains);
+    // The core grains are detected under the grants `maid init` writes,
+    // unless the test grants the grains plugin its own.
+    let mut config = config;
+    config
+        .plugins
+        .entry("grains".into())
+        .or_insert_with(detection_grants);
+    let grains = maid_agent::grains::of_config("test-minion", &config);
+    let detect = config.clone();
     let rt = Runtime::new(RuntimeSettings {
         config: Arc::new(config),
         cache_dir: Some(shared_cache()),
@@ -63,6 +98,8 @@ pub async fn runtime_with(config: Config, file_root: Option<&Path>) -> Arc<Runti
     rt.load_file(Path::new(guests::FIXTURE_HOSTILE))
         .await
         .unwrap();
+    let (grains, _) = maid_agent::grains::detected(&rt, "test-minion", &detect).await;
+    rt.grains().replace(grains);
     rt
 }
 

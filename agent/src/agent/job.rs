@@ -30,7 +30,7 @@ pub(super) async fn run_job(
         Some(sync) if job.fun == SYNC_MODULES || job.fun == SYNC_ALL => {
             (sync_modules(shared, sync, job).await, Teardown::default())
         }
-        _ if job.fun == REFRESH_GRAINS => (refresh_grains(shared, job), Teardown::default()),
+        _ if job.fun == REFRESH_GRAINS => (refresh_grains(shared, job).await, Teardown::default()),
         _ => {
             let call = shared.runtime.call_deferred(CallRequest {
                 fun: job.fun.clone(),
@@ -43,6 +43,7 @@ pub(super) async fn run_job(
                 // Where signatures are required, only signed jobs get
                 // here: a pin is then the master's word.
                 source_hashes: job.source_hashes.clone(),
+                private: false,
             });
             tokio::select! {
                 // A stop seen with the call's end wins: the program's end
@@ -136,7 +137,7 @@ async fn sync_modules(shared: &Shared, sync: &Syncer, job: &Job) -> Outcome {
 /// `True`; an argument it does not take is refused as Salt refuses it.
 pub(super) const REFRESH_GRAINS: &str = "saltutil.refresh_grains";
 
-fn refresh_grains(shared: &Shared, job: &Job) -> Outcome {
+async fn refresh_grains(shared: &Shared, job: &Job) -> Outcome {
     let started = std::time::Instant::now();
     let invalid: Vec<String> = job
         .kwarg
@@ -159,19 +160,20 @@ fn refresh_grains(shared: &Shared, job: &Job) -> Outcome {
     } else {
         None
     };
-    let (ret, retcode) = match bad {
-        Some(why) => (Value::String(format!("Passed invalid arguments: {why}")), 1),
-        None => {
-            shared.refresh_grains();
-            (Value::Bool(true), 0)
-        }
+    let (ret, retcode, used) = match bad {
+        Some(why) => (
+            Value::String(format!("Passed invalid arguments: {why}")),
+            1,
+            Vec::new(),
+        ),
+        None => (Value::Bool(true), 0, shared.refresh_grains().await),
     };
     Outcome {
         ret,
         retcode,
         failure: (retcode != 0).then_some(Failure::Function),
         duration: started.elapsed(),
-        used: Vec::new(),
+        used,
         plugin_sha256: None,
         returned: false,
     }

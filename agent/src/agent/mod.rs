@@ -263,10 +263,12 @@ impl Shared {
     }
 
     /// `saltutil.refresh_grains`: detect the grains again and merge them as
-    /// at start; the heartbeat re-registers them.
-    fn refresh_grains(&self) {
-        self.grains
-            .replace(crate::grains::of_config(&self.id, &self.config));
+    /// at start; the heartbeat re-registers them. What detecting them did
+    /// outside the sandbox is the job's, for the audit.
+    async fn refresh_grains(&self) -> Vec<crate::runtime::CapabilityUse> {
+        let (grains, used) = crate::grains::detected(&self.runtime, &self.id, &self.config).await;
+        self.grains.replace(grains);
+        used
     }
 
     /// Re-register, so the registry's function list follows the plugins.
@@ -351,6 +353,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(
     let runtime = plugin_runtime(&config, &grains, Some(files), instances).await?;
     // One store: what plugins set is what targeting and the registry see.
     let grains = runtime.grains().clone();
+    grains.replace(core_grains(&runtime, &id, &config).await);
     let plugin_dir = config.plugin_dir.clone();
     let audit = open_audit(&config).await?;
     let reload = Arc::new(Notify::new());
@@ -386,10 +389,11 @@ pub async fn run_fleet(
 ) -> Result<(), AgentError> {
     let first = ids.first().ok_or(AgentError::NoAgents)?;
     let keys = trusted_keys(&config)?;
-    let grains = crate::grains::collect(first, &config.grains);
+    let grains = crate::grains::of_config(first, &config);
     // Every agent may have a call running at once: a fan-out.
     let instances = RuntimeSettings::instances_for(ids.len());
     let runtime = plugin_runtime(&config, &grains, None, instances).await?;
+    let grains = core_grains(&runtime, first, &config).await;
     let audit = open_audit(&config).await?;
     let bus = Bus::new(&config.redis)?;
     let metrics = Arc::new(Metrics::new());
@@ -450,6 +454,15 @@ async fn plugin_runtime(
         load_plugins(&runtime, dir).await?;
     }
     Ok(runtime)
+}
+
+/// The grains of maid `id` at start, the core ones detected by the grains
+/// plugin under its grants; what that touched is logged.
+async fn core_grains(runtime: &Runtime, id: &str, config: &Config) -> Map<String, Value> {
+    let (grains, used) = crate::grains::detected(runtime, id, config).await;
+    tracing::info!(grains = grains.len(), host_calls = used.len(), "grains detected");
+    tracing::debug!(?used, "what detecting the grains read and ran");
+    grains
 }
 
 async fn load_plugins(runtime: &Runtime, dir: &std::path::Path) -> Result<(), AgentError> {

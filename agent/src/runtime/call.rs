@@ -241,7 +241,11 @@ impl Runtime {
         let Some(plugin) = self.plugin(module) else {
             return not_available(self.load_failure(module));
         };
-        if plugin.manifest.function(function).is_none() {
+        let known = match req.private {
+            true => plugin.manifest.private_function(function),
+            false => plugin.manifest.function(function),
+        };
+        if known.is_none() {
             return not_available(None);
         }
 

@@ -94,9 +94,15 @@ pub enum Denied {
     /// `read-file` of a path `files` does not name.
     #[error("{} is not among the files granted", .0.display())]
     FileNotGranted(PathBuf),
-    /// `read-file` of a path that cannot be resolved.
+    /// `read-file` of a path that cannot be resolved. When it is granted
+    /// and does not exist (`missing`), the read is no refusal:
+    /// `read-file` fails as reading a missing file does.
     #[error("{}: {error}", .path.display())]
-    Unresolvable { path: PathBuf, error: String },
+    Unresolvable {
+        path: PathBuf,
+        error: String,
+        missing: bool,
+    },
     /// `read-file` of a granted path that leads to one not granted.
     #[error("{} leads to {}, which is not among the files granted", .path.display(), .real.display())]
     FileLeadsOut { path: PathBuf, real: PathBuf },

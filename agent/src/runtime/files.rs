@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 use cap_std::fs::{Dir, FileTypeExt, MetadataExt, Permissions, PermissionsExt};
 
 use super::bindings::maid::plugin::host::{FileStat, HostError};
+use super::denied::Denied;
 use super::policy::Grants;
 use crate::config::Limits;
 
@@ -207,9 +208,18 @@ pub(crate) fn read_file(
     path: &str,
 ) -> Result<Vec<u8>, HostError> {
     use std::io::Read;
-    let real = grants
-        .check_file(Path::new(path))
-        .map_err(HostError::from)?;
+    let real = match grants.check_file(Path::new(path)) {
+        Ok(real) => real,
+        // Granted and not there: the grant allowed the look, and the
+        // answer is that the file is missing (what `grains._core` asks of
+        // many a path). Nothing is opened.
+        Err(Denied::Unresolvable {
+            missing: true,
+            error,
+            ..
+        }) => return Err(HostError::Failed(format!("{path}: {error}"))),
+        Err(denied) => return Err(denied.into()),
+    };
     let file = std::fs::File::open(&real).map_err(|e| io_error(path, e))?;
     let cap = u64::try_from(limits.max_output_bytes).unwrap_or(u64::MAX);
     let mut out = Vec::new();
@@ -227,6 +237,31 @@ pub(crate) fn read_file(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_granted_file_that_is_missing_fails_and_one_not_granted_is_denied() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("there"), "x").unwrap();
+        let granted = maid_config::PluginGrants {
+            files: vec![format!("{}/*", dir.path().display())],
+            ..Default::default()
+        };
+        let g = Grants::effective(&[super::super::Capability::FsRead], &granted).unwrap();
+        let limits = Limits::default();
+        let path = |name: &str| dir.path().join(name).display().to_string();
+        assert_eq!(read_file(&g, &limits, &path("there")).unwrap(), b"x");
+        match read_file(&g, &limits, &path("missing")) {
+            Err(HostError::Failed(why)) => assert!(why.ends_with("(os error 2)"), "{why}"),
+            other => panic!("{other:?}"),
+        }
+        // Not granted: refused before anything is resolved, there or not.
+        for outside in ["/etc/hostname", "/nonexistent/maid"] {
+            assert!(
+                matches!(read_file(&g, &limits, outside), Err(HostError::Denied(_))),
+                "{outside}"
+            );
+        }
+    }
 
     #[test]
     fn special_modes_need_their_grant_and_sticky_does_not() {

@@ -179,6 +179,8 @@ impl JobState {
             user: self.user.clone(),
             timeout: Some(self.deadline.saturating_duration_since(Instant::now())),
             source_hashes: (*self.source_hashes).clone(),
+            // A plugin's call of another module is a job's call.
+            private: false,
         };
         Ok((runtime, req))
     }

@@ -55,8 +55,15 @@ pub struct FunctionDoc {
 pub struct Manifest {
     pub module: String,
     pub version: String,
+    /// What jobs may call, and every listing shows.
     pub functions: Vec<FunctionDoc>,
     pub capabilities: Vec<Capability>,
+    /// Functions whose name starts with `_`: private, as Salt's loader
+    /// keeps them. Only the agent calls them (`grains._core`, which
+    /// detects the core grains under the plugin's grants); a job naming
+    /// one finds it not available, and no listing shows them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub private: Vec<FunctionDoc>,
 }
 
 impl From<Capability> for wit::Capability {
@@ -90,25 +97,33 @@ impl From<&Manifest> for wit::Manifest {
     }
 }
 
+/// Whether a function named `name` is private to its module (Salt's
+/// loader never exposes a name that starts with `_`).
+pub fn is_private(name: &str) -> bool {
+    name.starts_with('_')
+}
+
 impl From<wit::Manifest> for Manifest {
     fn from(m: wit::Manifest) -> Self {
         let mut capabilities: Vec<Capability> =
             m.capabilities.into_iter().map(Into::into).collect();
         capabilities.sort();
         capabilities.dedup();
+        let (private, functions) = m
+            .functions
+            .into_iter()
+            .map(|f| FunctionDoc {
+                name: f.name,
+                doc: f.doc,
+                args: f.args,
+            })
+            .partition(|f| is_private(&f.name));
         Manifest {
             module: m.module,
             version: m.version,
-            functions: m
-                .functions
-                .into_iter()
-                .map(|f| FunctionDoc {
-                    name: f.name,
-                    doc: f.doc,
-                    args: f.args,
-                })
-                .collect(),
+            functions,
             capabilities,
+            private,
         }
     }
 }
@@ -145,7 +160,7 @@ impl Manifest {
             return Err(BadManifest::NoFunctions);
         }
         let mut seen = std::collections::HashSet::new();
-        for f in &self.functions {
+        for f in self.functions.iter().chain(&self.private) {
             if !is_identifier(&f.name) {
                 return Err(BadManifest::FunctionName(f.name.clone()));
             }
@@ -156,8 +171,14 @@ impl Manifest {
         Ok(())
     }
 
+    /// The public function `name`: what a job may call.
     pub fn function(&self, name: &str) -> Option<&FunctionDoc> {
         self.functions.iter().find(|f| f.name == name)
+    }
+
+    /// The private function `name` (`_core`): what only the agent calls.
+    pub fn private_function(&self, name: &str) -> Option<&FunctionDoc> {
+        self.private.iter().find(|f| f.name == name)
     }
 }
 
@@ -178,6 +199,7 @@ mod tests {
                 })
                 .collect(),
             capabilities: vec![],
+            private: vec![],
         }
     }
 
@@ -197,5 +219,45 @@ mod tests {
         assert_eq!(why(&["a", "a"]), BadManifest::Twice("a".into()));
         assert_eq!(why(&["a.b"]), BadManifest::FunctionName("a.b".into()));
         assert_eq!(why(&[]), BadManifest::NoFunctions);
+    }
+
+    #[test]
+    fn private_functions_are_kept_apart_from_what_jobs_see() {
+        let wit = |names: &[&str]| wit::Manifest {
+            module: "grains".into(),
+            version: "1".into(),
+            functions: names
+                .iter()
+                .map(|n| wit::FunctionInfo {
+                    name: n.to_string(),
+                    doc: String::new(),
+                    args: vec![],
+                })
+                .collect(),
+            capabilities: vec![],
+        };
+        let m = Manifest::from(wit(&["items", "_core"]));
+        assert_eq!(m.functions.len(), 1);
+        assert!(m.function("_core").is_none(), "a job never finds it");
+        assert!(m.private_function("_core").is_some());
+        assert!(m.private_function("items").is_none());
+        let back = wit::Manifest::from(&m);
+        assert_eq!(
+            back.functions.len(),
+            1,
+            "plugins listing modules never see it"
+        );
+        // Twice across both lists is still twice.
+        let mut twice = Manifest::from(wit(&["items", "_core"]));
+        twice.private.push(twice.private[0].clone());
+        assert_eq!(
+            twice.validate("grains"),
+            Err(BadManifest::Twice("_core".into()))
+        );
+        // Only private functions: nothing a job may call.
+        assert_eq!(
+            Manifest::from(wit(&["_core"])).validate("grains"),
+            Err(BadManifest::NoFunctions)
+        );
     }
 }

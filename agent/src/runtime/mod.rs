@@ -173,6 +173,9 @@ pub struct CallRequest {
     /// SHA-256 the signed job pins for `salt://` sources, by URL: `fetch`
     /// serves such a source only with that content.
     pub source_hashes: std::collections::BTreeMap<String, String>,
+    /// The agent's own call (core grains), never a job's: only such a call
+    /// reaches a module's private functions (`_core`).
+    pub private: bool,
 }
 
 /// How a call failed, when it did.

@@ -723,6 +723,7 @@ impl Grants {
         }
         let real = path.canonicalize().map_err(|e| Denied::Unresolvable {
             path: path.to_path_buf(),
+            missing: e.kind() == std::io::ErrorKind::NotFound,
             error: e.to_string(),
         })?;
         if !self.files.is_match(&real) && !through_proc_self(path, &real) {

@@ -105,21 +105,29 @@ pub fn invoke(setup: &Setup, call: &Invocation, author: bool) -> anyhow::Result<
         .clone()
         .or_else(|| setup.config.id.clone())
         .unwrap_or_else(maid_agent::grains::hostname);
-    let grains = setup.grains(&id);
-    if call.grains {
-        return print_grains(call, grains);
-    }
-    let runtime = setup.runtime(&grains, &call.file_root)?;
-    let (fun, positional, kwargs) = call_args(call)?;
+    let runtime = setup.runtime(&setup.grains(&id), &call.file_root)?;
     let caller = Caller { id, timeout };
-    let outcome = crate::rt::block_on(async {
+    // `saltpath` names the plugin directory this call loads from.
+    let mut config = setup.config.clone();
+    config.plugin_dir = Some(setup.plugin_dir.clone());
+    let ran = crate::rt::block_on(async {
         runtime.load_dir(&setup.plugin_dir).await?;
-        anyhow::Ok(
-            runtime
-                .call(caller.request(fun.clone(), positional, kwargs))
-                .await,
-        )
+        // As salt-call: the grains are detected before anything runs.
+        let (grains, _) = maid_agent::grains::detected(&runtime, &caller.id, &config).await;
+        runtime.grains().replace(grains.clone());
+        if call.grains {
+            return anyhow::Ok(Err(grains));
+        }
+        let (fun, positional, kwargs) = call_args(call)?;
+        let outcome = runtime
+            .call(caller.request(fun.clone(), positional, kwargs))
+            .await;
+        anyhow::Ok(Ok((fun, outcome)))
     })??;
+    let (fun, outcome) = match ran {
+        Ok(ran) => ran,
+        Err(grains) => return print_grains(call, grains),
+    };
     // salt-call names an unknown function on stderr and exits 255.
     if !author && outcome.failure == Some(Failure::NotAvailable) {
         eprintln!("{}", outcome.ret.as_str().unwrap_or_default());

@@ -4,11 +4,15 @@
 //! and set (`setval`, `setvals`, `set`, `append`, `remove`, `delval`,
 //! `delkey`) through the host, which keeps them in the maid's grains file
 //! and re-registers them at once. Reading needs no grant; setting needs
-//! `set_grains`.
+//! `set_grains`. The private `_core` detects the core grains for the
+//! agent (see [`core`]), which is why the plugin asks for `fs-read` and
+//! `exec`.
+
+mod core;
 
 use maid_sdk::python::truthy;
 use maid_sdk::salt::{fnmatch, is_true, python_int};
-use maid_sdk::{Call, Error, Function, Plugin, export_plugin, function, host, python};
+use maid_sdk::{Call, Capability, Error, Function, Plugin, export_plugin, function, host, python};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
@@ -637,11 +641,26 @@ fn delkey(a: DelVal) -> Result<Value, Error> {
 impl Plugin for Grains {
     const MODULE: &'static str = "grains";
     const VERSION: &'static str = env!("CARGO_PKG_VERSION");
+    const CAPABILITIES: &'static [Capability] = &[Capability::FsRead, Capability::Exec];
 
     fn functions() -> Vec<Function> {
         maid_sdk::functions![
-            items, item, get_, fetch, ls, has_value, equals, filter_by_, setvals_, setval_, append,
-            remove, set_, delval, delkey,
+            items,
+            item,
+            get_,
+            fetch,
+            ls,
+            has_value,
+            equals,
+            filter_by_,
+            setvals_,
+            setval_,
+            append,
+            remove,
+            set_,
+            delval,
+            delkey,
+            core::core_,
         ]
     }
 }
