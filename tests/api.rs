@@ -76,6 +76,18 @@ impl Fleet {
         }
     }
 
+    /// Stop agent `id` as an operator stops the service (SIGTERM): its
+    /// alive key goes with it, and the master knows it is down.
+    pub(crate) fn stop(&mut self, id: &str) {
+        let at = self
+            .agents
+            .iter()
+            .position(|a| a.id == id)
+            .unwrap_or_else(|| panic!("no agent {id}"));
+        let mut agent = self.agents.remove(at);
+        assert!(agent.terminate().success(), "{id} did not stop cleanly");
+    }
+
     /// Start agent `id` with `grains` (TOML lines) and wait for it.
     pub(crate) async fn agent(&mut self, id: &str, grains: &str) {
         let agent = self.signed_agent(id, &format!("[grains]\n{grains}\n"));
