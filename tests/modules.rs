@@ -223,6 +223,14 @@ fn modules_answer_as_salt_call_local() {
         "test.try module=test.arg_clean k=v",
         "test.try",
         "test.try test.ping True extra",
+        // schedule and beacons: a minion with nothing scheduled and no
+        // beacons, as consoles ask every minion
+        "schedule.list",
+        "schedule.list return_yaml=False",
+        "beacons.list",
+        "beacons.list return_yaml=False",
+        "beacons.list_available",
+        "test.provider nosuch",
         // grains, on the same grains
         "grains.items",
         "grains.items sanitize=True",

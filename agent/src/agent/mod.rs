@@ -460,7 +460,11 @@ async fn plugin_runtime(
 /// plugin under its grants; what that touched is logged.
 async fn core_grains(runtime: &Runtime, id: &str, config: &Config) -> Map<String, Value> {
     let (grains, used) = crate::grains::detected(runtime, id, config).await;
-    tracing::info!(grains = grains.len(), host_calls = used.len(), "grains detected");
+    tracing::info!(
+        grains = grains.len(),
+        host_calls = used.len(),
+        "grains detected"
+    );
     tracing::debug!(?used, "what detecting the grains read and ran");
     grains
 }
