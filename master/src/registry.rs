@@ -225,18 +225,29 @@ impl Registry {
     }
 
     /// The maids a master knows, alive or not, `exclude` left out: every
-    /// registered one, or (when the master keeps keys) every registered
-    /// one whose key it accepted — Salt's accepted minions. A maid never
-    /// seen is not among them.
+    /// registered one, or (when the master keeps keys) every one whose key
+    /// it accepted — Salt's accepted minions — registered or not yet: one
+    /// that never registered has no grains and matches on its id alone. A
+    /// maid never seen (no key) is not among them, nor a minion an alive
+    /// syndic maid lists (it is that syndic maid's).
     pub fn known<'m>(
         &'m self,
         exclude: &'m dyn Fn(&str) -> bool,
     ) -> impl Iterator<Item = (&'m String, Option<&'m Registration>)> {
-        self.maids
+        let registered = self
+            .maids
             .iter()
-            .filter(move |(id, _)| !exclude(id))
             .filter(|(id, _)| self.accepted.as_ref().is_none_or(|k| k.contains_key(*id)))
-            .map(|(id, (_, reg))| (id, reg.as_ref()))
+            .map(|(id, (_, reg))| (id, reg.as_ref()));
+        let unregistered = self
+            .accepted
+            .iter()
+            .flat_map(|keys| keys.keys())
+            .filter(|id| !self.maids.contains_key(*id) && !self.beneath.contains_key(*id))
+            .map(|id| (id, None));
+        registered
+            .chain(unregistered)
+            .filter(move |(id, _)| !exclude(id))
     }
 
     /// The known maids ([`Self::known`]) that are alive: those a job
@@ -509,6 +520,25 @@ mod tests {
         assert_eq!(selected(&reg, "*", "glob"), ["web1", "web2"]);
         let excluded = reg.targets(&json!("*"), "glob", None, &|id| id == "web2");
         assert_eq!(excluded.ids.into_iter().collect::<Vec<_>>(), ["web1"]);
+    }
+
+    #[test]
+    fn an_accepted_key_that_never_registered_is_known_by_its_id_alone() {
+        let mut reg = fleet();
+        let key = ed25519_dalek::SigningKey::from_bytes(&[1; 32]).verifying_key();
+        reg.accepted = Some(AcceptedKeys::from([
+            ("web1".to_string(), key),
+            ("boot1".to_string(), key),
+        ]));
+        assert_eq!(selected(&reg, "*", "glob"), ["boot1", "web1"]);
+        assert_eq!(selected(&reg, "boot1", "glob"), ["boot1"]);
+        assert!(
+            selected(&reg, "roles:*", "grain")
+                .iter()
+                .all(|id| id != "boot1")
+        );
+        assert!(!reg.alive("boot1"), "never connected");
+        assert!(reg.expected(&|_| false).all(|(id, _)| id != "boot1"));
     }
 
     #[test]
