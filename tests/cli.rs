@@ -581,7 +581,7 @@ fn the_demo_passes_ten_times_in_a_row() {
         let (text, err) = (stdout(&out), String::from_utf8_lossy(&out.stderr));
         assert!(out.status.success(), "round {round}:\n{text}\n{err}");
         // Both maids answered every step: pinged, ran the command, got and
-        // hashed the file.
+        // hashed the file, and were targeted by a grain.
         for id in ["maid-1", "maid-2"] {
             assert!(
                 text.contains(&format!("{id}:\n    True")),
@@ -589,6 +589,11 @@ fn the_demo_passes_ten_times_in_a_row() {
             );
             assert!(
                 text.contains(&format!("{id}:\n    hello from")),
+                "round {round}: {text}"
+            );
+            // Its core grains, detected under `maid init`'s grants.
+            assert!(
+                text.contains(&format!("{id}:\n    ----------\n    os:\n        ")),
                 "round {round}: {text}"
             );
         }
