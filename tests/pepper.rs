@@ -431,6 +431,20 @@ async fn event_data(
     }
 }
 
+/// `POST /` of the lowstate `chunk` as JSON, asking for JSON: [`raw`]'s
+/// answer.
+async fn post_chunk(c: &reqwest::Client, base: &str, token: &str, chunk: &Value) -> (u16, Value) {
+    let body = chunk.to_string();
+    let request = (
+        "POST",
+        "/",
+        "application/json",
+        body.as_str(),
+        "application/json",
+    );
+    raw(c, base, token, request, "").await
+}
+
 /// `(status, body)` of one raw request, the body parsed (JSON or YAML).
 async fn raw(
     c: &reqwest::Client,
@@ -591,16 +605,7 @@ async fn pepper_sees_maid_api_as_salt_api() {
         let mut side = Vec::new();
         for (url, token) in [(&salt_url, &s_token), (&api.url, &m_token)] {
             let mut events = open_events(&c, url, token).await;
-            let answer: Value = c
-                .post(format!("{url}/"))
-                .header("X-Auth-Token", token.as_str())
-                .json(&chunk)
-                .send()
-                .await
-                .unwrap()
-                .json()
-                .await
-                .unwrap();
+            let (_, answer) = post_chunk(&c, url, token, &chunk).await;
             let tag = answer["return"][0]["tag"].as_str().unwrap().to_string();
             // Salt 3008.4 answers wheel_async with a jid its events do not
             // carry: its events are found by their kind.
@@ -870,17 +875,7 @@ async fn pepper_sees_maid_api_as_salt_api() {
     ] {
         let mut side = Vec::new();
         for (url, token) in [(&salt_url, &s_token), (&api.url, &m_token)] {
-            let answer: Value = c
-                .post(format!("{url}/"))
-                .header("X-Auth-Token", token.as_str())
-                .header("Accept", "application/json")
-                .json(&chunk)
-                .send()
-                .await
-                .unwrap()
-                .json()
-                .await
-                .unwrap();
+            let (_, answer) = post_chunk(&c, url, token, &chunk).await;
             let answer = comparable("/", answer).to_string();
             side.push(serde_json::from_str::<Value>(&alike(answer)).unwrap());
         }

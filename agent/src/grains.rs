@@ -158,14 +158,17 @@ fn master(redis: &maid_bus::RedisConfig) -> Value {
     }
 }
 
+/// The variables of the agent's environment `_core` is told, and no other.
+const PROCESS_ENV: [&str; 7] = [
+    "PATH", "SHELL", "LC_ALL", "LC_CTYPE", "LANG", "LANGUAGE", "TZ",
+];
+
 /// What the grains plugin's `_core` is told of this process, which no
 /// file grant reaches: its pid, user and group ids, working directory and
 /// the variables Salt reads its `path`, `shell` and `locale_info` from.
 fn process(id: &str) -> Map<String, Value> {
     let mut env = Map::new();
-    for name in [
-        "PATH", "SHELL", "LC_ALL", "LC_CTYPE", "LANG", "LANGUAGE", "TZ",
-    ] {
+    for name in PROCESS_ENV {
         if let Some(value) = std::env::var_os(name) {
             env.insert(name.into(), json!(value.to_string_lossy()));
         }
@@ -222,13 +225,11 @@ pub async fn detect(
             ..Default::default()
         })
         .await;
-    let detected = match outcome.ret {
-        _ if !outcome.success() => Err(Undetected::Failed(match outcome.ret {
-            Value::String(s) => s,
-            other => other.to_string(),
-        })),
-        Value::Object(map) => Ok(map),
-        other => Err(Undetected::NotAnObject(other.to_string())),
+    let detected = match (outcome.success(), outcome.ret) {
+        (false, Value::String(why)) => Err(Undetected::Failed(why)),
+        (false, other) => Err(Undetected::Failed(other.to_string())),
+        (true, Value::Object(map)) => Ok(map),
+        (true, other) => Err(Undetected::NotAnObject(other.to_string())),
     };
     (detected, outcome.used)
 }
@@ -424,12 +425,11 @@ mod tests {
         assert_eq!(facts["pid"], json!(std::process::id()));
         assert_eq!(facts["uid"], json!(nix::unistd::getuid().as_raw()));
         assert!(
-            facts["env"].as_object().unwrap().keys().all(|k| {
-                [
-                    "PATH", "SHELL", "LC_ALL", "LC_CTYPE", "LANG", "LANGUAGE", "TZ",
-                ]
-                .contains(&k.as_str())
-            }),
+            facts["env"]
+                .as_object()
+                .unwrap()
+                .keys()
+                .all(|k| PROCESS_ENV.contains(&k.as_str())),
             "no other variable reaches a plugin"
         );
     }

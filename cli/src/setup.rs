@@ -143,10 +143,21 @@ impl Setup {
         config
     }
 
-    /// Grains of minion `id`: detected, then those kept by `grains.setval`,
-    /// then the config's own.
+    /// [`Self::into_config`]'s configuration, this setup kept.
+    pub fn resolved(&self) -> Config {
+        Setup {
+            config: self.config.clone(),
+            plugin_dir: self.plugin_dir.clone(),
+            cache_dir: self.cache_dir.clone(),
+        }
+        .into_config()
+    }
+
+    /// The grains of minion `id` before the core grains are detected: the
+    /// agent's own (`saltpath` is the plugin directory), then those kept
+    /// by `grains.setval`, then the config's own.
     pub fn grains(&self, id: &str) -> Map<String, Value> {
-        maid_agent::grains::of_config(id, &self.config)
+        maid_agent::grains::of_config(id, &self.resolved())
     }
 
     /// A runtime over this setup offering `grains` to plugins, serving
@@ -156,8 +167,7 @@ impl Setup {
         grains: &Map<String, Value>,
         file_roots: &[PathBuf],
     ) -> anyhow::Result<Arc<Runtime>> {
-        let mut config = self.config.clone();
-        config.cache_dir = self.cache_dir.clone();
+        let mut config = self.resolved();
         let mut roots = file_roots.to_vec();
         roots.append(&mut config.file_roots);
         config.file_roots = roots;

@@ -423,6 +423,13 @@ mod tests {
         }
     }
 
+    /// A collection of a job whose target is the glob `tgt`.
+    fn collector_of<'r>(reg: &'r Registry, tgt: &str, now: Instant) -> Collector<'r> {
+        let mut req = request(None);
+        req.tgt = json!(tgt);
+        Collector::new(JID.into(), reg, &req, now)
+    }
+
     fn collector(reg: &Registry, gather: Option<Duration>, now: Instant) -> Collector<'_> {
         Collector::new(JID.into(), reg, &request(gather), now)
     }
@@ -537,9 +544,7 @@ mod tests {
     fn empty_pings_and_rejects_complete_without_a_return() {
         let t = Instant::now();
         let reg = registry(&["web1", "db1"], &[]);
-        let mut req = request(None);
-        req.tgt = json!("web*");
-        let mut c = Collector::new(JID.into(), &reg, &req, t);
+        let mut c = collector_of(&reg, "web*", t);
         c.receive(ping("db1", false));
         c.receive(reply(
             json!({"type": "reject", "sub_ip": "web1", "jid": JID, "reason": "unsigned"}),
@@ -557,9 +562,7 @@ mod tests {
         // glob matches neither, and both are reported as not returned.
         let t = Instant::now();
         let reg = registry(&["web1", "db1"], &[]);
-        let mut req = request(None);
-        req.tgt = json!("web1,db1");
-        let mut c = Collector::new(JID.into(), &reg, &req, t);
+        let mut c = collector_of(&reg, "web1,db1", t);
         assert_eq!(ids(c.selected()), ["db1", "web1"]);
         c.receive(ping("db1", false));
         c.receive(ping("web1", false));

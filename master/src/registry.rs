@@ -486,6 +486,12 @@ mod tests {
         }
     }
 
+    /// A master that keeps keys and accepted `ids`' (one key for all).
+    fn accept(reg: &mut Registry, ids: &[&str]) {
+        let key = ed25519_dalek::SigningKey::from_bytes(&[1; 32]).verifying_key();
+        reg.accepted = Some(ids.iter().map(|id| (id.to_string(), key)).collect());
+    }
+
     fn selected(reg: &Registry, tgt: &str, tgt_type: &str) -> Vec<String> {
         reg.targets(&json!(tgt), tgt_type, None, &|_| false)
             .ids
@@ -512,11 +518,7 @@ mod tests {
     #[test]
     fn with_accepted_keys_a_maid_whose_key_is_not_accepted_is_not_known() {
         let mut reg = fleet();
-        let key = ed25519_dalek::SigningKey::from_bytes(&[1; 32]).verifying_key();
-        reg.accepted = Some(AcceptedKeys::from([
-            ("web1".to_string(), key),
-            ("web2".to_string(), key),
-        ]));
+        accept(&mut reg, &["web1", "web2"]);
         assert_eq!(selected(&reg, "*", "glob"), ["web1", "web2"]);
         let excluded = reg.targets(&json!("*"), "glob", None, &|id| id == "web2");
         assert_eq!(excluded.ids.into_iter().collect::<Vec<_>>(), ["web1"]);
@@ -525,11 +527,7 @@ mod tests {
     #[test]
     fn an_accepted_key_that_never_registered_is_known_by_its_id_alone() {
         let mut reg = fleet();
-        let key = ed25519_dalek::SigningKey::from_bytes(&[1; 32]).verifying_key();
-        reg.accepted = Some(AcceptedKeys::from([
-            ("web1".to_string(), key),
-            ("boot1".to_string(), key),
-        ]));
+        accept(&mut reg, &["web1", "boot1"]);
         assert_eq!(selected(&reg, "*", "glob"), ["boot1", "web1"]);
         assert_eq!(selected(&reg, "boot1", "glob"), ["boot1"]);
         assert!(

@@ -81,9 +81,9 @@ pub async fn runtime_with(config: Config, file_root: Option<&Path>) -> Arc<Runti
         .entry("grains".into())
         .or_insert_with(detection_grants);
     let grains = maid_agent::grains::of_config("test-minion", &config);
-    let detect = config.clone();
+    let config = Arc::new(config);
     let rt = Runtime::new(RuntimeSettings {
-        config: Arc::new(config),
+        config: config.clone(),
         cache_dir: Some(shared_cache()),
         services: Arc::new(Services {
             grains: Arc::new(maid_agent::grains::GrainStore::new(grains, None)),
@@ -98,7 +98,7 @@ pub async fn runtime_with(config: Config, file_root: Option<&Path>) -> Arc<Runti
     rt.load_file(Path::new(guests::FIXTURE_HOSTILE))
         .await
         .unwrap();
-    let (grains, _) = maid_agent::grains::detected(&rt, "test-minion", &detect).await;
+    let (grains, _) = maid_agent::grains::detected(&rt, "test-minion", &config).await;
     rt.grains().replace(grains);
     rt
 }

@@ -107,9 +107,7 @@ pub fn invoke(setup: &Setup, call: &Invocation, author: bool) -> anyhow::Result<
         .unwrap_or_else(maid_agent::grains::hostname);
     let runtime = setup.runtime(&setup.grains(&id), &call.file_root)?;
     let caller = Caller { id, timeout };
-    // `saltpath` names the plugin directory this call loads from.
-    let mut config = setup.config.clone();
-    config.plugin_dir = Some(setup.plugin_dir.clone());
+    let config = setup.resolved();
     let ran = crate::rt::block_on(async {
         runtime.load_dir(&setup.plugin_dir).await?;
         // As salt-call: the grains are detected before anything runs.
