@@ -7,13 +7,21 @@
 //! One module per concern: [`paths`] turns arguments into granted paths,
 //! [`inspect`] answers questions about files, [`content`] reads and writes
 //! them, [`tree`] makes, copies, links and removes them, [`mode`] reads and
-//! sets modes, and [`pattern`] searches and edits with Python's regexes.
+//! sets modes, [`pattern`] searches with Python's regexes and [`replace`]
+//! edits with them; [`perms`] checks owners and modes as Salt's
+//! `check_perms`, [`managed`] is the execution side of `file.managed`, and
+//! [`difflib`] makes Python's unified diffs, which Salt shows as changes.
 
+mod b64;
 mod content;
+mod difflib;
 mod inspect;
+mod managed;
 mod mode;
 mod paths;
 mod pattern;
+mod perms;
+mod replace;
 mod tree;
 
 use maid_sdk::{Capability, Function, Plugin, export_plugin};
@@ -50,7 +58,14 @@ impl Plugin for File {
             mode::set_mode,
             pattern::contains,
             pattern::search,
-            pattern::replace,
+            replace::replace,
+            tree::is_link_,
+            tree::readlink,
+            tree::makedirs_perms_,
+            perms::check_perms_,
+            managed::check_managed_changes,
+            managed::manage_file,
+            managed::get_diff,
         ]
     }
 }

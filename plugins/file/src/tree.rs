@@ -282,3 +282,68 @@ pub(crate) fn rename(a: Rename) -> Result<bool, Error> {
         .map(|()| true)
         .map_err(|_| failed(format!("Could not rename '{src_s}' to '{dst_s}'")))
 }
+
+#[derive(Deserialize)]
+pub(crate) struct IsLink {
+    path: Value,
+}
+#[derive(Deserialize)]
+pub(crate) struct Readlink {
+    path: Value,
+    #[serde(default)]
+    canonicalize: Value,
+}
+#[derive(Deserialize)]
+pub(crate) struct MakedirsPerms {
+    name: Value,
+    #[serde(default)]
+    user: Value,
+    #[serde(default)]
+    group: Value,
+    #[serde(default)]
+    mode: Value,
+}
+
+/// Return whether PATH is a symbolic link
+#[function(args = ["path", "nostat=false"])]
+pub(crate) fn is_link_(a: IsLink) -> Result<bool, Error> {
+    let p = readable(&text(&a.path))?;
+    Ok(is_link(&p))
+}
+
+/// Return where the symbolic link PATH points (canonicalize=True: the file it ends at)
+#[function(args = ["path", "canonicalize=false"])]
+pub(crate) fn readlink(a: Readlink) -> Result<String, Error> {
+    let path = text(&a.path);
+    if !Path::new(&path).is_absolute() {
+        return Err(Error::bad_arguments("Path to link must be absolute."));
+    }
+    let p = readable(&path)?;
+    if !is_link(&p) {
+        return Err(Error::bad_arguments("A valid link was not specified."));
+    }
+    let follow = python::truthy(&a.canonicalize);
+    host::stat(&path, follow)?
+        .target
+        .ok_or_else(|| failed(format!("{path}: cannot read the link")))
+}
+
+/// Make directory NAME and its missing parents, each with MODE (default 0755)
+// Salt's makedirs_perms; a user or group the agent's new directories would
+// not get is refused (plugins cannot chown).
+#[function(name = "makedirs_perms", args = ["name", "user=null", "group=null", "mode=\"0755\""])]
+pub(crate) fn makedirs_perms_(a: MakedirsPerms) -> Result<Value, Error> {
+    let name = text(&a.name);
+    let p = writable(&name)?;
+    crate::perms::new_owner_is(&name, &a.user, &a.group)?;
+    if exists(&p) || is_link(&p) {
+        return Err(failed(format!("[Errno 17] File exists: '{name}'")));
+    }
+    let mode = if python::truthy(&a.mode) {
+        crate::mode::parse_mode(&a.mode)
+    } else {
+        None
+    };
+    makedirs_perms(&normalize(&p), mode)?;
+    Ok(Value::Null)
+}
