@@ -84,11 +84,16 @@ pub(crate) fn append(call: &Call) -> Result<String, Error> {
 #[function(args = ["name", "atime=null", "mtime=null"])]
 pub(crate) fn touch(a: Touch) -> Result<bool, Error> {
     let p = writable(&text(&a.name))?;
-    let f = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&p)
-        .map_err(|e| io(&p, e))?;
+    // A directory's times are set through it opened for reading.
+    let f = if crate::paths::is_dir(&p) {
+        std::fs::File::open(&p)
+    } else {
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&p)
+    }
+    .map_err(|e| io(&p, e))?;
     let time = |v: &Option<Value>| -> Result<Option<std::time::SystemTime>, Error> {
         match v {
             None | Some(Value::Null) => Ok(None),

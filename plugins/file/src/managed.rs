@@ -195,7 +195,7 @@ fn manage_existing(job: &Job<'_>, mut ret: Map<String, Value>) -> Result<Value, 
         name.to_string()
     };
     if let Some(data) = &job.data {
-        let same = !(!follow && is_link(Path::new(&real))) && read(&real)? == *data;
+        let same = (follow || !is_link(Path::new(&real))) && read(&real)? == *data;
         if !same {
             if !show_changes {
                 changes(&mut ret).insert("diff".into(), json!("<show_changes=False>"));

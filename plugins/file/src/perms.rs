@@ -109,6 +109,10 @@ pub(crate) fn changes(ret: &mut Map<String, Value>) -> &mut Map<String, Value> {
         .expect("changes is an object")
 }
 
+/// What a path's owner and mode were (`luser`, `lgroup`, `lmode`), and
+/// the mode set (`cmode`).
+pub(crate) type Perms = Map<String, Value>;
+
 /// What to check on a path: Salt's `check_perms` arguments.
 pub(crate) struct Want<'a> {
     pub user: &'a Value,
@@ -126,7 +130,7 @@ pub(crate) fn check_perms(
     name: &str,
     ret: Value,
     want: &Want<'_>,
-) -> Result<(Map<String, Value>, Map<String, Value>), Error> {
+) -> Result<(Map<String, Value>, Perms), Error> {
     let (mut ret, orig_comment) = match ret {
         Value::Object(m) if !m.is_empty() => {
             let orig = m.get("comment").cloned().unwrap_or(json!(""));
@@ -223,7 +227,7 @@ pub(crate) struct CheckPerms {
 /// Check (and set) a path's mode, as Salt's check_perms; return [ret, perms]
 // Salt reads `test` from `__opts__`; here it is an argument. An owner or
 // group that differs is refused (Denied), never changed.
-#[function(args = [
+#[function(name = "check_perms", args = [
     "name",
     "ret",
     "user",
