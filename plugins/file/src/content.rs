@@ -6,7 +6,7 @@ use maid_sdk::{Call, Error, function};
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::paths::{exists, failed, io, path_arg, readable, text, writable};
+use crate::paths::{exists, failed, io, path_arg, readable_file, text, writable, writable_file};
 
 #[derive(Deserialize)]
 pub(crate) struct Read_ {
@@ -35,7 +35,7 @@ pub(crate) fn lines(call: &Call) -> Vec<String> {
 /// Return the contents of a file (binary=True: as bytes, lossily)
 #[function(args = ["path", "binary=false"])]
 pub(crate) fn read(a: Read_) -> Result<String, Error> {
-    let p = readable(&text(&a.path))?;
+    let p = readable_file(&text(&a.path))?;
     let bytes = std::fs::read(&p).map_err(|e| io(&p, e))?;
     if a.binary {
         return Ok(String::from_utf8_lossy(&bytes).into_owned());
@@ -59,7 +59,7 @@ pub(crate) fn write(call: &Call) -> Result<String, Error> {
 #[function(raw, args = ["path", "*args", "**kwargs"])]
 pub(crate) fn append(call: &Call) -> Result<String, Error> {
     let path = path_arg(call, "path")?;
-    let p = writable(&path)?;
+    let p = writable_file(&path)?;
     let lines = lines(call);
     let mut f = std::fs::OpenOptions::new()
         .read(true)
@@ -83,7 +83,7 @@ pub(crate) fn append(call: &Call) -> Result<String, Error> {
 /// Create NAME if missing and set its times (now, or ATIME/MTIME)
 #[function(args = ["name", "atime=null", "mtime=null"])]
 pub(crate) fn touch(a: Touch) -> Result<bool, Error> {
-    let p = writable(&text(&a.name))?;
+    let p = writable_file(&text(&a.name))?;
     // A directory's times are set through it opened for reading.
     let f = if crate::paths::is_dir(&p) {
         std::fs::File::open(&p)

@@ -9,7 +9,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::mode::mode_text;
-use crate::paths::{failed, io, is_dir, readable, text};
+use crate::paths::{failed, followed, io, is_dir, readable, readable_file, text};
 use crate::yes;
 
 #[derive(Deserialize)]
@@ -90,7 +90,7 @@ pub(crate) fn stats(path: &str, hash_type: Option<&str>, follow: bool) -> Result
         "mode": mode_text(st.mode),
     });
     if let Some(form) = hash_type.filter(|f| !f.is_empty()) {
-        ret["sum"] = json!(hash_file(&p, form)?);
+        ret["sum"] = json!(hash_file(&followed(&p)?, form)?);
     }
     ret["type"] = json!(st.kind);
     ret["target"] = json!(if follow {
@@ -106,7 +106,7 @@ pub(crate) fn stats(path: &str, hash_type: Option<&str>, follow: bool) -> Result
 #[function(args = ["path"])]
 pub(crate) fn file_exists(a: Path1) -> Result<bool, Error> {
     let p = readable(&text(&a.path))?;
-    Ok(std::fs::metadata(&p).is_ok_and(|m| m.is_file()))
+    Ok(followed(&p).is_ok_and(|f| std::fs::metadata(f).is_ok_and(|m| m.is_file())))
 }
 
 /// Return whether PATH is a directory
@@ -124,5 +124,5 @@ pub(crate) fn stats_(a: Stats) -> Result<Value, Error> {
 /// Return the hex digest of a file (FORM: md5, sha1, sha224, sha256, sha384, sha512)
 #[function(args = ["path", "form=\"sha256\"", "chunk_size=65536"])]
 pub(crate) fn get_hash(a: GetHash) -> Result<String, Error> {
-    hash_file(&readable(&text(&a.path))?, &a.form)
+    hash_file(&readable_file(&text(&a.path))?, &a.form)
 }

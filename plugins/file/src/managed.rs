@@ -17,9 +17,11 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use crate::difflib::{binary_replace, readlines, unified_diff_named};
-use crate::inspect::{hash_file, stats};
+use crate::inspect::stats;
 use crate::mode::{mode_text, parse_mode};
-use crate::paths::{exists, failed, io, is_dir, is_link, readable, text, writable};
+use crate::paths::{
+    exists, failed, io, is_dir, is_link, readable, readable_file, text, writable, writable_file,
+};
 use crate::perms::{
     Want, changes, check_perms, fresh, new_owner_is, no_attrs, normalize_mode, owner_is,
 };
@@ -93,20 +95,38 @@ pub(crate) fn dirname(path: &str) -> String {
 }
 
 fn read(path: &str) -> Result<Vec<u8>, Error> {
-    let p = readable(path)?;
+    let p = readable_file(path)?;
     std::fs::read(&p).map_err(|e| io(&p, e))
 }
 
 /// Replace an existing file's content in place, so it keeps its owner
 /// and mode (Salt's `copyfile` restores both afterwards).
 fn overwrite(path: &str, data: &[u8]) -> Result<(), Error> {
-    let p = writable(path)?;
+    let p = writable_file(path)?;
     let mut f = std::fs::OpenOptions::new()
         .write(true)
         .truncate(true)
         .open(&p)
         .map_err(|e| failed(format!("Failed to commit change: {}", io(&p, e).message)))?;
     f.write_all(data).map_err(|e| io(&p, e))
+}
+
+/// Salt's `copyfile` onto an existing path: the content replaced, the
+/// mode kept; a link (not followed) is replaced by a regular file with
+/// its target's mode. A file's owner is kept by writing it in place.
+fn copyfile(path: &str, data: &[u8]) -> Result<(), Error> {
+    if !is_link(Path::new(path)) {
+        return overwrite(path, data);
+    }
+    let mode = host::stat(path, true).map(|st| st.mode).ok();
+    let p = writable(path)?;
+    std::fs::remove_file(&p).map_err(|e| io(&p, e))?;
+    create(path)?;
+    overwrite(path, data)?;
+    match mode {
+        Some(m) => host::set_mode(path, m),
+        None => host::set_mode(path, 0o600),
+    }
 }
 
 /// Make a new file; the mode a new file gets from the umask, which is
@@ -205,31 +225,24 @@ fn manage_existing(job: &Job<'_>, mut ret: Map<String, Value>) -> Result<Value, 
                     changes(&mut ret).insert("diff".into(), json!(diff));
                 }
             }
-            overwrite(&real, data)?;
+            copyfile(&real, data)?;
         }
     }
     if let Some(contents) = &job.contents {
         let differences = salt_get_diff(&read(&real)?, contents, show_changes);
         if !differences.is_empty() {
             changes(&mut ret).insert("diff".into(), json!(differences));
-            overwrite(&real, contents)?;
+            copyfile(&real, contents)?;
         }
     }
-    if link && !follow {
+    if is_link(Path::new(name)) && !follow {
         let Some(data) = &job.data else {
             return Ok(error(
                 ret,
                 format!("Source file '{}' not found", python::str(&job.a.source)),
             ));
         };
-        let mode = host::stat(name, true).map(|st| st.mode).ok();
-        let p = writable(name)?;
-        std::fs::remove_file(&p).map_err(|e| io(&p, e))?;
-        create(name)?;
-        overwrite(name, data)?;
-        if let Some(m) = mode {
-            host::set_mode(name, m)?;
-        }
+        copyfile(name, data)?;
         changes(&mut ret).insert(
             "diff".into(),
             json!("Replace symbolic link with regular file"),
@@ -444,7 +457,7 @@ fn check_file_meta(
         _ => Vec::new(),
     };
     if let Some(data) = data
-        && (lstats.is_none() || hash_file(&p, "sha256").ok() != Some(sha256(data)))
+        && (lstats.is_none() || current != *data)
     {
         let diff = salt_get_diff(&current, data, true);
         changes.insert("diff".into(), json!(diff));
@@ -465,14 +478,6 @@ fn check_file_meta(
         changes.insert("mode".into(), json!(mode));
     }
     Ok(changes)
-}
-
-fn sha256(data: &[u8]) -> String {
-    use sha2::Digest;
-    sha2::Sha256::digest(data)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
 }
 
 /// Return the changes file.manage_file would make (test=True's prediction)

@@ -60,11 +60,41 @@ pub(crate) fn path_arg(call: &Call, name: &str) -> Result<String, Error> {
             ))
         })
 }
+/// `os.path.isdir`: links followed (see [`followed`]).
 pub(crate) fn is_dir(p: &Path) -> bool {
-    std::fs::metadata(p).is_ok_and(|m| m.is_dir())
+    match followed(p) {
+        Ok(f) => std::fs::metadata(f).is_ok_and(|m| m.is_dir()),
+        Err(_) => false,
+    }
 }
+/// `os.path.exists`: links followed (see [`followed`]).
 pub(crate) fn exists(p: &Path) -> bool {
-    std::fs::metadata(p).is_ok()
+    match followed(p) {
+        Ok(f) => std::fs::metadata(f).is_ok(),
+        Err(_) => false,
+    }
+}
+/// Where `p` leads: itself, or, for a symbolic link (which WASI does not
+/// follow when its target is absolute), the real path the host resolves,
+/// which it refuses when that lies outside the granted directories.
+pub(crate) fn followed(p: &Path) -> Result<PathBuf, Error> {
+    if !is_link(p) {
+        return Ok(p.to_path_buf());
+    }
+    let st = maid_sdk::host::stat(&p.display().to_string(), true)?;
+    Ok(st.target.map_or_else(|| p.to_path_buf(), PathBuf::from))
+}
+/// A file to read, links followed.
+pub(crate) fn readable_file(path: &str) -> Result<PathBuf, Error> {
+    let p = followed(&readable(path)?)?;
+    check_read(&p)?;
+    Ok(p)
+}
+/// A file to write, links followed.
+pub(crate) fn writable_file(path: &str) -> Result<PathBuf, Error> {
+    let p = followed(&writable(path)?)?;
+    check_write(&p)?;
+    Ok(p)
 }
 pub(crate) fn is_link(p: &Path) -> bool {
     std::fs::symlink_metadata(p).is_ok_and(|m| m.file_type().is_symlink())

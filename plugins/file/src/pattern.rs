@@ -5,7 +5,7 @@ use maid_sdk::{Error, function, python};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::paths::{exists, io, readable, text};
+use crate::paths::{exists, io, readable, readable_file, text};
 
 /// Python's `re` flags as Salt passes them (an int, or names such as
 /// `['IGNORECASE', 'MULTILINE']`), as inline flags.
@@ -140,7 +140,7 @@ pub(crate) fn python_repl(repl: &str) -> String {
 /// Return whether the file holds TEXT (stripped)
 #[function(args = ["path", "text"])]
 pub(crate) fn contains(a: Contains) -> Result<bool, Error> {
-    let p = readable(&text(&a.path))?;
+    let p = readable_file(&text(&a.path))?;
     let Ok(bytes) = std::fs::read(&p) else {
         return Ok(false);
     };
@@ -167,6 +167,7 @@ pub(crate) fn search(a: Search) -> Result<bool, Error> {
         }
         return Err(Error::bad_arguments(format!("File not found: {path}")));
     }
+    let p = crate::paths::followed(&p)?;
     let bytes = std::fs::read(&p).map_err(|e| io(&p, e))?;
     if !crate::difflib::is_text(&bytes) {
         return Err(Error::bad_arguments(format!(

@@ -49,9 +49,13 @@ fn differs(want: &Value, name: &Value, id: &Value) -> bool {
 }
 
 fn refuse(path: &str, what: &str, want: &Value, have: &Value) -> Error {
+    let have = if have.is_null() {
+        "not known".to_string()
+    } else {
+        python::str(have)
+    };
     Error::denied(format!(
-        "{path}: {what} is {}, not {}: changing a file's owner or group is not a capability plugins have",
-        python::str(have),
+        "{path}: {what} is {have}, not {}: changing a file's owner or group is not a capability plugins have",
         python::str(want)
     ))
 }
@@ -77,7 +81,14 @@ pub(crate) fn new_owner_is(path: &str, user: &Value, group: &Value) -> Result<()
         "group": g.get("groupname").cloned().unwrap_or(Value::Null),
         "gid": g.get("gid").cloned().unwrap_or(Value::Null),
     });
-    owner_is(path, &st, user, group)
+    match owner_is(path, &st, user, group) {
+        Err(e) => Err(Error::denied(e.message.replacen(
+            ": its ",
+            ": as a new file, its ",
+            1,
+        ))),
+        ok => ok,
+    }
 }
 
 /// File attributes (`chattr`) are not a capability plugins have either.

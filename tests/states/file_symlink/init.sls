@@ -68,3 +68,23 @@ forced:
     - force: True
     - require:
       - file: in_the_way_too
+
+through_link:
+  file.managed:
+    - name: @ROOT@/links/link
+    - contents: written through the link
+    - require:
+      - file: link
+
+to_replace:
+  file.symlink:
+    - name: @ROOT@/links/replaced
+    - target: @ROOT@/links/other.txt
+
+replaced_by_file:
+  file.managed:
+    - name: @ROOT@/links/replaced
+    - contents: now a file
+    - follow_symlinks: False
+    - require:
+      - file: to_replace
