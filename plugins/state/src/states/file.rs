@@ -271,7 +271,10 @@ pub(crate) fn new_owner(env: &Env, path: &str, user: &Value, group: &Value) -> S
         "group": g.get("groupname").cloned().unwrap_or(Value::Null),
         "gid": g.get("gid").cloned().unwrap_or(Value::Null),
     });
-    owner(path, &st, user, group)
+    owner(path, &st, user, group).map_err(|e| match e {
+        Stop::Denied(m) => Stop::Denied(m.replacen(": its ", ": as a new file, its ", 1)),
+        other => other,
+    })
 }
 
 /// A `user`/`group` asked for that `st` (a `file.stats`) does not have
@@ -285,8 +288,12 @@ pub(crate) fn owner(path: &str, st: &Value, user: &Value, group: &Value) -> Step
     ] {
         if differs(want, name, id) {
             return Err(Stop::Denied(format!(
-                "{path}: its {what} would be {}, not {}: changing a file's owner or group is not a capability plugins have",
-                py_str(name),
+                "{path}: its {what} is {}, not {}: changing a file's owner or group is not a capability plugins have",
+                if name.is_null() {
+                    "not known".into()
+                } else {
+                    py_str(name)
+                },
                 py_str(want)
             )));
         }
