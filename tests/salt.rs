@@ -1102,6 +1102,416 @@ fn outputs_agree_with_salts_outputters() {
     );
 }
 
+/// One state's return as `state.apply` gives it, keyed as Salt keys it
+/// (`module_|-id_|-name_|-function`).
+fn state_ret(key: &str, run: i64, result: Value, comment: &str, changes: Value) -> (String, Value) {
+    let parts: Vec<&str> = key.split("_|-").collect();
+    let ret = json!({
+        "name": parts[2], "changes": changes, "result": result,
+        "comment": comment, "__sls__": "web", "__run_num__": run,
+        "start_time": format!("10:00:0{}.123456", run % 10),
+        "duration": 1.25 + run as f64 * 10.5, "__id__": parts[1],
+    });
+    (key.to_string(), ret)
+}
+
+/// A state that succeeded without changes.
+fn ok_state(key: &str, run: i64) -> (String, Value) {
+    let comment = "Already in the correct state";
+    state_ret(key, run, json!(true), comment, json!({}))
+}
+
+/// A state that succeeded with `changes`.
+fn changed_state(key: &str, run: i64, changes: Value) -> (String, Value) {
+    state_ret(key, run, json!(true), "Updated", changes)
+}
+
+/// `state` with `field` set to `value`, or removed when `value` is `None`.
+fn with_field(mut state: (String, Value), field: &str, value: Option<Value>) -> (String, Value) {
+    let ret = state.1.as_object_mut().unwrap();
+    match value {
+        Some(v) => ret.insert(field.into(), v),
+        None => ret.remove(field),
+    };
+    state
+}
+
+/// `{minion: {state key: state return}}`.
+fn states_of(minion: &str, states: Vec<(String, Value)>) -> Value {
+    let states: serde_json::Map<String, Value> = states.into_iter().collect();
+    json!({ minion: states })
+}
+
+/// Highstate returns as minions send them: every result, changes of
+/// every shape, the envelopes and non-state returns the outputter takes,
+/// and those that make Salt's raise and fall back to `nested`.
+fn highstate_returns() -> Vec<Value> {
+    let diff = "--- \n+++ \n@@ -1,2 +1,2 @@\n-old line\n+new line\n context\n";
+    let pkgs =
+        json!({"nginx": {"old": "", "new": "1.24.0-1"}, "curl": {"old": "7.88", "new": "8.5.0"}});
+    let one = |state| states_of("web1", vec![state]);
+    let mut returns = vec![
+        // Success without changes, and with a diff shown as it is.
+        one(ok_state("file_|-motd_|-/etc/motd_|-managed", 0)),
+        one(changed_state(
+            "file_|-motd_|-/etc/motd_|-managed",
+            0,
+            json!({"diff": diff}),
+        )),
+        // Nested changes, several states, run order not key order.
+        states_of(
+            "web1",
+            vec![
+                changed_state("pkg_|-web_|-web_|-installed", 2, pkgs.clone()),
+                ok_state("service_|-nginx_|-nginx_|-running", 0),
+                state_ret(
+                    "file_|-conf_|-/etc/nginx.conf_|-managed",
+                    1,
+                    json!(false),
+                    "Source file salt://nginx.conf not found\n  in saltenv 'base'",
+                    json!({}),
+                ),
+            ],
+        ),
+        // test=True: result None, with pchanges.
+        states_of(
+            "web1",
+            vec![
+                with_field(
+                    state_ret(
+                        "file_|-motd_|-/etc/motd_|-managed",
+                        0,
+                        json!(null),
+                        "The file /etc/motd is set to be changed\nNote: No changes made.",
+                        json!({"diff": diff}),
+                    ),
+                    "pchanges",
+                    Some(json!({"diff": diff})),
+                ),
+                ok_state("file_|-x_|-/x_|-exists", 1),
+            ],
+        ),
+        // Failures, multi-line and padded comments, a list as comment.
+        states_of(
+            "db1",
+            vec![
+                state_ret(
+                    "cmd_|-migrate_|-./migrate.sh_|-run",
+                    0,
+                    json!(false),
+                    "\n  Command \"./migrate.sh\" run\nstderr: boom\n\n",
+                    json!({"pid": 7, "retcode": 1, "stderr": "boom", "stdout": ""}),
+                ),
+                state_ret(
+                    "cmd_|-after_|-true_|-run",
+                    1,
+                    json!(false),
+                    "One or more requisite failed: web.migrate",
+                    json!({}),
+                ),
+            ],
+        ),
+        one(with_field(
+            ok_state("test_|-list_|-list_|-succeed_without_changes", 0),
+            "comment",
+            Some(json!(["first", "second"])),
+        )),
+    ];
+    // Durations absent, parallel states (only the longest counts), a
+    // duration that is a string.
+    let ran = json!({"pid": 42, "retcode": 0, "stdout": "hi", "stderr": ""});
+    let ran = changed_state("cmd_|-hi_|-echo hi_|-run", 0, ran);
+    returns.push(one(with_field(
+        with_field(ran, "duration", None),
+        "start_time",
+        None,
+    )));
+    let parallel = |key, run, duration: f64| {
+        let state = changed_state(key, run, json!({"retcode": 0}));
+        let state = with_field(state, "__parallel__", Some(json!(true)));
+        with_field(state, "duration", Some(json!(duration)))
+    };
+    returns.push(states_of(
+        "web1",
+        vec![
+            parallel("cmd_|-p1_|-sleep 1_|-run", 0, 1200.5),
+            parallel("cmd_|-p2_|-sleep 2_|-run", 1, 2400.25),
+            ok_state("file_|-after_|-/tmp/x_|-exists", 2),
+        ],
+    ));
+    let timed = ok_state("file_|-s_|-/s_|-exists", 0);
+    returns.push(one(with_field(timed, "duration", Some(json!("12.5 ms")))));
+    // Several minions, one of each outcome.
+    let denied = state_ret(
+        "file_|-a_|-/a_|-managed",
+        0,
+        json!(false),
+        "denied",
+        json!({}),
+    );
+    let created = json!({"new": "file /a created"});
+    returns.push(json!({
+        "web1": one(changed_state("file_|-a_|-/a_|-managed", 0, created))["web1"],
+        "web2": one(ok_state("file_|-a_|-/a_|-managed", 0))["web1"],
+        "db1": one(denied)["web1"],
+    }));
+    // Compile errors: a list of strings (one with escapes, one no string).
+    returns.push(json!({"web1": [
+        "Rendering SLS 'base:web' failed: Jinja variable 'x' is undefined",
+        "No matching sls found for 'nope' in env 'base'",
+    ]}));
+    returns.push(json!({"web1": [
+        "Pillar failed to render with the following messages:",
+        "\u{1b}[31mSLS 'x' not found\u{1b}[0m",
+        3,
+    ]}));
+    // Unicode names and changes.
+    let unicode = "file_|-café ✓_|-/srv/ünïcode 😀_|-managed";
+    let unicode = changed_state(unicode, 0, json!({"diff": "+ü\n-é"}));
+    returns.push(states_of("mïnion-ü", vec![unicode]));
+    // Widths: a dozen states of every result.
+    let many = (0..12)
+        .map(|i| {
+            let key = format!("file_|-f{i}_|-/srv/f{i}_|-managed");
+            match i % 4 {
+                0 => changed_state(&key, i, json!({"mode": "0644"})),
+                1 => state_ret(&key, i, json!(false), "failed", json!({})),
+                2 => state_ret(&key, i, json!(null), "would change", json!({})),
+                _ => ok_state(&key, i),
+            }
+        })
+        .collect();
+    returns.push(states_of("web1", many));
+    // A state that lost its order; warnings; data appended to comments.
+    let lost = with_field(
+        ok_state("file_|-lost_|-/lost_|-exists", 0),
+        "__run_num__",
+        None,
+    );
+    returns.push(states_of(
+        "web1",
+        vec![lost, ok_state("file_|-y_|-/y_|-exists", 1)],
+    ));
+    let warnings = json!([
+        "The 'refresh' argument of pkg.installed is deprecated and will be removed in Salt 3009; \
+         use 'refresh_db' instead, which does the same thing.",
+        "Second warning",
+    ]);
+    let warned = ok_state("pkg_|-old_|-old_|-installed", 0);
+    returns.push(one(with_field(warned, "warnings", Some(warnings))));
+    returns.push(states_of(
+        "web1",
+        [json!(["a", 1]), json!({"k": "v", "n": [1]}), json!(7)]
+            .into_iter()
+            .enumerate()
+            .map(|(i, data)| {
+                let state = ok_state(&format!("module_|-m{i}_|-test.ping_|-run"), i as i64);
+                with_field(state, "data", Some(data))
+            })
+            .collect(),
+    ));
+    // Changes that are no dict, and changes of every scalar kind.
+    returns.push(states_of(
+        "web1",
+        vec![
+            changed_state(
+                "test_|-s_|-s_|-configurable_test_state",
+                0,
+                json!("a string"),
+            ),
+            changed_state("test_|-l_|-l_|-configurable_test_state", 1, json!([1, "x"])),
+        ],
+    ));
+    let scalars = json!({"b": true, "n": null, "f": 2.5, "e": "", "l": [], "d": {}});
+    returns.push(one(changed_state(
+        "test_|-v_|-v_|-configurable_test_state",
+        0,
+        scalars,
+    )));
+    // Orchestration: a salt.state's highstate changes, a state.orch's
+    // (with the runner's retcode beside its master).
+    let inner = states_of(
+        "web1",
+        vec![
+            changed_state("pkg_|-nginx_|-nginx_|-installed", 0, pkgs),
+            ok_state("service_|-nginx_|-nginx_|-running", 1),
+        ],
+    );
+    let deploy = json!({"out": "highstate", "ret": inner});
+    let deploy = changed_state("salt_|-deploy_|-deploy_|-state", 0, deploy);
+    returns.push(states_of("orch_master", vec![deploy]));
+    let sub = changed_state("salt_|-sub_|-state.orch_|-runner", 0, inner.clone());
+    let sub = with_field(sub, "name", Some(json!("state.orch")));
+    returns.push(json!({"orch_master": one(sub)["web1"], "retcode": 0}));
+    // Envelopes: a job's `return`, a lookup_jid return.
+    returns.push(json!({"return": inner}));
+    let job =
+        json!({"jid": "20240101000000000000", "fun": "state.apply", "return": {"data": inner}});
+    returns.push(json!({ "web1": job }));
+    // Not state returns: a dict, {}, a string, an int, a bool, a float, None.
+    returns.push(json!({"web1": {"a": 1, "b": "x"}, "web2": {}}));
+    returns.push(json!({"web1": "line one\nline two", "web2": 42, "web3": true}));
+    returns.push(json!({"web1": 2.5, "web2": null}));
+    // What makes Salt's raise: no `changes`; no `comment` after a state
+    // shown in full (which `nested` then shows as Salt left it); a list
+    // as result; `__run_num__` of two kinds.
+    let bare = json!({"result": true, "__run_num__": 0, "comment": "x"});
+    returns.push(json!({"web1": {"a_|-b_|-c_|-d": bare}}));
+    let first = changed_state("file_|-a_|-/a_|-managed", 0, json!({"x": 1}));
+    let no_comment = with_field(ok_state("file_|-b_|-/b_|-exists", 1), "comment", None);
+    returns.push(states_of("web1", vec![first, no_comment]));
+    let odd = state_ret(
+        "file_|-a_|-/a_|-managed",
+        0,
+        json!([true]),
+        "odd",
+        json!({}),
+    );
+    returns.push(one(odd));
+    let text_run = with_field(
+        ok_state("file_|-b_|-/b_|-managed", 1),
+        "__run_num__",
+        Some(json!("1")),
+    );
+    returns.push(states_of(
+        "web1",
+        vec![ok_state("file_|-a_|-/a_|-managed", 0), text_run],
+    ));
+    // Escapes in a minion's name and in a state's comment and changes.
+    let esc = "esc \u{1b}[1m here";
+    let esc = state_ret(
+        "file_|-e_|-/e_|-managed",
+        0,
+        json!(true),
+        esc,
+        json!({"s": "\u{1b}[0m"}),
+    );
+    returns.push(states_of("we\u{1b}b1", vec![esc]));
+    returns
+}
+
+/// Salt's opts for the highstate outputter, one set per case: each
+/// `state_output` mode, with and without the other switches.
+fn highstate_opts() -> Vec<Value> {
+    let base = json!({
+        "state_output": "full", "state_verbose": true, "state_tabular": false,
+        "state_output_diff": false, "state_output_profile": true,
+        "state_output_pct": false, "state_output_exclude": [], "state_output_terse": [],
+    });
+    let with = |changes: Value| {
+        let mut o = base.clone();
+        for (k, v) in changes.as_object().unwrap() {
+            o[k] = v.clone();
+        }
+        o
+    };
+    let mut all = vec![base.clone()];
+    for mode in [
+        "terse",
+        "mixed",
+        "changes",
+        "full_id",
+        "terse_id",
+        "mixed_id",
+        "changes_id",
+        "Terse",
+    ] {
+        all.push(with(json!({"state_output": mode})));
+    }
+    all.extend([
+        with(json!({"state_verbose": false})),
+        with(json!({"state_output": "changes", "state_verbose": false})),
+        with(json!({"state_output_diff": true})),
+        with(json!({"state_output_profile": false})),
+        with(json!({"state_output_pct": true})),
+        with(json!({"state_output": "terse", "state_tabular": true})),
+        with(json!({"state_output": "terse", "state_tabular": true, "state_output_profile": false})),
+        with(json!({"state_output": "filter", "state_output_exclude": ["True"], "state_output_terse": ["None"]})),
+        with(json!({"state_output": "filter_id", "state_output_terse": ["True", "False"]})),
+    ]);
+    all
+}
+
+/// The [`HighstateOpts`] of one of [`highstate_opts`].
+fn state_opts(o: &Value) -> maid_salt::output::HighstateOpts {
+    let words = |k: &str| -> Vec<String> {
+        o[k].as_array()
+            .unwrap()
+            .iter()
+            .map(|w| w.as_str().unwrap().to_string())
+            .collect()
+    };
+    maid_salt::output::HighstateOpts {
+        state_output: o["state_output"].as_str().unwrap().into(),
+        state_verbose: o["state_verbose"].as_bool().unwrap(),
+        state_tabular: o["state_tabular"].as_bool().unwrap(),
+        state_output_diff: o["state_output_diff"].as_bool().unwrap(),
+        state_output_profile: o["state_output_profile"].as_bool().unwrap(),
+        state_output_pct: o["state_output_pct"].as_bool().unwrap(),
+        state_output_exclude: words("state_output_exclude"),
+        state_output_terse: words("state_output_terse"),
+    }
+}
+
+#[test]
+fn highstate_agrees_with_salts_outputter() {
+    use maid_salt::output::{Out, Outputter};
+
+    let returns = highstate_returns();
+    let all_opts = highstate_opts();
+    assert!(
+        returns.len() >= 25,
+        "only {} highstate returns",
+        returns.len()
+    );
+    // Every return under every set of opts: plain, in colour, and in
+    // colour with a retcode (which only `nested`, where Salt's highstate
+    // falls back to it, shows).
+    let mut cases = Vec::new();
+    for opts in &all_opts {
+        for data in &returns {
+            for (color, retcode) in [(false, 0), (true, 0), (true, 2)] {
+                cases.push((opts, data, color, retcode));
+            }
+        }
+    }
+    let salt: Vec<Value> = serde_json::from_value(oracle(
+        "output",
+        &json!({"cases": cases.iter().map(|(o, d, c, r)| json!({"out": "highstate", "indent": null, "color": c, "retcode": r, "data": d, "opts": o})).collect::<Vec<_>>()}),
+    ))
+    .unwrap();
+    assert!(stdout_has_colour(&salt));
+
+    let mut differences = Vec::new();
+    for ((opts, data, color, retcode), salt) in cases.iter().zip(&salt) {
+        // As a state function's return reaches it: `--out highstate`
+        // (or none) deferring to the function's own outputter.
+        let o = "highstate"
+            .parse::<Out>()
+            .unwrap()
+            .for_function("highstate")
+            .colored(*color)
+            .with_state_opts(state_opts(opts));
+        assert_eq!(o.outputter(), Outputter::Highstate);
+        let stdout = o.render_ret(data, None, *retcode);
+        let stderr = o.warning().map(|w| format!("{w}\n")).unwrap_or_default();
+        if stdout != salt["stdout"] || stderr != salt["stderr"] {
+            differences.push(format!(
+                "highstate of {data} with {opts} (colour {color}, retcode {retcode}):\n  maid: {stdout:?} {stderr:?}\n  Salt: {} {}",
+                salt["stdout"], salt["stderr"]
+            ));
+        }
+    }
+    assert!(
+        differences.is_empty(),
+        "{} of {} highstate outputs differ from Salt {}:\n{}",
+        differences.len(),
+        cases.len(),
+        crate::common::salt::SALT_VERSION,
+        differences.join("\n")
+    );
+}
+
 #[test]
 fn nodegroups_expand_as_salts_master() {
     let groups = json!({

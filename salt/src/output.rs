@@ -7,13 +7,20 @@
 //! or `newline_values_only`) falls back to `nested` with Salt's error line
 //! on stderr. `tests/salt.rs` compares every outputter with Salt's own on a
 //! corpus of return shapes.
+//!
+//! `--out highstate` names no outputter of its own: Salt's CLIs then print
+//! each return with the outputter its function names (`highstate` for
+//! `state.*`, else `nested`), which [`Out::for_function`] says.
 
+pub mod highstate;
 pub mod table;
 pub mod yaml;
 
 use serde_json::{Map, Value};
 
 use crate::python;
+
+pub use highstate::HighstateOpts;
 
 /// The outputters maid renders.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -26,6 +33,7 @@ pub enum Outputter {
     Pprint,
     Table,
     NoReturn,
+    Highstate,
 }
 
 impl Outputter {
@@ -40,6 +48,7 @@ impl Outputter {
             Self::Pprint => "pprint",
             Self::Table => "table",
             Self::NoReturn => "no_return",
+            Self::Highstate => "highstate",
         }
     }
 
@@ -54,10 +63,7 @@ impl Outputter {
             "pprint" => Self::Pprint,
             "table" => Self::Table,
             "no_return" => Self::NoReturn,
-            // Salt's CLIs print a return named `--out highstate` with the
-            // function's own outputter (`get_printout` leaves `out` alone
-            // for it): `nested` for every function a maid runs.
-            "highstate" => Self::Nested,
+            "highstate" => Self::Highstate,
             _ => return None,
         })
     }
@@ -97,16 +103,19 @@ pub mod colors {
 /// on. It renders to a `String`; printing is the command line's.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Out {
+    /// Salt's `output` opt: the outputter asked for.
     name: String,
     color: bool,
+    /// The outputter the function names for its return (a job return's
+    /// `out`), which `--out highstate` defers to; `None`: `nested`.
+    function: Option<String>,
+    /// The `state_*` opts, for the `highstate` outputter.
+    state: HighstateOpts,
 }
 
 impl Default for Out {
     fn default() -> Self {
-        Self {
-            name: "nested".into(),
-            color: false,
-        }
+        "nested".parse().expect("infallible")
     }
 }
 
@@ -117,6 +126,8 @@ impl std::str::FromStr for Out {
         Ok(Self {
             name: name.to_string(),
             color: false,
+            function: None,
+            state: HighstateOpts::default(),
         })
     }
 }
@@ -128,10 +139,11 @@ impl std::fmt::Display for Out {
 }
 
 impl From<Outputter> for Out {
+    /// That outputter itself (`highstate` too, whatever the function).
     fn from(o: Outputter) -> Self {
         Self {
-            name: o.name().into(),
-            color: false,
+            function: Some(o.name().into()),
+            ..o.name().parse::<Out>().expect("infallible")
         }
     }
 }
@@ -140,8 +152,28 @@ impl Out {
     /// The same outputter, colouring as Salt's does when `on`.
     pub fn colored(&self, on: bool) -> Out {
         Out {
-            name: self.name.clone(),
             color: on,
+            ..self.clone()
+        }
+    }
+
+    /// The same outputter, for a return whose function names `out` as its
+    /// outputter (`highstate` for Salt's `state.*` functions, `nested`
+    /// for most others): what `get_printout` does with `--out highstate`,
+    /// and with no `--out` at all, which is the same as it.
+    pub fn for_function(&self, out: &str) -> Out {
+        Out {
+            function: Some(out.into()),
+            ..self.clone()
+        }
+    }
+
+    /// The same outputter with the `state_*` opts the `highstate`
+    /// outputter reads (`--state-output`, `--state-verbose`, ...).
+    pub fn with_state_opts(&self, state: HighstateOpts) -> Out {
+        Out {
+            state,
+            ..self.clone()
         }
     }
 
@@ -150,17 +182,27 @@ impl Out {
         &self.name
     }
 
+    /// The name `get_printout` looks up: the one asked for, but for
+    /// `highstate`, which means the function's own.
+    fn effective(&self) -> &str {
+        if self.name == "highstate" {
+            self.function.as_deref().unwrap_or("nested")
+        } else {
+            &self.name
+        }
+    }
+
     /// The outputter that renders: the one named, else `nested`.
     pub fn outputter(&self) -> Outputter {
-        Outputter::by_name(&self.name).unwrap_or(Outputter::Nested)
+        Outputter::by_name(self.effective()).unwrap_or(Outputter::Nested)
     }
 
     /// Salt's stderr line for an outputter it does not ship.
     pub fn warning(&self) -> Option<String> {
-        Outputter::by_name(&self.name).is_none().then(|| {
+        Outputter::by_name(self.effective()).is_none().then(|| {
             format!(
                 "[ERROR   ] Invalid outputter {} specified, fall back to nested",
-                self.name
+                self.effective()
             )
         })
     }
@@ -191,6 +233,10 @@ impl Out {
             Outputter::Table => {
                 table::table(data, self.color).unwrap_or_else(|| nested_painted(data, paint))
             }
+            // Where Salt's highstate raises, `nested` prints the data as
+            // it left it.
+            Outputter::Highstate => highstate::highstate(data, self.color, &self.state)
+                .unwrap_or_else(|left| nested_painted(&left, paint)),
             Outputter::Json => json(data, indent),
             Outputter::Yaml => yaml::dump(data, indent),
             Outputter::Txt => txt(data),
@@ -322,6 +368,18 @@ impl Paint {
 fn nested_painted(data: &Value, paint: Paint) -> String {
     let mut out = Vec::new();
     nested_display(data, 0, "", paint, &mut out);
+    out.join("\n")
+}
+
+/// `nested` from column `indent` on (Salt's `nested_indent`), retcode 0:
+/// how the highstate outputter shows a state's changes.
+fn nested_at(data: &Value, indent: usize, color: bool) -> String {
+    let mut out = Vec::new();
+    let paint = Paint {
+        on: color,
+        retcode: 0,
+    };
+    nested_display(data, indent, "", paint, &mut out);
     out.join("\n")
 }
 
@@ -730,6 +788,37 @@ mod tests {
             "[ERROR   ] Invalid outputter quiet specified, fall back to nested"
         );
         assert_eq!(render("text", json!("a\nb")), "local: a\nlocal: b\n");
+    }
+
+    #[test]
+    fn out_highstate_defers_to_the_function() {
+        let named: Out = "highstate".parse().unwrap();
+        assert_eq!(named.outputter(), Outputter::Nested);
+        assert_eq!(
+            named.for_function("highstate").outputter(),
+            Outputter::Highstate
+        );
+        assert_eq!(
+            Out::from(Outputter::Highstate).outputter(),
+            Outputter::Highstate
+        );
+        let json: Out = "json".parse().unwrap();
+        assert_eq!(json.for_function("highstate").outputter(), Outputter::Json);
+        assert_eq!(
+            named.for_function("bogus").warning().unwrap(),
+            "[ERROR   ] Invalid outputter bogus specified, fall back to nested"
+        );
+        let ret = json!({"a_|-b_|-c_|-d": {"result": true, "__run_num__": 0, "comment": "", "changes": {}}});
+        let terse = named
+            .for_function("highstate")
+            .with_state_opts(HighstateOpts {
+                state_output: "terse".into(),
+                ..HighstateOpts::default()
+            });
+        assert_eq!(
+            terse.render(&local(ret), None),
+            "local:\n  Name: c - Function: a.d - Result: Clean\n\nSummary for local\n------------\nSucceeded: 1\nFailed:    0\n------------\nTotal states run:     1\nTotal run time:   0.000 ms\n"
+        );
     }
 
     #[test]

@@ -196,8 +196,10 @@ def output(doc):
     """What `salt-call --out OUT` prints for each return, byte for byte.
 
     Input: {"cases": [{"out", "indent" (or null), "data", "color"
-    (optional), "retcode" (optional)}]}, `data` being the `{id: return}`
-    the CLI hands the outputter, `retcode` the `_retcode` it passes along.
+    (optional), "retcode" (optional), "opts" (optional)}]}, `data` being
+    the `{id: return}` the CLI hands the outputter, `retcode` the
+    `_retcode` it passes along, `opts` more of Salt's opts (the highstate
+    outputter's `state_output`, `state_verbose`, ...).
     Output, for each: {"stdout", "stderr"} as `salt.output.display_output`
     writes them, in colour when `color` is true.
     """
@@ -221,6 +223,7 @@ def output(doc):
         opts["color"] = bool(case.get("color"))
         if case.get("indent") is not None:
             opts["output_indent"] = case["indent"]
+        opts.update(case.get("opts") or {})
         errors.seek(0)
         errors.truncate()
         text = salt.output.try_printout(
