@@ -62,6 +62,7 @@ impl Plugin for File {
             tree::is_link_,
             tree::readlink,
             tree::makedirs_perms_,
+            tree::readdir,
             perms::check_perms_,
             managed::check_managed_changes,
             managed::manage_file,

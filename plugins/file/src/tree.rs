@@ -305,7 +305,7 @@ pub(crate) struct MakedirsPerms {
 }
 
 /// Return whether PATH is a symbolic link
-#[function(args = ["path", "nostat=false"])]
+#[function(name = "is_link", args = ["path", "nostat=false"])]
 pub(crate) fn is_link_(a: IsLink) -> Result<bool, Error> {
     let p = readable(&text(&a.path))?;
     Ok(is_link(&p))
@@ -346,4 +346,24 @@ pub(crate) fn makedirs_perms_(a: MakedirsPerms) -> Result<Value, Error> {
     };
     makedirs_perms(&normalize(&p), mode)?;
     Ok(Value::Null)
+}
+
+/// Return the entries of directory PATH, after '.' and '..'
+#[function(args = ["path"])]
+pub(crate) fn readdir(a: IsLink) -> Result<Vec<String>, Error> {
+    let path = text(&a.path);
+    if !Path::new(&path).is_absolute() {
+        return Err(Error::bad_arguments("Dir path must be absolute."));
+    }
+    let p = readable(&path)?;
+    if !is_dir(&p) {
+        return Err(Error::bad_arguments("A valid directory was not specified."));
+    }
+    let dir = crate::paths::followed(&p)?;
+    let mut out = vec![".".to_string(), "..".to_string()];
+    for entry in std::fs::read_dir(&dir).map_err(|e| io(&dir, e))? {
+        let entry = entry.map_err(|e| io(&dir, e))?;
+        out.push(entry.file_name().to_string_lossy().into_owned());
+    }
+    Ok(out)
 }

@@ -14,6 +14,7 @@ mod edit;
 mod link;
 mod managed;
 mod recurse;
+mod walk;
 
 // Python's difflib, the same source the file plugin compiles.
 #[allow(dead_code)]

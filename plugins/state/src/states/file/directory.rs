@@ -4,14 +4,15 @@
 //! `mode`). Made with `file.makedirs`, `file.mkdir`, `file.remove`,
 //! `file.rename`, and checked with `file.check_perms`.
 //!
-//! `recurse` and `clean` walk the tree below; they are not done here
-//! (the state fails saying so rather than doing less than asked).
+//! `recurse` walks the tree below (`file.readdir`); `clean` is not done
+//! here (the state fails saying so rather than doing less than asked).
 
 use serde_json::{Map, Value, json};
 
+use super::walk::{recurse_set, walk};
 use super::{
-    Probe, Step, arg, call, changes, dirname, error, finish, flag, is_dir, name_of, new_owner,
-    normalize_mode, owner, probe, set, start, user_of,
+    Probe, Step, Stop, arg, call, changes, dirname, error, finish, flag, is_dir, name_of,
+    new_owner, normalize_mode, owner, probe, set, start, user_of,
 };
 use crate::compile::Obj;
 use crate::py::{py_str, truthy};
@@ -46,34 +47,128 @@ fn dir_meta(
     Ok(ch)
 }
 
-/// `_check_directory` without `recurse` or `clean`: `(result, comment,
-/// changes)`.
+/// What the state asks of the directory (and, with `recurse`, of what
+/// is below it).
+struct Want {
+    user: Value,
+    group: Value,
+    dir_mode: Option<String>,
+    file_mode: Option<String>,
+    /// `_get_recurse_set(recurse)`, or Salt's message for why not.
+    recurse: Result<Vec<String>, String>,
+    max_depth: Option<u64>,
+    follow: bool,
+    children_only: bool,
+}
+
+impl Want {
+    fn has(&self, key: &str) -> bool {
+        self.recurse
+            .as_ref()
+            .is_ok_and(|r| r.iter().any(|k| k == key))
+    }
+
+    fn recursing(&self) -> bool {
+        self.recurse.as_ref().map_or(true, |r| !r.is_empty())
+    }
+}
+
+fn stats_or_null(env: &mut Env, path: &str, follow: bool) -> Step<Value> {
+    match call(
+        env,
+        "stats",
+        &[("path", json!(path)), ("follow_symlinks", json!(follow))],
+    ) {
+        Ok(st) => Ok(st),
+        Err(e) => {
+            super::denied(e)?;
+            Ok(Value::Null)
+        }
+    }
+}
+
+/// The files and directories below `name` whose owner or mode differs
+/// (`_check_directory`'s `recurse`).
+fn check_below(env: &mut Env, name: &str, w: &Want, ch: &mut Map<String, Value>) -> Step<()> {
+    let (user, group) = (
+        if w.has("user") {
+            w.user.clone()
+        } else {
+            Value::Null
+        },
+        if w.has("group") {
+            w.group.clone()
+        } else {
+            Value::Null
+        },
+    );
+    let (dir_mode, file_mode) = match w.has("mode") {
+        true => (w.dir_mode.clone(), w.file_mode.clone()),
+        false => (None, None),
+    };
+    for (root, dirs, files) in walk(env, name, w.max_depth)? {
+        if !w.has("ignore_files") {
+            for f in &files {
+                let path = format!("{root}/{f}");
+                let st = call(
+                    env,
+                    "stats",
+                    &[("path", json!(path)), ("follow_symlinks", json!(w.follow))],
+                )?;
+                owner(&path, &st, &user, &group)?;
+                if let Some(mode) = &file_mode
+                    && st["mode"] != json!(mode)
+                    && (w.follow || st["type"] != json!("link"))
+                {
+                    ch.insert(path, json!({ "mode": mode }));
+                }
+            }
+        }
+        if !w.has("ignore_dirs") {
+            for d in &dirs {
+                let path = format!("{root}/{d}");
+                let st = stats_or_null(env, &path, w.follow)?;
+                let meta = dir_meta(&path, &st, &user, &group, &dir_mode, w.follow)?;
+                if !meta.is_empty() {
+                    ch.insert(path, Value::Object(meta));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `_check_directory` (without `clean`): `(result, comment, changes)`.
 fn check_directory(
     env: &mut Env,
-    low: &Obj,
     name: &str,
-    user: &Value,
-    mode: &Option<String>,
+    w: &Want,
 ) -> Step<(Value, String, Map<String, Value>)> {
-    let follow = flag(low, "follow_symlinks", false);
-    let group = arg(low, "group");
     let mut ch = Map::new();
-    if !flag(low, "children_only", false) {
-        let st = match call(
-            env,
-            "stats",
-            &[("path", json!(name)), ("follow_symlinks", json!(follow))],
-        ) {
-            Ok(st) => st,
-            Err(e) => {
-                super::denied(e)?;
-                Value::Null
-            }
-        };
-        if st.is_null() {
-            new_owner(env, name, user, group)?;
+    let (mut user, mut group, mut dir_mode) = (w.user.clone(), w.group.clone(), w.dir_mode.clone());
+    if w.recursing() {
+        if let Err(why) = &w.recurse {
+            return Ok((json!(false), why.clone(), ch));
         }
-        let meta = dir_meta(name, &st, user, group, mode, follow)?;
+        check_below(env, name, w, &mut ch)?;
+        // Salt's own quirk: what recurse leaves out is left out of the
+        // directory's own check too.
+        if !w.has("user") {
+            user = Value::Null;
+        }
+        if !w.has("group") {
+            group = Value::Null;
+        }
+        if !w.has("mode") {
+            dir_mode = None;
+        }
+    }
+    if !w.children_only {
+        let st = stats_or_null(env, name, w.follow)?;
+        if st.is_null() {
+            new_owner(env, name, &user, &group)?;
+        }
+        let meta = dir_meta(name, &st, &user, &group, &dir_mode, w.follow)?;
         if !meta.is_empty() {
             ch.insert(name.into(), Value::Object(meta));
         }
@@ -95,6 +190,80 @@ fn check_directory(
         }
     }
     Ok((Value::Null, comment, ch))
+}
+
+/// `file.check_perms` on `path`, into `ret`.
+fn check_perms(
+    env: &mut Env,
+    ret: &mut Obj,
+    path: &str,
+    w: &Want,
+    user: &Value,
+    group: &Value,
+    mode: &Option<String>,
+) -> Step<()> {
+    let kw = [
+        ("name", json!(path)),
+        ("ret", Value::Object(ret.clone())),
+        ("user", user.clone()),
+        ("group", group.clone()),
+        ("mode", mode.clone().map_or(Value::Null, Value::String)),
+        ("follow_symlinks", json!(w.follow)),
+    ];
+    let out = call(env, "check_perms", &kw)?;
+    if let Some(r) = out.get(0).and_then(Value::as_object) {
+        *ret = r.clone();
+    }
+    Ok(())
+}
+
+/// After the directory itself, what `recurse` sets below it; the
+/// errors met on the way.
+fn recurse_below(env: &mut Env, ret: &mut Obj, name: &str, w: &Want) -> Step<Vec<String>> {
+    let mut errors = Vec::new();
+    let (mut user, mut group) = (Value::Null, Value::Null);
+    for (key, want, slot) in [
+        ("user", &w.user, &mut user),
+        ("group", &w.group, &mut group),
+    ] {
+        if !w.has(key) {
+            continue;
+        }
+        if crate::py::truthy(want) || want.is_number() {
+            *slot = want.clone();
+        } else {
+            set(ret, "result", json!(false));
+            let msg = format!(
+                "{key} not specified, but configured as a target for recursive ownership management"
+            );
+            set(ret, "comment", json!(msg));
+        }
+    }
+    let (dir_mode, file_mode) = match w.has("mode") {
+        true => (w.dir_mode.clone(), w.file_mode.clone()),
+        false => (None, None),
+    };
+    if w.has("silent") {
+        set(ret, "changes", json!({"recursion": "Changes silenced"}));
+    }
+    for (root, dirs, files) in walk(env, name, w.max_depth)? {
+        let mut todo: Vec<(String, &Option<String>)> = Vec::new();
+        if !w.has("ignore_files") {
+            todo.extend(files.iter().map(|f| (format!("{root}/{f}"), &file_mode)));
+        }
+        if !w.has("ignore_dirs") {
+            todo.extend(dirs.iter().map(|d| (format!("{root}/{d}"), &dir_mode)));
+        }
+        for (path, mode) in todo {
+            match check_perms(env, ret, &path, w, &user, &group, mode) {
+                Ok(()) => {}
+                Err(Stop::Raised(m)) if !m.starts_with("Path not found") => errors.push(m),
+                Err(Stop::Raised(_)) => {}
+                Err(denied) => return Err(denied),
+            }
+        }
+    }
+    Ok(errors)
 }
 
 /// A file or link where the directory should be: moved aside, removed, or
@@ -187,22 +356,34 @@ pub(super) fn run(low: &Obj, env: &mut Env) -> Step<Obj> {
     if !arg(low, "max_depth").is_null() && truthy(arg(low, "clean")) {
         return Ok(error(ret, "Cannot specify both max_depth and clean"));
     }
-    let user = user_of(low);
     let mut dir_mode = arg(low, "dir_mode").clone();
     if low.contains_key("mode") && !truthy(&dir_mode) {
         dir_mode = arg(low, "mode").clone();
     }
-    let dir_mode = normalize_mode(&dir_mode);
+    let mut file_mode = arg(low, "file_mode").clone();
+    if !truthy(&file_mode) {
+        file_mode = dir_mode.clone();
+    }
+    let w = Want {
+        user: user_of(low),
+        group: arg(low, "group").clone(),
+        dir_mode: normalize_mode(&dir_mode),
+        file_mode: normalize_mode(&file_mode),
+        recurse: recurse_set(arg(low, "recurse")),
+        max_depth: arg(low, "max_depth").as_u64(),
+        follow: flag(low, "follow_symlinks", false),
+        children_only: flag(low, "children_only", false),
+    };
     if !name.starts_with('/') {
         return Ok(error(
             ret,
             format!("Specified file {name} is not an absolute path"),
         ));
     }
-    if truthy(arg(low, "recurse")) || truthy(arg(low, "clean")) {
+    if truthy(arg(low, "clean")) {
         return Ok(error(
             ret,
-            "recurse and clean are not supported by maid's file.directory yet",
+            "clean is not supported by maid's file.directory yet",
         ));
     }
     let p = probe(env, &name)?;
@@ -213,55 +394,31 @@ pub(super) fn run(low: &Obj, env: &mut Env) -> Step<Obj> {
     {
         return Ok(done);
     }
-    let (tresult, tcomment, tchanges) = check_directory(env, low, &name, &user, &dir_mode)?;
+    let (tresult, tcomment, tchanges) = check_directory(env, &name, &w)?;
     changes(&mut ret).extend(tchanges);
     if env.test || changes(&mut ret).is_empty() {
         set(&mut ret, "result", tresult);
         set(&mut ret, "comment", json!(tcomment));
         return Ok(ret);
     }
-    let mode = dir_mode.clone().map_or(Value::Null, Value::String);
     if !is_dir(env, &name)? {
-        if !is_dir(env, &dirname(&name))? {
-            if !flag(low, "makedirs", false) {
-                return Ok(error(ret, format!("No directory to create {name} in")));
-            }
-            call(
-                env,
-                "makedirs",
-                &[("path", json!(name)), ("mode", mode.clone())],
-            )?;
-        }
-        call(env, "mkdir", &[("dir_path", json!(name)), ("mode", mode)])?;
-        if !is_dir(env, &name)? {
-            return Ok(error(ret, format!("Failed to create directory {name}")));
-        }
-        changes(&mut ret).insert(name.clone(), json!({"directory": "new"}));
-        return Ok(ret);
+        return make(env, low, ret, &name, &w);
     }
-    let children_only = flag(low, "children_only", false);
-    if !children_only {
-        let kw = [
-            ("name", json!(name)),
-            ("ret", Value::Object(ret.clone())),
-            ("user", user.clone()),
-            ("group", arg(low, "group").clone()),
-            ("mode", mode),
-            (
-                "follow_symlinks",
-                json!(flag(low, "follow_symlinks", false)),
-            ),
-        ];
-        let out = call(env, "check_perms", &kw)?;
-        ret = out
-            .get(0)
-            .and_then(Value::as_object)
-            .cloned()
-            .unwrap_or(ret);
+    if !w.children_only {
+        check_perms(env, &mut ret, &name, &w, &w.user, &w.group, &w.dir_mode)?;
     }
-    let comment = ret.get("comment").map(py_str).unwrap_or_default();
-    if comment.is_empty() {
-        if children_only {
+    let errors = if w.recursing() {
+        recurse_below(env, &mut ret, &name, &w)?
+    } else {
+        Vec::new()
+    };
+    if ret
+        .get("comment")
+        .map(py_str)
+        .unwrap_or_default()
+        .is_empty()
+    {
+        if w.children_only {
             set(
                 &mut ret,
                 "comment",
@@ -276,11 +433,42 @@ pub(super) fn run(low: &Obj, env: &mut Env) -> Step<Obj> {
         }
     }
     if changes(&mut ret).is_empty() && ret.get("result") == Some(&json!(true)) {
+        let orig = ret.get("comment").map(py_str).unwrap_or_default();
         let mut c = format!("Directory {name} is in the correct state");
-        if !comment.is_empty() {
-            c = format!("{c}\n{comment}");
+        if !orig.is_empty() {
+            c = format!("{c}\n{orig}");
         }
         set(&mut ret, "comment", json!(c));
     }
+    if !errors.is_empty() {
+        set(&mut ret, "result", json!(false));
+        let mut c = ret.get("comment").map(py_str).unwrap_or_default();
+        c.push_str("\n\nThe following errors were encountered:\n");
+        for e in errors {
+            c.push_str(&format!("\n- {e}"));
+        }
+        set(&mut ret, "comment", json!(c));
+    }
+    Ok(ret)
+}
+
+/// The directory is missing: made (with its parents, given `makedirs`).
+fn make(env: &mut Env, low: &Obj, mut ret: Obj, name: &str, w: &Want) -> Step<Obj> {
+    let mode = w.dir_mode.clone().map_or(Value::Null, Value::String);
+    if !is_dir(env, &dirname(name))? {
+        if !flag(low, "makedirs", false) {
+            return Ok(error(ret, format!("No directory to create {name} in")));
+        }
+        call(
+            env,
+            "makedirs",
+            &[("path", json!(name)), ("mode", mode.clone())],
+        )?;
+    }
+    call(env, "mkdir", &[("dir_path", json!(name)), ("mode", mode)])?;
+    if !is_dir(env, name)? {
+        return Ok(error(ret, format!("Failed to create directory {name}")));
+    }
+    changes(&mut ret).insert(name.to_string(), json!({"directory": "new"}));
     Ok(ret)
 }
