@@ -344,6 +344,29 @@ fn in_the_way(env: &mut Env, low: &Obj, name: &str, p: &Probe, ret: &mut Obj) ->
     Ok(None)
 }
 
+/// The state's arguments as Salt reads them (`mode` for `dir_mode`,
+/// `dir_mode` for `file_mode`).
+fn want(low: &Obj) -> Want {
+    let mut dir_mode = arg(low, "dir_mode").clone();
+    if low.contains_key("mode") && !truthy(&dir_mode) {
+        dir_mode = arg(low, "mode").clone();
+    }
+    let mut file_mode = arg(low, "file_mode").clone();
+    if !truthy(&file_mode) {
+        file_mode = dir_mode.clone();
+    }
+    Want {
+        user: user_of(low),
+        group: arg(low, "group").clone(),
+        dir_mode: normalize_mode(&dir_mode),
+        file_mode: normalize_mode(&file_mode),
+        recurse: recurse_set(arg(low, "recurse")),
+        max_depth: arg(low, "max_depth").as_u64(),
+        follow: flag(low, "follow_symlinks", false),
+        children_only: flag(low, "children_only", false),
+    }
+}
+
 pub(super) fn run(low: &Obj, env: &mut Env) -> Step<Obj> {
     let mut name = name_of(low);
     let mut ret = start(&name, json!(true));
@@ -356,24 +379,7 @@ pub(super) fn run(low: &Obj, env: &mut Env) -> Step<Obj> {
     if !arg(low, "max_depth").is_null() && truthy(arg(low, "clean")) {
         return Ok(error(ret, "Cannot specify both max_depth and clean"));
     }
-    let mut dir_mode = arg(low, "dir_mode").clone();
-    if low.contains_key("mode") && !truthy(&dir_mode) {
-        dir_mode = arg(low, "mode").clone();
-    }
-    let mut file_mode = arg(low, "file_mode").clone();
-    if !truthy(&file_mode) {
-        file_mode = dir_mode.clone();
-    }
-    let w = Want {
-        user: user_of(low),
-        group: arg(low, "group").clone(),
-        dir_mode: normalize_mode(&dir_mode),
-        file_mode: normalize_mode(&file_mode),
-        recurse: recurse_set(arg(low, "recurse")),
-        max_depth: arg(low, "max_depth").as_u64(),
-        follow: flag(low, "follow_symlinks", false),
-        children_only: flag(low, "children_only", false),
-    };
+    let w = want(low);
     if !name.starts_with('/') {
         return Ok(error(
             ret,

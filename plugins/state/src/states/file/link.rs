@@ -181,24 +181,8 @@ fn run_symlink(low: &Obj, env: &mut Env) -> Step<Obj> {
     }
     let (tresult, mut tcomment, tchanges) =
         symlink_check(env, &name, &target, force, (&user, &group), follow)?;
-    let parent = dirname(&name);
-    if !is_dir(env, &parent)? {
-        if flag(low, "makedirs", false) {
-            if env.test {
-                tcomment.push_str(&format!("\n{parent} will be created"));
-            } else {
-                let mode =
-                    super::normalize_mode(arg(low, "mode")).map_or(Value::Null, Value::String);
-                call(env, "makedirs", &[("path", json!(name)), ("mode", mode)])?;
-            }
-        } else if env.test {
-            tcomment.push_str(&format!("\nDirectory {parent} for symlink is not present"));
-        } else {
-            return Ok(error(
-                ret,
-                format!("Directory {parent} for symlink is not present"),
-            ));
-        }
+    if let Some(failed) = parent(env, low, &name, &mut tcomment, &ret)? {
+        return Ok(failed);
     }
     if env.test {
         set(&mut ret, "result", tresult);
@@ -239,6 +223,12 @@ fn run_symlink(low: &Obj, env: &mut Env) -> Step<Obj> {
             ));
         }
     }
+    create(env, ret, &name, &target, [force, atomic, follow])
+}
+
+/// `file.symlink` makes the link; the state's return says so.
+fn create(env: &mut Env, mut ret: Obj, name: &str, target: &str, flags: [bool; 3]) -> Step<Obj> {
+    let [force, atomic, follow] = flags;
     let kw = [
         ("src", json!(target)),
         ("path", json!(name)),
@@ -249,13 +239,8 @@ fn run_symlink(low: &Obj, env: &mut Env) -> Step<Obj> {
     if let Err(e) = call(env, "symlink", &kw) {
         let why = super::denied(e)?;
         set(&mut ret, "result", json!(false));
-        set(
-            &mut ret,
-            "comment",
-            json!(format!(
-                "Unable to create new symlink {name} -> {target}: {why}"
-            )),
-        );
+        let comment = format!("Unable to create new symlink {name} -> {target}: {why}");
+        set(&mut ret, "comment", json!(comment));
         return Ok(ret);
     }
     set(
@@ -265,6 +250,37 @@ fn run_symlink(low: &Obj, env: &mut Env) -> Step<Obj> {
     );
     changes(&mut ret).insert("new".into(), json!(name));
     Ok(ret)
+}
+
+/// The link's directory: made (`makedirs`), or said to be missing;
+/// `Some` is the state's (failed) return.
+fn parent(
+    env: &mut Env,
+    low: &Obj,
+    name: &str,
+    tcomment: &mut String,
+    ret: &Obj,
+) -> Step<Option<Obj>> {
+    let parent = dirname(name);
+    if is_dir(env, &parent)? {
+        return Ok(None);
+    }
+    if flag(low, "makedirs", false) {
+        if env.test {
+            tcomment.push_str(&format!("\n{parent} will be created"));
+        } else {
+            let mode = super::normalize_mode(arg(low, "mode")).map_or(Value::Null, Value::String);
+            call(env, "makedirs", &[("path", json!(name)), ("mode", mode)])?;
+        }
+    } else if env.test {
+        tcomment.push_str(&format!("\nDirectory {parent} for symlink is not present"));
+    } else {
+        return Ok(Some(error(
+            ret.clone(),
+            format!("Directory {parent} for symlink is not present"),
+        )));
+    }
+    Ok(None)
 }
 
 fn run_absent(low: &Obj, env: &mut Env) -> Step<Obj> {

@@ -57,21 +57,8 @@ pub(super) fn run(low: &Obj, env: &mut Env) -> Step<Obj> {
         .iter()
         .filter(|k| !arg(low, k).is_null())
         .count();
-    if truthy(source) && contents_count > 0 {
-        return Ok(error(
-            ret,
-            "'source' cannot be used in combination with 'contents', 'contents_pillar', or 'contents_grains'",
-        ));
-    } else if keep_mode && contents_count > 0 {
-        return Ok(error(
-            ret,
-            "Mode preservation cannot be used in combination with 'contents', 'contents_pillar', or 'contents_grains'",
-        ));
-    } else if contents_count > 1 {
-        return Ok(error(
-            ret,
-            "Only one of 'contents', 'contents_pillar', and 'contents_grains' is permitted",
-        ));
+    if let Some(why) = conflict(truthy(source), keep_mode, contents_count) {
+        return Ok(error(ret, why));
     }
     let replace = flag(low, "replace", true) && (truthy(source) || contents_count > 0);
     if low.contains_key("file_mode") {
@@ -143,6 +130,23 @@ pub(super) fn run(low: &Obj, env: &mut Env) -> Step<Obj> {
         Err(comment) => return Ok(error(ret, format!("Unable to manage file: {comment}"))),
     };
     manage(&a, env, ret, &source, contents, got)
+}
+
+/// Arguments that cannot go together, in Salt's words.
+fn conflict(source: bool, keep_mode: bool, contents_count: usize) -> Option<&'static str> {
+    if source && contents_count > 0 {
+        Some(
+            "'source' cannot be used in combination with 'contents', 'contents_pillar', or 'contents_grains'",
+        )
+    } else if keep_mode && contents_count > 0 {
+        Some(
+            "Mode preservation cannot be used in combination with 'contents', 'contents_pillar', or 'contents_grains'",
+        )
+    } else if contents_count > 1 {
+        Some("Only one of 'contents', 'contents_pillar', and 'contents_grains' is permitted")
+    } else {
+        None
+    }
 }
 
 /// `contents`, `contents_pillar` or `contents_grains` made into the

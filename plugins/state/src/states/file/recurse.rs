@@ -241,34 +241,8 @@ fn run(low: &Obj, env: &mut Env) -> Step<Obj> {
             super::call(env, "makedirs_perms", &kw)?;
         }
     }
-    let owners = [("user", user_of(low)), ("group", arg(low, "group").clone())];
-    let mut comments = Vec::new();
-    for d in &dirs {
-        let mut pairs = vec![
-            (
-                "dir_mode",
-                dir_mode.clone().map_or(Value::Null, Value::String),
-            ),
-            ("makedirs", json!(true)),
-        ];
-        pairs.extend(owners.iter().cloned());
-        let sub = directory::run(&sub_low(low, d, &pairs), env)?;
-        merge_ret(&mut ret, &mut comments, d, &sub);
-    }
-    for (dest, src) in &files {
-        let mut pairs = vec![
-            ("source", json!(src)),
-            ("mode", file_mode.clone().map_or(Value::Null, Value::String)),
-            ("makedirs", json!(true)),
-            ("replace", json!(flag(low, "replace", true))),
-        ];
-        for k in ["template", "context", "defaults", "backup", "show_changes"] {
-            pairs.push((k, arg(low, k).clone()));
-        }
-        pairs.extend(owners.iter().cloned());
-        let sub = managed::run(&sub_low(low, dest, &pairs), env)?;
-        merge_ret(&mut ret, &mut comments, dest, &sub);
-    }
+    let modes = (dir_mode, file_mode);
+    let comments = manage_all(env, low, &mut ret, &dirs, &files, &modes)?;
     let text: Vec<String> = comments
         .iter()
         .map(|(k, v)| format!("\n#### {k} ####\n{v}"))
@@ -282,4 +256,46 @@ fn run(low: &Obj, env: &mut Env) -> Step<Obj> {
     }
     set(&mut ret, "comment", json!(comment));
     Ok(ret)
+}
+
+/// Every directory with `file.directory`, every file with
+/// `file.managed`, merged into `ret`; the comments of what was not right.
+fn manage_all(
+    env: &mut Env,
+    low: &Obj,
+    ret: &mut Obj,
+    dirs: &[String],
+    files: &BTreeMap<String, String>,
+    modes: &(Option<String>, Option<String>),
+) -> Step<Vec<(String, String)>> {
+    let (dir_mode, file_mode) = modes;
+    let owners = [("user", user_of(low)), ("group", arg(low, "group").clone())];
+    let mut comments = Vec::new();
+    for d in dirs {
+        let mut pairs = vec![
+            (
+                "dir_mode",
+                dir_mode.clone().map_or(Value::Null, Value::String),
+            ),
+            ("makedirs", json!(true)),
+        ];
+        pairs.extend(owners.iter().cloned());
+        let sub = directory::run(&sub_low(low, d, &pairs), env)?;
+        merge_ret(ret, &mut comments, d, &sub);
+    }
+    for (dest, src) in files {
+        let mut pairs = vec![
+            ("source", json!(src)),
+            ("mode", file_mode.clone().map_or(Value::Null, Value::String)),
+            ("makedirs", json!(true)),
+            ("replace", json!(flag(low, "replace", true))),
+        ];
+        for k in ["template", "context", "defaults", "backup", "show_changes"] {
+            pairs.push((k, arg(low, k).clone()));
+        }
+        pairs.extend(owners.iter().cloned());
+        let sub = managed::run(&sub_low(low, dest, &pairs), env)?;
+        merge_ret(ret, &mut comments, dest, &sub);
+    }
+    Ok(comments)
 }
