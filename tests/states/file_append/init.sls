@@ -60,3 +60,12 @@ hidden:
     - name: @ROOT@/append/hidden.txt
     - text: quiet
     - show_changes: False
+
+specials:
+  file.append:
+    - name: @ROOT@/append/specials.txt
+    - makedirs: True
+    - text:
+      - 'a (b) [c] $d ^e *f +g ?h {i} |j \k .l #m &n ~o -p'
+      - "say \"hi there\" now"
+      - "it's   spaced"

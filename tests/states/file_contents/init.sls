@@ -79,3 +79,26 @@ a_directory:
   file.managed:
     - name: @ROOT@
     - contents: x
+
+from_grain:
+  file.managed:
+    - name: @ROOT@/contents_grain.txt
+    - contents_grains: kernel
+
+from_grains:
+  file.managed:
+    - name: @ROOT@/contents_grains.txt
+    - contents_grains:
+      - kernel
+      - os_family
+
+no_such_grain:
+  file.managed:
+    - name: @ROOT@/contents_nograin.txt
+    - contents_grains: no:such:grain
+
+two_kinds:
+  file.managed:
+    - name: @ROOT@/contents_two.txt
+    - contents: x
+    - contents_grains: kernel

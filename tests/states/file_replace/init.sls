@@ -57,3 +57,32 @@ ignored:
     - pattern: x
     - repl: y
     - ignore_if_missing: True
+
+prepended:
+  file.replace:
+    - name: @ROOT@/replace/app.conf
+    - pattern: '^# header$'
+    - repl: '# header'
+    - prepend_if_not_found: True
+    - require:
+      - file: groups
+
+not_found_content:
+  file.replace:
+    - name: @ROOT@/replace/app.conf
+    - pattern: '^timeout=\d+$'
+    - repl: timeout=99
+    - not_found_content: timeout=30
+    - append_if_not_found: True
+    - show_changes: False
+    - require:
+      - file: prepended
+
+literal:
+  file.replace:
+    - name: @ROOT@/replace/app.conf
+    - pattern: '^# comment$'
+    - repl: '# C:\path\1'
+    - backslash_literal: True
+    - require:
+      - file: not_found_content

@@ -52,3 +52,30 @@ not_replaced:
     - name: @ROOT@/source_swap.txt
     - source: salt://file_source/files/a.txt
     - replace: False
+
+local_source:
+  file.managed:
+    - name: @ROOT@/source_local.txt
+    - source: @ROOT@/srv/file_source/files/a.txt
+
+local_url:
+  file.managed:
+    - name: @ROOT@/source_local_url.txt
+    - source: file://@ROOT@/srv/file_source/files/b.txt
+
+local_missing:
+  file.managed:
+    - name: @ROOT@/source_local_missing.txt
+    - source: @ROOT@/srv/file_source/files/nothere.txt
+
+local_in_list:
+  file.managed:
+    - name: @ROOT@/source_local_list.txt
+    - source:
+      - @ROOT@/srv/file_source/files/nothere.txt
+      - @ROOT@/srv/file_source/files/a.txt
+
+web_unverified:
+  file.managed:
+    - name: @ROOT@/source_web.txt
+    - source: https://example.invalid/file.txt
