@@ -467,11 +467,16 @@ mod tests {
     #[test]
     fn words_are_cut_as_shlex_cuts_them() {
         assert_eq!(shlex_words("a  b\tc").unwrap(), ["a", "b", "c"]);
+        // A line with a double quote quotes with single ones only, and
+        // one with a single quote with double ones.
         assert_eq!(
             shlex_words("say \"hi there\"x").unwrap(),
-            ["say", "\"hi there\"", "x"]
+            ["say", "\"hi", "there\"x"]
         );
-        assert_eq!(shlex_words("it's").unwrap(), ["it's"]);
-        assert!(shlex_words("a \"b").is_err());
+        assert_eq!(
+            shlex_words("it's \"a b\"c").unwrap(),
+            ["it's", "\"a b\"", "c"]
+        );
+        assert!(shlex_words("it's \"b").is_err());
     }
 }
