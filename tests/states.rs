@@ -1,0 +1,396 @@
+//! The state system against Salt 3008.4's own: every SLS tree in
+//! `tests/states/` applied by Salt's `state` module (`salt-call --local`'s
+//! loader, through `tests/salt/oracle.py modules`) and by `maid call
+//! --local`, each side in a copy of its own, with the same words in the
+//! same order — `test=True` first, then for real, then again (nothing left
+//! to change) — and what `show_sls` and `show_low_sls` compile. The
+//! returns are compared whole, less the times and the pids, which differ
+//! from run to run; render errors are compared by their first words
+//! (the template engines word their errors differently).
+
+use std::path::Path;
+use std::process::Output;
+
+use serde_json::{Value, json};
+
+use crate::common::guests;
+use crate::common::salt::oracle;
+
+/// Trees run with their own words instead of `state.sls TREE`.
+const SPECIAL: &[&str] = &["renderers", "top"];
+
+/// Every tree's directory name.
+fn trees() -> Vec<String> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/states");
+    let mut out: Vec<String> = std::fs::read_dir(&dir)
+        .expect("tests/states")
+        .flatten()
+        .filter(|e| e.path().is_dir())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    out.sort();
+    out
+}
+
+/// The calls both sides make, in order.
+fn calls() -> Vec<Vec<String>> {
+    let w = |words: &[&str]| words.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    let mut out = Vec::new();
+    for tree in trees() {
+        if SPECIAL.contains(&tree.as_str()) {
+            continue;
+        }
+        out.push(w(&["state.sls", &tree, "test=True"]));
+        out.push(w(&["state.sls", &tree]));
+        out.push(w(&["state.sls", &tree]));
+        out.push(w(&["state.show_sls", &tree]));
+        out.push(w(&["state.show_low_sls", &tree]));
+    }
+    let mods = "renderers,renderers.j,renderers.jj";
+    out.push(w(&["state.sls", mods]));
+    out.push(w(&["state.show_low_sls", mods]));
+    out.push(w(&["state.apply", "basic", "test=True"]));
+    out.push(w(&["state.apply", "basic,require", "exclude=require"]));
+    out.push(w(&["state.test", "require"]));
+    out.push(w(&["state.top", "top/top.sls"]));
+    out.push(w(&["state.top", "top/top.sls", "test=True"]));
+    out.push(w(&["state.sls_id", "restart", "watch"]));
+    out.push(w(&["state.sls_id", "depends", "require_fail"]));
+    out.push(w(&["state.sls_id", "nosuchid", "basic"]));
+    out.push(w(&[
+        "state.single",
+        "test.succeed_with_changes",
+        "name=single",
+    ]));
+    out.push(w(&[
+        "state.single",
+        "test.succeed_with_changes",
+        "name=single",
+        "test=True",
+    ]));
+    out.push(w(&["state.single", "cmd.run", "name=echo single"]));
+    out.push(w(&["state.single", "test.nosuch", "name=x"]));
+    out.push(w(&["state.running"]));
+    out
+}
+
+/// A copy of the trees under `root/srv`, with `@ROOT@` in them naming
+/// `root` (where the states may make their changes).
+fn copy_trees(root: &Path) {
+    let from = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/states");
+    copy_dir(&from, &root.join("srv"), &root.display().to_string());
+}
+
+fn copy_dir(from: &Path, to: &Path, root: &str) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap().flatten() {
+        let dest = to.join(e.file_name());
+        if e.path().is_dir() {
+            copy_dir(&e.path(), &dest, root);
+        } else {
+            let bytes = std::fs::read(e.path()).unwrap();
+            let bytes = match String::from_utf8(bytes) {
+                Ok(text) => text.replace("@ROOT@", root).into_bytes(),
+                Err(e) => e.into_bytes(),
+            };
+            std::fs::write(dest, bytes).unwrap();
+        }
+    }
+}
+
+fn maid_call(cwd: &Path, words: &[String]) -> Output {
+    crate::common::maid_command()
+        .args([
+            "call",
+            "--local",
+            "--id",
+            "local",
+            "--retcode-passthrough",
+            "--out",
+            "json",
+        ])
+        .arg("--file-root")
+        .arg(cwd.join("srv"))
+        .current_dir(cwd)
+        .env("MAID_PLUGIN_DIR", guests::PLUGINS_DIR)
+        .env("MAID_CACHE_DIR", crate::common::shared_cache())
+        .env_remove("MAID_CONFIG")
+        .arg("--")
+        .args(words)
+        .output()
+        .expect("run maid")
+}
+
+/// One maid call as the oracle reports a Salt call: `{"return", "retcode"}`
+/// or `{"error"}`.
+fn maid_answer(cwd: &Path, words: &[String]) -> Value {
+    let out = maid_call(cwd, words);
+    let code = out.status.code().unwrap_or(-1);
+    match serde_json::from_slice::<Value>(&out.stdout) {
+        Ok(v) if v.get("local").is_some() => {
+            json!({ "return": v["local"].clone(), "retcode": code })
+        }
+        _ => json!({ "error": String::from_utf8_lossy(&out.stderr).trim(), "retcode": code }),
+    }
+}
+
+/// What differs from run to run (times, pids) taken out, and each side's
+/// own directory named alike.
+fn normalise(v: &mut Value, root: &str) {
+    match v {
+        Value::Object(o) => {
+            o.remove("start_time");
+            o.remove("duration");
+            if o.contains_key("retcode") && o.contains_key("stdout") {
+                o.remove("pid");
+            }
+            let mut out = serde_json::Map::new();
+            for (k, mut x) in std::mem::take(o) {
+                normalise(&mut x, root);
+                out.insert(k.replace(root, "@ROOT@"), x);
+            }
+            *o = out;
+        }
+        Value::Array(a) => a.iter_mut().for_each(|x| normalise(x, root)),
+        Value::String(s) => {
+            if s.contains(root) {
+                *s = s.replace(root, "@ROOT@");
+            }
+            if let Some(i) = s
+                .find("failed: ")
+                .filter(|_| s.starts_with("Rendering SLS"))
+            {
+                s.truncate(i + "failed:".len());
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Where two answers first differ: a path of keys and both values.
+fn first_difference(path: &str, salt: &Value, maid: &Value) -> Option<String> {
+    match (salt, maid) {
+        (Value::Object(a), Value::Object(b)) => {
+            for (k, x) in a {
+                let p = format!("{path}/{k}");
+                match b.get(k) {
+                    None => return Some(format!("{p}: salt {x}, maid has none")),
+                    Some(y) => {
+                        if let Some(d) = first_difference(&p, x, y) {
+                            return Some(d);
+                        }
+                    }
+                }
+            }
+            b.iter()
+                .find(|(k, _)| !a.contains_key(*k))
+                .map(|(k, y)| format!("{path}/{k}: salt has none, maid {y}"))
+        }
+        (Value::Array(a), Value::Array(b)) if a.len() == b.len() => a
+            .iter()
+            .zip(b)
+            .enumerate()
+            .find_map(|(i, (x, y))| first_difference(&format!("{path}/{i}"), x, y)),
+        _ => (salt != maid).then(|| format!("{path}: salt {salt}, maid {maid}")),
+    }
+}
+
+/// A Salt exception and maid's failed call are the same answer when
+/// maid's words hold Salt's message.
+fn same_failure(salt: &Value, maid: &Value) -> bool {
+    let Some(message) = salt.get("message").and_then(Value::as_str) else {
+        return false;
+    };
+    maid["retcode"] != json!(0)
+        && maid
+            .to_string()
+            .contains(&json!(message).to_string().trim_matches('"').to_string())
+}
+
+#[test]
+fn sls_trees_apply_as_salt_applies_them() {
+    let salt_dir = tempfile::tempdir().unwrap();
+    let maid_dir = tempfile::tempdir().unwrap();
+    copy_trees(salt_dir.path());
+    copy_trees(maid_dir.path());
+    let grains = maid_answer(maid_dir.path(), &["grains.items".to_string()])["return"].clone();
+    assert!(grains.is_object(), "maid's grains: {grains}");
+    let calls = calls();
+    let salt = oracle(
+        "modules",
+        &json!({
+            "calls": calls,
+            "file_root": salt_dir.path().join("srv"),
+            "grains": grains,
+        }),
+    );
+    let salt = salt.as_array().expect("oracle answers a list").clone();
+    let mut differ = Vec::new();
+    for (words, salt) in calls.iter().zip(salt) {
+        let mut maid = maid_answer(maid_dir.path(), words);
+        let mut salt = salt;
+        if salt.get("return").is_some() && salt.get("retcode").is_none() {
+            salt["retcode"] = json!(0);
+        }
+        normalise(&mut salt, &salt_dir.path().display().to_string());
+        normalise(&mut maid, &maid_dir.path().display().to_string());
+        if salt != maid && !same_failure(&salt, &maid) {
+            let at = first_difference("", &salt, &maid).unwrap_or_default();
+            differ.push(format!("{words:?}\n  {at}"));
+        }
+    }
+    assert!(
+        differ.is_empty(),
+        "{} of {} calls differ from Salt:\n{}",
+        differ.len(),
+        calls.len(),
+        differ.join("\n")
+    );
+}
+
+/// `maid call --local -c CONFIG` in `cwd`, serving `cwd/srv`.
+fn maid_call_config(cwd: &Path, config: &Path, words: &[&str]) -> Value {
+    let out = crate::common::maid_command()
+        .args([
+            "call",
+            "--local",
+            "--id",
+            "local",
+            "--retcode-passthrough",
+            "--out",
+            "json",
+        ])
+        .arg("-c")
+        .arg(config)
+        .arg("--file-root")
+        .arg(cwd.join("srv"))
+        .current_dir(cwd)
+        .env("MAID_PLUGIN_DIR", guests::PLUGINS_DIR)
+        .env("MAID_CACHE_DIR", crate::common::shared_cache())
+        .env_remove("MAID_CONFIG")
+        .arg("--")
+        .args(words)
+        .output()
+        .expect("run maid");
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "{words:?}: {e}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    json!({ "return": v["local"].clone(), "retcode": out.status.code() })
+}
+
+/// A state changes only what the grants of the module that makes the
+/// change allow: `cmd.run` under a `cmd` plugin without `exec`, a state
+/// plugin whose `call` grant leaves out the function a state (or a
+/// template's `salt[...]`) needs, an SLS reaching out of the file root:
+/// each fails `Denied` (or does not render), and nothing is changed.
+#[test]
+fn a_state_is_held_to_the_grants_of_the_module_that_makes_its_change() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = dir.path().join("srv");
+    std::fs::create_dir_all(srv.join("attack")).unwrap();
+    let marker = dir.path().join("touched");
+    std::fs::write(
+        srv.join("attack/init.sls"),
+        format!(
+            "make_marker:\n  cmd.run:\n    - name: touch {}\n",
+            marker.display()
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        srv.join("attack/template.sls"),
+        format!(
+            "{{% set out = salt['cmd.run']('touch {}') %}}\nx:\n  test.nop\n",
+            marker.display()
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        srv.join("attack/escape.sls"),
+        "{% include '../../../../etc/passwd' %}\n",
+    )
+    .unwrap();
+    std::fs::write(
+        srv.join("attack/bomb.sls"),
+        "a: &a [x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a]\n\
+         c: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b]\nd: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c]\n\
+         e: &e [*d, *d, *d, *d, *d, *d, *d, *d, *d]\nf: [*e, *e, *e, *e, *e, *e, *e, *e, *e]\n",
+    )
+    .unwrap();
+
+    // The state plugin may call cmd.run_all, but cmd may start nothing.
+    let no_exec = dir.path().join("no_exec.toml");
+    std::fs::write(
+        &no_exec,
+        "[plugins.state]\nfetch = [\"salt://**\"]\ncall = [\"cmd.run_all\", \"cmd.retcode\", \"test.*\"]\n\
+         [plugins.cmd]\n[plugins.test]\n",
+    )
+    .unwrap();
+    let got = maid_call_config(dir.path(), &no_exec, &["state.sls", "attack"]);
+    let ret = &got["return"]
+        ["cmd_|-make_marker_|-touch ".to_string() + &marker.display().to_string() + "_|-run"];
+    assert_eq!(ret["result"], json!(false), "{got}");
+    let comment = ret["comment"].as_str().unwrap();
+    assert!(
+        comment.starts_with("Denied: ") && comment.contains("exec"),
+        "{got}"
+    );
+    assert_eq!(got["retcode"], json!(2), "{got}");
+    assert!(!marker.exists(), "a denied cmd.run touched its file");
+
+    // The state plugin may not call cmd.* at all: the state, and a
+    // template's salt['cmd.run'], are refused before cmd runs.
+    let no_call = dir.path().join("no_call.toml");
+    std::fs::write(
+        &no_call,
+        "[plugins.state]\nfetch = [\"salt://**\"]\ncall = [\"test.*\"]\n\
+         [plugins.cmd]\nexec = [\"/usr/bin/*\", \"/bin/*\"]\nshell = true\nenv = [\"PATH\"]\n[plugins.test]\n",
+    )
+    .unwrap();
+    let got = maid_call_config(dir.path(), &no_call, &["state.sls", "attack"]);
+    let ret = &got["return"]
+        ["cmd_|-make_marker_|-touch ".to_string() + &marker.display().to_string() + "_|-run"];
+    assert_eq!(ret["result"], json!(false), "{got}");
+    assert!(
+        ret["comment"].as_str().unwrap().contains("Denied: "),
+        "{got}"
+    );
+    let got = maid_call_config(dir.path(), &no_call, &["state.sls", "attack.template"]);
+    assert_eq!(got["retcode"], json!(1), "{got}");
+    let errors = got["return"].as_array().expect("a render error list");
+    assert!(
+        errors[0]
+            .as_str()
+            .unwrap()
+            .starts_with("Rendering SLS 'base:attack.template' failed"),
+        "{got}"
+    );
+    assert!(
+        !marker.exists(),
+        "a template ran cmd.run without the call grant"
+    );
+
+    // An include that climbs out of the file root, and a YAML bomb, do
+    // not render; neither reads nor builds what it asks for.
+    let got = maid_call_config(dir.path(), &no_call, &["state.sls", "attack.escape"]);
+    assert_eq!(got["retcode"], json!(1), "{got}");
+    assert!(!got.to_string().contains("root:x:0:0"), "{got}");
+    let got = maid_call_config(dir.path(), &no_call, &["state.show_sls", "attack.bomb"]);
+    assert_eq!(got["retcode"], json!(1), "{got}");
+
+    // Without fetch the state plugin reads no SLS at all.
+    let no_fetch = dir.path().join("no_fetch.toml");
+    std::fs::write(
+        &no_fetch,
+        "[plugins.state]\ncall = [\"test.*\"]\n[plugins.test]\n",
+    )
+    .unwrap();
+    let got = maid_call_config(dir.path(), &no_fetch, &["state.sls", "attack"]);
+    assert_eq!(got["retcode"], json!(1), "{got}");
+    assert!(got["return"].to_string().contains("Denied"), "{got}");
+    assert!(!marker.exists());
+}

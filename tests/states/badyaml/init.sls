@@ -1,0 +1,3 @@
+a:
+  test.nop
+ b: [

@@ -1,0 +1,4 @@
+include:
+  - conflict.other
+same:
+  test.nop

@@ -1,0 +1,2 @@
+same:
+  test.succeed_without_changes

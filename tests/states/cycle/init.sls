@@ -1,0 +1,8 @@
+a:
+  test.nop:
+    - require:
+      - test: b
+b:
+  test.nop:
+    - require:
+      - test: a

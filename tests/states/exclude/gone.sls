@@ -1,0 +1,2 @@
+gone_a:
+  test.nop

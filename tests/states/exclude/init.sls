@@ -1,0 +1,8 @@
+include:
+  - exclude.gone
+  - exclude.kept
+exclude:
+  - sls: exclude.gone
+  - id: kept_b
+main:
+  test.nop

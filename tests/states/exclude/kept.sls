@@ -1,0 +1,4 @@
+kept_a:
+  test.nop
+kept_b:
+  test.nop

@@ -1,0 +1,2 @@
+from_include:
+  test.nop

@@ -1,0 +1,2 @@
+in_other:
+  test.nop

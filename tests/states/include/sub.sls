@@ -1,0 +1,3 @@
+in_sub:
+  test.succeed_without_changes:
+    - comment: original

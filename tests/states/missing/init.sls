@@ -1,0 +1,4 @@
+include:
+  - missing.nowhere
+here:
+  test.nop

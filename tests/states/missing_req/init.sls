@@ -1,0 +1,4 @@
+a:
+  test.nop:
+    - require:
+      - test: nowhere

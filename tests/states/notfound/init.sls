@@ -1,0 +1,4 @@
+a:
+  test.no_such_function
+b:
+  nosuchstate.present

@@ -1,0 +1,4 @@
+include:
+  - ..c
+in_b:
+  test.nop

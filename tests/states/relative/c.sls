@@ -1,0 +1,2 @@
+in_c:
+  test.nop

@@ -1,0 +1,4 @@
+include:
+  - .a.b
+top_level:
+  test.nop

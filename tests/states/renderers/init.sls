@@ -1,0 +1,4 @@
+#!yaml
+plain_yaml:
+  test.show_notification:
+    - text: "{{ not rendered }}"

@@ -1,0 +1,2 @@
+#!json
+{"from_json": {"test.nop": []}}

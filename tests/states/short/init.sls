@@ -1,0 +1,6 @@
+short_form: test.nop
+dotted:
+  test.succeed_without_changes: []
+listed:
+  test:
+    - nop

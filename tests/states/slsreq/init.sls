@@ -1,0 +1,6 @@
+include:
+  - slsreq.dep
+after:
+  test.nop:
+    - require:
+      - sls: slsreq.dep

@@ -1,0 +1,2 @@
+by_grain:
+  test.nop

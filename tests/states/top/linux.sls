@@ -1,0 +1,2 @@
+linux:
+  test.nop

@@ -1,0 +1,10 @@
+base:
+  '*':
+    - top.common
+  'no-such-minion':
+    - top.never
+  'G@kernel:Linux':
+    - top.linux
+  'kernel:Linux':
+    - match: grain
+    - top.grain

@@ -1,0 +1,3 @@
+a:
+  test.show_notification:
+    - text: {{ nosuchvariable }}
