@@ -394,3 +394,129 @@ fn a_state_is_held_to_the_grants_of_the_module_that_makes_its_change() {
     assert!(got["return"].to_string().contains("Denied"), "{got}");
     assert!(!marker.exists());
 }
+
+/// What salt-call prints for a state run, as it prints it (no colour):
+/// `salt-call --local` with its own root and `file_roots` in `dir`.
+fn salt_call_text(dir: &Path, words: &[&str]) -> (String, Option<i32>) {
+    let conf = dir.join("salt");
+    std::fs::create_dir_all(conf.join("root")).unwrap();
+    std::fs::write(
+        conf.join("minion"),
+        format!(
+            "id: local\nroot_dir: {}\nfile_client: local\nfile_roots:\n  base:\n    - {}\n",
+            conf.join("root").display(),
+            dir.join("srv").display()
+        ),
+    )
+    .unwrap();
+    let out = std::process::Command::new(crate::common::salt::venv().join("bin/salt-call"))
+        .args(["--local", "--no-color", "--retcode-passthrough", "-c"])
+        .arg(&conf)
+        .args(words)
+        .current_dir(dir)
+        .output()
+        .expect("run salt-call");
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        out.status.code(),
+    )
+}
+
+/// The same words through `maid call --local`, as printed.
+fn maid_call_text(dir: &Path, words: &[&str]) -> (String, Option<i32>) {
+    let out = crate::common::maid_command()
+        .args([
+            "call",
+            "--local",
+            "--id",
+            "local",
+            "--no-color",
+            "--retcode-passthrough",
+        ])
+        .arg("--file-root")
+        .arg(dir.join("srv"))
+        .current_dir(dir)
+        .env("MAID_PLUGIN_DIR", guests::PLUGINS_DIR)
+        .env("MAID_CACHE_DIR", crate::common::shared_cache())
+        .env_remove("MAID_CONFIG")
+        .args(words.iter().take_while(|w| w.starts_with("--")))
+        .arg("--")
+        .args(words.iter().skip_while(|w| w.starts_with("--")))
+        .output()
+        .expect("run maid");
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        out.status.code(),
+    )
+}
+
+/// Times and this side's directory taken out of printed text.
+fn normalise_text(text: &str, root: &Path) -> String {
+    let root = root.display().to_string();
+    let mut after_pid = false;
+    text.lines()
+        .map(|l| {
+            let l = l.replace(&root, "@ROOT@");
+            let t = l.trim_start();
+            let indent = &l[..l.len() - t.len()];
+            let was_pid = std::mem::replace(&mut after_pid, t == "pid:");
+            if was_pid && t.bytes().all(|b| b.is_ascii_digit()) {
+                format!("{indent}PID")
+            } else if let Some(i) = l.find(" - Started: ") {
+                // A terse line ends with its times.
+                l[..i].to_string()
+            } else if t.starts_with("Started:")
+                || t.starts_with("Duration:")
+                || t.starts_with("Total run time:")
+            {
+                format!("{indent}{}", t.split(':').next().unwrap())
+            } else {
+                l
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// `salt-call`'s text for a state run — the `highstate` outputter with
+/// its summary, `--state-output` and `--state-verbose`, and the exit
+/// status — is maid's, for runs that succeed, fail, change and compile
+/// badly.
+#[test]
+fn state_runs_print_as_salt_call_prints_them() {
+    let cases: &[&[&str]] = &[
+        &["state.sls", "basic"],
+        &["state.apply", "watch"],
+        &["state.sls", "require_fail", "test=True"],
+        &["--state-output=terse", "state.sls", "names"],
+        &[
+            "--state-output=changes",
+            "--state-verbose=False",
+            "state.sls",
+            "onchanges",
+        ],
+        &["--state-output=mixed", "state.sls", "any"],
+        &["state.sls", "cycle"],
+        &["state.single", "test.succeed_with_changes", "name=one"],
+        &["state.show_low_sls", "require"],
+    ];
+    let salt_dir = tempfile::tempdir().unwrap();
+    let maid_dir = tempfile::tempdir().unwrap();
+    copy_trees(salt_dir.path());
+    copy_trees(maid_dir.path());
+    let mut differ = Vec::new();
+    for words in cases {
+        let (salt, salt_code) = salt_call_text(salt_dir.path(), words);
+        let (maid, maid_code) = maid_call_text(maid_dir.path(), words);
+        let (salt, maid) = (
+            normalise_text(&salt, salt_dir.path()),
+            normalise_text(&maid, maid_dir.path()),
+        );
+        if salt != maid || salt_code != maid_code {
+            differ.push(format!(
+                "{words:?}: exit salt {salt_code:?}, maid {maid_code:?}\n--- salt\n{salt}\n--- maid\n{maid}"
+            ));
+        }
+    }
+    assert!(differ.is_empty(), "{}", differ.join("\n\n"));
+}

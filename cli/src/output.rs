@@ -50,6 +50,14 @@ pub struct OutputOpts {
     pub out_file_append: bool,
     #[command(flatten)]
     pub color: ColorOpts,
+    /// Override state_output for state runs: full, terse, mixed, changes
+    /// or filter (each also with _id).
+    #[arg(long, alias = "state_output", value_name = "STATE_OUTPUT")]
+    pub state_output: Option<String>,
+    /// Override state_verbose for state runs: True or False (False hides
+    /// states that succeeded without changes).
+    #[arg(long, alias = "state_verbose", value_name = "BOOL")]
+    pub state_verbose: Option<String>,
 }
 
 impl OutputOpts {
@@ -61,6 +69,33 @@ impl OutputOpts {
                 .name()
                 .parse::<Out>()
                 .unwrap_or_default()
+                .colored(self.color.on()),
+            file: self.out_file.clone(),
+        }
+    }
+
+    /// The outputter for returns of `fun`: the one asked for, else the
+    /// function's own (`highstate` for `state.apply`, ...), with the
+    /// `--state-*` options; `--out highstate` also means the function's
+    /// own, as in Salt.
+    pub fn out_for(&self, fun: &str) -> Printer {
+        let own = maid_salt::output::function_outputter(fun);
+        let name = self.out.as_ref().map_or(own, Out::name);
+        let mut state = maid_salt::output::HighstateOpts::default();
+        if let Some(o) = &self.state_output {
+            state.state_output = o.clone();
+        }
+        match self.state_verbose.as_deref() {
+            Some("True" | "true") => state.state_verbose = true,
+            Some("False" | "false") => state.state_verbose = false,
+            _ => {}
+        }
+        Printer {
+            out: name
+                .parse::<Out>()
+                .unwrap_or_default()
+                .for_function(own)
+                .with_state_opts(state)
                 .colored(self.color.on()),
             file: self.out_file.clone(),
         }

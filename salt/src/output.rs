@@ -253,6 +253,19 @@ impl Out {
     }
 }
 
+/// The outputter a function names for its returns (Salt's module
+/// `__outputter__`): `highstate` for the `state` functions that run
+/// states, `nested` for everything else maid ships.
+pub fn function_outputter(fun: &str) -> &'static str {
+    match fun.strip_prefix("state.") {
+        Some(
+            "sls" | "sls_id" | "pkg" | "top" | "single" | "highstate" | "template" | "template_str"
+            | "apply" | "test" | "request" | "check_request" | "run_request",
+        ) => "highstate",
+        _ => "nested",
+    }
+}
+
 /// Salt's `no_return` outputter (what `salt -v` once showed for minions
 /// that did not return): each key in cyan, each line of a string in red,
 /// anything else nothing.

@@ -264,7 +264,7 @@ fn print_return(call: &Invocation, ret: Value, retcode: i32, author: bool) -> Ex
     let mut data = Map::new();
     data.insert("local".into(), ret);
     call.output
-        .out()
+        .out_for(call.fun.as_deref().unwrap_or_default())
         .display_ret(&Value::Object(data), call.output.out_indent, retcode.into());
     if author || call.retcode_passthrough || retcode == 0 {
         exit_status(retcode)

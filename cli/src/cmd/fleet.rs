@@ -147,6 +147,12 @@ impl ReportOpts {
         self.output.out()
     }
 
+    /// [`Self::output`] for the returns of `fun`: its own outputter
+    /// (`highstate` for `state.apply`, ...) unless `--out` names another.
+    pub(super) fn output_for(&self, fun: &str) -> Printer {
+        self.output.out_for(fun)
+    }
+
     /// Defaults that print nothing extra, for jobs the master runs for
     /// itself (`manage.status`).
     pub(super) fn quiet(output: OutputOpts) -> ReportOpts {

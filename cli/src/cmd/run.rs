@@ -208,7 +208,10 @@ fn run_streamed(
     report_opts: &ReportOpts,
     verbose: bool,
 ) -> anyhow::Result<ExitCode> {
-    let (out, indent) = (&report_opts.output(), report_opts.output.out_indent);
+    let (out, indent) = (
+        &report_opts.output_for(&ready.req.fun),
+        report_opts.output.out_indent,
+    );
     // `--static` gathers every return and prints them as one document.
     let mut gathered = Map::new();
     let mut report: Report = block_on(ready.run(jid, |r: &Return| {
@@ -435,7 +438,10 @@ fn run_batch(
     pace: maid_master::batch::Pace,
     jid: String,
 ) -> anyhow::Result<ExitCode> {
-    let (out, indent) = (&report_opts.output(), report_opts.output.out_indent);
+    let (out, indent) = (
+        &report_opts.output_for(&req.fun),
+        report_opts.output.out_indent,
+    );
     let quiet = report_opts.static_out;
     let ids = up;
     let Some(size) = maid_master::batch::size(batch, ids.len()) else {
