@@ -52,6 +52,22 @@ fn salt(tool: &str, config_dir: &Path, args: &[String], tty: bool) -> Printed {
     printed(command(&argv, tty).output().expect("run salt"))
 }
 
+/// A state run's times and pids, which differ from run to run, left out
+/// of a printed line.
+fn timeless(line: &str) -> String {
+    let t = line.trim_start();
+    let indent = &line[..line.len() - t.len()];
+    if let Some(i) = line.find(" - Started: ") {
+        return line[..i].to_string();
+    }
+    for label in ["Started:", "Duration:", "Total run time:"] {
+        if t.starts_with(label) {
+            return format!("{indent}{label}");
+        }
+    }
+    line.to_string()
+}
+
 /// Jids masked: each run has its own.
 fn masked(text: &str) -> String {
     // maid names its own command for looking a job up (docs/differences-from-salt.md).
@@ -79,6 +95,24 @@ fn masked(text: &str) -> String {
 /// The command lines of `salt` (and `maid run`); `true` where lines may
 /// come in any order (returns printed as they arrive, batches started as
 /// others finish).
+/// State runs from the master's file_roots (the trees of
+/// tests/states/ both masters serve), on both minions or one.
+fn state_corpus() -> Vec<Vec<&'static str>> {
+    vec![
+        vec!["*", "state.apply", "basic"],
+        vec!["-L", "m1", "state.sls", "require", "test=True"],
+        vec!["--state-output=terse", "*", "state.apply", "names"],
+        vec![
+            "-L",
+            "m2",
+            "state.single",
+            "test.succeed_with_changes",
+            "name=x",
+        ],
+        vec!["--out", "json", "-L", "m1", "state.show_low_sls", "require"],
+    ]
+}
+
 fn corpus() -> Vec<(Vec<&'static str>, bool)> {
     vec![
         (vec!["*", "test.ping"], true),
@@ -419,9 +453,31 @@ async fn salt_and_maid_run_print_the_same() {
     std::fs::write(tree.join("big.txt"), &big).unwrap();
     let grants = format!(
         "[plugins.cmd]\nexec = [\"/usr/bin/*\", \"/bin/*\"]\nshell = true\nenv = [\"PATH\"]\n\
-         [plugins.cp]\nfetch = [\"salt://**\"]\ndirs = [{{ path = \"{}\", writable = true }}]\n",
+         [plugins.cp]\nfetch = [\"salt://**\"]\ndirs = [{{ path = \"{}\", writable = true }}]\n\
+         [plugins.state]\nfetch = [\"salt://**\"]\ncall = [\"test.*\", \"cmd.run_all\", \"cmd.retcode\"]\n",
         dest.display()
     );
+    // The SLS trees both masters serve: Salt's file_roots, and maid's
+    // `[master] file_roots`, pushed to the file store before a state run.
+    let file_root = config_dir.join("srv/salt");
+    for tree in ["basic", "require", "names"] {
+        let from = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("../tests/states")
+            .join(tree);
+        std::fs::create_dir_all(file_root.join(tree)).unwrap();
+        for e in std::fs::read_dir(&from).unwrap().flatten() {
+            std::fs::copy(e.path(), file_root.join(tree).join(e.file_name())).unwrap();
+        }
+    }
+    let master_toml = files.path().join("master.toml");
+    std::fs::write(
+        &master_toml,
+        format!(
+            "[master]\nverify_replies = false\nfile_roots = [\"{}\"]\n",
+            file_root.display()
+        ),
+    )
+    .unwrap();
     let _agents: Vec<_> = MINIONS
         .iter()
         .map(|id| start_agent(&redis.config(), id, &grants))
@@ -442,6 +498,11 @@ async fn salt_and_maid_run_print_the_same() {
             any_minion_corpus()
                 .into_iter()
                 .map(|args| ("salt", "run", args, false, false, true)),
+        )
+        .chain(
+            state_corpus()
+                .into_iter()
+                .map(|args| ("salt", "run", args, true, false, false)),
         )
         .chain(
             cp_corpus()
@@ -490,7 +551,7 @@ async fn salt_and_maid_run_print_the_same() {
                 // Salt prints no such line: the warning that replies go
                 // unverified is maid's.
                 .env("MAID_LOG", "warn,maid::unverified=off")
-                .env_remove("MAID_CONFIG")
+                .env("MAID_CONFIG", &master_toml)
                 .output()
                 .expect("run maid"),
         );
@@ -526,7 +587,7 @@ async fn salt_and_maid_run_print_the_same() {
             m.2,
         ));
         let norm = |text: &str, code: i32| {
-            let mut lines: Vec<String> = masked(text).lines().map(str::to_string).collect();
+            let mut lines: Vec<String> = masked(text).lines().map(timeless).collect();
             if any_order {
                 lines.sort();
             }

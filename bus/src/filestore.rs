@@ -188,6 +188,70 @@ pub async fn push(
     })
 }
 
+/// Every file under `roots` stored as `salt://` its path in the root (a
+/// name in an earlier root wins, as Salt's `file_roots` search them), each
+/// signed with `key` when given: what a master serves its state runs
+/// from. Links are followed while they stay inside their root; anything
+/// else (a link leading out, a socket) is skipped.
+pub async fn push_tree(
+    conn: &mut Conn,
+    roots: &[std::path::PathBuf],
+    key: Option<&SigningKey>,
+) -> Result<Vec<Pushed>, PushError> {
+    let mut seen = std::collections::BTreeSet::new();
+    let mut pushed = Vec::new();
+    for root in roots {
+        let io = |error| PushError::Io {
+            path: root.clone(),
+            error,
+        };
+        let real_root = std::fs::canonicalize(root).map_err(io)?;
+        let mut stack = vec![real_root.clone()];
+        // Each real directory once: a link back up is no loop.
+        let mut visited = std::collections::BTreeSet::new();
+        while let Some(dir) = stack.pop() {
+            let Ok(real_dir) = std::fs::canonicalize(&dir) else {
+                continue;
+            };
+            if !visited.insert(real_dir) {
+                continue;
+            }
+            let mut entries: Vec<_> = std::fs::read_dir(&dir)
+                .map_err(|error| PushError::Io {
+                    path: dir.clone(),
+                    error,
+                })?
+                .flatten()
+                .map(|e| e.path())
+                .collect();
+            entries.sort();
+            for path in entries {
+                let Ok(real) = std::fs::canonicalize(&path) else {
+                    continue;
+                };
+                if !real.starts_with(&real_root) {
+                    continue;
+                }
+                if real.is_dir() {
+                    stack.push(path);
+                    continue;
+                }
+                if !real.is_file() {
+                    continue;
+                }
+                let Ok(rel) = path.strip_prefix(&real_root) else {
+                    continue;
+                };
+                let name = rel.to_string_lossy().into_owned();
+                if seen.insert(name.clone()) {
+                    pushed.push(push(conn, &real, &name, key).await?);
+                }
+            }
+        }
+    }
+    Ok(pushed)
+}
+
 /// Store the bytes of `path` content-addressed — chunks and metadata under
 /// their SHA-256 — unless that content is already stored; its SHA-256 and
 /// size. Pushed plugins share this store with `salt://` files.

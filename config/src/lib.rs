@@ -319,6 +319,12 @@ pub struct MasterSettings {
     /// master expands them before it publishes.
     #[serde(default)]
     pub nodegroups: serde_json::Map<String, serde_json::Value>,
+    /// Salt's master `file_roots`: the directories state runs (`maid run
+    /// '*' state.apply`) are served from. Before it publishes a `state.*`
+    /// job the master stores every file under them in the fleet's file
+    /// store as `salt://PATH`, signed with `key`.
+    #[serde(default)]
+    pub file_roots: Vec<PathBuf>,
 }
 
 /// `[api]`: `maid api`, the master's HTTP API (salt-api compatible).

@@ -23,7 +23,7 @@ pub enum PluginCommand {
     /// Build a plugin project into NAME.wasm.
     Build(super::author::BuildArgs),
     /// Run a function of a built plugin here, with only the grants given.
-    Test(super::author::TestArgs),
+    Test(Box<super::author::TestArgs>),
     /// Sign a plugin with the master key and store it for the agents that
     /// sync it (`saltutil.sync_modules`, which pins this master's pushes).
     Push(super::plugin_push::PushArgs),
@@ -160,7 +160,7 @@ pub fn run(cmd: PluginCommand) -> anyhow::Result<ExitCode> {
     match cmd {
         PluginCommand::New(args) => super::author::new(args),
         PluginCommand::Build(args) => super::author::build(args),
-        PluginCommand::Test(args) => super::author::test(args),
+        PluginCommand::Test(args) => super::author::test(*args),
         PluginCommand::Push(args) => super::plugin_push::push(args),
         PluginCommand::List(args) => {
             let setup = Setup::resolve(&args.runtime, false)?;
