@@ -94,6 +94,56 @@ pub struct Record {
     /// `decision: reason` were counted instead of written.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub suppressed: Option<BTreeMap<String, u64>>,
+    /// For a state run (`state.apply`, ...): what each state did. The
+    /// execution functions each called are in `capabilities` (`call`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub states: Option<Vec<StateRecord>>,
+}
+
+/// One state of a state run, as the audit trail keeps it: which state
+/// function ran on what, its result, and the names of what it changed —
+/// never the changes themselves, since a diff may hold a secret.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StateRecord {
+    /// `file.managed`, from the return's tag.
+    pub function: String,
+    pub id: String,
+    pub name: String,
+    /// `true`, `false`, or `None` (test mode: would change).
+    pub result: Option<bool>,
+    /// The keys of its `changes` (`diff`, `mode`, `stdout`, ...).
+    pub changed: Vec<String>,
+}
+
+impl StateRecord {
+    /// The states of a state run's return (`{tag: {result, changes, ...}}`);
+    /// `None` when it is no such return (a compile error's list).
+    pub fn of_return(ret: &Value) -> Option<Vec<StateRecord>> {
+        let Value::Object(states) = ret else {
+            return None;
+        };
+        let mut out = Vec::new();
+        for (tag, r) in states {
+            let mut parts = tag.splitn(4, "_|-");
+            let (Some(state), Some(id), Some(name), Some(fun)) =
+                (parts.next(), parts.next(), parts.next(), parts.next())
+            else {
+                return None;
+            };
+            let changed = match r.get("changes") {
+                Some(Value::Object(c)) => c.keys().cloned().collect(),
+                _ => Vec::new(),
+            };
+            out.push(StateRecord {
+                function: format!("{state}.{fun}"),
+                id: id.to_string(),
+                name: name.to_string(),
+                result: r.get("result").and_then(Value::as_bool),
+                changed,
+            });
+        }
+        Some(out)
+    }
 }
 
 impl Record {
@@ -124,6 +174,7 @@ impl Record {
             args_sha256: None,
             claimed_kid: None,
             suppressed: None,
+            states: None,
         }
     }
 
@@ -441,6 +492,39 @@ mod tests {
         assert_eq!(
             Value::Object(r),
             json!({"password": "<redacted>", "api_token": "<redacted>", "SSH_KEY": "<redacted>", "cwd": "/tmp"})
+        );
+    }
+
+    #[test]
+    fn a_state_run_is_recorded_state_by_state_without_its_changes() {
+        let ret = json!({
+            "file_|-conf_|-/etc/app.conf_|-managed": {
+                "result": true, "comment": "File updated",
+                "changes": {"diff": "-password=old\n+password=new\n", "mode": "0600"}
+            },
+            "cmd_|-restart_|-systemctl restart app_|-run": {
+                "result": null, "comment": "would run", "changes": {"cmd": "systemctl restart app"}
+            },
+            "test_|-ok_|-ok_|-nop": {"result": true, "comment": "Success!", "changes": {}}
+        });
+        let states = StateRecord::of_return(&ret).unwrap();
+        let as_json = serde_json::to_value(&states).unwrap();
+        assert_eq!(
+            as_json,
+            json!([
+                {"function": "file.managed", "id": "conf", "name": "/etc/app.conf", "result": true, "changed": ["diff", "mode"]},
+                {"function": "cmd.run", "id": "restart", "name": "systemctl restart app", "result": null, "changed": ["cmd"]},
+                {"function": "test.nop", "id": "ok", "name": "ok", "result": true, "changed": []}
+            ])
+        );
+        assert!(
+            !as_json.to_string().contains("password"),
+            "a change's content is never kept"
+        );
+        // A compile error is a list: no states ran.
+        assert_eq!(
+            StateRecord::of_return(&json!(["Rendering SLS failed"])),
+            None
         );
     }
 

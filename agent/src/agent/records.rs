@@ -79,6 +79,9 @@ pub(super) fn ran(shared: &Shared, job: &Job, kid: &Option<String>, outcome: &Ou
         rec.writable_dirs = shared.runtime.writable_dirs(&job.fun);
         rec.duration_ms = Some(outcome.duration.as_millis() as u64);
         rec.retcode = Some(outcome.retcode);
+        if job.fun.starts_with("state.") {
+            rec.states = audit::StateRecord::of_return(&outcome.ret);
+        }
         rec
     });
 }
