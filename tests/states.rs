@@ -134,6 +134,39 @@ fn maid_answer(cwd: &Path, words: &[String]) -> Value {
     }
 }
 
+/// Maid's answers to `calls`, in order: the calls on one tree (or set of
+/// SLS names) one after another, different trees side by side — each
+/// tree changes only paths of its own.
+fn maid_answers(dir: &Path, calls: &[Vec<String>]) -> Vec<Value> {
+    let mut groups: Vec<(String, Vec<usize>)> = Vec::new();
+    for (i, words) in calls.iter().enumerate() {
+        let key = words.get(1).cloned().unwrap_or_default();
+        match groups.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, g)) => g.push(i),
+            None => groups.push((key, vec![i])),
+        }
+    }
+    let answers = std::sync::Mutex::new(vec![Value::Null; calls.len()]);
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    std::thread::scope(|scope| {
+        for _ in 0..3 {
+            scope.spawn(|| {
+                loop {
+                    let g = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    let Some((_, group)) = groups.get(g) else {
+                        break;
+                    };
+                    for &i in group {
+                        let answer = maid_answer(dir, &calls[i]);
+                        answers.lock().unwrap()[i] = answer;
+                    }
+                }
+            });
+        }
+    });
+    answers.into_inner().unwrap()
+}
+
 /// What differs from run to run (times, pids) taken out, and each side's
 /// own directory named alike.
 fn normalise(v: &mut Value, root: &str) {
@@ -216,18 +249,17 @@ fn sls_trees_apply_as_salt_applies_them() {
     let grains = maid_answer(maid_dir.path(), &["grains.items".to_string()])["return"].clone();
     assert!(grains.is_object(), "maid's grains: {grains}");
     let calls = calls();
-    let salt = oracle(
-        "modules",
-        &json!({
-            "calls": calls,
-            "file_root": salt_dir.path().join("srv"),
-            "grains": grains,
-        }),
-    );
+    let doc = json!({
+        "calls": calls,
+        "file_root": salt_dir.path().join("srv"),
+        "grains": grains,
+    });
+    let salt_side = std::thread::spawn(move || oracle("modules", &doc));
+    let maid = maid_answers(maid_dir.path(), &calls);
+    let salt = salt_side.join().unwrap();
     let salt = salt.as_array().expect("oracle answers a list").clone();
     let mut differ = Vec::new();
-    for (words, salt) in calls.iter().zip(salt) {
-        let mut maid = maid_answer(maid_dir.path(), words);
+    for ((words, salt), mut maid) in calls.iter().zip(salt).zip(maid) {
         let mut salt = salt;
         if salt.get("return").is_some() && salt.get("retcode").is_none() {
             salt["retcode"] = json!(0);
