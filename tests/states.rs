@@ -98,23 +98,24 @@ fn copy_dir(from: &Path, to: &Path, root: &str) {
     }
 }
 
-fn maid_call(cwd: &Path, words: &[String]) -> Output {
-    crate::common::maid_command()
-        .args([
-            "call",
-            "--local",
-            "--id",
-            "local",
-            "--retcode-passthrough",
-            "--out",
-            "json",
-        ])
+/// `maid call --local --id local --retcode-passthrough FLAGS` in `cwd`,
+/// serving `cwd/srv`, with the test build's plugins and no config but
+/// what `flags` name.
+fn maid_local(cwd: &Path, flags: &[&str]) -> std::process::Command {
+    let mut cmd = crate::common::maid_command();
+    cmd.args(["call", "--local", "--id", "local", "--retcode-passthrough"])
+        .args(flags)
         .arg("--file-root")
         .arg(cwd.join("srv"))
         .current_dir(cwd)
         .env("MAID_PLUGIN_DIR", guests::PLUGINS_DIR)
         .env("MAID_CACHE_DIR", crate::common::shared_cache())
-        .env_remove("MAID_CONFIG")
+        .env_remove("MAID_CONFIG");
+    cmd
+}
+
+fn maid_call(cwd: &Path, words: &[String]) -> Output {
+    maid_local(cwd, &["--out", "json"])
         .arg("--")
         .args(words)
         .output()
@@ -282,24 +283,8 @@ fn sls_trees_apply_as_salt_applies_them() {
 
 /// `maid call --local -c CONFIG` in `cwd`, serving `cwd/srv`.
 fn maid_call_config(cwd: &Path, config: &Path, words: &[&str]) -> Value {
-    let out = crate::common::maid_command()
-        .args([
-            "call",
-            "--local",
-            "--id",
-            "local",
-            "--retcode-passthrough",
-            "--out",
-            "json",
-        ])
-        .arg("-c")
-        .arg(config)
-        .arg("--file-root")
-        .arg(cwd.join("srv"))
-        .current_dir(cwd)
-        .env("MAID_PLUGIN_DIR", guests::PLUGINS_DIR)
-        .env("MAID_CACHE_DIR", crate::common::shared_cache())
-        .env_remove("MAID_CONFIG")
+    let config = config.display().to_string();
+    let out = maid_local(cwd, &["--out", "json", "-c", &config])
         .arg("--")
         .args(words)
         .output()
@@ -456,22 +441,9 @@ fn salt_call_text(dir: &Path, words: &[&str]) -> (String, Option<i32>) {
 
 /// The same words through `maid call --local`, as printed.
 fn maid_call_text(dir: &Path, words: &[&str]) -> (String, Option<i32>) {
-    let out = crate::common::maid_command()
-        .args([
-            "call",
-            "--local",
-            "--id",
-            "local",
-            "--no-color",
-            "--retcode-passthrough",
-        ])
-        .arg("--file-root")
-        .arg(dir.join("srv"))
-        .current_dir(dir)
-        .env("MAID_PLUGIN_DIR", guests::PLUGINS_DIR)
-        .env("MAID_CACHE_DIR", crate::common::shared_cache())
-        .env_remove("MAID_CONFIG")
-        .args(words.iter().take_while(|w| w.starts_with("--")))
+    let mut flags = vec!["--no-color"];
+    flags.extend(words.iter().take_while(|w| w.starts_with("--")));
+    let out = maid_local(dir, &flags)
         .arg("--")
         .args(words.iter().skip_while(|w| w.starts_with("--")))
         .output()

@@ -247,6 +247,18 @@ impl<'a> Runner<'a> {
 
     /// `_assign_not_run_result_dict`.
     fn not_run(&mut self, idx: usize, result: bool, comment: &str) {
+        let ret = self.not_run_ret(idx, result, comment);
+        let t = tag(&self.graph.chunks[idx]);
+        if self.prereq(idx) {
+            self.pre.insert(t.clone(), ret.clone());
+        }
+        self.running.insert(t, Value::Object(ret));
+        self.run_num += 1;
+    }
+
+    /// The return of a chunk that did not run: its reason, and the next
+    /// run number.
+    fn not_run_ret(&self, idx: usize, result: bool, comment: &str) -> Obj {
         let low = &self.graph.chunks[idx];
         let mut ret = Obj::new();
         ret.insert("changes".into(), json!({}));
@@ -259,12 +271,7 @@ impl<'a> Runner<'a> {
         for key in ["__sls__", "__id__", "name"] {
             ret.insert(key.into(), low.get(key).cloned().unwrap_or(Value::Null));
         }
-        let t = tag(low);
-        if self.prereq(idx) {
-            self.pre.insert(t.clone(), ret.clone());
-        }
-        self.running.insert(t, Value::Object(ret));
-        self.run_num += 1;
+        ret
     }
 
     fn call_unmet(&mut self, idx: usize, depth: u32) {
@@ -282,18 +289,7 @@ impl<'a> Runner<'a> {
         if self.prereq(idx) {
             let (status, _) = self.check_requisites(idx);
             if status == Status::Pre {
-                let low = &self.graph.chunks[idx];
-                let mut ret = Obj::new();
-                ret.insert("changes".into(), json!({}));
-                ret.insert("result".into(), json!(true));
-                ret.insert("duration".into(), json!(0.0));
-                ret.insert("start_time".into(), json!(crate::clock::now()));
-                ret.insert("comment".into(), json!("No changes detected"));
-                ret.insert("__run_num__".into(), json!(self.run_num));
-                ret.insert("__state_ran__".into(), json!(false));
-                for key in ["__sls__", "__id__", "name"] {
-                    ret.insert(key.into(), low.get(key).cloned().unwrap_or(Value::Null));
-                }
+                let ret = self.not_run_ret(idx, true, "No changes detected");
                 self.pre.insert(t, ret);
                 self.run_num += 1;
             } else {

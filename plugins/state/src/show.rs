@@ -45,6 +45,19 @@ pub(crate) fn compile_highstate(
     Ok(Ok(b.high))
 }
 
+/// `compile_high_data`'s chunks in run order, or its errors.
+fn ordered(high: &Obj) -> Result<Value, Error> {
+    match order(high) {
+        Ok((graph, order)) => Ok(Value::Array(
+            order
+                .iter()
+                .map(|&i| Value::Object(graph.chunks[i].clone()))
+                .collect(),
+        )),
+        Err(e) => errors(e),
+    }
+}
+
 /// Low chunks of high data, in run order (`compile_low_chunks`).
 fn low_chunks(mut high: Obj) -> Result<Value, Error> {
     let mut errs = compile::reconcile_extend(&mut high, false);
@@ -55,15 +68,7 @@ fn low_chunks(mut high: Obj) -> Result<Value, Error> {
     if !errs.is_empty() {
         return errors(errs);
     }
-    match order(&high) {
-        Ok((graph, order)) => Ok(Value::Array(
-            order
-                .iter()
-                .map(|&i| Value::Object(graph.chunks[i].clone()))
-                .collect(),
-        )),
-        Err(e) => errors(e),
-    }
+    ordered(&high)
 }
 
 /// Display the state data from the SLS files named, as high data
@@ -93,15 +98,7 @@ pub(crate) fn show_low_sls(call: &Call) -> Result<Value, Error> {
     if !errs.is_empty() {
         return errors(errs);
     }
-    match order(&high) {
-        Ok((graph, order)) => Ok(Value::Array(
-            order
-                .iter()
-                .map(|&i| Value::Object(graph.chunks[i].clone()))
-                .collect(),
-        )),
-        Err(e) => errors(e),
-    }
+    ordered(&high)
 }
 
 /// Display the highstate's high data
