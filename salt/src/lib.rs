@@ -12,6 +12,7 @@
 //! * [`output`]: Salt's outputters (`nested`, `json`, `yaml`, `txt`,
 //!   `table`, `raw`, `pprint`).
 //! * [`files`]: `salt://` paths.
+//! * [`jid`]: a jid's time, as Salt prints it.
 //!
 //! Pure: no Redis, no WebAssembly runtime, no HTTP.
 
@@ -21,6 +22,8 @@ pub mod python;
 pub mod args;
 #[cfg(feature = "full")]
 pub mod files;
+#[cfg(feature = "full")]
+pub mod jid;
 #[cfg(feature = "full")]
 pub mod output;
 #[cfg(feature = "full")]

@@ -20,31 +20,6 @@ fn no_states(comment: &str) -> Obj {
     r
 }
 
-/// `jid_to_time`: `2026, Nov 27 19:37:00.123456`.
-fn jid_to_time(jid: &str) -> String {
-    const MONTHS: [&str; 12] = [
-        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
-    ];
-    if jid.len() != 20 || !jid.bytes().all(|b| b.is_ascii_digit()) {
-        return String::new();
-    }
-    let month = jid[4..6]
-        .parse::<usize>()
-        .ok()
-        .and_then(|m| MONTHS.get(m.wrapping_sub(1)))
-        .copied()
-        .unwrap_or("");
-    format!(
-        "{}, {month} {} {}:{}:{}.{}",
-        &jid[..4],
-        &jid[6..8],
-        &jid[8..10],
-        &jid[10..12],
-        &jid[12..14],
-        &jid[14..]
-    )
-}
-
 /// Other state runs on this maid, in Salt's words (`state.running`).
 fn others(own_jid: &str) -> Vec<String> {
     let mut out = Vec::new();
@@ -68,7 +43,7 @@ fn others(own_jid: &str) -> Vec<String> {
             "The function \"{}\" is running as PID {} and was started at {} with jid {jid}",
             job.get("fun").map(py::py_str).unwrap_or_default(),
             job.get("pid").map(py::py_str).unwrap_or_default(),
-            jid_to_time(&jid),
+            maid_salt::jid::jid_to_time(&jid),
         ));
     }
     out
