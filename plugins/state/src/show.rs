@@ -71,34 +71,32 @@ fn low_chunks(mut high: Obj) -> Result<Value, Error> {
     ordered(&high)
 }
 
+/// The high data of the SLS files `mods` names, rendered and verified
+/// (`render_highstate` then `verify_high`, as `show_sls` and
+/// `show_low_sls` do), or the errors that stop it.
+fn verified_mods(call: &Call) -> Result<Obj, Vec<String>> {
+    let mods = split_input(arg(call, 0, "mods").unwrap_or(&Value::Null));
+    let high = render_mods(call, &mods)?;
+    let errs = compile::verify_high(&high);
+    if errs.is_empty() { Ok(high) } else { Err(errs) }
+}
+
 /// Display the state data from the SLS files named, as high data
 #[function(raw, args = ["mods", "test=null", "queue=null", "**kwargs"])]
 pub(crate) fn show_sls(call: &Call) -> Result<Value, Error> {
-    let mods = split_input(arg(call, 0, "mods").unwrap_or(&Value::Null));
-    let high = match render_mods(call, &mods) {
-        Ok(h) => h,
-        Err(e) => return errors(e),
-    };
-    let errs = compile::verify_high(&high);
-    if !errs.is_empty() {
-        return errors(errs);
+    match verified_mods(call) {
+        Ok(high) => Ok(Value::Object(high)),
+        Err(e) => errors(e),
     }
-    Ok(Value::Object(high))
 }
 
 /// Display the low state data of the SLS files named
 #[function(raw, args = ["mods", "test=null", "queue=null", "**kwargs"])]
 pub(crate) fn show_low_sls(call: &Call) -> Result<Value, Error> {
-    let mods = split_input(arg(call, 0, "mods").unwrap_or(&Value::Null));
-    let high = match render_mods(call, &mods) {
-        Ok(h) => h,
-        Err(e) => return errors(e),
-    };
-    let errs = compile::verify_high(&high);
-    if !errs.is_empty() {
-        return errors(errs);
+    match verified_mods(call) {
+        Ok(high) => ordered(&high),
+        Err(e) => errors(e),
     }
-    ordered(&high)
 }
 
 /// Display the highstate's high data

@@ -35,30 +35,36 @@ pub fn fail_without_changes(low: &Obj, env: &mut Env) -> Result<Obj, String> {
     Ok(r)
 }
 
-pub fn succeed_with_changes(low: &Obj, env: &mut Env) -> Result<Obj, String> {
-    let mut r = ret(low, json!(true), &comment_or(low, "Success!"));
+/// `succeed_with_changes` and `fail_with_changes`: `result` with the
+/// pretended change; under test, result None and `predicted`.
+fn with_changes(low: &Obj, env: &Env, result: bool, default: &str, predicted: &str) -> Obj {
+    let mut r = ret(low, json!(result), &comment_or(low, default));
     r.insert("changes".into(), testing_changes());
     if env.test {
         r.insert("result".into(), Value::Null);
-        r.insert(
-            "comment".into(),
-            json!("If we weren't testing, this would be successful with changes"),
-        );
+        r.insert("comment".into(), json!(predicted));
     }
-    Ok(r)
+    r
+}
+
+pub fn succeed_with_changes(low: &Obj, env: &mut Env) -> Result<Obj, String> {
+    Ok(with_changes(
+        low,
+        env,
+        true,
+        "Success!",
+        "If we weren't testing, this would be successful with changes",
+    ))
 }
 
 pub fn fail_with_changes(low: &Obj, env: &mut Env) -> Result<Obj, String> {
-    let mut r = ret(low, json!(false), &comment_or(low, "Failure!"));
-    r.insert("changes".into(), testing_changes());
-    if env.test {
-        r.insert("result".into(), Value::Null);
-        r.insert(
-            "comment".into(),
-            json!("If we weren't testing, this would be failed with changes"),
-        );
-    }
-    Ok(r)
+    Ok(with_changes(
+        low,
+        env,
+        false,
+        "Failure!",
+        "If we weren't testing, this would be failed with changes",
+    ))
 }
 
 pub fn configurable(low: &Obj, env: &mut Env) -> Result<Obj, String> {
