@@ -92,9 +92,6 @@ fn masked(text: &str) -> String {
     out
 }
 
-/// The command lines of `salt` (and `maid run`); `true` where lines may
-/// come in any order (returns printed as they arrive, batches started as
-/// others finish).
 /// State runs from the master's file_roots (the trees of
 /// tests/states/ both masters serve), on both minions or one.
 fn state_corpus() -> Vec<Vec<&'static str>> {
@@ -113,6 +110,9 @@ fn state_corpus() -> Vec<Vec<&'static str>> {
     ]
 }
 
+/// The command lines of `salt` (and `maid run`); `true` where lines may
+/// come in any order (returns printed as they arrive, batches started as
+/// others finish).
 fn corpus() -> Vec<(Vec<&'static str>, bool)> {
     vec![
         (vec!["*", "test.ping"], true),
