@@ -9,6 +9,7 @@
 //!   [`report`], the plugin runtime in this process in [`in_process`]);
 //! * [`soak`]: `maid-bench soak`, Redis restarted under many agents;
 //! * [`syndic`]: `maid-bench syndic`, a flat fleet against tiered ones;
+//! * [`states`]: `maid-bench states`, a highstate through maid and Salt;
 //! * [`raw`] and [`fleet`]: the hidden `maid-bench raw` and `maid-bench
 //!   fleet`, the processes the others start.
 //!
@@ -30,6 +31,7 @@ mod run;
 mod scenarios;
 mod scratch;
 mod soak;
+mod states;
 mod syndic;
 mod table;
 
@@ -37,6 +39,7 @@ pub use fleet::{FleetArgs, fleet};
 pub use raw::{RawArgs, raw};
 pub use run::{BenchArgs, bench};
 pub use soak::{SoakArgs, soak};
+pub use states::{StatesArgs, states};
 pub use syndic::{SyndicArgs, syndic};
 
 /// A progress line on stderr, between the steps of a run.

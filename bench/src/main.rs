@@ -29,6 +29,8 @@ enum Command {
     Soak(bench::SoakArgs),
     /// A flat fleet against fleets behind syndic maids.
     Syndic(bench::SyndicArgs),
+    /// A highstate through `maid call --local` and `salt-call --local`.
+    States(bench::StatesArgs),
     /// The benchmark's raw Redis responder (used by `run`).
     #[command(hide = true)]
     Raw(bench::RawArgs),
@@ -63,6 +65,7 @@ fn main() -> ExitCode {
         Command::Run(args) => bench::bench(args),
         Command::Soak(args) => bench::soak(args),
         Command::Syndic(args) => bench::syndic(args),
+        Command::States(args) => bench::states(args),
         Command::Raw(args) => bench::raw(args),
         Command::Fleet(args) => bench::fleet(args),
     };

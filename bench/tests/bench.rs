@@ -289,3 +289,44 @@ fn syndic_bench_loses_nothing_on_a_tiny_setting() {
         "{stdout}"
     );
 }
+
+/// `maid-bench states` applies a small highstate through maid and through
+/// Salt (the suite's venv), checks each answer (every state passed, all
+/// changed then none) and prints its one table with both goals. Timing is
+/// not asserted.
+#[test]
+fn the_states_bench_runs_a_small_highstate_on_both_sides() {
+    let venv = std::env::var_os("MAID_SALT_VENV")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| {
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/salt-venv")
+        });
+    assert!(
+        venv.join("bin/salt-call").is_file(),
+        "no Salt in {}: `./dev test` installs it",
+        venv.display()
+    );
+    let bench = std::path::Path::new(env!("CARGO_BIN_EXE_maid-bench"));
+    let out = Command::new(bench)
+        .args(["states", "--states", "7", "--rounds", "1", "--maid"])
+        .arg(bench.with_file_name("maid"))
+        .arg("--salt-venv")
+        .arg(&venv)
+        .env("MAID_PLUGIN_DIR", maid_test_guests::PLUGINS_DIR)
+        .output()
+        .expect("run maid-bench states");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "maid-bench states failed ({}):\n{}\n{stdout}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for row in ["first (every change made)", "second (nothing to do)"] {
+        let line = stdout.lines().find(|l| l.starts_with(row));
+        let line = line.unwrap_or_else(|| panic!("no row {row:?} in:\n{stdout}"));
+        assert!(line.ends_with("met") || line.ends_with("MISSED"), "{line}");
+    }
+    let floor = "the 2 `unless` shells alone (the floor)";
+    assert!(stdout.contains(floor), "no row {floor:?} in:\n{stdout}");
+}
