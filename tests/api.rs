@@ -121,13 +121,23 @@ impl Fleet {
 
     /// Start `maid api` with `[api]` lines `api_toml` and `extra_args`.
     pub(crate) fn api(&self, api_toml: &str, extra_args: &[&str]) -> ApiServer {
+        self.api_with("", api_toml, extra_args)
+    }
+
+    /// [`Fleet::api`] with `[master]` lines `master_toml` besides its key.
+    pub(crate) fn api_with(
+        &self,
+        master_toml: &str,
+        api_toml: &str,
+        extra_args: &[&str],
+    ) -> ApiServer {
         let dir = tempfile::tempdir().unwrap();
         let config = dir.path().join("maid.toml");
         let hash = maid_master::api::auth::hash_password(PASSWORD).unwrap();
         std::fs::write(
             &config,
             format!(
-                "master_topics = [\"{TOPIC}\"]\n[redis]\nurl = \"{}\"\n[master]\nkey = \"{}\"\n\
+                "master_topics = [\"{TOPIC}\"]\n[redis]\nurl = \"{}\"\n[master]\nkey = \"{}\"\n{master_toml}\n\
                  [api]\n{api_toml}\n[api.users]\n{USER} = \"{hash}\"\n\
                  {INTERN} = \"{hash}\"\n{NOBODY} = \"{hash}\"\n{WATCHER} = \"{hash}\"\n\
                  [api.perms]\n{USER} = [\".*\", \"@jobs\"]\n\
@@ -419,6 +429,54 @@ async fn lowstate_runs_several_chunks_and_reports_like_maid_run() {
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(body["return"], json!([{"db-1": true}]));
     assert_eq!(body["maid"][0]["rejected"], json!({}));
+}
+
+/// A state run through the API reads its SLS files from the master's
+/// `file_roots`, stored (signed with the master's key) before the job goes
+/// out, as `maid run` stores them; a master without file_roots stores
+/// nothing, and the maid finds no such SLS.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_state_run_through_the_api_reads_the_masters_file_roots() {
+    let mut fleet = Fleet::new();
+    let roots = fleet.dir.path().join("srv");
+    std::fs::create_dir_all(&roots).unwrap();
+    std::fs::write(
+        roots.join("hello.sls"),
+        "hello:\n  test.succeed_with_changes:\n    - name: from the master\n",
+    )
+    .unwrap();
+    let grants = "[plugins.state]\nfetch = [\"salt://**\"]\n\
+                  call = [\"test.*\", \"saltutil.is_running\"]\n\
+                  [plugins.saltutil]\njobs = true\n";
+    fleet.agents.push(fleet.signed_agent("web-1", grants));
+    wait_registered(&fleet.bus, &["web-1"]).await;
+    let c = client();
+    let chunk = json!({"client": "local", "tgt": "web-1", "fun": "state.apply", "arg": ["hello"]});
+
+    let bare = fleet.api("", &[]);
+    let token = login(&c, &bare).await;
+    let (status, body) = lowstate(&c, &bare, &token, &chunk).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(
+        body["return"][0]["web-1"],
+        json!(["No matching sls found for 'hello' in env 'base'"]),
+        "{body}"
+    );
+    drop(bare);
+
+    let api = fleet.api_with(
+        &format!("file_roots = [{:?}]", roots.display().to_string()),
+        "",
+        &[],
+    );
+    let token = login(&c, &api).await;
+    let (status, body) = lowstate(&c, &api, &token, &chunk).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let state =
+        &body["return"][0]["web-1"]["test_|-hello_|-from the master_|-succeed_with_changes"];
+    assert_eq!(state["result"], json!(true), "{body}");
+    assert_eq!(state["__sls__"], json!("hello"), "{body}");
+    assert_eq!(body["maid"][0]["retcodes"]["web-1"], json!(0), "{body}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -242,6 +242,25 @@ pub async fn selected(conn: &mut Conn, req: &JobRequest) -> Result<BTreeSet<Stri
         .selected(req))
 }
 
+/// Whether a job running `fun` reads the master's `file_roots` (a state
+/// run's SLS files), which must then be in the file store before it is
+/// published.
+pub fn reads_file_roots(fun: &str) -> bool {
+    fun.starts_with("state.")
+}
+
+/// Every file under `roots` stored as `salt://` (signed with `key` when
+/// given) for the state runs about to be published. `maid run` and the API call it before publishing a job
+/// [`reads_file_roots`] says needs them.
+pub async fn serve_file_roots(
+    conn: &mut Conn,
+    roots: &[std::path::PathBuf],
+    key: Option<&ed25519_dalek::SigningKey>,
+) -> Result<(), maid_bus::filestore::PushError> {
+    maid_bus::filestore::push_tree(conn, roots, key).await?;
+    Ok(())
+}
+
 /// Save `req`'s load as job `jid` ([`jobcache`](crate::jobcache)), the
 /// target selecting `minions`, and publish it replying on `topic`.
 pub async fn publish_job(

@@ -84,6 +84,7 @@ fn serve(args: ApiArgs) -> anyhow::Result<ExitCode> {
     };
     let master_topic = args.master.topic(&config);
     let nodegroups = config.master.nodegroups.clone();
+    let file_roots = config.master.file_roots.clone();
     // Many requests at once: a worker per core, unlike the one-shot
     // commands.
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -105,6 +106,7 @@ fn serve(args: ApiArgs) -> anyhow::Result<ExitCode> {
             api: settings,
             pki,
             nodegroups,
+            file_roots,
         };
         maid_master::api::serve(listener, tls, settings, crate::rt::shutdown_signal()).await?;
         anyhow::Ok(ExitCode::SUCCESS)

@@ -341,10 +341,10 @@ pub(super) fn prepare(
         return Ok(Prepared::NoMatch);
     }
     // A state run reads its SLS files from the master's file_roots.
-    if req.fun.starts_with("state.") && !config.master.file_roots.is_empty() {
+    if jobs::reads_file_roots(&req.fun) && !config.master.file_roots.is_empty() {
         block_on(async {
             let mut conn = bus.connect().await?;
-            maid_bus::filestore::push_tree(&mut conn, &config.master.file_roots, req.key.as_ref())
+            jobs::serve_file_roots(&mut conn, &config.master.file_roots, req.key.as_ref())
                 .await
                 .context("storing the master's file_roots")
         })??;

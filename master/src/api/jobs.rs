@@ -191,6 +191,22 @@ async fn run_chunks(
         tracing::info!(users = ?jobs.keys().collect::<Vec<_>>(), retry_after, "jobs over [api] jobs_per_second");
         ApiError::TooManyRequests { retry_after }
     })?;
+    // State runs read their SLS files from the master's file_roots: stored
+    // (signed) once per request, before the first job goes out.
+    if !api.file_roots.is_empty()
+        && chunks
+            .iter()
+            .any(|c| c.publishes() && jobs::reads_file_roots(&c.fun))
+    {
+        let mut conn = api.hub.conn().await?;
+        jobs::serve_file_roots(&mut conn, &api.file_roots, api.key.as_ref())
+            .await
+            .map_err(|e| {
+                api.hub.reset();
+                tracing::error!(error = %e, "storing the master's file_roots");
+                ApiError::Internal(format!("storing the master's file_roots: {e}"))
+            })?;
+    }
     let mut returns = Vec::with_capacity(chunks.len());
     let mut maid = Vec::with_capacity(chunks.len());
     for (chunk, user) in chunks.iter().zip(users) {

@@ -73,6 +73,9 @@ pub struct Settings {
     pub pki: Option<crate::pki::Pki>,
     /// `[master] nodegroups`, expanded before a job is published.
     pub nodegroups: serde_json::Map<String, serde_json::Value>,
+    /// `[master] file_roots`, stored as `salt://` before a state run is
+    /// published ([`crate::jobs::serve_file_roots`]).
+    pub file_roots: Vec<std::path::PathBuf>,
 }
 
 /// Why the API could not start or stopped.
@@ -114,6 +117,8 @@ struct Inner {
     quota: quota::Quota,
     /// `[master] nodegroups`, for `tgt_type: nodegroup` and `N@` words.
     nodegroups: serde_json::Map<String, serde_json::Value>,
+    /// `[master] file_roots`, for state runs.
+    file_roots: Vec<std::path::PathBuf>,
     /// Turns true when the server begins to shut down, so that endless
     /// responses (`/events`) end.
     stopping: watch::Receiver<bool>,
@@ -323,6 +328,7 @@ pub async fn serve(
         quota: quota::Quota::new(settings.api.jobs_per_second, settings.api.jobs_burst),
         max_body_bytes: settings.api.max_body_bytes,
         nodegroups: settings.nodegroups,
+        file_roots: settings.file_roots,
         stopping,
         stats: stats::Stats::default(),
         stats_disable_auth: settings.api.stats_disable_auth,
