@@ -23,7 +23,7 @@ mod difflib;
 
 use serde_json::{Map, Value, json};
 
-use super::{CallError, Env, salt};
+use super::{CallError, Env, Step, Stop, finish, salt};
 use crate::compile::Obj;
 use crate::py::{py_str, truthy};
 
@@ -48,45 +48,6 @@ pub fn creates(v: &Value, env: &mut Env) -> (bool, String, Option<bool>) {
             (true, "All files in creates exist".into(), Some(true))
         }
         _ => (false, "Creates files not found".into(), None),
-    }
-}
-
-/// Why a state stopped before its own return.
-pub(crate) enum Stop {
-    /// The grants refused a call (maid's own case): fail, change nothing.
-    Denied(String),
-    /// An execution function raised, and Salt's state did not catch it.
-    Raised(String),
-}
-
-impl From<CallError> for Stop {
-    fn from(e: CallError) -> Self {
-        match e {
-            CallError::Denied(m) => Stop::Denied(m),
-            CallError::Failed(m) => Stop::Raised(m),
-        }
-    }
-}
-
-pub(crate) type Step<T> = Result<T, Stop>;
-
-/// A state's outcome as the engine takes it: a refusal is a failed
-/// return saying `Denied:`, an uncaught raise is an exception.
-fn finish(low: &Obj, out: Step<Obj>) -> Result<Obj, String> {
-    match out {
-        Ok(r) => Ok(r),
-        Err(Stop::Denied(m)) => {
-            let mut r = Obj::new();
-            r.insert(
-                "name".into(),
-                low.get("name").cloned().unwrap_or(Value::Null),
-            );
-            r.insert("changes".into(), json!({}));
-            r.insert("result".into(), json!(false));
-            r.insert("comment".into(), json!(format!("Denied: {m}")));
-            Ok(r)
-        }
-        Err(Stop::Raised(m)) => Err(m),
     }
 }
 

@@ -181,6 +181,35 @@ impl std::fmt::Display for CallError {
     }
 }
 
+/// Why a state stopped before its own return.
+pub enum Stop {
+    /// The grants refused a call (maid's own case): fail, change nothing.
+    Denied(String),
+    /// An execution function raised, and Salt's state did not catch it.
+    Raised(String),
+}
+
+impl From<CallError> for Stop {
+    fn from(e: CallError) -> Self {
+        match e {
+            CallError::Denied(m) => Stop::Denied(m),
+            CallError::Failed(m) => Stop::Raised(m),
+        }
+    }
+}
+
+pub type Step<T> = Result<T, Stop>;
+
+/// A state's outcome as the engine takes it: a refusal is a failed
+/// return saying `Denied:`, an uncaught raise is an exception.
+pub fn finish(low: &Obj, out: Step<Obj>) -> Result<Obj, String> {
+    match out {
+        Ok(r) => Ok(r),
+        Err(Stop::Denied(m)) => Ok(ret(low, json!(false), &format!("Denied: {m}"))),
+        Err(Stop::Raised(m)) => Err(m),
+    }
+}
+
 /// `__salt__[fun](*args, **kwargs)`: an execution function, under its
 /// own module's grants.
 pub fn salt(
