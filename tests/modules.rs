@@ -1383,7 +1383,19 @@ fn service_enables_and_disables_units_in_a_unit_tree() {
     assert_eq!(ask(&["service.get_enabled", &r]), json!(["maidtest"]));
     assert_eq!(ask(&["service.disable", "maidtest", &r]), json!(true));
     assert_eq!(ask(&["service.enabled", "maidtest", &r]), json!(false));
-    assert_eq!(ask(&["service.enable", "nope", &r]), json!(false));
+    // A unit that is not there: systemctl's error, which Salt raises.
+    let out = maid_call(
+        dir.path(),
+        Some(&config),
+        &["service.enable".into(), "nope".into(), r.clone()],
+    );
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(text.contains("nope.service"), "{text}");
     // A name that would be an option is refused, not passed on.
     let out = maid_call(
         dir.path(),

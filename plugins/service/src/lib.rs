@@ -2,7 +2,7 @@
 //! enable and ask about units through `systemctl`, the one program its
 //! grants name. `root=` works on a unit tree that is not the running
 //! system's (`systemctl --root`), as in Salt; a running systemd is needed
-//! for `status`, `start`, `stop`, `restart` and `reload`.
+//! for `status`, `start`, `stop`, `restart`, `reload` and `force_reload`.
 
 use maid_sdk::host::{Command, Output};
 use maid_sdk::{Capability, Error, ErrorKind, Function, Plugin, export_plugin, function, python};
@@ -165,13 +165,20 @@ fn unit_files(root: &Option<Value>) -> Result<Vec<(String, String)>, Error> {
     Ok(units)
 }
 
-/// `systemctl ACTION NAME`, which must succeed (Salt raises with its
-/// standard error).
+/// Salt's `_strip_scope`: systemctl's standard error without the lines
+/// about `--scope`.
+fn strip_scope(stderr: &str) -> String {
+    let kept: Vec<&str> = stderr.lines().filter(|l| !l.ends_with(".scope")).collect();
+    kept.join("\n").trim().to_string()
+}
+
+/// `systemctl ACTION NAME` (in the unit tree of `root=`, for `enable`),
+/// which must succeed: Salt raises with its standard error.
 fn act(action: &str, a: &Name) -> Result<bool, Error> {
     let name = unit(&a.name)?;
-    let out = systemctl(&[action], Some(&name), &None, a.no_block)?;
+    let out = systemctl(&[action], Some(&name), &a.root, a.no_block)?;
     if out.retcode != 0 {
-        return Err(Error::failed(out.stderr_lossy().trim().to_string(), 1));
+        return Err(Error::failed(strip_scope(&out.stderr_lossy()), 1));
     }
     Ok(true)
 }
@@ -189,10 +196,11 @@ fn start(a: Name) -> Result<bool, Error> {
     act("start", &a)
 }
 
-/// Stop a unit (needs a running systemd)
+/// Stop a unit (needs a running systemd): whether systemctl succeeded
 #[function(args = ["name", "no_block=false"])]
 fn stop(a: Name) -> Result<bool, Error> {
-    act("stop", &a)
+    let name = unit(&a.name)?;
+    Ok(systemctl(&["stop"], Some(&name), &None, a.no_block)?.retcode == 0)
 }
 
 /// Restart a unit (needs a running systemd)
@@ -207,7 +215,15 @@ fn reload(a: Name) -> Result<bool, Error> {
     act("reload", &a)
 }
 
-/// Enable a unit at boot (root=: in that unit tree)
+/// Force-reload a unit, without waiting for it by default (needs a
+/// running systemd)
+#[function(args = ["name", "no_block=true", "unmask=false", "unmask_runtime=false"])]
+fn force_reload(a: Name) -> Result<bool, Error> {
+    act("force-reload", &a)
+}
+
+/// Enable a unit at boot (root=: in that unit tree); systemctl's error
+/// when it cannot
 #[function(args = [
     "name",
     "no_block=false",
@@ -217,8 +233,7 @@ fn reload(a: Name) -> Result<bool, Error> {
     "**kwargs",
 ])]
 fn enable(a: Name) -> Result<bool, Error> {
-    let name = unit(&a.name)?;
-    Ok(systemctl(&["enable"], Some(&name), &a.root, a.no_block)?.retcode == 0)
+    act("enable", &a)
 }
 
 /// Disable a unit at boot (root=: in that unit tree)
@@ -282,6 +297,7 @@ impl Plugin for Service {
             stop,
             restart,
             reload,
+            force_reload,
             enable,
             disable,
             enabled_,
@@ -318,5 +334,13 @@ mod tests {
         assert!(unit_tree(&Some(json!("relative"))).is_err());
         assert_eq!(unit_tree(&Some(Value::Null)).unwrap(), None);
         assert_eq!(unit_tree(&None).unwrap(), None);
+    }
+
+    #[test]
+    fn errors_lose_the_lines_about_scopes() {
+        assert_eq!(
+            strip_scope("Running scope as unit: run-r1.scope\nJob failed.\n"),
+            "Job failed."
+        );
     }
 }
