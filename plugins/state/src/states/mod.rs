@@ -5,6 +5,7 @@
 
 mod cmd;
 mod file;
+mod service;
 mod test;
 
 use maid_sdk::host::{self, Called};
@@ -42,6 +43,11 @@ fn lookup(state: &str, fun: &str) -> Option<StateFn> {
         ("cmd", "run") => cmd::run,
         ("cmd", "wait") => cmd::wait,
         ("cmd", "mod_watch") => cmd::mod_watch,
+        ("service", "running") => service::running,
+        ("service", "dead") => service::dead,
+        ("service", "enabled") => service::enabled,
+        ("service", "disabled") => service::disabled,
+        ("service", "mod_watch") => service::mod_watch,
         ("file", "managed") => file::managed,
         ("file", "directory") => file::directory,
         ("file", "absent") => file::absent,
