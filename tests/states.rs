@@ -101,7 +101,7 @@ fn copy_dir(from: &Path, to: &Path, root: &str) {
 /// `maid call --local --id local --retcode-passthrough FLAGS` in `cwd`,
 /// serving `cwd/srv`, with the test build's plugins and no config but
 /// what `flags` name.
-fn maid_local(cwd: &Path, flags: &[&str]) -> std::process::Command {
+pub(crate) fn maid_local(cwd: &Path, flags: &[&str]) -> std::process::Command {
     let mut cmd = crate::common::maid_command();
     cmd.args(["call", "--local", "--id", "local", "--retcode-passthrough"])
         .args(flags)
@@ -170,7 +170,7 @@ fn maid_answers(dir: &Path, calls: &[Vec<String>]) -> Vec<Value> {
 
 /// What differs from run to run (times, pids) taken out, and each side's
 /// own directory named alike.
-fn normalise(v: &mut Value, root: &str) {
+pub(crate) fn normalise(v: &mut Value, root: &str) {
     match v {
         Value::Object(o) => {
             o.remove("start_time");
@@ -202,7 +202,7 @@ fn normalise(v: &mut Value, root: &str) {
 }
 
 /// Where two answers first differ: a path of keys and both values.
-fn first_difference(path: &str, salt: &Value, maid: &Value) -> Option<String> {
+pub(crate) fn first_difference(path: &str, salt: &Value, maid: &Value) -> Option<String> {
     match (salt, maid) {
         (Value::Object(a), Value::Object(b)) => {
             for (k, x) in a {

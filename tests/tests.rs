@@ -29,6 +29,7 @@ mod salt;
 mod salt_cli;
 mod salt_down;
 mod sandbox;
+mod service_states;
 mod states;
 mod sync;
 mod syndic;

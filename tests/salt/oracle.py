@@ -119,11 +119,16 @@ def modules(doc):
     """Salt's execution modules, called as `salt-call --local` calls them.
 
     Input: {"calls": [[fun, word, ...], ...], "grains": {...},
-    "path_prefix": dir}: each call's words are read as salt-call reads its
-    command line (`parse_input`, then `load_args_and_kwargs` against the
-    function). `grains`, when given, are the minion's grains instead of the
-    ones Salt detects; `path_prefix` goes first on `PATH`. Output, for each
-    call: {"return": value} or
+    "path_prefix": dir, "systemd": bool}: each call's words are read as
+    salt-call reads its command line (`parse_input`, then
+    `load_args_and_kwargs` against the function). `grains`, when given, are
+    the minion's grains instead of the ones Salt detects; `path_prefix` goes
+    first on `PATH`. `systemd`: Salt takes the host for one systemd booted
+    (`salt.utils.systemd.booted` says True), so `service` is Salt's
+    `systemd_service` and runs the `systemctl` it finds on `PATH` (a test's
+    fake, through `path_prefix`), and `systemd.scope` is False, as a
+    minion's config may set it, so that changes are not wrapped in
+    `systemd-run --scope`. Output, for each call: {"return": value} or
     {"error": exception class name, "message": str(exception)}; and the
     retcode the call left in `__context__`, when it set one.
     """
@@ -150,6 +155,11 @@ def modules(doc):
         conf_file=f"{tmp}/minion",
         local=True,
     )
+    if doc.get("systemd"):
+        import salt.utils.systemd
+
+        salt.utils.systemd.booted = lambda context=None: True
+        opts["systemd.scope"] = False
     if doc.get("grains") is not None:
         opts["grains"] = doc["grains"]
     else:
