@@ -445,10 +445,14 @@ async fn a_state_run_through_the_api_reads_the_masters_file_roots() {
         "hello:\n  test.succeed_with_changes:\n    - name: from the master\n",
     )
     .unwrap();
-    let grants = "[plugins.state]\nfetch = [\"salt://**\"]\n\
-                  call = [\"test.*\", \"saltutil.is_running\"]\n\
-                  [plugins.saltutil]\njobs = true\n";
-    fleet.agents.push(fleet.signed_agent("web-1", grants));
+    let audit = fleet.dir.path().join("web-1.audit.jsonl");
+    let grants = format!(
+        "[plugins.state]\nfetch = [\"salt://**\"]\n\
+         call = [\"test.*\", \"saltutil.is_running\"]\n\
+         [plugins.saltutil]\njobs = true\n[audit]\npath = {:?}\n",
+        audit.display().to_string()
+    );
+    fleet.agents.push(fleet.signed_agent("web-1", &grants));
     wait_registered(&fleet.bus, &["web-1"]).await;
     let c = client();
     let chunk = json!({"client": "local", "tgt": "web-1", "fun": "state.apply", "arg": ["hello"]});
@@ -477,6 +481,39 @@ async fn a_state_run_through_the_api_reads_the_masters_file_roots() {
     assert_eq!(state["result"], json!(true), "{body}");
     assert_eq!(state["__sls__"], json!("hello"), "{body}");
     assert_eq!(body["maid"][0]["retcodes"]["web-1"], json!(0), "{body}");
+    // The maid's audit trail says who ran the state run, signed by whom,
+    // and what each state did (the names of its changes, never the
+    // changes).
+    let jid = body["maid"][0]["jid"].as_str().unwrap().to_string();
+    let record = wait_for(|| {
+        std::fs::read_to_string(&audit)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .find(|r| r["jid"] == jid.as_str() && r["decision"] == "ran")
+    })
+    .await;
+    assert_eq!(record["fun"], "state.apply", "{record}");
+    assert_eq!(record["user"], USER, "{record}");
+    assert!(record["signer"].is_string(), "{record}");
+    assert_eq!(
+        record["states"],
+        json!([{"function": "test.succeed_with_changes", "id": "hello",
+                "name": "from the master", "result": true, "changed": ["testing"]}]),
+        "{record}"
+    );
+}
+
+/// `found()` once it is `Some`, within the fleet's reply deadline.
+async fn wait_for<T>(found: impl Fn() -> Option<T>) -> T {
+    let deadline = std::time::Instant::now() + crate::common::fleet::REPLY_DEADLINE;
+    loop {
+        if let Some(t) = found() {
+            return t;
+        }
+        assert!(std::time::Instant::now() < deadline, "not found in time");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
