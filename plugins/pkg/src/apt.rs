@@ -13,6 +13,8 @@ use maid_sdk::salt::is_true;
 use maid_sdk::{Call, Error, python};
 use serde_json::{Map, Value, json};
 
+mod repo;
+
 use crate::targets::{Targets, listed, package, parse_targets, word};
 use crate::{
     Backend, Install, Packages, Pkgs, RefreshDb, Snapshot, argv, cache_valid_time, compare, kwarg,
@@ -84,6 +86,10 @@ impl Backend for Apt {
 
     fn refresh_db(&self, a: &RefreshDb, _call: &Call) -> Result<Value, Error> {
         refresh_db(&a.cache_valid_time, &a.failhard)
+    }
+
+    fn list_repo_pkgs(&self, args: &[String]) -> Result<Value, Error> {
+        repo::list_repo_pkgs(args)
     }
 
     fn install(&self, a: &Install, call: &Call) -> Result<Value, Error> {
@@ -830,7 +836,7 @@ fn run_install(
     let mut errors = Vec::new();
     for cmd in cmds {
         let out = call_apt(cmd)?;
-        let err = out.stderr_lossy();
+        let err = out.stderr_lossy().trim_end().to_string();
         if out.retcode != 0 && !err.is_empty() {
             errors.push(err);
         }

@@ -75,6 +75,14 @@ impl Backend for Dnf {
         refresh_db(call, check)
     }
 
+    /// Not built for dnf: `yumpkg` asks each repository in turn.
+    fn list_repo_pkgs(&self, _args: &[String]) -> Result<Value, Error> {
+        Err(Error::failed(
+            "pkg.list_repo_pkgs is not built for dnf yet",
+            1,
+        ))
+    }
+
     fn install(&self, a: &Install, call: &Call) -> Result<Value, Error> {
         install(a, call)
     }

@@ -75,6 +75,11 @@ trait Backend: Sync {
     /// Salt's `refresh_db`.
     fn refresh_db(&self, a: &RefreshDb, call: &Call) -> Result<Value, Error>;
 
+    /// Salt's `list_repo_pkgs`: `{name: [version, ...]}` the repositories
+    /// hold for `args` (names, or `name=version`), every package when
+    /// there are none.
+    fn list_repo_pkgs(&self, args: &[String]) -> Result<Value, Error>;
+
     /// Salt's `install`: the changes to the package list.
     fn install(&self, a: &Install, call: &Call) -> Result<Value, Error>;
 
@@ -265,13 +270,20 @@ fn reinstalled<'a>(
 }
 
 /// A failure that carries the changes made so far, as Salt's
-/// `CommandExecutionError(message, info={"errors", "changes"})` reads.
+/// `CommandExecutionError(message, info={"errors", "changes"})` reads: its
+/// text without the changes (`strerror_without_changes`, each error
+/// rstripped as `cmd.run_all` gives it and shown as the `nested`
+/// outputter lists it), then `\nchanges:\n    ` and the changes as JSON
+/// on one line, which is where a state finds them.
 fn problem(what: &str, errors: &[String], changes: &Value) -> Error {
-    let mut msg = format!("{what}. Additional info follows:\n\nerrors:\n");
+    let mut msg = format!("{what}. Additional info follows:\n\nerrors:");
     for e in errors {
-        msg += &format!("    - {e}\n");
+        for (i, line) in e.trim_end().lines().enumerate() {
+            msg += if i == 0 { "\n    - " } else { "\n      " };
+            msg += line;
+        }
     }
-    msg += &format!("changes:\n    {changes}");
+    msg += &format!("\nchanges:\n    {changes}");
     Error::failed(msg, 1)
 }
 
@@ -385,6 +397,30 @@ struct UpgradeAvailable {
     name: Value,
 }
 
+/// Return every version the repositories offer of the packages named
+// Salt's `list_repo_pkgs`: what the package tool lists for each name (or
+// `name=version`), every package when none is named.
+#[function(raw, args = ["*args", "**kwargs"])]
+fn list_repo_pkgs(call: &Call) -> Result<Value, Error> {
+    let args: Vec<String> = call.args.iter().map(python::str).collect();
+    for arg in &args {
+        package(arg)?;
+    }
+    backend().list_repo_pkgs(&args)
+}
+
+#[derive(Deserialize)]
+struct NormalizeName {
+    name: Value,
+}
+
+/// Return the package name without its architecture when that is this host's
+// Salt's `normalize_name` (`aptpkg`'s `:arch`, `yumpkg`'s `.arch`).
+#[function(args = ["name"])]
+fn normalize_name(a: NormalizeName) -> Result<String, Error> {
+    Ok(backend().normalize_name(&python::str(&a.name), &osarch()))
+}
+
 #[derive(Deserialize)]
 struct ListUpgrades {
     #[serde(default)]
@@ -473,7 +509,7 @@ fn remove(purge: bool, a: &Uninstall, call: &Call) -> Result<Value, Error> {
         return Ok(json!({}));
     }
     let out = backend.run_removal(purge, targets)?;
-    let err = out.stderr_lossy();
+    let err = out.stderr_lossy().trim_end().to_string();
     let new = snapshot()?;
     let changes = Value::Object(compare(&old.current, &new.current));
     let ret = if purge && backend.keeps_removed() {
@@ -560,6 +596,8 @@ impl Plugin for Pkg {
             available_version,
             upgrade_available,
             list_upgrades,
+            list_repo_pkgs,
+            normalize_name,
             refresh_db,
             version_cmp,
             install,
