@@ -141,6 +141,8 @@ pub(crate) fn env(call: &Call, test_pos: usize) -> states::Env {
         test: is_test(call, test_pos),
         grains: host::grains(),
         calls: Vec::new(),
+        mod_init: Vec::new(),
+        pkg_refresh: false,
     }
 }
 

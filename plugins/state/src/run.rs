@@ -128,6 +128,7 @@ impl<'a> Runner<'a> {
     }
 
     fn call_chunk(&mut self, idx: usize, depth: u32) {
+        states::mod_init(&self.graph.chunks[idx], self.env);
         let t = tag(&self.graph.chunks[idx]);
         let (status, reqs) = self.check_requisites(idx);
         let prereq = self.prereq(idx);

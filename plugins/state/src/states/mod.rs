@@ -5,6 +5,7 @@
 
 mod cmd;
 mod file;
+mod pkg;
 mod service;
 mod test;
 
@@ -22,6 +23,12 @@ pub struct Env {
     /// Execution functions called, for the run's audit: `(function,
     /// retcode)` in order.
     pub calls: Vec<(String, i32)>,
+    /// The state modules whose `mod_init` has run in this run.
+    pub mod_init: Vec<String>,
+    /// Salt's `pkg_refresh` rtag: the next `pkg` state that does not say
+    /// `refresh` refreshes the package lists (`pkg`'s `mod_init` sets it,
+    /// a refresh clears it).
+    pub pkg_refresh: bool,
 }
 
 /// A state function: its required arguments (beyond `name`) and body.
@@ -53,6 +60,11 @@ fn lookup(state: &str, fun: &str) -> Option<StateFn> {
         ("file", "absent") => file::absent,
         ("file", "touch") => file::touch,
         ("file", "append") => file::append,
+        ("pkg", "installed") => pkg::installed,
+        ("pkg", "latest") => pkg::latest,
+        ("pkg", "removed") => pkg::removed,
+        ("pkg", "purged") => pkg::purged,
+        ("pkg", "mod_watch") => pkg::mod_watch,
         ("file", "symlink") => {
             return Some(StateFn {
                 required: &["target"],
@@ -78,7 +90,25 @@ fn lookup(state: &str, fun: &str) -> Option<StateFn> {
 
 /// States with a `mod_watch` (others turn `watch` into `require`).
 pub fn has_mod_watch(state: &str) -> bool {
-    matches!(state, "test" | "cmd" | "service")
+    matches!(state, "test" | "cmd" | "pkg" | "service")
+}
+
+/// `State._mod_init`: a state module's `mod_init`, at the first chunk of
+/// that module in a run whose function exists (and again at the next
+/// while it says no).
+pub fn mod_init(low: &Obj, env: &mut Env) {
+    let state = low.get("state").map(py_str).unwrap_or_default();
+    let fun = low.get("fun").map(py_str).unwrap_or_default();
+    if env.mod_init.contains(&state) || lookup(&state, &fun).is_none() {
+        return;
+    }
+    let done = match state.as_str() {
+        "pkg" => pkg::mod_init(low, env),
+        _ => return,
+    };
+    if done {
+        env.mod_init.push(state);
+    }
 }
 
 /// States that run `unless`/`onlyif`/`creates` themselves.
