@@ -1409,11 +1409,16 @@ fn service_enables_and_disables_units_in_a_unit_tree() {
 
 /// The dpkg database is the machine's: one test at a time changes or
 /// reads it.
-static DPKG: std::sync::Mutex<()> = std::sync::Mutex::new(());
+pub(crate) static DPKG: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 /// A `.deb` built with `dpkg-deb`: `name` at `version` (architecture
 /// `all`), with `/etc/<name>.conf` as a conffile when `conffile`.
-fn build_deb(dir: &Path, name: &str, version: &str, conffile: bool) -> std::path::PathBuf {
+pub(crate) fn build_deb(
+    dir: &Path,
+    name: &str,
+    version: &str,
+    conffile: bool,
+) -> std::path::PathBuf {
     let root = dir.join(format!("{name}-{version}"));
     std::fs::create_dir_all(root.join("DEBIAN")).unwrap();
     std::fs::write(
@@ -1448,13 +1453,13 @@ fn build_deb(dir: &Path, name: &str, version: &str, conffile: bool) -> std::path
 /// source in `/etc/apt/sources.list.d` while the value lives: apt and dpkg
 /// are the machine's own, as an operator's are (`APT_CONFIG`, which could
 /// have kept this private, is a variable no grant passes to a program).
-struct AptRepo {
-    list: std::path::PathBuf,
+pub(crate) struct AptRepo {
+    pub(crate) list: std::path::PathBuf,
     repo: std::path::PathBuf,
 }
 
 impl AptRepo {
-    fn new(dir: &Path, debs: &[&Path]) -> Self {
+    pub(crate) fn new(dir: &Path, debs: &[&Path]) -> Self {
         use sha2::Digest;
         let repo = dir.join("repo");
         std::fs::create_dir_all(&repo).unwrap();
@@ -1538,7 +1543,7 @@ fn against_salt(
 
 /// Remove the test packages, whatever state they are in: each side starts
 /// from the same machine.
-fn purge_packages(names: &[&str]) {
+pub(crate) fn purge_packages(names: &[&str]) {
     let _ = Command::new("dpkg").arg("--purge").args(names).output();
 }
 

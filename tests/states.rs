@@ -124,7 +124,7 @@ fn maid_call(cwd: &Path, words: &[String]) -> Output {
 
 /// One maid call as the oracle reports a Salt call: `{"return", "retcode"}`
 /// or `{"error"}`.
-fn maid_answer(cwd: &Path, words: &[String]) -> Value {
+pub(crate) fn maid_answer(cwd: &Path, words: &[String]) -> Value {
     let out = maid_call(cwd, words);
     let code = out.status.code().unwrap_or(-1);
     match serde_json::from_slice::<Value>(&out.stdout) {
@@ -282,7 +282,7 @@ fn sls_trees_apply_as_salt_applies_them() {
 }
 
 /// `maid call --local -c CONFIG` in `cwd`, serving `cwd/srv`.
-fn maid_call_config(cwd: &Path, config: &Path, words: &[&str]) -> Value {
+pub(crate) fn maid_call_config(cwd: &Path, config: &Path, words: &[&str]) -> Value {
     let config = config.display().to_string();
     let out = maid_local(cwd, &["--out", "json", "-c", &config])
         .arg("--")
