@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use serde_json::{Value, json};
 
 use crate::common::salt::oracle;
-use crate::states::{first_difference, maid_local, normalise};
+use crate::states::{first_difference, maid_call_config_env, normalise};
 
 /// `systemctl`, for the tests: a unit is a file in `@DIR@/units`, active
 /// with one of its name in `active/`, enabled with one in `enabled/`; one
@@ -262,26 +262,12 @@ fn maid_config(dir: &Path, service: &str, call: Option<Vec<String>>) -> PathBuf 
 /// `maid call --local -c CONFIG --out json WORDS` in `dir`, with `bin`
 /// first on `PATH`: `{"return", "retcode"}`.
 fn maid_state(dir: &Path, bin: &Path, config: &Path, words: &[&str]) -> Value {
-    let config = config.display().to_string();
     let path = format!(
         "{}:{}",
         bin.display(),
         std::env::var("PATH").unwrap_or_default()
     );
-    let out = maid_local(dir, &["--out", "json", "-c", &config])
-        .env("PATH", path)
-        .arg("--")
-        .args(words)
-        .output()
-        .expect("run maid");
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "{words:?}: {e}: {}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        )
-    });
-    json!({ "return": v["local"].clone(), "retcode": out.status.code() })
+    maid_call_config_env(dir, config, words, &[("PATH", path)])
 }
 
 /// One state's return in a run, by its id and function.

@@ -283,8 +283,20 @@ fn sls_trees_apply_as_salt_applies_them() {
 
 /// `maid call --local -c CONFIG` in `cwd`, serving `cwd/srv`.
 pub(crate) fn maid_call_config(cwd: &Path, config: &Path, words: &[&str]) -> Value {
+    maid_call_config_env(cwd, config, words, &[])
+}
+
+/// [`maid_call_config`] with the variables `env` set for maid (and for
+/// the programs it starts).
+pub(crate) fn maid_call_config_env(
+    cwd: &Path,
+    config: &Path,
+    words: &[&str],
+    env: &[(&str, String)],
+) -> Value {
     let config = config.display().to_string();
     let out = maid_local(cwd, &["--out", "json", "-c", &config])
+        .envs(env.iter().map(|(k, v)| (k, v)))
         .arg("--")
         .args(words)
         .output()
