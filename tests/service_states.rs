@@ -473,3 +473,52 @@ fn service_states_change_nothing_their_grants_do_not_give() {
     );
     assert_eq!(unit_states(dir), before);
 }
+
+/// Names a job or an SLS author chooses never become systemctl options or
+/// unit files, through the states as through the module: a name that is an
+/// option (`--now`), a path to a unit file, or one carrying a newline
+/// fails the state and systemctl is told nothing about it, even with every
+/// grant given.
+#[test]
+fn service_states_never_hand_systemctl_an_option_or_a_unit_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let sls = "option:\n  service.running:\n    - name: '--now'\n    - enable: True\n\
+               file:\n  service.enabled:\n    - name: ../../etc/systemd/system/evil.service\n\
+               newline:\n  service.dead:\n    - name: \"maidweb\\nstart evil\"\n";
+    let bin = fake_host(dir.path(), sls);
+    let dir = bin.parent().unwrap();
+    let before = unit_states(dir);
+    let grant = format!(
+        "exec = [{:?}]\nenv = [\"PATH\"]\n",
+        bin.join("systemctl").display().to_string()
+    );
+    let config = maid_config(dir, &grant, None);
+    let got = maid_state(dir, &bin, &config, &["state.sls", "services"]);
+    let refused = [
+        ("service_|-option_|---now_|-running", "is not a unit name"),
+        (
+            "service_|-file_|-../../etc/systemd/system/evil.service_|-enabled",
+            "is a path",
+        ),
+        (
+            "service_|-newline_|-maidweb\nstart evil_|-dead",
+            "is not a unit name",
+        ),
+    ];
+    for (tag, why) in refused {
+        let r = &got["return"][tag];
+        assert_eq!(r["result"], json!(false), "{tag}: {got}");
+        let comment = r["comment"].as_str().unwrap_or_default();
+        assert!(comment.contains(why), "{tag}: {comment}");
+        assert_eq!(r["changes"], json!({}), "{tag}: {got}");
+    }
+    assert_eq!(got["retcode"], json!(2), "{got}");
+    let log = fake_log(dir);
+    for word in ["--now", "evil", "start", "enable", "stop"] {
+        assert!(
+            !log.lines().any(|l| l.contains(word)),
+            "systemctl was told {word:?}:\n{log}"
+        );
+    }
+    assert_eq!(unit_states(dir), before);
+}
