@@ -422,3 +422,61 @@ fn pkg_states_change_no_package_their_grants_do_not_give() {
     }
     assert!(a && b && !c, "a {a}, b {b}, c {c}: {got}");
 }
+
+/// Names an SLS gives never reach apt-get or dpkg as options, whatever
+/// state carries them: under `maid init`'s grants (pkg may run apt-get and
+/// dpkg as root), `-oDPkg::Pre-Invoke::=touch MARKER` as a `pkg.installed`
+/// name and in its `pkgs` fail the state with pkg's refusal, as a
+/// `pkg.removed` name it is a package not installed (nothing is run), and
+/// the marker is never made; a `sources:` entry naming a file on the host
+/// outside pkg's grants fails too.
+#[test]
+fn pkg_states_never_hand_apt_an_option() {
+    let _dpkg = DPKG.lock().unwrap_or_else(|e| e.into_inner());
+    assert_root();
+    let dir = tempfile::tempdir().unwrap();
+    let srv = dir.path().join("srv");
+    std::fs::create_dir_all(srv.join("hostile")).unwrap();
+    let marker = dir.path().join("marker");
+    let hook = format!("-oDPkg::Pre-Invoke::=touch {}", marker.display());
+    std::fs::write(
+        srv.join("hostile/init.sls"),
+        format!(
+            "as_name:\n  pkg.installed:\n    - name: '{hook}'\n    - refresh: False\n\
+             in_pkgs:\n  pkg.installed:\n    - refresh: False\n    - pkgs:\n      - '{hook}'\n\
+             removed:\n  pkg.removed:\n    - name: '{hook}'\n\
+             foreign:\n  pkg.installed:\n    - refresh: False\n    - sources:\n      \
+             - maid-test-zzz: /etc/passwd\n"
+        ),
+    )
+    .unwrap();
+    let cache = dir.path().join("cache");
+    std::fs::create_dir_all(&cache).unwrap();
+    let config = dir.path().join("maid.toml");
+    std::fs::write(
+        &config,
+        maid_config::TEMPLATE.replace("/var/cache/maid/pkg", &cache.display().to_string()),
+    )
+    .unwrap();
+    let got = maid_call_config(dir.path(), &config, &["state.sls", "hostile"]);
+    let states = got["return"].as_object().unwrap_or_else(|| panic!("{got}"));
+    assert_eq!(states.len(), 4, "{got}");
+    for (tag, r) in states {
+        assert_eq!(r["changes"], json!({}), "{tag}: {got}");
+        if tag.ends_with("_|-removed") {
+            assert_eq!(r["result"], json!(true), "{tag}: {got}");
+            assert_eq!(r["comment"], "All specified packages are already absent");
+            continue;
+        }
+        assert_eq!(r["result"], json!(false), "{tag}: {got}");
+        let comment = r["comment"].as_str().unwrap_or_default();
+        let why = if tag.contains("foreign") {
+            "Denied: pkg.install: Path /etc/passwd"
+        } else {
+            "would be read as an option"
+        };
+        assert!(comment.contains(why), "{tag}: {comment}");
+    }
+    assert_eq!(got["retcode"], json!(2), "{got}");
+    assert!(!marker.exists(), "apt or dpkg ran the hook");
+}
