@@ -270,6 +270,14 @@ fn maid_state(dir: &Path, bin: &Path, config: &Path, words: &[&str]) -> Value {
     maid_call_config_env(dir, config, words, &[("PATH", path)])
 }
 
+/// `[plugins.service]` lines granting the fake `systemctl` in `bin`.
+fn exec_grant(bin: &Path) -> String {
+    format!(
+        "exec = [{:?}]\nenv = [\"PATH\"]\n",
+        bin.join("systemctl").display().to_string()
+    )
+}
+
 /// One state's return in a run, by its id and function.
 fn state<'a>(run: &'a Value, id: &str, name: &str, fun: &str) -> &'a Value {
     &run["return"][format!("service_|-{id}_|-{name}_|-{fun}")]
@@ -295,14 +303,7 @@ fn service_states_apply_as_salt_applies_them() {
         "systemd": true,
     });
     let salt_side = std::thread::spawn(move || oracle("modules", &doc));
-    let config = maid_config(
-        maid_dir,
-        &format!(
-            "exec = [{:?}]\nenv = [\"PATH\"]\n",
-            maid_bin.join("systemctl").display().to_string()
-        ),
-        None,
-    );
+    let config = maid_config(maid_dir, &exec_grant(&maid_bin), None);
     let maid: Vec<Value> = calls
         .iter()
         .map(|words| maid_state(maid_dir, &maid_bin, &config, words))
@@ -432,10 +433,7 @@ fn service_states_change_nothing_their_grants_do_not_give() {
     let bin = fake_host(dir.path(), sls);
     let dir = bin.parent().unwrap();
     let before = unit_states(dir);
-    let grant = format!(
-        "exec = [{:?}]\nenv = [\"PATH\"]\n",
-        bin.join("systemctl").display().to_string()
-    );
+    let grant = exec_grant(&bin);
 
     let no_exec = maid_config(dir, "", None);
     let got = maid_state(dir, &bin, &no_exec, &["state.sls", "services"]);
@@ -488,10 +486,7 @@ fn service_states_never_hand_systemctl_an_option_or_a_unit_file() {
     let bin = fake_host(dir.path(), sls);
     let dir = bin.parent().unwrap();
     let before = unit_states(dir);
-    let grant = format!(
-        "exec = [{:?}]\nenv = [\"PATH\"]\n",
-        bin.join("systemctl").display().to_string()
-    );
+    let grant = exec_grant(&bin);
     let config = maid_config(dir, &grant, None);
     let got = maid_state(dir, &bin, &config, &["state.sls", "services"]);
     let refused = [
