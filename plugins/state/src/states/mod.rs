@@ -186,6 +186,11 @@ pub fn call(low: &Obj, env: &mut Env) -> Result<Obj, String> {
     (f.run)(low, env)
 }
 
+/// The chunk's `name`, as text.
+pub fn name_of(low: &Obj) -> String {
+    low.get("name").map(py_str).unwrap_or_default()
+}
+
 /// A fresh return: `{name, changes, result, comment}`.
 pub fn ret(low: &Obj, result: Value, comment: &str) -> Obj {
     let mut r = Obj::new();
@@ -221,7 +226,11 @@ impl std::fmt::Display for CallError {
 pub enum Stop {
     /// The grants refused a call (maid's own case): fail, change nothing.
     Denied(String),
-    /// An execution function raised, and Salt's state did not catch it.
+    /// An execution function raised (Salt's `CommandExecutionError`), and
+    /// the state did not catch it where it called it: a caller further up
+    /// may (`pkg.removed` does).
+    Failed(String),
+    /// Another exception, which Salt's state does not catch.
     Raised(String),
 }
 
@@ -229,7 +238,7 @@ impl From<CallError> for Stop {
     fn from(e: CallError) -> Self {
         match e {
             CallError::Denied(m) => Stop::Denied(m),
-            CallError::Failed(m) => Stop::Raised(m),
+            CallError::Failed(m) => Stop::Failed(m),
         }
     }
 }
@@ -242,7 +251,7 @@ pub fn finish(low: &Obj, out: Step<Obj>) -> Result<Obj, String> {
     match out {
         Ok(r) => Ok(r),
         Err(Stop::Denied(m)) => Ok(ret(low, json!(false), &format!("Denied: {m}"))),
-        Err(Stop::Raised(m)) => Err(m),
+        Err(Stop::Failed(m) | Stop::Raised(m)) => Err(m),
     }
 }
 

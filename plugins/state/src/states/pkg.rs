@@ -21,7 +21,7 @@ use maid_sdk::salt::{fnmatch, is_true};
 use regex::Regex;
 use serde_json::{Map, Value, json};
 
-use super::{CallError, Env, ret, salt};
+use super::{CallError, Env, Step, Stop, finish, ret, salt};
 use crate::compile::Obj;
 use crate::py::{py_str, repr, truthy};
 
@@ -34,37 +34,6 @@ type Wanted = Vec<(String, Option<String>)>;
 
 /// `pkg.list_pkgs(versions_as_list=True)`: name -> versions.
 type Installed = Map<String, Value>;
-
-/// Why a state stopped before its own return.
-enum Halt {
-    /// The grants refused a call (maid's own case): fail, change nothing.
-    Denied(String),
-    /// A `pkg` function failed (Salt's `CommandExecutionError`).
-    Failed(String),
-    /// Another exception, which Salt's state does not catch.
-    Raised(String),
-}
-
-impl From<CallError> for Halt {
-    fn from(e: CallError) -> Self {
-        match e {
-            CallError::Denied(m) => Halt::Denied(m),
-            CallError::Failed(m) => Halt::Failed(m),
-        }
-    }
-}
-
-type Step<T> = Result<T, Halt>;
-
-/// A state's outcome as the engine takes it: a refusal is a failed
-/// return saying `Denied:`, an uncaught failure is an exception.
-fn finish(low: &Obj, out: Step<Obj>) -> Result<Obj, String> {
-    match out {
-        Ok(r) => Ok(r),
-        Err(Halt::Denied(m)) => Ok(ret(low, json!(false), &format!("Denied: {m}"))),
-        Err(Halt::Failed(m) | Halt::Raised(m)) => Err(m),
-    }
-}
 
 /// A return with `changes`.
 fn changed(low: &Obj, result: Value, comment: &str, changes: Value) -> Obj {
@@ -178,7 +147,7 @@ fn repack(env: &mut Env, pkgs: &Value, normalize: bool) -> Step<Wanted> {
         upsert(&mut out, name, version);
     }
     if out.len() != given {
-        return Err(Halt::Raised(format!(
+        return Err(Stop::Raised(format!(
             "You are passing a list of packages that contains duplicated packages names: {}. \
              This cannot be processed. In case you are targeting different versions of the \
              same package, please target them individually",
@@ -501,7 +470,7 @@ fn exc_str(message: &str) -> String {
 /// errors, or Salt's words around its message.
 fn failed_call(low: &Obj, e: CallError, verb: &str) -> Step<Obj> {
     let message = match e {
-        CallError::Denied(m) => return Err(Halt::Denied(m)),
+        CallError::Denied(m) => return Err(Stop::Denied(m)),
         CallError::Failed(m) => m,
     };
     Ok(match with_info(&message) {

@@ -257,8 +257,10 @@ fn recurse_below(env: &mut Env, ret: &mut Obj, name: &str, w: &Want) -> Step<Vec
         for (path, mode) in todo {
             match check_perms(env, ret, &path, w, &user, &group, mode) {
                 Ok(()) => {}
-                Err(Stop::Raised(m)) if !m.starts_with("Path not found") => errors.push(m),
-                Err(Stop::Raised(_)) => {}
+                Err(Stop::Failed(m) | Stop::Raised(m)) if !m.starts_with("Path not found") => {
+                    errors.push(m)
+                }
+                Err(Stop::Failed(_) | Stop::Raised(_)) => {}
                 Err(denied) => return Err(denied),
             }
         }

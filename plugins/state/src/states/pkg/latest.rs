@@ -4,12 +4,12 @@
 use serde_json::{Map, Value, json};
 
 use super::{
-    AGGREGATE, Halt, Step, Wanted, changed, check_refresh, exc_str, finish, installable_versions,
+    AGGREGATE, Step, Stop, Wanted, changed, check_refresh, exc_str, finish, installable_versions,
     names, passed_on, pkg, repack, unported,
 };
 use crate::compile::Obj;
 use crate::py::{py_str, truthy};
-use crate::states::{CallError, Env, ret};
+use crate::states::{CallError, Env, name_of, ret};
 
 /// The arguments `latest` names; the chunk's others go on to the `pkg`
 /// functions.
@@ -62,7 +62,7 @@ fn run(low: &Obj, env: &mut Env) -> Step<Obj> {
         None if matches!(low.get("pkgs"), Some(Value::Array(_))) => {
             return Ok(ret(low, json!(true), "No packages to install provided"));
         }
-        None => vec![low.get("name").map(py_str).unwrap_or_default()],
+        None => vec![name_of(low)],
     };
     let extra = passed_on(low, NAMED);
     let fromrepo = low.get("fromrepo").cloned().unwrap_or(Value::Null);
@@ -148,7 +148,7 @@ fn up_to_date(pkgs: Option<&Value>, targets: &Wanted) -> Step<Vec<String>> {
     for entry in pkgs {
         if entry.is_object() || entry.is_array() {
             let kind = if entry.is_object() { "dict" } else { "list" };
-            return Err(Halt::Raised(format!("unhashable type: '{kind}'")));
+            return Err(Stop::Raised(format!("unhashable type: '{kind}'")));
         }
         let name = py_str(entry);
         if !targets.contains(&name) {
@@ -183,7 +183,7 @@ fn predict(
         let mut shown = Vec::new();
         for name in up_to_date {
             let Some(version) = cur.get(name) else {
-                return Err(Halt::Raised(format!("'{name}'")));
+                return Err(Stop::Raised(format!("'{name}'")));
             };
             shown.push(format!("{name} ({})", py_str(version)));
         }

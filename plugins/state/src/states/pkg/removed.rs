@@ -6,12 +6,12 @@
 use serde_json::{Value, json};
 
 use super::{
-    AGGREGATE, Halt, Step, Wanted, changed, failed_call, finish, fulfills, list_pkgs, names,
+    AGGREGATE, Step, Stop, Wanted, changed, failed_call, finish, fulfills, list_pkgs, names,
     normalize_name, passed_on, pkg, repack, unported, upsert, versions_of,
 };
 use crate::compile::Obj;
 use crate::py::{py_str, truthy};
-use crate::states::{CallError, Env, ret};
+use crate::states::{CallError, Env, name_of, ret};
 
 /// The arguments `removed` and `purged` name; the chunk's others go on
 /// to the `pkg` functions.
@@ -48,7 +48,7 @@ impl Ask<'_> {
 /// ends the state with its changes and errors.
 fn uninstall_state(low: &Obj, env: &mut Env, purge: bool) -> Result<Obj, String> {
     let out = match uninstall(low, env, purge) {
-        Err(Halt::Failed(m)) => {
+        Err(Stop::Failed(m)) => {
             let verb = if purge { "purging" } else { "removing" };
             failed_call(low, CallError::Failed(m), verb)
         }
@@ -65,7 +65,7 @@ fn uninstall(low: &Obj, env: &mut Env, purge: bool) -> Step<Obj> {
     let ask = Ask {
         low,
         purge,
-        name: low.get("name").map(py_str).unwrap_or_default(),
+        name: name_of(low),
         version: given("version").map(py_str),
         pkgs: given("pkgs").filter(|v| truthy(v)),
         normalize: given("normalize").is_none_or(truthy),
