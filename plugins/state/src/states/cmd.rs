@@ -4,7 +4,7 @@
 
 use serde_json::{Map, Value, json};
 
-use super::{Env, ret, salt};
+use super::{Env, name_of, ret, salt};
 use crate::compile::Obj;
 use crate::py::{py_str, truthy};
 
@@ -172,7 +172,7 @@ pub fn unless(v: &Value, opts: &[(&str, Value)], env: &mut Env) -> (bool, String
 
 /// `cmd.run`: the command through `cmd.run_all`; what it did is the change.
 pub fn run(low: &Obj, env: &mut Env) -> Result<Obj, String> {
-    let name = low.get("name").map(py_str).unwrap_or_default();
+    let name = name_of(low);
     let mut r = ret(low, json!(false), "");
     if let Some(e) = low.get("env")
         && !e.is_null()

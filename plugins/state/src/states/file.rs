@@ -23,6 +23,7 @@ mod difflib;
 
 use serde_json::{Map, Value, json};
 
+pub(crate) use super::name_of;
 use super::{CallError, Env, Step, Stop, finish, salt};
 use crate::compile::Obj;
 use crate::py::{py_str, truthy};
@@ -105,11 +106,6 @@ pub(crate) fn flag(low: &Obj, key: &str, default: bool) -> bool {
         None => default,
         Some(v) => truthy(v),
     }
-}
-
-/// `os.path.expanduser(name)` as text.
-pub(crate) fn name_of(low: &Obj) -> String {
-    low.get("name").map(py_str).unwrap_or_default()
 }
 
 /// `_test_owner`: `user`, or the `owner` Salt still takes for it.

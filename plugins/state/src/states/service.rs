@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use serde_json::{Map, Value, json};
 
-use super::{CallError, Env, Step, Stop, finish, ret, salt, type_name};
+use super::{CallError, Env, Step, Stop, finish, name_of, ret, salt, type_name};
 use crate::compile::Obj;
 use crate::py::{py_str, truthy};
 
@@ -90,11 +90,6 @@ fn set(r: &mut Obj, result: Value, comment: impl Into<String>) {
 
 fn comment(r: &mut Obj, comment: impl Into<String>) {
     r.insert("comment".into(), json!(comment.into()));
-}
-
-/// The name the chunk gives, as the state's `name`.
-fn name_of(low: &Obj) -> String {
-    low.get("name").map(py_str).unwrap_or_default()
 }
 
 /// `enable`, a text made a bool (`is_true`); only True and False act.

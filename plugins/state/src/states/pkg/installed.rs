@@ -10,7 +10,7 @@ use super::{
 };
 use crate::compile::Obj;
 use crate::py::{first_key, py_str, truthy};
-use crate::states::{CallError, Env, ret};
+use crate::states::{CallError, Env, name_of, ret};
 
 /// The arguments `installed` names; the chunk's others go on to the
 /// `pkg` functions.
@@ -100,7 +100,7 @@ fn run(low: &Obj, env: &mut Env) -> Step<Obj> {
 /// `pkgs`, as Salt packs it.
 fn asked<'a>(low: &'a Obj, env: &Env) -> Ask<'a> {
     let given = |k: &str| low.get(k).filter(|v| !v.is_null());
-    let name = low.get("name").map(py_str).unwrap_or_default();
+    let name = name_of(low);
     let mut version = given("version").cloned();
     let mut pkgs = given("pkgs").cloned();
     let sources = given("sources");
