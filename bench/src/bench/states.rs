@@ -72,8 +72,6 @@ enum Side {
 struct Times {
     first: Vec<Duration>,
     second: Vec<Duration>,
-    /// The `unless` shells alone, per round (the floor).
-    shells: Vec<Duration>,
 }
 
 pub fn states(args: StatesArgs) -> anyhow::Result<ExitCode> {
@@ -97,13 +95,11 @@ pub fn states(args: StatesArgs) -> anyhow::Result<ExitCode> {
         cache: scratch.join("maid-cache"),
         salt_conf: scratch.join("salt"),
         states: args.states,
-        shell: PathBuf::new(),
     };
-    let bench = Bench {
-        shell: bench.prepare()?,
-        ..bench
-    };
+    let shell = bench.prepare()?;
     let (mut maid_times, mut salt_times) = (Times::default(), Times::default());
+    // The `unless` shells alone, per round.
+    let mut floor = Vec::new();
     for round in 0..args.rounds {
         stage(&format!("round {} of {}", round + 1, args.rounds));
         let order = if round % 2 == 0 {
@@ -120,9 +116,9 @@ pub fn states(args: StatesArgs) -> anyhow::Result<ExitCode> {
             bench.round(side, &dir, times)?;
             let _ = std::fs::remove_dir_all(&dir);
         }
-        maid_times.shells.push(bench.shells(&scratch.join("made"))?);
+        floor.push(bench.shells(&shell, &scratch.join("made"))?);
     }
-    let table = report(&args, &maid_times, &salt_times);
+    let table = report(&args, &maid_times, &salt_times, &floor);
     print!("{}", table.text());
     if let Some(path) = &args.markdown {
         std::fs::write(path, table.markdown())
@@ -147,19 +143,18 @@ struct Bench {
     cache: PathBuf,
     salt_conf: PathBuf,
     states: usize,
-    /// The `shell` grain: what an `unless` runs in.
-    shell: PathBuf,
 }
 
 impl Bench {
     /// Warm both sides: maid's plugins compiled into its cache, Salt's
     /// root directory made (by a first `grains.get shell`, which gives the
-    /// shell the checks run in).
+    /// shell the checks run in: the `shell` grain, returned).
     fn prepare(&self) -> anyhow::Result<PathBuf> {
         stage("warming up: maid's plugin cache, Salt's root directory");
         std::fs::create_dir_all(self.salt_conf.join("root"))?;
         let srv = self.salt_conf.join("srv");
         std::fs::create_dir_all(&srv)?;
+        self.salt_minion_config(&srv)?;
         let mut shells = Vec::new();
         for side in [Side::Maid, Side::Salt] {
             let out = self
@@ -188,19 +183,33 @@ impl Bench {
 
     /// The floor: as many `SHELL -c 'test -e PATH'` as the highstate has
     /// `unless` checks, one after another, started from this process.
-    fn shells(&self, made: &Path) -> anyhow::Result<Duration> {
+    fn shells(&self, shell: &Path, made: &Path) -> anyhow::Result<Duration> {
         let started = Instant::now();
         for i in 0..self.states / 3 {
             let check = format!("test -e {}/d{i}/stamp", made.display());
-            Command::new(&self.shell)
+            Command::new(shell)
                 .args(["-c", &check])
                 .status()
-                .with_context(|| format!("run {}", self.shell.display()))?;
+                .with_context(|| format!("run {}", shell.display()))?;
         }
         Ok(started.elapsed())
     }
 
-    /// `call --local` of one side, serving `srv`, answering in JSON.
+    /// Salt's minion config for serving `srv`, beside it (`salt-conf/`).
+    fn salt_minion_config(&self, srv: &Path) -> anyhow::Result<()> {
+        let minion = format!(
+            "id: bench\nroot_dir: {}\nfile_client: local\nfile_roots:\n  base:\n    - {}\n",
+            self.salt_conf.join("root").display(),
+            srv.display()
+        );
+        let conf = srv.with_file_name("salt-conf");
+        std::fs::create_dir_all(&conf)?;
+        std::fs::write(conf.join("minion"), minion)?;
+        Ok(())
+    }
+
+    /// `call --local` of one side, serving `srv` (Salt's config written
+    /// beside it first), answering in JSON.
     fn command(&self, side: Side, srv: &Path) -> Command {
         match side {
             Side::Maid => {
@@ -216,16 +225,9 @@ impl Bench {
                 cmd
             }
             Side::Salt => {
-                let minion = format!(
-                    "id: bench\nroot_dir: {}\nfile_client: local\nfile_roots:\n  base:\n    - {}\n",
-                    self.salt_conf.join("root").display(),
-                    srv.display()
-                );
-                let conf = srv.with_file_name("salt-conf");
-                let _ = std::fs::create_dir_all(&conf);
-                let _ = std::fs::write(conf.join("minion"), minion);
                 let mut cmd = Command::new(&self.salt_call);
-                cmd.args(["--local", "--out", "json", "-c"]).arg(conf);
+                cmd.args(["--local", "--out", "json", "-c"])
+                    .arg(srv.with_file_name("salt-conf"));
                 cmd
             }
         }
@@ -235,11 +237,14 @@ impl Bench {
     fn round(&self, side: Side, dir: &Path, times: &mut Times) -> anyhow::Result<()> {
         let srv = dir.join("srv");
         write_tree(&srv, &dir.join("made"), self.states)?;
+        if side == Side::Salt {
+            self.salt_minion_config(&srv)?;
+        }
         for (run, into) in [(1, &mut times.first), (2, &mut times.second)] {
+            let mut cmd = self.command(side, &srv);
+            cmd.arg("state.apply");
             let started = Instant::now();
-            let out = self
-                .command(side, &srv)
-                .arg("state.apply")
+            let out = cmd
                 .output()
                 .with_context(|| format!("run {}", side.name()))?;
             into.push(started.elapsed());
@@ -328,7 +333,7 @@ fn check_run(run: u32, states: usize, out: &std::process::Output) -> anyhow::Res
     Ok(())
 }
 
-fn report(args: &StatesArgs, maid: &Times, salt: &Times) -> Table {
+fn report(args: &StatesArgs, maid: &Times, salt: &Times, floor: &[Duration]) -> Table {
     let mut table = Table::new(
         &format!(
             "Highstate of {} states (file.directory, templated file.managed, cmd.run with unless), \
@@ -369,7 +374,7 @@ fn report(args: &StatesArgs, maid: &Times, salt: &Times) -> Table {
             if ratio <= goal { "met" } else { "MISSED" }.into(),
         ]);
     }
-    let floor = p50(&maid.shells).unwrap_or_default();
+    let floor = p50(floor).unwrap_or_default();
     table.row(vec![
         format!("the {} `unless` shells alone (the floor)", args.states / 3),
         fmt_dur(floor),
