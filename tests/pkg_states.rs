@@ -404,12 +404,7 @@ fn pkg_states_change_no_package_their_grants_do_not_give() {
 
     // maid init's grants (the cache where the test has one) are what the
     // pkg states need.
-    let template = dir.path().join("maid.toml");
-    std::fs::write(
-        &template,
-        maid_config::TEMPLATE.replace("/var/cache/maid/pkg", &cache.display().to_string()),
-    )
-    .unwrap();
+    let template = init_config(dir.path(), &cache);
     let got = maid_call_config(dir.path(), &template, &["state.sls", "deny"]);
     let (a, b, c) = (
         installed("maid-test-a"),
@@ -421,6 +416,18 @@ fn pkg_states_change_no_package_their_grants_do_not_give() {
         assert_eq!(got["return"][tag]["result"], json!(true), "{tag}: {got}");
     }
     assert!(a && b && !c, "a {a}, b {b}, c {c}: {got}");
+}
+
+/// `dir/maid.toml`: `maid init`'s config, with pkg's package cache at
+/// `cache`.
+fn init_config(dir: &Path, cache: &Path) -> std::path::PathBuf {
+    let config = dir.join("maid.toml");
+    std::fs::write(
+        &config,
+        maid_config::TEMPLATE.replace("/var/cache/maid/pkg", &cache.display().to_string()),
+    )
+    .unwrap();
+    config
 }
 
 /// Names an SLS gives never reach apt-get or dpkg as options, whatever
@@ -452,12 +459,7 @@ fn pkg_states_never_hand_apt_an_option() {
     .unwrap();
     let cache = dir.path().join("cache");
     std::fs::create_dir_all(&cache).unwrap();
-    let config = dir.path().join("maid.toml");
-    std::fs::write(
-        &config,
-        maid_config::TEMPLATE.replace("/var/cache/maid/pkg", &cache.display().to_string()),
-    )
-    .unwrap();
+    let config = init_config(dir.path(), &cache);
     let got = maid_call_config(dir.path(), &config, &["state.sls", "hostile"]);
     let states = got["return"].as_object().unwrap_or_else(|| panic!("{got}"));
     assert_eq!(states.len(), 4, "{got}");
