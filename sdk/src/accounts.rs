@@ -11,6 +11,9 @@
 //! Reading is forgiving as `getent` is: blank lines and `#` comments are
 //! skipped, and so is a line without exactly the file's number of fields
 //! or whose id is not a number, rather than failing the whole file.
+//!
+//! [`word`] is what both plugins check of every name and value before they
+//! hand it to a shadow-utils program (`useradd`, `gpasswd`, ...).
 
 use crate::{Error, host};
 
@@ -127,6 +130,55 @@ pub fn groups() -> Result<Vec<Group>, Error> {
     Ok(parse_group(&read_text(GROUP)?))
 }
 
+/// What a value is, for [`word`]: each kind is refused what would let it
+/// change how `useradd`, `usermod`, `userdel`, `groupadd`, `groupmod`,
+/// `groupdel` or `gpasswd` reads its command line or the account files.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Word {
+    /// A user or group name: one field of `/etc/passwd` or `/etc/group`,
+    /// and one element of a comma-separated list of them.
+    Name,
+    /// A GECOS field but the last: the fields are comma-separated.
+    Gecos,
+    /// The last GECOS field (`other`), which may hold commas.
+    GecosLast,
+    /// A login shell.
+    Shell,
+    /// A home directory: absolute, without a `..` component.
+    Home,
+}
+
+/// `value`, named `what` in the refusal, unless it could be read as an
+/// option (a leading `-`), would split or add a line or field of an
+/// account file (`:`, a newline or another control character, NUL), or is
+/// not what its kind allows (a comma in a name or a GECOS field but the
+/// last, a relative home or one with `..`). Checked before any program
+/// starts, so a refused value never reaches one: `useradd` would take
+/// `-o` as "allow a duplicate uid", `--badname` as "accept any name".
+pub fn word(what: &str, value: &str, kind: Word) -> Result<(), Error> {
+    let why = if value.starts_with('-') {
+        Some("begins with '-'")
+    } else if value.contains(':') {
+        Some("holds ':'")
+    } else if value.chars().any(char::is_control) {
+        Some("holds a control character")
+    } else if value.contains(',') && matches!(kind, Word::Name | Word::Gecos) {
+        Some("holds ','")
+    } else if kind == Word::Name && value.is_empty() {
+        Some("is empty")
+    } else if kind == Word::Home && !value.starts_with('/') {
+        Some("is not an absolute path")
+    } else if kind == Word::Home && value.split('/').any(|c| c == "..") {
+        Some("has a '..' component")
+    } else {
+        None
+    };
+    match why {
+        Some(why) => Err(Error::bad_arguments(format!("{what} {value:?} {why}"))),
+        None => Ok(()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -185,5 +237,42 @@ mod tests {
                 members: vec!["bob".into()],
             }
         );
+    }
+
+    #[test]
+    fn words_that_would_be_options_or_split_a_line_are_refused() {
+        for (value, kind) in [
+            ("-o", Word::Name),
+            ("--badname", Word::Name),
+            ("a:b", Word::Name),
+            ("a,b", Word::Name),
+            ("a\nb", Word::Name),
+            ("a\0b", Word::Name),
+            ("", Word::Name),
+            ("A, B", Word::Gecos),
+            ("x:y", Word::GecosLast),
+            ("-c", Word::Gecos),
+            ("-s", Word::Shell),
+            ("/bin/sh\n", Word::Shell),
+            ("../home/x", Word::Home),
+            ("/home/../etc", Word::Home),
+            ("home/x", Word::Home),
+            ("-d", Word::Home),
+        ] {
+            let err = word("value", value, kind).unwrap_err();
+            assert_eq!(err.kind, crate::ErrorKind::BadArguments, "{value:?}");
+        }
+        for (value, kind) in [
+            ("alice", Word::Name),
+            ("www-data", Word::Name),
+            ("Alice A", Word::Gecos),
+            ("a, b, c", Word::GecosLast),
+            ("", Word::Gecos),
+            ("/bin/bash", Word::Shell),
+            ("/home/alice", Word::Home),
+            ("/srv/a..b", Word::Home),
+        ] {
+            assert!(word("value", value, kind).is_ok(), "{value:?}");
+        }
     }
 }

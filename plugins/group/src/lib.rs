@@ -1,6 +1,8 @@
-//! Salt's `group` module, read side (`groupadd` on Linux): groups from
-//! `/etc/group`, the one file the grants name. Groups that only a
-//! directory service knows (NSS) are not seen.
+//! Salt's `group` module (`groupadd` on Linux). This file is the read
+//! side: groups from `/etc/group`, the one file the grants name. Groups
+//! that only a directory service knows (NSS) are not seen. [`change`]
+//! adds, changes and removes groups through shadow-utils, under the
+//! `exec` grant.
 //!
 //! The file is read and parsed by the SDK's [`accounts`], which the
 //! `user` module shares; this file only shapes each entry as Salt's
@@ -10,6 +12,8 @@ use maid_sdk::accounts;
 use maid_sdk::{Capability, Error, Function, Plugin, export_plugin, function, python};
 use serde::Deserialize;
 use serde_json::{Value, json};
+
+mod change;
 
 struct GroupModule;
 
@@ -34,14 +38,18 @@ struct Refresh {
     refresh: Value,
 }
 
+/// `info(name)`: the group, or `{}` when there is none.
+pub(crate) fn find(name: &str) -> Result<Value, Error> {
+    Ok(groups()?
+        .into_iter()
+        .find(|g| g["name"] == name)
+        .unwrap_or_else(|| json!({})))
+}
+
 /// Return a group: name, passwd, gid, members ({} if none)
 #[function(args = ["name"])]
 fn info(a: Name) -> Result<Value, Error> {
-    let name = python::str(&a.name);
-    Ok(groups()?
-        .into_iter()
-        .find(|g| g["name"] == name.as_str())
-        .unwrap_or_else(|| json!({})))
+    find(&python::str(&a.name))
 }
 
 /// Return every group, as group.info shows one
@@ -53,10 +61,19 @@ fn getent(_: Refresh) -> Result<Vec<Value>, Error> {
 impl Plugin for GroupModule {
     const MODULE: &'static str = "group";
     const VERSION: &'static str = env!("CARGO_PKG_VERSION");
-    const CAPABILITIES: &'static [Capability] = &[Capability::FsRead];
+    const CAPABILITIES: &'static [Capability] = &[Capability::FsRead, Capability::Exec];
 
     fn functions() -> Vec<Function> {
-        maid_sdk::functions![info, getent]
+        maid_sdk::functions![
+            info,
+            getent,
+            change::add,
+            change::delete,
+            change::chgid,
+            change::adduser,
+            change::deluser,
+            change::members
+        ]
     }
 }
 

@@ -1,11 +1,15 @@
-//! Salt's `user` module, read side (`useradd` on Linux): accounts from
-//! `/etc/passwd` and their groups from `/etc/group`, the two files the
-//! grants name (never `/etc/shadow`). Accounts that only a directory
-//! service knows (NSS) are not seen: only the local files are read.
+//! Salt's `user` module (`useradd` on Linux). This file is the read side:
+//! accounts from `/etc/passwd` and their groups from `/etc/group`, the
+//! two files the grants name (never `/etc/shadow`). Accounts that only a
+//! directory service knows (NSS) are not seen: only the local files are
+//! read. [`change`] adds, changes and removes accounts through
+//! shadow-utils, under the `exec` grant.
 //!
 //! The files are read and parsed by the SDK's [`accounts`], which the
 //! `group` module shares, so that both read a line the same way; this
 //! file only shapes the entries as Salt's `useradd` returns them.
+
+mod change;
 
 use maid_sdk::accounts::{self, Group, Passwd};
 use maid_sdk::{Capability, Error, Function, Plugin, export_plugin, function, python};
@@ -16,7 +20,7 @@ struct User;
 
 /// Salt's `salt.utils.user.get_group_list`: the primary group and every
 /// group listing the user, by name, sorted.
-fn group_list(user: &Passwd, groups: &[Group]) -> Vec<String> {
+pub(crate) fn group_list(user: &Passwd, groups: &[Group]) -> Vec<String> {
     let mut names: Vec<String> = groups
         .iter()
         .filter(|g| g.gid == user.gid || g.members.contains(&user.name))
@@ -47,6 +51,15 @@ fn info(user: &Passwd, groups: &[Group]) -> Value {
     })
 }
 
+/// `info(name)`: the account, or `{}` when there is none.
+pub(crate) fn find_info(name: &str) -> Result<Value, Error> {
+    let groups = accounts::groups()?;
+    Ok(accounts::passwd()?
+        .iter()
+        .find(|u| u.name == name)
+        .map_or_else(|| json!({}), |u| info(u, &groups)))
+}
+
 #[derive(Deserialize)]
 struct Name {
     name: Value,
@@ -62,12 +75,7 @@ struct Refresh {
 /// Return a user's account: uid, gid, groups, home, shell, GECOS fields ({} if none)
 #[function(name = "info", args = ["name"])]
 fn info_(a: Name) -> Result<Value, Error> {
-    let name = python::str(&a.name);
-    let groups = accounts::groups()?;
-    Ok(accounts::passwd()?
-        .iter()
-        .find(|u| u.name == name)
-        .map_or_else(|| json!({}), |u| info(u, &groups)))
+    find_info(&python::str(&a.name))
 }
 
 /// Return the names of all users, sorted
@@ -115,10 +123,29 @@ fn primary_group(a: Name) -> Result<String, Error> {
 impl Plugin for User {
     const MODULE: &'static str = "user";
     const VERSION: &'static str = env!("CARGO_PKG_VERSION");
-    const CAPABILITIES: &'static [Capability] = &[Capability::FsRead];
+    const CAPABILITIES: &'static [Capability] = &[Capability::FsRead, Capability::Exec];
 
     fn functions() -> Vec<Function> {
-        maid_sdk::functions![info_, list_users, getent, list_groups, primary_group]
+        maid_sdk::functions![
+            info_,
+            list_users,
+            getent,
+            list_groups,
+            primary_group,
+            change::add,
+            change::delete,
+            change::chuid,
+            change::chgid,
+            change::chshell,
+            change::chhome,
+            change::chgroups,
+            change::chfullname,
+            change::chroomnumber,
+            change::chworkphone,
+            change::chhomephone,
+            change::chother,
+            change::home_exists
+        ]
     }
 }
 
