@@ -5,9 +5,11 @@
 
 mod cmd;
 mod file;
+mod group;
 mod pkg;
 mod service;
 mod test;
+mod user;
 
 use maid_sdk::host::{self, Called};
 use serde_json::{Map, Value, json};
@@ -67,6 +69,10 @@ fn lookup(state: &str, fun: &str) -> Option<StateFn> {
         ("pkg", "mod_watch") => pkg::mod_watch,
         ("file", "symlink") => {
             return Some(StateFn {
+        ("user", "present") => user::present,
+        ("user", "absent") => user::absent,
+        ("group", "present") => group::present,
+        ("group", "absent") => group::absent,
                 required: &["target"],
                 run: file::symlink,
             });
