@@ -67,12 +67,12 @@ fn lookup(state: &str, fun: &str) -> Option<StateFn> {
         ("pkg", "removed") => pkg::removed,
         ("pkg", "purged") => pkg::purged,
         ("pkg", "mod_watch") => pkg::mod_watch,
-        ("file", "symlink") => {
-            return Some(StateFn {
         ("user", "present") => user::present,
         ("user", "absent") => user::absent,
         ("group", "present") => group::present,
         ("group", "absent") => group::absent,
+        ("file", "symlink") => {
+            return Some(StateFn {
                 required: &["target"],
                 run: file::symlink,
             });
