@@ -8,7 +8,12 @@
 //! leads out of its root, and a file whose content is not the pinned one is
 //! left to the next server. The Redis file store (`filestore`) serves only
 //! content it can vouch for.
+//!
+//! Listing (the host's `list-sources`, Salt's `file_list` and `dir_list`) follows
+//! the same rules: a local root lists only what `open` would reach inside
+//! it, and the Redis store only names it would serve.
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use async_trait::async_trait;
@@ -37,6 +42,29 @@ pub enum OpenError {
     Failed(String),
 }
 
+/// What a file server holds under a prefix: `salt://` paths, relative and
+/// `/`-separated, as Salt's file server lists them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Listing {
+    /// Every file (a link to a file inside the root counts as one).
+    pub files: BTreeSet<String>,
+    /// Every directory, empty or not (a link to one inside the root too).
+    pub dirs: BTreeSet<String>,
+}
+
+impl Listing {
+    /// Both lists together, as one server's answer after another's.
+    pub fn extend(&mut self, other: Listing) {
+        self.files.extend(other.files);
+        self.dirs.extend(other.dirs);
+    }
+}
+
+/// The most entries one listing gathers: a tree of links that multiplies
+/// its paths (two links to one directory in every level) must not take the
+/// agent's memory with it.
+pub const MAX_LISTED: usize = 100_000;
+
 /// Serves `salt://` paths.
 #[async_trait]
 pub trait FileServer: Send + Sync {
@@ -48,6 +76,11 @@ pub trait FileServer: Send + Sync {
         path: &Path,
         pin: Option<&str>,
     ) -> Result<Option<Box<dyn SourceReader>>, OpenError>;
+
+    /// Every file and directory whose path begins with `prefix` (a string
+    /// prefix, as Salt's file server filters; `""` for all). The caller has
+    /// checked `prefix`: no `..`, NUL or backslash, no leading `/`.
+    async fn list(&self, prefix: &str) -> Result<Listing, OpenError>;
 }
 
 /// No `salt://` sources at all.
@@ -61,6 +94,10 @@ impl FileServer for NoFiles {
         _pin: Option<&str>,
     ) -> Result<Option<Box<dyn SourceReader>>, OpenError> {
         Ok(None)
+    }
+
+    async fn list(&self, _prefix: &str) -> Result<Listing, OpenError> {
+        Ok(Listing::default())
     }
 }
 
@@ -153,6 +190,97 @@ impl FileServer for LocalRoots {
         }
         Ok(None)
     }
+
+    async fn list(&self, prefix: &str) -> Result<Listing, OpenError> {
+        let roots = self.roots.clone();
+        let prefix = prefix.to_string();
+        tokio::task::spawn_blocking(move || {
+            let mut listing = Listing::default();
+            for root in &roots {
+                walk_root(root, &prefix, &mut listing)?;
+            }
+            Ok(listing)
+        })
+        .await
+        .map_err(|e| OpenError::Failed(format!("listing salt://: {e}")))?
+    }
+}
+
+/// Add what `root` holds under `prefix` to `listing`, as Salt's `roots`
+/// backend walks it (`os.walk` following links), less what `open` would
+/// refuse: a link whose real path leaves the root (or leads nowhere) is
+/// not listed, nor anything but files and directories. A directory that
+/// is its own ancestor (a link loop) is listed once and not walked again,
+/// where Salt's walk would go on until the path grows too long.
+fn walk_root(root: &Path, prefix: &str, listing: &mut Listing) -> Result<(), OpenError> {
+    let Ok(real_root) = std::fs::canonicalize(root) else {
+        // A root that does not exist lists nothing, as for Salt's walk.
+        return Ok(());
+    };
+    // Walk from the deepest directory the prefix names whole.
+    let start = prefix.rsplit_once('/').map_or("", |(dir, _)| dir);
+    // The real paths from the root down to the start: a link back to any
+    // of them is a loop.
+    let mut above = vec![real_root.clone()];
+    let mut logical = real_root.clone();
+    for part in start.split('/').filter(|p| !p.is_empty()) {
+        logical.push(part);
+        match std::fs::canonicalize(&logical) {
+            Ok(real) if real.starts_with(&real_root) && real.is_dir() => above.push(real),
+            _ => return Ok(()),
+        }
+    }
+    let start_real = above.last().cloned().unwrap_or_else(|| real_root.clone());
+    // (directory's real path, its salt:// path, the real paths above it)
+    let mut stack = vec![(start_real, start.to_string(), above)];
+    while let Some((dir, rel, above)) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let Some(name) = entry.file_name().to_str().map(str::to_string) else {
+                continue;
+            };
+            let path = if rel.is_empty() {
+                name
+            } else {
+                format!("{rel}/{name}")
+            };
+            // Only what the prefix names, or a directory on the way to it.
+            let wanted = path.starts_with(prefix);
+            if !wanted && !prefix.starts_with(&format!("{path}/")) {
+                continue;
+            }
+            let Ok(real) = std::fs::canonicalize(entry.path()) else {
+                continue;
+            };
+            if !real.starts_with(&real_root) {
+                continue;
+            }
+            let Ok(meta) = std::fs::metadata(&real) else {
+                continue;
+            };
+            if meta.is_dir() {
+                if wanted {
+                    listing.dirs.insert(path.clone());
+                }
+                if !above.contains(&real) {
+                    let mut chain = above.clone();
+                    chain.push(real.clone());
+                    stack.push((real, path, chain));
+                }
+            } else if meta.is_file() && wanted {
+                listing.files.insert(path);
+            }
+            if listing.files.len() + listing.dirs.len() > MAX_LISTED {
+                return Err(OpenError::Failed(format!(
+                    "{} holds more than {MAX_LISTED} entries under {prefix:?}",
+                    root.display()
+                )));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Several file servers, asked in order; the first that has a path serves it.
@@ -171,6 +299,15 @@ impl FileServer for Chain {
             }
         }
         Ok(None)
+    }
+
+    /// Everything any server lists, as Salt merges its backends' lists.
+    async fn list(&self, prefix: &str) -> Result<Listing, OpenError> {
+        let mut listing = Listing::default();
+        for server in &self.0 {
+            listing.extend(server.list(prefix).await?);
+        }
+        Ok(listing)
     }
 }
 
@@ -199,5 +336,67 @@ mod tests {
         assert_eq!(open(Some(sha("new"))).await, Some(sha("new")));
         assert_eq!(open(Some(sha("old"))).await, Some(sha("old")));
         assert_eq!(open(Some(sha("other"))).await, None);
+    }
+
+    fn names(set: &BTreeSet<String>) -> Vec<&str> {
+        set.iter().map(String::as_str).collect()
+    }
+
+    #[tokio::test]
+    async fn local_roots_list_as_salt_filters_by_prefix_and_stay_inside() {
+        let (a, b, out) = (
+            tempfile::tempdir().unwrap(),
+            tempfile::tempdir().unwrap(),
+            tempfile::tempdir().unwrap(),
+        );
+        for (root, path) in [
+            (a.path(), "web/index.html"),
+            (a.path(), "web/sub/x.txt"),
+            (a.path(), "webx/y.txt"),
+            (b.path(), "web/index.html"),
+            (b.path(), "top.sls"),
+        ] {
+            let path = root.join(path);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, "x").unwrap();
+        }
+        std::fs::create_dir_all(a.path().join("web/empty")).unwrap();
+        std::fs::write(out.path().join("secret"), "s").unwrap();
+        let link = |to: &Path, at: &str| std::os::unix::fs::symlink(to, a.path().join(at)).unwrap();
+        link(out.path(), "web/out");
+        link(&out.path().join("secret"), "web/secret");
+        link(Path::new("../.."), "web/sub/loop");
+        link(Path::new("sub/x.txt"), "web/alias.txt");
+        link(Path::new("nowhere"), "web/dangling");
+        let roots = LocalRoots::new(vec![
+            a.path().into(),
+            b.path().into(),
+            "/nonexistent".into(),
+        ]);
+
+        let all = roots.list("").await.unwrap();
+        assert_eq!(
+            names(&all.files),
+            [
+                "top.sls",
+                "web/alias.txt",
+                "web/index.html",
+                "web/sub/x.txt",
+                "webx/y.txt"
+            ]
+        );
+        assert_eq!(
+            names(&all.dirs),
+            ["web", "web/empty", "web/sub", "web/sub/loop", "webx"]
+        );
+        // A string prefix, as Salt's: `web` takes `webx` too.
+        let web = roots.list("web").await.unwrap();
+        assert_eq!(web.files.len(), 4);
+        assert!(web.files.contains("webx/y.txt"));
+        let sub = roots.list("web/sub").await.unwrap();
+        assert_eq!(names(&sub.files), ["web/sub/x.txt"]);
+        assert_eq!(names(&sub.dirs), ["web/sub", "web/sub/loop"]);
+        assert_eq!(roots.list("web/out").await.unwrap(), Listing::default());
+        assert_eq!(roots.list("nothing/").await.unwrap(), Listing::default());
     }
 }

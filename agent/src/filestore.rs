@@ -23,7 +23,7 @@ use maid_bus::filestore::{
 use redis::AsyncCommands;
 use sha2::{Digest, Sha256};
 
-use crate::fileserver::{FileServer, OpenError, SourceReader};
+use crate::fileserver::{FileServer, Listing, MAX_LISTED, OpenError, SourceReader};
 use crate::trust::Verifier;
 
 /// Gives the current command connection (it changes across reconnects).
@@ -89,6 +89,39 @@ impl RedisFiles {
             .map_err(|why| not_vouched(&why.to_string()))?;
         Ok(Some((record.sha256, record.size)))
     }
+}
+
+/// Whether `name` is a `salt://` path as agents resolve it (relative,
+/// normalised): a name a Redis writer spelled otherwise (`a/../b`, `/etc`)
+/// is never listed.
+fn is_salt_name(name: &str) -> bool {
+    maid_salt::files::salt_path(&format!("salt://{name}"))
+        .is_ok_and(|p| p.to_str() == Some(name) && !name.contains('?'))
+}
+
+/// The listing of `names` (each beginning with `prefix`): each a file,
+/// and every directory above one that begins with `prefix` too.
+fn listing_of<'a>(
+    prefix: &str,
+    names: impl Iterator<Item = &'a str>,
+) -> Result<Listing, OpenError> {
+    let mut listing = Listing::default();
+    for name in names {
+        let mut dir = name;
+        while let Some((parent, _)) = dir.rsplit_once('/') {
+            if parent.starts_with(prefix) {
+                listing.dirs.insert(parent.to_string());
+            }
+            dir = parent;
+        }
+        listing.files.insert(name.to_string());
+        if listing.files.len() > MAX_LISTED {
+            return Err(OpenError::Failed(format!(
+                "the file store holds more than {MAX_LISTED} names"
+            )));
+        }
+    }
+    Ok(listing)
 }
 
 fn failed(e: redis::RedisError) -> OpenError {
@@ -166,6 +199,33 @@ impl FileServer for RedisFiles {
             size,
             chunk_bytes,
         ))))
+    }
+
+    /// The names `open` would serve without a pin: where signatures are
+    /// required, those whose signed record a trusted key signed for that
+    /// very name (a name a Redis writer added to the index, or a record of
+    /// its own, is not listed); otherwise the index. The store holds files
+    /// only, so its directories are those above a file: it has no empty
+    /// ones.
+    async fn list(&self, prefix: &str) -> Result<Listing, OpenError> {
+        let mut conn = self
+            .conns
+            .conn()
+            .ok_or_else(|| OpenError::Failed("redis is not connected".into()))?;
+        let wanted = |name: &str| name.starts_with(prefix) && is_salt_name(name);
+        if self.require_signed {
+            let records: Vec<(String, String)> = conn.hgetall(SIGNED_KEY).await.map_err(failed)?;
+            let vouched = records.iter().filter(|(name, record)| {
+                wanted(name) && FileRecord::verify(&self.verifier, record, name).is_ok()
+            });
+            listing_of(prefix, vouched.map(|(name, _)| name.as_str()))
+        } else {
+            let names: Vec<String> = conn.hkeys(INDEX_KEY).await.map_err(failed)?;
+            listing_of(
+                prefix,
+                names.iter().map(String::as_str).filter(|n| wanted(n)),
+            )
+        }
     }
 }
 
@@ -411,6 +471,30 @@ mod tests {
                 Err(e) => return (pieces, Some(e.to_string())),
             }
         }
+    }
+
+    #[test]
+    fn a_listing_holds_only_names_agents_resolve_and_the_directories_above() {
+        for bad in [
+            "a/../b",
+            "/etc/passwd",
+            "./a",
+            "a//b",
+            "a/",
+            "",
+            "a\\b",
+            "a?saltenv=x",
+        ] {
+            assert!(!is_salt_name(bad), "{bad}");
+        }
+        assert!(is_salt_name("web/a b.conf"));
+        let listing = listing_of("web", ["web/a/b.sls", "web/c", "webx/d"].into_iter()).unwrap();
+        let files: Vec<&str> = listing.files.iter().map(String::as_str).collect();
+        let dirs: Vec<&str> = listing.dirs.iter().map(String::as_str).collect();
+        assert_eq!(files, ["web/a/b.sls", "web/c", "webx/d"]);
+        assert_eq!(dirs, ["web", "web/a", "webx"]);
+        let listing = listing_of("web/a", ["web/a/b.sls"].into_iter()).unwrap();
+        assert_eq!(listing.dirs.into_iter().collect::<Vec<_>>(), ["web/a"]);
     }
 
     #[tokio::test]

@@ -216,6 +216,26 @@ pub fn fetch(url: &str) -> Result<Option<Source>, Error> {
     }))
 }
 
+/// What `salt://` holds under a prefix, as Salt's file server lists it:
+/// paths relative to `salt://`, `/`-separated, each list sorted.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Listing {
+    /// Every file (Salt's `cp.list_master`).
+    pub files: Vec<String>,
+    /// Every directory, empty or not (Salt's `cp.list_master_dirs`).
+    pub dirs: Vec<String>,
+}
+
+/// The `salt://` files and directories whose path begins with `prefix`
+/// (a string prefix after its leading and trailing `/` are taken off, as
+/// Salt filters; `""` for everything). Only what this plugin's `fetch`
+/// grant would open is listed; without the `fetch` capability it is
+/// `Denied`.
+pub fn list(prefix: &str) -> Result<Listing, Error> {
+    let wit::Listing { files, dirs } = wit::list_sources(prefix)?;
+    Ok(Listing { files, dirs })
+}
+
 /// A directory this plugin may use through `std::fs`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GrantedDir {

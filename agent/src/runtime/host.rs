@@ -33,6 +33,9 @@ pub enum CapabilityUse {
     Exec { argv: Vec<String>, allowed: bool },
     /// A `salt://` source was opened (or refused).
     Fetch { url: String, allowed: bool },
+    /// `salt://` was listed under a prefix (`list-sources`), or the listing
+    /// refused; only what the `fetch` grant admits was listed.
+    List { prefix: String, allowed: bool },
     /// A program was looked up (`which`), or the lookup refused.
     Which { program: String, allowed: bool },
     /// A path's owner and mode were read (`stat`), or refused.
@@ -491,6 +494,13 @@ impl wit::Host for HostState {
         crate::grains::interfaces().to_string()
     }
 
+    async fn list_sources(&mut self, prefix: String) -> Result<wit::Listing, HostError> {
+        let result = listing_for(&self.job.grants, &self.job.services, &prefix).await;
+        self.job
+            .audit(&result, |allowed| CapabilityUse::List { prefix, allowed });
+        result
+    }
+
     async fn fetch(&mut self, url: String) -> Result<Option<Resource<SourceHandle>>, HostError> {
         let job = &mut self.job;
         let checked = job.grants.check_fetch(&url).map_err(HostError::from);
@@ -526,6 +536,59 @@ impl wit::Host for HostState {
             }
         }
     }
+}
+
+/// What the file servers hold under `prefix`, less what the `fetch` grant
+/// would not open: a file is listed when its URL is granted, a directory
+/// when its URL is granted or it holds a listed file or directory, so a
+/// plugin learns nothing of a path it could not fetch. Salt's prefix is a
+/// string prefix with its `/` taken off both ends.
+async fn listing_for(
+    grants: &Grants,
+    services: &Services,
+    prefix: &str,
+) -> Result<wit::Listing, HostError> {
+    if grants.fetch.is_empty() {
+        return Err(super::denied::Denied::NotGranted("fetch").into());
+    }
+    let prefix = prefix.trim_matches('/');
+    if prefix.contains(['\0', '\\']) || prefix.split('/').any(|c| c == "..") {
+        return Err(denied(format!(
+            "{prefix:?} is not a salt:// path that stays inside the file roots"
+        )));
+    }
+    let listing = services.files.list(prefix).await.map_err(|e| match e {
+        OpenError::Denied(why) => HostError::Denied(why),
+        OpenError::Failed(why) => HostError::Failed(why),
+    })?;
+    let granted = |path: &str| grants.check_fetch(&format!("salt://{path}")).is_ok();
+    let files: Vec<String> = listing.files.into_iter().filter(|f| granted(f)).collect();
+    // The directories above what is listed: the plugin learns them from
+    // the listed paths anyway.
+    let mut above = std::collections::BTreeSet::new();
+    fn note_above(path: &str, above: &mut std::collections::BTreeSet<String>) {
+        let mut p = path;
+        while let Some((parent, _)) = p.rsplit_once('/') {
+            if !above.insert(parent.to_string()) {
+                break;
+            }
+            p = parent;
+        }
+    }
+    for f in &files {
+        note_above(f, &mut above);
+    }
+    // Deepest first, so a directory holding only a listed directory is
+    // seen to hold something listed.
+    let mut dirs: Vec<String> = Vec::new();
+    for dir in listing.dirs.into_iter().rev() {
+        if above.contains(&dir) || granted(&dir) {
+            note_above(&dir, &mut above);
+            dirs.push(dir);
+        }
+    }
+    dirs.reverse();
+    Ok(wit::Listing { files, dirs })
 }
 
 /// The SHA-256 the job pins for `path`: pins are keyed by URL, and any
