@@ -1,6 +1,8 @@
-//! Salt's `cp` module: copy `salt://` sources onto the minion.
+//! Salt's `cp` module: copy `salt://` sources onto the minion, and list
+//! what `salt://` holds.
 //!
-//! Sources come through the host's `fetch` capability; files are written
+//! Sources come through the host's `fetch` capability (listings through
+//! its `list`, which shows only what the `fetch` grant opens); files are written
 //! with WASI through the directories the agent preopens for this plugin, so
 //! a destination outside them (by absolute path, `../` or a symlink) is
 //! refused by the sandbox itself, not by a check in this code.
@@ -52,7 +54,75 @@ struct RecvChunked {
     mode: Option<u32>,
 }
 
+#[derive(Deserialize)]
+struct ListMaster {
+    #[serde(default)]
+    saltenv: Option<serde_json::Value>,
+    #[serde(default)]
+    prefix: Option<serde_json::Value>,
+}
+
 const CHUNK: usize = 1 << 20;
+
+/// Salt's text of an argument (`str()` of what YAML or the CLI gave).
+fn text(v: &Option<serde_json::Value>) -> String {
+    match v {
+        None | Some(serde_json::Value::Null) => String::new(),
+        Some(serde_json::Value::String(s)) => s.clone(),
+        Some(other) => other.to_string(),
+    }
+}
+
+/// The listing of `saltenv` under `prefix`, or `None` for an environment
+/// maid does not have: only `base` exists (an unset or empty `saltenv` is
+/// the minion's, `base`), and Salt lists nothing for an unknown one.
+fn listing(a: &ListMaster) -> Result<Option<host::Listing>, Error> {
+    let saltenv = text(&a.saltenv);
+    if !saltenv.is_empty() && saltenv != "base" {
+        return Ok(None);
+    }
+    host::list(&text(&a.prefix)).map(Some)
+}
+
+/// List the files on the master (salt://), sorted; PREFIX limits the list to paths that begin with it
+#[function(args = ["saltenv=null", "prefix=\"\""])]
+fn list_master(a: ListMaster) -> Result<Vec<String>, Error> {
+    Ok(listing(&a)?.map(|l| l.files).unwrap_or_default())
+}
+
+/// List the directories on the master (salt://), sorted; PREFIX limits the list to paths that begin with it
+#[function(args = ["saltenv=null", "prefix=\"\""])]
+fn list_master_dirs(a: ListMaster) -> Result<Vec<String>, Error> {
+    Ok(listing(&a)?.map(|l| l.dirs).unwrap_or_default())
+}
+
+/// List the SLS names available on the master (a/b.sls and a/b/init.sls are a.b), sorted
+#[function(args = ["saltenv=null"])]
+fn list_states(a: ListMaster) -> Result<Vec<String>, Error> {
+    let a = ListMaster {
+        saltenv: a.saltenv,
+        prefix: None,
+    };
+    let files = listing(&a)?.map(|l| l.files).unwrap_or_default();
+    Ok(sls_names(&files))
+}
+
+/// `fileclient.list_states`: each `.sls` file as an SLS name, an
+/// `init.sls` as its directory's; sorted, once each.
+fn sls_names(files: &[String]) -> Vec<String> {
+    let states: std::collections::BTreeSet<String> = files
+        .iter()
+        .filter_map(|path| {
+            let dotted = path.replace('/', ".");
+            if path.ends_with("/init.sls") {
+                Some(dotted[..dotted.len() - "/init.sls".len()].to_string())
+            } else {
+                path.strip_suffix(".sls").map(|p| p.replace('/', "."))
+            }
+        })
+        .collect();
+    states.into_iter().collect()
+}
 
 fn open(url: &str) -> Result<Option<Source>, Error> {
     if !url.starts_with("salt://") {
@@ -261,7 +331,15 @@ impl Plugin for Cp {
         &[Capability::Fetch, Capability::FsRead, Capability::FsWrite];
 
     fn functions() -> Vec<Function> {
-        maid_sdk::functions![get_file, get_file_str, recv_chunked, hash_file]
+        maid_sdk::functions![
+            get_file,
+            get_file_str,
+            recv_chunked,
+            hash_file,
+            list_master,
+            list_master_dirs,
+            list_states
+        ]
     }
 }
 
