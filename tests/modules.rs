@@ -639,6 +639,18 @@ fn modules_refuse_what_their_default_grants_do_not_give() {
     );
     // cmd.script: only salt:// sources.
     refused(&["cmd.script", "file:///etc/hostname"], "fetch");
+    // cmd.script renders no template: refused before anything is fetched
+    // or run, rather than run unrendered.
+    let words = ["cmd.script", "salt://s.sh", "template=jinja"].map(String::from);
+    let out = maid_call(dir.path(), Some(&config), &words);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains(
+            "Passed invalid arguments: cmd.script does not render scripts (template=jinja)"
+        ),
+        "{text}"
+    );
     // test.try: only the functions its call grant names. cmd.run is not
     // among them, though cmd's own grants would start touch.
     let touched = dir.path().join("touched");

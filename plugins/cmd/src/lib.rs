@@ -207,6 +207,10 @@ struct ScriptArgs {
     source: String,
     #[serde(default)]
     args: Option<Value>,
+    /// Salt renders the script with this engine first; maid does not, and
+    /// says so rather than run the unrendered text.
+    #[serde(default)]
+    template: Option<Value>,
     #[serde(flatten)]
     run: ScriptRun,
 }
@@ -283,6 +287,17 @@ fn interpreter(script: &[u8]) -> Vec<String> {
 #[function(args = SCRIPT_ARGS)]
 fn script(a: ScriptArgs) -> Result<Value, Error> {
     use std::io::Read;
+    if let Some(engine) = a
+        .template
+        .as_ref()
+        .filter(|t| !matches!(t, Value::Null | Value::Bool(false)) && t.as_str() != Some(""))
+    {
+        return Err(Error::bad_arguments(format!(
+            "cmd.script does not render scripts (template={}): render it into the \
+             file root, or use a file.managed state with template and a cmd.run of it",
+            scalar_to_string(engine)
+        )));
+    }
     let cache_error =
         || json!({"pid": 0, "retcode": 1, "stdout": "", "stderr": "", "cache_error": true});
     // Salt returns this shape, retcode and all, without failing the job.

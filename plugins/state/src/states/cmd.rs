@@ -230,9 +230,200 @@ pub fn run(low: &Obj, env: &mut Env) -> Result<Obj, String> {
     Ok(r)
 }
 
-/// `cmd.wait`: nothing unless watched (then `mod_watch` runs it).
+/// `cmd.wait` and `cmd.wait_script`: nothing unless watched (then
+/// `mod_watch` runs them).
 pub fn wait(low: &Obj, _env: &mut Env) -> Result<Obj, String> {
     Ok(ret(low, json!(true), ""))
+}
+
+/// The chunk's keys that are the state's own (Salt's named parameters of
+/// `cmd.script`, and the state system's keywords): not handed on to the
+/// `cmd.script` function as Salt hands on the rest of `**kwargs`.
+const SCRIPT_OWN: &[&str] = &[
+    "name",
+    "source",
+    "template",
+    "cwd",
+    "runas",
+    "password",
+    "shell",
+    "env",
+    "stateful",
+    "timeout",
+    "use_vt",
+    "output_loglevel",
+    "hide_output",
+    "defaults",
+    "context",
+    "success_retcodes",
+    "success_stdout",
+    "success_stderr",
+    "state",
+    "fun",
+    "__id__",
+    "__sls__",
+    "__env__",
+    "__run_num__",
+    "order",
+    "sfun",
+    "__watch__",
+    "__reqs__",
+    "__prerequired__",
+    "__prereq__",
+    "unless",
+    "onlyif",
+    "creates",
+    "check_cmd",
+    "fail_hard",
+    "failhard",
+    "reload_modules",
+    "reload_grains",
+    "reload_pillar",
+    "saltenv",
+    "require",
+    "require_in",
+    "require_any",
+    "watch",
+    "watch_in",
+    "watch_any",
+    "onchanges",
+    "onchanges_in",
+    "onchanges_any",
+    "onfail",
+    "onfail_in",
+    "onfail_any",
+    "onfail_all",
+    "prereq",
+    "prereq_in",
+    "use",
+    "use_in",
+    "listen",
+    "listen_in",
+    "names",
+    "retry",
+    "parallel",
+    "cmd_opts_exclude",
+    "__pub_fun",
+    "__pub_jid",
+    "__pub_pid",
+    "__pub_tgt",
+];
+
+/// `cmd.script`: the `salt://` script (`source`, else `name`) run by the
+/// `cmd.script` function, with the words after the first of `name` as its
+/// arguments unless `args` says otherwise; what it did is the change.
+pub fn script(low: &Obj, env: &mut Env) -> Result<Obj, String> {
+    let name = name_of(low);
+    let mut r = ret(low, json!(false), "");
+    let given = |k: &str| low.get(k).filter(|v| !v.is_null());
+    if let Some(e) = given("env")
+        && !e.is_array()
+        && !e.is_object()
+    {
+        r.insert(
+            "comment".into(),
+            json!("Invalidly-formatted 'env' parameter. See documentation."),
+        );
+        return Ok(r);
+    }
+    for (k, what) in [("context", "context"), ("defaults", "defaults")] {
+        if let Some(v) = low.get(k)
+            && truthy(v)
+            && !v.is_object()
+        {
+            r.insert(
+                "comment".into(),
+                json!(format!(
+                    "Invalidly-formatted '{what}' parameter. Must be formed as a dict."
+                )),
+            );
+            return Ok(r);
+        }
+    }
+    // `defaults` updated by `context`: the template's context.
+    let mut context = Map::new();
+    for k in ["defaults", "context"] {
+        if let Some(Value::Object(o)) = low.get(k) {
+            context.extend(o.clone());
+        }
+    }
+    let shell = given("shell")
+        .filter(|v| truthy(v))
+        .cloned()
+        .or_else(|| env.grains.get("shell").cloned())
+        .unwrap_or(Value::Null);
+    let mut kw: Vec<(&str, Value)> = low
+        .iter()
+        .filter(|(k, _)| !SCRIPT_OWN.contains(&k.as_str()) && !k.starts_with("__"))
+        .map(|(k, v)| (k.as_str(), v.clone()))
+        .collect();
+    let saltenv = low
+        .get("__env__")
+        .map(py_str)
+        .unwrap_or_else(|| "base".into());
+    let opt = |k: &str| low.get(k).cloned().unwrap_or(Value::Null);
+    kw.extend([
+        ("runas", opt("runas")),
+        ("password", opt("password")),
+        ("shell", shell),
+        ("env", opt("env")),
+        ("cwd", opt("cwd")),
+        ("template", opt("template")),
+        ("timeout", opt("timeout")),
+        (
+            "output_loglevel",
+            low.get("output_loglevel")
+                .cloned()
+                .unwrap_or_else(|| json!("debug")),
+        ),
+        (
+            "hide_output",
+            low.get("hide_output").cloned().unwrap_or(json!(false)),
+        ),
+        ("use_vt", low.get("use_vt").cloned().unwrap_or(json!(false))),
+        ("context", Value::Object(context)),
+        ("saltenv", json!(saltenv)),
+        ("success_retcodes", opt("success_retcodes")),
+        ("success_stdout", opt("success_stdout")),
+        ("success_stderr", opt("success_stderr")),
+    ]);
+    let source = given("source").map(py_str).unwrap_or_else(|| name.clone());
+    let has_args = kw.iter().any(|(k, v)| *k == "args" && truthy(v));
+    if !has_args && name.split_whitespace().count() > 1 {
+        let rest = name.split_once(' ').map(|(_, r)| r).unwrap_or_default();
+        kw.retain(|(k, _)| *k != "args");
+        kw.push(("args", json!(rest)));
+    }
+    if env.test {
+        r.insert("result".into(), Value::Null);
+        r.insert(
+            "comment".into(),
+            json!(format!("Command '{name}' would have been executed")),
+        );
+        return Ok(r);
+    }
+    kw.push(("python_shell", json!(true)));
+    let all = match salt(env, "cmd.script", &[json!(source)], &kw) {
+        Ok(all) => all,
+        Err(e) => {
+            r.insert("comment".into(), json!(e.to_string()));
+            return Ok(r);
+        }
+    };
+    let failed = match low.get("retcode") {
+        Some(v) if truthy(v) => truthy(&all),
+        _ => all.get("retcode").is_some_and(truthy),
+    };
+    let cache_error = all.get("cache_error").is_some_and(truthy);
+    r.insert("changes".into(), all);
+    r.insert("result".into(), json!(!failed));
+    let comment = if cache_error {
+        format!("Unable to cache script {source} from saltenv '{saltenv}'")
+    } else {
+        format!("Command '{name}' run")
+    };
+    r.insert("comment".into(), json!(comment));
+    Ok(r)
 }
 
 /// `cmd.mod_watch`: a watched `run` or `wait` runs its command.
@@ -240,6 +431,9 @@ pub fn mod_watch(low: &Obj, env: &mut Env) -> Result<Obj, String> {
     let sfun = low.get("sfun").map(py_str).unwrap_or_default();
     if matches!(sfun.as_str(), "wait" | "run" | "watch") {
         return run(low, env);
+    }
+    if matches!(sfun.as_str(), "wait_script" | "script") {
+        return script(low, env);
     }
     Ok(ret(
         low,

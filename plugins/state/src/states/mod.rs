@@ -51,6 +51,8 @@ fn lookup(state: &str, fun: &str) -> Option<StateFn> {
         ("test", "mod_watch") => test::mod_watch,
         ("cmd", "run") => cmd::run,
         ("cmd", "wait") => cmd::wait,
+        ("cmd", "wait_script") => cmd::wait,
+        ("cmd", "script") => cmd::script,
         ("cmd", "mod_watch") => cmd::mod_watch,
         ("service", "running") => service::running,
         ("service", "dead") => service::dead,

@@ -1,0 +1,3 @@
+#!/bin/sh
+echo "$# arguments"
+for a in "$@"; do echo "[$a]"; done

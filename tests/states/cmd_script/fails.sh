@@ -1,0 +1,3 @@
+#!/bin/sh
+echo "to stderr" >&2
+exit 3
