@@ -71,6 +71,13 @@ fn calls() -> Vec<Vec<String>> {
     out.push(w(&["state.single", "cmd.run", "name=echo single"]));
     out.push(w(&["state.single", "test.nosuch", "name=x"]));
     out.push(w(&["state.running"]));
+    // The file server's listings, over trees no state writes into (a
+    // string prefix: `file_recurse` takes `file_recurse_clean` too).
+    out.push(w(&["cp.list_master", "prefix=file_recurse"]));
+    out.push(w(&["cp.list_master_dirs", "base", "file_recurse/tree"]));
+    out.push(w(&["cp.list_master_dirs", "prefix=include_glob/"]));
+    out.push(w(&["cp.list_master", "saltenv=prod"]));
+    out.push(w(&["cp.list_states"]));
     out
 }
 
@@ -189,6 +196,15 @@ pub(crate) fn normalise(v: &mut Value, root: &str) {
         Value::String(s) => {
             if s.contains(root) {
                 *s = s.replace(root, "@ROOT@");
+            }
+            // `file.recurse`'s comment, one `#### PATH ####` block a path,
+            // in the order of Salt's sets of paths (Python's string hash,
+            // which changes from process to process): in path order.
+            if s.starts_with("#### ") {
+                let mut blocks: Vec<&str> = s.split("\n\n#### ").collect();
+                blocks[0] = blocks[0].trim_start_matches("#### ");
+                blocks.sort();
+                *s = format!("#### {}", blocks.join("\n\n#### "));
             }
             if let Some(i) = s
                 .find("failed: ")

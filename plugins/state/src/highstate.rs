@@ -1,6 +1,7 @@
 //! SLS files to high data, as Salt's `BaseHighState.render_state` and
 //! `render_highstate` build it: each SLS fetched from `salt://` and
-//! rendered, its `include`s rendered first (relative `.name` too), its
+//! rendered, its `include`s rendered first (relative `.name` too, and
+//! globs matched against the SLS names `salt://` lists), its
 //! `extend` and `exclude` set aside for the compiler, short declarations
 //! (`file.managed:`) split, `__sls__`/`__env__` added, and every state
 //! given its definition order (`state_auto_order`).
@@ -167,10 +168,49 @@ impl<'a> Builder<'a> {
         } else {
             env_key
         };
+        // Salt matches the include against the SLS names the file server
+        // lists (`fnmatch.filter(avail, inc_sls) or [inc_sls]`); only a
+        // glob can match another name than its own, so only a glob asks
+        // for the listing.
+        let targets = if inc_sls.contains(['*', '?', '[']) {
+            match crate::fileserver::list_states(saltenv) {
+                Ok(avail) => {
+                    let found: Vec<String> = avail
+                        .into_iter()
+                        .filter(|s| maid_sdk::salt::fnmatch(s, &inc_sls))
+                        .collect();
+                    if found.is_empty() {
+                        vec![inc_sls]
+                    } else {
+                        found
+                    }
+                }
+                Err(e) => {
+                    errors.push(e.to_string());
+                    return;
+                }
+            }
+        } else {
+            vec![inc_sls]
+        };
+        for target in targets {
+            self.include_one(state, &target, &r_env, sls, errors);
+        }
+    }
+
+    /// One SLS an include names, rendered (once) and merged into `state`.
+    fn include_one(
+        &mut self,
+        state: &mut Obj,
+        inc_sls: &str,
+        r_env: &str,
+        sls: &str,
+        errors: &mut Vec<String>,
+    ) {
         if self.mods.contains(&format!("{r_env}:{inc_sls}")) {
             return;
         }
-        let (nstate, err) = self.render_state(&inc_sls, &r_env);
+        let (nstate, err) = self.render_state(inc_sls, r_env);
         if let Some(mut nstate) = nstate {
             for (item, body) in nstate.iter_mut() {
                 if item.starts_with("__") {

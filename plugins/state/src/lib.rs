@@ -6,6 +6,7 @@
 mod apply;
 mod clock;
 mod compile;
+mod fileserver;
 mod filters;
 mod graph;
 mod highstate;

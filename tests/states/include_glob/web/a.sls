@@ -1,0 +1,2 @@
+web_a:
+  test.succeed_with_changes

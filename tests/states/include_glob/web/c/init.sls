@@ -1,0 +1,2 @@
+web_c:
+  test.nop
