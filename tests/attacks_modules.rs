@@ -2,7 +2,9 @@
 //! would attack them, against real agents, a real `redis-server` and the
 //! real `maid` binary: `service` given a unit file or a unit tree outside
 //! its grants, `pkg` given words its tools read as options or package
-//! files, and the registry given ids that are no minion ids. One named
+//! files, `cp`'s listing of `salt://` asked beyond its `fetch` grant or
+//! led out of `file_roots` by a link, and the registry given ids that are
+//! no minion ids. One named
 //! test per hole (docs/security.md, "Threat model"); each fails if its
 //! hole reopens, and shows the hostile step working outside the agent
 //! where that can be shown.
@@ -511,4 +513,113 @@ async fn registry_ids_that_are_no_minion_ids_never_stop_maid_key() {
             .all(|f| f.ends_with("/good-1") || f.contains("/syndics/")),
         "{filed}"
     );
+}
+
+/// `file_roots` holding what one plugin may read (`web/`), what it may
+/// not (`secret/`, `webx/`, a sibling under the same string prefix), a
+/// link out of the root, and a link loop.
+fn salt_tree(root: &Path, outside: &Path) {
+    for (path, text) in [
+        ("web/index.html", "index"),
+        ("web/sub/a.txt", "a"),
+        ("secret/key.pem", "PRIVATE"),
+        ("webx/other.txt", "other"),
+    ] {
+        let path = root.join(path);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+    std::fs::create_dir_all(outside).unwrap();
+    std::fs::write(outside.join("leak.txt"), "host secret").unwrap();
+    std::os::unix::fs::symlink(outside, root.join("web/escape")).unwrap();
+    std::os::unix::fs::symlink(outside.join("leak.txt"), root.join("web/leak.txt")).unwrap();
+    std::os::unix::fs::symlink("..", root.join("web/loop")).unwrap();
+}
+
+/// A listing of `salt://` shows a plugin only what its `fetch` grant
+/// would open: granted `salt://web/**`, `cp.list_master` names nothing
+/// of `secret/` (nor `webx/`, which shares the string prefix `web`),
+/// whatever prefix it is asked for, and a prefix climbing out is
+/// refused. Whatever the grant, a link leading out of `file_roots` is
+/// not listed (Salt's roots backend lists it and its contents), and a
+/// link loop ends the walk instead of growing the path.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cp_lists_only_what_its_fetch_grant_opens_and_never_leaves_file_roots() {
+    let work = tempfile::tempdir().unwrap();
+    let (root, outside) = (work.path().join("srv"), work.path().join("outside"));
+    salt_tree(&root, &outside);
+    // Outside the agent, the link does lead to the host's file.
+    assert_eq!(
+        std::fs::read_to_string(root.join("web/escape/leak.txt")).unwrap(),
+        "host secret"
+    );
+
+    let server = RedisServer::start();
+    let bus = Bus::new(&server.config()).unwrap();
+    let roots = format!("file_roots = [{}]\n", toml_str(&root));
+    let _narrow = start_agent(
+        &server.config(),
+        "narrow",
+        &format!("{roots}[plugins.cp]\nfetch = [\"salt://web/**\"]\n"),
+    );
+    let _wide = start_agent(
+        &server.config(),
+        "wide",
+        &format!("{roots}[plugins.cp]\nfetch = [\"salt://**\"]\n"),
+    );
+    wait_registered(&bus, &["narrow", "wide"]).await;
+    let list = |id: &'static str, fun: &'static str, arg: Value| {
+        let bus = &bus;
+        async move { one_return(bus, id, fun, arg, json!({})).await }
+    };
+
+    let files = list("narrow", "cp.list_master", json!([])).await;
+    assert_eq!(
+        files.ret,
+        json!(["web/index.html", "web/sub/a.txt"]),
+        "{files:?}"
+    );
+    let dirs = list("narrow", "cp.list_master_dirs", json!([])).await;
+    assert_eq!(dirs.ret, json!(["web", "web/loop", "web/sub"]), "{dirs:?}");
+    for prefix in ["secret", "secret/", "s", "webx", ""] {
+        for fun in ["cp.list_master", "cp.list_master_dirs"] {
+            let r = list("narrow", fun, json!(["base", prefix])).await;
+            assert_eq!(r.retcode, 0, "{fun} {prefix:?}: {r:?}");
+            let text = r.ret.to_string();
+            assert!(
+                !text.contains("secret") && !text.contains("webx") && !text.contains("key.pem"),
+                "{fun} {prefix:?} told of what fetch may not open: {r:?}"
+            );
+        }
+    }
+    let r = list("narrow", "cp.list_master", json!(["base", "web/../secret"])).await;
+    assert_denied(&r, "stays inside the file roots", "a prefix climbing out");
+    let r = list("narrow", "cp.list_master", json!(["base", "../"])).await;
+    assert_denied(&r, "stays inside the file roots", "a prefix above the root");
+    // Another environment lists nothing, as Salt for an unknown one.
+    let r = list("narrow", "cp.list_master", json!(["prod"])).await;
+    assert_eq!(r.ret, json!([]), "{r:?}");
+
+    // Granted everything: the whole tree, less the links that leave it;
+    // the loop is listed once and not walked into again.
+    let files = list("wide", "cp.list_master", json!([])).await;
+    assert_eq!(
+        files.ret,
+        json!([
+            "secret/key.pem",
+            "web/index.html",
+            "web/sub/a.txt",
+            "webx/other.txt"
+        ]),
+        "{files:?}"
+    );
+    let dirs = list("wide", "cp.list_master_dirs", json!([])).await;
+    assert_eq!(
+        dirs.ret,
+        json!(["secret", "web", "web/loop", "web/sub", "webx"]),
+        "{dirs:?}"
+    );
+    let r = list("wide", "cp.list_master", json!(["base", "web/escape"])).await;
+    assert_eq!(r.ret, json!([]), "{r:?}");
+    assert!(!format!("{files:?}{dirs:?}").contains("leak"));
 }

@@ -550,6 +550,74 @@ async fn unsigned_salt_content_is_denied_without_a_pin() {
     assert_eq!((retcode, ret.as_str()), (0, ""));
 }
 
+/// A signed `fun` (`cp.list_master` and kin) with `arg` on every agent:
+/// the one return and the job's id.
+async fn signed_call(s: &Setup, fun: &str, arg: Value) -> (maid_agent::protocol::Return, String) {
+    let mut req = request("*", "glob", fun, arg, json!({}));
+    req.key = Some(s.key.clone());
+    let report = run(&s.bus, &req).await;
+    assert_eq!(report.returns.len(), 1, "{report:?}");
+    (report.returns[0].clone(), report.jid.clone())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redis_writer_cannot_add_a_name_to_a_listing() {
+    let s = setup();
+    let out = tempfile::tempdir().unwrap();
+    let _a = cp_agent(&s, "lister", out.path()).await;
+    let src = s.state.path().join("app.conf");
+    std::fs::write(&src, "good\n").unwrap();
+    let sha = file_push(&s, &src, "web/app.conf", true);
+    file_push(&s, &src, "web/unsigned.conf", false);
+
+    // Whoever can write to Redis adds names: to the index alone, with a
+    // record signed by a key nobody trusts, with the master's own record
+    // of another name, and spelled to climb out of the store.
+    use maid_bus::filestore::{FileRecord, INDEX_KEY, SIGNED_KEY};
+    for name in [
+        "web/evil.sh",
+        "web/forged.sh",
+        "web/renamed.conf",
+        "web/../etc/x",
+    ] {
+        redis_hset(&s, INDEX_KEY, name, &sha).await;
+    }
+    let stranger = maid_agent::trust::generate().unwrap();
+    let forged = FileRecord::new("web/forged.sh", &sha, 5).sign(&stranger);
+    redis_hset(
+        &s,
+        SIGNED_KEY,
+        "web/forged.sh",
+        &serde_json::to_string(&forged).unwrap(),
+    )
+    .await;
+    let genuine = redis_hget(&s, SIGNED_KEY, "web/app.conf").await.unwrap();
+    redis_hset(&s, SIGNED_KEY, "web/renamed.conf", &genuine).await;
+    redis_hset(&s, SIGNED_KEY, "web/../etc/x", &genuine).await;
+
+    let (files, jid) = signed_call(&s, "cp.list_master", json!([])).await;
+    assert_eq!(
+        (files.retcode, &files.ret),
+        (0, &json!(["web/app.conf"])),
+        "{files:?}"
+    );
+    let (dirs, _) = signed_call(&s, "cp.list_master_dirs", json!(["base", "web"])).await;
+    assert_eq!(dirs.ret, json!(["web"]), "{dirs:?}");
+    // What is listed is what a job can fetch, and no more.
+    let dest = out.path().join("got");
+    let (retcode, ret) = signed_get_file(&s, "salt://web/evil.sh", &dest, None).await;
+    assert_eq!(retcode, 77, "{ret}");
+
+    // The listing is in the audit trail as a fetch is.
+    let audit = s.audit_when(|a| a.iter().any(|r| r["jid"] == jid)).await;
+    let rec = audit.iter().find(|r| r["jid"] == jid).unwrap();
+    assert_eq!(
+        rec["capabilities"],
+        json!([{"kind": "list", "prefix": "", "allowed": true}]),
+        "{rec}"
+    );
+}
+
 /// Bytes Redis has sent to its clients so far.
 async fn redis_output_bytes(s: &Setup) -> u64 {
     let mut conn = s.bus.connect().await.unwrap();
