@@ -35,3 +35,4 @@ mod states;
 mod sync;
 mod syndic;
 mod trust;
+mod user_states;
