@@ -877,9 +877,14 @@ async fn compiled_plugins_are_cached_and_corrupt_entries_rebuilt() {
 /// What the cache did for the code of `wasm`, loaded into a new runtime
 /// over `cache` and called once.
 async fn first_call_artifact(cache: &Path, wasm: &Path) -> CacheStatus {
+    first_call_artifact_of(cache, wasm, true).await
+}
+
+/// [`first_call_artifact`], the plugin's manifest kept (`deferred`) or not.
+async fn first_call_artifact_of(cache: &Path, wasm: &Path, deferred: bool) -> CacheStatus {
     let rt = bare_runtime(cache);
     let plugin = rt.load_file(wasm).await.unwrap();
-    assert_eq!(plugin.cache, CacheStatus::Deferred);
+    assert_eq!(plugin.cache == CacheStatus::Deferred, deferred);
     let out = call(&rt, "test.ping", json!([]), json!({})).await;
     assert_eq!(out.ret, json!(true));
     plugin.artifact().unwrap()
@@ -899,6 +904,92 @@ async fn a_deferred_plugin_runs_only_the_bytes_its_manifest_was_kept_for() {
     // Another plugin's bytes under its name before its first call: the
     // call is refused rather than running what nobody described.
     std::fs::copy(guests::PLUGIN_CMD, &path).unwrap();
+    let out = call(&rt, "test.ping", json!([]), json!({})).await;
+    assert_ne!(out.retcode, 0, "{}", out.ret);
+    assert!(
+        out.ret
+            .as_str()
+            .unwrap_or_default()
+            .contains("changed since it was loaded"),
+        "{}",
+        out.ret
+    );
+    assert_eq!(plugin.artifact(), None);
+}
+
+/// Overwrite `len` bytes in the middle of `path` in place, the size and
+/// the modification time kept as they were: only the change time, which
+/// nobody can set, tells.
+fn overwrite_in_place(path: &Path, len: usize) {
+    use std::io::{Seek, SeekFrom, Write};
+    let modified = std::fs::metadata(path).unwrap().modified().unwrap();
+    let mut bytes = std::fs::read(path).unwrap();
+    let mid = bytes.len() / 2;
+    for b in &mut bytes[mid..mid + len] {
+        *b ^= 0xff;
+    }
+    let mut f = std::fs::OpenOptions::new().write(true).open(path).unwrap();
+    f.seek(SeekFrom::Start(mid as u64)).unwrap();
+    f.write_all(&bytes[mid..mid + len]).unwrap();
+    f.set_modified(modified).unwrap();
+}
+
+/// A start on a warm cache reads neither the plugin files nor their
+/// compiled code again while the kernel's ids of those files vouch that
+/// they were not written since they were hashed; a file written in place
+/// since (its size and modification time put back) is hashed again, and
+/// its change is found.
+#[tokio::test]
+async fn files_written_since_they_were_hashed_are_hashed_again() {
+    let cache = tempfile::tempdir().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("test.wasm");
+    std::fs::copy(guests::PLUGIN_TEST, &path).unwrap();
+    assert_eq!(
+        first_call_artifact_of(cache.path(), &path, false).await,
+        CacheStatus::Miss
+    );
+    // Files changed in the last two seconds are always read: wait until
+    // the plugin and its artifact have settled, then a start hashes both
+    // once more and keeps their ids.
+    std::thread::sleep(std::time::Duration::from_millis(2100));
+    assert_eq!(
+        first_call_artifact(cache.path(), &path).await,
+        CacheStatus::Hit
+    );
+    let entry = std::fs::read_dir(cache.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|x| x == "cwasm"))
+        .unwrap();
+    let sum = std::fs::read_to_string(entry.with_extension("cwasm.sha256")).unwrap();
+    assert_eq!(sum.lines().count(), 2, "the artifact's id is kept: {sum:?}");
+    let kept_ids = std::fs::read_dir(cache.path())
+        .unwrap()
+        .flatten()
+        .filter(|e| e.path().to_string_lossy().ends_with(".wasm-id"))
+        .count();
+    assert_eq!(kept_ids, 1, "the plugin file's id is kept");
+    // Vouched for by their ids: loaded without being hashed.
+    assert_eq!(
+        first_call_artifact(cache.path(), &path).await,
+        CacheStatus::Hit
+    );
+
+    // The artifact written in place: hashed again, refused, rebuilt.
+    overwrite_in_place(&entry, 64);
+    assert_eq!(
+        first_call_artifact(cache.path(), &path).await,
+        CacheStatus::Rebuilt
+    );
+
+    // The plugin file written in place between its load and its first
+    // call: the call is refused rather than run other bytes.
+    std::thread::sleep(std::time::Duration::from_millis(2100));
+    let rt = bare_runtime(cache.path());
+    let plugin = rt.load_file(&path).await.unwrap();
+    assert_eq!(plugin.cache, CacheStatus::Deferred);
+    overwrite_in_place(&path, 16);
     let out = call(&rt, "test.ping", json!([]), json!({})).await;
     assert_ne!(out.retcode, 0, "{}", out.ret);
     assert!(

@@ -6,7 +6,9 @@
 //! version of the engine settings ([`ENGINE_SETTINGS`]). Loading compiled
 //! code means running it, so an entry is trusted only when its own SHA-256
 //! (kept beside it) matches: a corrupt, truncated or stale entry is
-//! rebuilt, never loaded. wasmtime itself then checks that the artifact
+//! rebuilt, never loaded. Once checked, an entry's [`FileId`] is kept with
+//! its checksum, and while the file keeps that id it is not hashed again
+//! (nor is a plugin file whose hash was kept with its id): see `fileid`. wasmtime itself then checks that the artifact
 //! fits the engine it is loaded into (version, settings, the CPU features
 //! it was compiled for); an entry that does not is rebuilt too.
 //!
@@ -22,6 +24,8 @@ use serde::Serialize;
 use sha2::{Digest, Sha256};
 use wasmtime::component::Component;
 use wasmtime::{Config as EngineConfig, Engine};
+
+use super::fileid::FileId;
 
 /// The wasmtime this agent is built with; part of every cache key.
 pub const WASMTIME_VERSION: &str = "48.0.8";
@@ -98,6 +102,10 @@ pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
     hex::encode(Sha256::digest(bytes))
 }
 
+fn is_sha256_hex(s: &str) -> bool {
+    s.len() == 64 && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
+
 /// Why a cache entry is not used (it is rebuilt).
 #[derive(Debug, thiserror::Error)]
 enum Unusable {
@@ -171,16 +179,17 @@ impl ArtifactCache {
         format!("{wasm_sha256}-wasmtime{WASMTIME_VERSION}-{ENGINE_SETTINGS}.cwasm")
     }
 
-    /// Load the compiled form of `wasm` into `engine`, compiling (and
-    /// storing) it when the cache has no valid entry.
+    /// Load the compiled form of the wasm with this hash into `engine`,
+    /// compiling (and storing) it when the cache has no valid entry: only
+    /// then is `wasm` asked for its bytes.
     pub fn load(
         &self,
         engine: &Engine,
-        wasm: &[u8],
+        wasm: impl FnOnce() -> wasmtime::Result<Vec<u8>>,
         wasm_sha256: &str,
     ) -> wasmtime::Result<(Component, CacheStatus)> {
         let Some(dir) = &self.dir else {
-            let (component, _) = self.compiler.compile(engine, wasm)?;
+            let (component, _) = self.compiler.compile(engine, &wasm()?)?;
             return Ok((component, CacheStatus::Disabled));
         };
         let entry = dir.join(Self::key(wasm_sha256));
@@ -194,7 +203,7 @@ impl ArtifactCache {
                 }
             }
         }
-        let (component, compiled) = self.compiler.compile(engine, wasm)?;
+        let (component, compiled) = self.compiler.compile(engine, &wasm()?)?;
         if let Err(e) = Self::write(dir, &entry, &compiled) {
             tracing::warn!(entry = %entry.display(), cause = %e, "cannot write cache entry");
         }
@@ -205,10 +214,31 @@ impl ArtifactCache {
         entry.with_extension("cwasm.sha256")
     }
 
+    /// The entry, once it is known to hold what `write` stored: its
+    /// SHA-256 is the one kept beside it, or its [`FileId`] is the one kept
+    /// there when that was last checked (the checksum file's second line,
+    /// written after a check of an entry that had settled).
     fn read_verified(engine: &Engine, entry: &Path) -> Result<Component, Unusable> {
+        let sum_path = Self::sum_path(entry);
+        let kept = std::fs::read_to_string(&sum_path)?;
+        let mut lines = kept.lines();
+        let expected = lines.next().unwrap_or_default().trim();
+        let checked_id = lines.next().and_then(FileId::parse);
+        if checked_id.is_some() && checked_id == FileId::of(entry).ok() {
+            // SAFETY: the file is the one whose bytes were checked against
+            // the checksum `write` stored with them (its id says it has not
+            // been written since), and `write` only stores output of
+            // `Engine::precompile_component`; entries are replaced by
+            // renaming a new file over them, never written in place, so
+            // the mapped file does not change under wasmtime. wasmtime
+            // additionally checks that the artifact matches this engine's
+            // version and configuration.
+            return unsafe { Component::deserialize_file(engine, entry) }
+                .map_err(Unusable::Artifact);
+        }
+        let settled = FileId::settled(entry);
         let bytes = std::fs::read(entry)?;
-        let expected = std::fs::read_to_string(Self::sum_path(entry))?;
-        if sha256_hex(&bytes) != expected.trim() {
+        if sha256_hex(&bytes) != expected {
             return Err(Unusable::Checksum);
         }
         // SAFETY: the bytes are exactly what `write` stored (checked above
@@ -216,7 +246,58 @@ impl ArtifactCache {
         // output of `Engine::precompile_component`; wasmtime additionally
         // checks that the artifact matches this engine's version and
         // configuration.
-        unsafe { Component::deserialize(engine, &bytes) }.map_err(Unusable::Artifact)
+        let component =
+            unsafe { Component::deserialize(engine, &bytes) }.map_err(Unusable::Artifact)?;
+        // Checked, and settled since before it was read: its id vouches for
+        // it next time (best effort: a cache that cannot be written is only
+        // slower).
+        if let Some(id) = settled.filter(|id| FileId::of(entry).ok().as_ref() == Some(id))
+            && let Some(dir) = entry.parent()
+        {
+            let text = format!("{expected}\n{}\n", id.as_str());
+            let _ = crate::fsutil::staged_in(dir, |w| w.write_all(text.as_bytes()))
+                .and_then(|staged| staged.persist(&sum_path).map_err(|e| e.error));
+        }
+        Ok(component)
+    }
+
+    /// The SHA-256 of the plugin file at `path`, when it was hashed before
+    /// and the file has not been written since (its [`FileId`] is the one
+    /// kept with the hash).
+    pub(crate) fn known_sha256(&self, path: &Path, id: &FileId) -> Option<String> {
+        let kept =
+            std::fs::read_to_string(self.dir.as_ref()?.join(Self::wasm_id_key(path))).ok()?;
+        let mut lines = kept.lines();
+        let kept_id = FileId::parse(lines.next()?)?;
+        let sha256 = lines.next()?.trim();
+        (kept_id == *id && is_sha256_hex(sha256)).then(|| sha256.to_string())
+    }
+
+    /// Keep the SHA-256 of the plugin file at `path`, read while its id was
+    /// `id`, for [`Self::known_sha256`] (best effort).
+    pub(crate) fn remember_sha256(&self, path: &Path, id: &FileId, sha256: &str) {
+        let Some(dir) = &self.dir else {
+            return;
+        };
+        let text = format!("{}\n{sha256}\n", id.as_str());
+        let write = || -> std::io::Result<()> {
+            std::fs::create_dir_all(dir)?;
+            let staged = crate::fsutil::staged_in(dir, |w| w.write_all(text.as_bytes()))?;
+            staged
+                .persist(dir.join(Self::wasm_id_key(path)))
+                .map_err(|e| e.error)?;
+            Ok(())
+        };
+        if let Err(e) = write() {
+            tracing::debug!(cause = %e, "cannot keep the plugin file's hash in the cache");
+        }
+    }
+
+    /// Where the hash of the plugin file at `path` is kept: named by the
+    /// hash of the path, so any path has one name of a fixed shape.
+    fn wasm_id_key(path: &Path) -> String {
+        use std::os::unix::ffi::OsStrExt;
+        format!("{}.wasm-id", sha256_hex(path.as_os_str().as_bytes()))
     }
 
     fn write(dir: &Path, entry: &Path, compiled: &[u8]) -> std::io::Result<()> {

@@ -23,6 +23,7 @@ mod cache;
 mod call;
 pub mod denied;
 mod exec;
+mod fileid;
 mod files;
 mod host;
 pub mod jobs;
@@ -127,6 +128,10 @@ pub struct LoadedPlugin {
     /// What the compiled-artifact cache did when it was loaded
     /// ([`CacheStatus::Deferred`]: nothing yet, see [`LoadedPlugin::artifact`]).
     pub cache: CacheStatus,
+    /// The file's id when it vouched for the bytes hashed (see
+    /// `fileid`): while the file keeps it, the first call does not read
+    /// it again.
+    file_id: Option<fileid::FileId>,
     /// Bounds the instances running at once (`limits.max_concurrent`).
     slots: Arc<tokio::sync::Semaphore>,
     /// The compiled, linked plugin, and what the cache did for it: made

@@ -3,24 +3,61 @@
 //! and what a loaded set answers (functions, writable directories, why a
 //! module did not load).
 
+use super::fileid::FileId;
 use super::*;
 
-/// A plugin file's module name (its stem), bytes and SHA-256.
-fn read_plugin(path: &Path) -> Result<(String, Vec<u8>, String), LoadError> {
-    let stem = path
-        .file_stem()
+/// A plugin file's module name (its stem).
+fn stem_of(path: &Path) -> Result<String, LoadError> {
+    path.file_stem()
         .and_then(|s| s.to_str())
+        .map(str::to_string)
         .ok_or_else(|| LoadError::Invalid {
             path: path.to_path_buf(),
             message: "file name is not valid UTF-8".into(),
-        })?
-        .to_string();
+        })
+}
+
+/// A plugin file's bytes and SHA-256.
+fn read_wasm(path: &Path) -> Result<(Vec<u8>, String), LoadError> {
     let wasm = std::fs::read(path).map_err(|error| LoadError::Io {
         path: path.to_path_buf(),
         error,
     })?;
     let sha256 = cache::sha256_hex(&wasm);
+    Ok((wasm, sha256))
+}
+
+/// A plugin file's module name, bytes and SHA-256.
+fn read_plugin(path: &Path) -> Result<(String, Vec<u8>, String), LoadError> {
+    let stem = stem_of(path)?;
+    let (wasm, sha256) = read_wasm(path)?;
     Ok((stem, wasm, sha256))
+}
+
+/// The bytes of the plugin file at `path`, which must be the ones loaded
+/// (`sha256`).
+fn read_checked(path: &Path, sha256: &str) -> wasmtime::Result<Vec<u8>> {
+    let wasm = std::fs::read(path).map_err(|e| wasmtime::format_err!("{}: {e}", path.display()))?;
+    let got = cache::sha256_hex(&wasm);
+    if got != sha256 {
+        return Err(wasmtime::format_err!(
+            "{} changed since it was loaded (sha256 {got}, loaded {sha256}); it is loaded \
+             again at the next reload",
+            path.display()
+        ));
+    }
+    Ok(wasm)
+}
+
+/// What a plugin file is, as far as loading it needs: its SHA-256, and its
+/// bytes when they had to be read for it.
+struct Identified {
+    stem: String,
+    sha256: String,
+    wasm: Option<Vec<u8>>,
+    /// The file's id when it vouches for the bytes hashed (see
+    /// [`super::fileid`]): a first call need not read the file again.
+    id: Option<FileId>,
 }
 
 /// Module names of the `*.wasm` files in `dir`, sorted (none when it
@@ -98,9 +135,14 @@ impl Runtime {
     /// plugins starts without loading any.
     pub async fn load_file(&self, path: &Path) -> Result<Arc<LoadedPlugin>, LoadError> {
         let stem = path.file_stem().and_then(|s| s.to_str()).map(str::to_owned);
-        let inspected = match read_plugin(path) {
+        let inspected = match self.identify(path) {
             Err(e) => Err(e),
-            Ok((stem, wasm, sha256)) => {
+            Ok(Identified {
+                stem,
+                sha256,
+                wasm,
+                id,
+            }) => {
                 // The same bytes from the same file: keep the plugin, code
                 // and all (a reload after another plugin changed costs this
                 // one nothing).
@@ -118,8 +160,16 @@ impl Runtime {
                             path: path.to_path_buf(),
                             message: why.to_string(),
                         })
-                        .and_then(|()| self.granted(path, &stem, sha256, manifest, None)),
-                    None => self.describe(path, &stem, wasm, sha256).await,
+                        .and_then(|()| self.granted(path, &stem, sha256, manifest, None, id)),
+                    None => match wasm {
+                        Some(wasm) => self.describe(path, &stem, wasm, sha256, id).await,
+                        None => match read_wasm(path) {
+                            Ok((wasm, sha256)) => {
+                                self.describe(path, &stem, wasm, sha256, None).await
+                            }
+                            Err(e) => Err(e),
+                        },
+                    },
                 }
             }
         };
@@ -140,6 +190,37 @@ impl Runtime {
         Ok(plugin)
     }
 
+    /// The plugin file at `path`: its hash kept in the cache when the file
+    /// has not been written since it was hashed, else read and hashed now
+    /// (and the hash kept, once the file has settled).
+    fn identify(&self, path: &Path) -> Result<Identified, LoadError> {
+        let stem = stem_of(path)?;
+        if let Some(id) = FileId::settled(path)
+            && let Some(sha256) = self.cache.known_sha256(path, &id)
+        {
+            return Ok(Identified {
+                stem,
+                sha256,
+                wasm: None,
+                id: Some(id),
+            });
+        }
+        let settled = FileId::settled(path);
+        let (wasm, sha256) = read_wasm(path)?;
+        // Kept only when the file was settled before it was read and is
+        // unchanged after: then the id vouches for what was hashed.
+        let id = settled.filter(|id| FileId::of(path).ok().as_ref() == Some(id));
+        if let Some(id) = &id {
+            self.cache.remember_sha256(path, id, &sha256);
+        }
+        Ok(Identified {
+            stem,
+            sha256,
+            wasm: Some(wasm),
+            id,
+        })
+    }
+
     /// A plugin ready to call: `manifest` validated, its grants worked out
     /// from the configuration, its compiled code `pre` when already made.
     fn granted(
@@ -149,6 +230,7 @@ impl Runtime {
         sha256: String,
         manifest: Manifest,
         pre: Option<(PluginPre<HostState>, CacheStatus)>,
+        file_id: Option<FileId>,
     ) -> Result<LoadedPlugin, LoadError> {
         let config = &self.settings.config;
         let limits = config.limits_for(stem);
@@ -167,6 +249,7 @@ impl Runtime {
             slots: Arc::new(tokio::sync::Semaphore::new(limits.max_concurrent)),
             limits,
             cache,
+            file_id,
             pre: tokio::sync::OnceCell::new_with(pre),
         })
     }
@@ -181,18 +264,20 @@ impl Runtime {
         let (pre, _) = plugin
             .pre
             .get_or_try_init(|| async {
-                let wasm = std::fs::read(&plugin.path)
-                    .map_err(|e| wasmtime::format_err!("{}: {e}", plugin.path.display()))?;
-                let sha256 = cache::sha256_hex(&wasm);
-                if sha256 != plugin.sha256 {
-                    return Err(wasmtime::format_err!(
-                        "{} changed since it was loaded (sha256 {sha256}, loaded {}); \
-                         it is loaded again at the next reload",
-                        plugin.path.display(),
-                        plugin.sha256
-                    ));
+                let (path, sha256) = (plugin.path.clone(), plugin.sha256.clone());
+                // The file as it was when its hash was taken: its bytes are
+                // read only if the cache must compile them. Otherwise they
+                // are read (and checked) first.
+                let unchanged =
+                    plugin.file_id.is_some() && FileId::of(&plugin.path).ok() == plugin.file_id;
+                if unchanged {
+                    let wanted = sha256.clone();
+                    self.link(move || read_checked(&path, &wanted), sha256)
+                        .await
+                } else {
+                    let wasm = read_checked(&path, &sha256)?;
+                    self.link(move || Ok(wasm), sha256).await
                 }
-                self.link(wasm, sha256).await
             })
             .await?;
         Ok(pre)
@@ -201,13 +286,13 @@ impl Runtime {
     /// Compile (through the cache) and link `wasm`.
     async fn link(
         &self,
-        wasm: Vec<u8>,
+        wasm: impl FnOnce() -> wasmtime::Result<Vec<u8>> + Send + 'static,
         sha256: String,
     ) -> wasmtime::Result<(PluginPre<HostState>, CacheStatus)> {
         let engine = self.engine.clone();
         let cache = self.cache.clone();
         let (component, status) =
-            tokio::task::spawn_blocking(move || cache.load(&engine, &wasm, &sha256))
+            tokio::task::spawn_blocking(move || cache.load(&engine, wasm, &sha256))
                 .await
                 .map_err(|e| wasmtime::format_err!("compile task failed: {e}"))?
                 .map_err(|e| wasmtime::format_err!("not a valid component: {e:#}"))?;
@@ -224,7 +309,7 @@ impl Runtime {
     /// callable (for `maid plugin inspect`).
     pub async fn inspect_file(&self, path: &Path) -> Result<LoadedPlugin, LoadError> {
         let (stem, wasm, sha256) = read_plugin(path)?;
-        self.describe(path, &stem, wasm, sha256).await
+        self.describe(path, &stem, wasm, sha256, None).await
     }
 
     /// Compile (through the cache), describe and validate the plugin read
@@ -235,13 +320,14 @@ impl Runtime {
         stem: &str,
         wasm: Vec<u8>,
         sha256: String,
+        file_id: Option<FileId>,
     ) -> Result<LoadedPlugin, LoadError> {
         let invalid = |message: String| LoadError::Invalid {
             path: path.to_path_buf(),
             message,
         };
         let (pre, cache_status) = self
-            .link(wasm, sha256.clone())
+            .link(move || Ok(wasm), sha256.clone())
             .await
             .map_err(|e| invalid(format!("{e:#}")))?;
 
@@ -272,7 +358,14 @@ impl Runtime {
             .validate(stem)
             .map_err(|why| invalid(why.to_string()))?;
         self.cache.store_manifest(&sha256, &manifest);
-        self.granted(path, stem, sha256, manifest, Some((pre, cache_status)))
+        self.granted(
+            path,
+            stem,
+            sha256,
+            manifest,
+            Some((pre, cache_status)),
+            file_id,
+        )
     }
 
     /// The loaded plugins, by module name.
