@@ -746,3 +746,39 @@ fn absent_(low: &Obj, env: &mut Env) -> Step<Obj> {
     }
     Ok(r)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn group_lookups_answer_as_salts_file_module() {
+        let grp = Grp(vec![
+            ("staff".into(), json!(50)),
+            ("alias".into(), json!(50)),
+            ("dev".into(), json!(1000)),
+        ]);
+        assert_eq!(grp.group_to_gid(&json!("staff")), json!(50));
+        assert_eq!(grp.group_to_gid(&json!("nosuch")), json!(""));
+        assert_eq!(grp.group_to_gid(&json!("1000")), json!(""), "a name");
+        assert_eq!(grp.group_to_gid(&json!(7)), json!(7));
+        assert_eq!(grp.group_to_gid(&Value::Null), json!(""));
+        assert_eq!(grp.gid_to_group(&json!(50)), json!("staff"), "the first");
+        assert_eq!(grp.gid_to_group(&json!("1000")), json!("dev"));
+        assert_eq!(grp.gid_to_group(&json!("dev")), json!("dev"));
+        assert_eq!(grp.gid_to_group(&json!(4242)), json!(4242));
+        assert_eq!(grp.gid_to_group(&json!("nosuch")), json!(""));
+    }
+
+    #[test]
+    fn the_shadow_arguments_are_named_when_given() {
+        let low: Obj = serde_json::from_value(json!({
+            "name": "u", "password": "$6$x", "hash_password": true, "mindays": 0,
+            "expire": null, "empty_password": false, "password_lock": false,
+        }))
+        .unwrap();
+        assert_eq!(shadow_args(&low), ["password", "mindays", "password_lock"]);
+        let low: Obj = serde_json::from_value(json!({"name": "u", "shell": "/bin/sh"})).unwrap();
+        assert!(shadow_args(&low).is_empty());
+    }
+}
