@@ -343,7 +343,15 @@ fn plugin_list_and_inspect() {
         .collect();
     assert_eq!(
         names,
-        ["get_file", "get_file_str", "recv_chunked", "hash_file"]
+        [
+            "get_file",
+            "get_file_str",
+            "recv_chunked",
+            "hash_file",
+            "list_master",
+            "list_master_dirs",
+            "list_states"
+        ]
     );
 
     let o = maid(&["plugin", "inspect", cp.to_str().unwrap()], tmp.path());

@@ -71,6 +71,11 @@ fn calls() -> Vec<Vec<String>> {
     out.push(w(&["state.single", "cmd.run", "name=echo single"]));
     out.push(w(&["state.single", "test.nosuch", "name=x"]));
     out.push(w(&["state.running"]));
+    // Globs among a run's SLS names and a top file's, as for includes.
+    out.push(w(&["state.sls", "include_glob.web.[ac]"]));
+    out.push(w(&["state.sls", "include_glob.web.*,nosuch.*"]));
+    out.push(w(&["state.show_sls", "include_glob.web.?"]));
+    out.push(w(&["state.top", "include_glob/top.sls"]));
     // The file server's listings, over trees no state writes into (a
     // string prefix: `file_recurse` takes `file_recurse_clean` too).
     out.push(w(&["cp.list_master", "prefix=file_recurse"]));
@@ -295,6 +300,144 @@ fn sls_trees_apply_as_salt_applies_them() {
         calls.len(),
         differ.join("\n")
     );
+}
+
+/// A top file that selects by nodegroup (`- match: nodegroup`, `N@`
+/// words in compound targets, a group of another group, a group given
+/// as a list, a group nobody defined) applies what Salt's applies: Salt
+/// reads the nodegroups from its options (a minion asks its master for
+/// them), maid from the master's `[master] nodegroups` — in the job the
+/// master signs, and for `maid call --local` in its own config, as
+/// salt-call --local reads its own. A caller's own `__master_opts__`
+/// names no group.
+#[test]
+fn top_files_match_nodegroups_as_salt_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = dir.path().join("srv");
+    std::fs::create_dir_all(&srv).unwrap();
+    let top = "base:
+  web:
+    - match: nodegroup
+    - ng_web
+  db:
+    - match: nodegroup
+    - ng_db
+  nosuch:
+    - match: nodegroup
+    - ng_nosuch
+  'N@both and not E@^x':
+    - ng_both
+  'N@nosuch or L@other':
+    - ng_nosuch_compound
+  'N@nested':
+    - ng_nested
+";
+    std::fs::write(srv.join("top.sls"), top).unwrap();
+    for sls in [
+        "ng_web",
+        "ng_db",
+        "ng_nosuch",
+        "ng_both",
+        "ng_nosuch_compound",
+        "ng_nested",
+    ] {
+        std::fs::write(
+            srv.join(format!("{sls}.sls")),
+            format!("{sls}_state:\n  test.succeed_without_changes\n"),
+        )
+        .unwrap();
+    }
+    let nodegroups = json!({
+        "web": "L@local,other",
+        "db": "E@^db",
+        "both": ["local", "x"],
+        "nested": "N@web and E@^loc",
+    });
+    let config = dir.path().join("maid.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[master]\nnodegroups = {{ web = \"L@local,other\", db = \"E@^db\", \
+             both = [\"local\", \"x\"], nested = \"N@web and E@^loc\" }}\n\
+             [plugins.state]\nfetch = [\"salt://**\"]\ncall = [\"test.*\"]\n"
+        ),
+    )
+    .unwrap();
+    let config = config.display().to_string();
+    let calls: Vec<Vec<String>> = [
+        &["state.show_top"][..],
+        &["state.apply"],
+        &["state.apply", "test=True"],
+    ]
+    .iter()
+    .map(|w| w.iter().map(|s| s.to_string()).collect())
+    .collect();
+    let maid = |words: &[String], flags: &[&str]| -> Value {
+        let out = maid_local(dir.path(), flags)
+            .arg("--")
+            .args(words)
+            .output()
+            .expect("run maid");
+        let code = out.status.code().unwrap_or(-1);
+        match serde_json::from_slice::<Value>(&out.stdout) {
+            Ok(v) if v.get("local").is_some() => {
+                json!({ "return": v["local"].clone(), "retcode": code })
+            }
+            _ => json!({ "error": String::from_utf8_lossy(&out.stderr).trim(), "retcode": code }),
+        }
+    };
+    let flags = ["--out", "json", "-c", config.as_str()];
+    let grains = maid(&["grains.items".to_string()], &flags)["return"].clone();
+    assert_eq!(grains["id"], json!("local"), "maid's grains: {grains}");
+    let salt = oracle(
+        "modules",
+        &json!({
+            "calls": calls,
+            "file_root": srv,
+            "grains": grains,
+            "nodegroups": nodegroups,
+        }),
+    );
+    let salt = salt.as_array().expect("oracle answers a list").clone();
+    let mut differ = Vec::new();
+    for (words, mut salt) in calls.iter().zip(salt) {
+        if salt.get("return").is_some() && salt.get("retcode").is_none() {
+            salt["retcode"] = json!(0);
+        }
+        let mut got = maid(words, &flags);
+        normalise(&mut salt, &dir.path().display().to_string());
+        normalise(&mut got, &dir.path().display().to_string());
+        if salt != got {
+            let at = first_difference("", &salt, &got).unwrap_or_default();
+            differ.push(format!("{words:?}\n  {at}"));
+        }
+    }
+    assert!(
+        differ.is_empty(),
+        "differ from Salt:\n{}",
+        differ.join("\n")
+    );
+    // What matched, named: the groups that select `local`, and no other.
+    let top = maid(&calls[0], &flags)["return"]["base"].clone();
+    assert_eq!(top, json!(["ng_web", "ng_both", "ng_nested"]), "{top}");
+    // Without the config's nodegroups, a caller's own `__master_opts__`
+    // is taken out before the call: no group selects anyone.
+    let bare = dir.path().join("bare.toml");
+    std::fs::write(
+        &bare,
+        "[plugins.state]\nfetch = [\"salt://**\"]\ncall = [\"test.*\"]\n",
+    )
+    .unwrap();
+    let bare = bare.display().to_string();
+    let forged = maid(
+        &[
+            "state.show_top".to_string(),
+            r#"__master_opts__={"nodegroups": {"web": "L@local", "both": "L@local", "nested": "L@local"}}"#
+                .to_string(),
+        ],
+        &["--out", "json", "-c", bare.as_str()],
+    );
+    assert_eq!(forged["return"], json!({}), "{forged}");
 }
 
 /// `maid call --local -c CONFIG` in `cwd`, serving `cwd/srv`.

@@ -1,7 +1,8 @@
 //! SLS files to high data, as Salt's `BaseHighState.render_state` and
 //! `render_highstate` build it: each SLS fetched from `salt://` and
-//! rendered, its `include`s rendered first (relative `.name` too, and
-//! globs matched against the SLS names `salt://` lists), its
+//! rendered, its `include`s rendered first (relative `.name` too; an
+//! include or a mod that is a glob stands for the SLS names `salt://`
+//! lists that it matches), its
 //! `extend` and `exclude` set aside for the compiler, short declarations
 //! (`file.managed:`) split, `__sls__`/`__env__` added, and every state
 //! given its definition order (`state_auto_order`).
@@ -35,21 +36,30 @@ impl<'a> Builder<'a> {
     /// `render_highstate({saltenv: mods})`: the errors, in Salt's words.
     pub fn render(&mut self, saltenv: &str, mods: &[String]) -> Vec<String> {
         let mut all = Vec::new();
-        for sls in mods {
-            if self.mods.contains(&format!("{saltenv}:{sls}")) {
-                continue;
-            }
-            let (state, mut errors) = self.render_state(sls, saltenv);
-            if let Some(state) = state {
-                merge_included(&mut self.high, state, &mut errors);
-            }
-            let this = format!("SLS {sls} in saltenv");
-            for e in errors.iter_mut() {
-                if e.contains("is not available") && e.contains(&this) {
-                    *e = format!("No matching sls found for '{sls}' in env '{saltenv}'");
+        for sls_match in mods {
+            let statefiles = match available(saltenv, sls_match) {
+                Ok(found) => found,
+                Err(e) => {
+                    all.push(e);
+                    continue;
                 }
+            };
+            for sls in &statefiles {
+                if self.mods.contains(&format!("{saltenv}:{sls}")) {
+                    continue;
+                }
+                let (state, mut errors) = self.render_state(sls, saltenv);
+                if let Some(state) = state {
+                    merge_included(&mut self.high, state, &mut errors);
+                }
+                let this = format!("SLS {sls_match} in saltenv");
+                for e in errors.iter_mut() {
+                    if e.contains("is not available") && e.contains(&this) {
+                        *e = format!("No matching sls found for '{sls_match}' in env '{saltenv}'");
+                    }
+                }
+                all.extend(errors);
             }
-            all.extend(errors);
         }
         if let Some(Value::Array(ext)) = self.high.get_mut("__extend__") {
             let mut seen: Vec<Value> = Vec::new();
@@ -168,30 +178,12 @@ impl<'a> Builder<'a> {
         } else {
             env_key
         };
-        // Salt matches the include against the SLS names the file server
-        // lists (`fnmatch.filter(avail, inc_sls) or [inc_sls]`); only a
-        // glob can match another name than its own, so only a glob asks
-        // for the listing.
-        let targets = if inc_sls.contains(['*', '?', '[']) {
-            match crate::fileserver::list_states(saltenv) {
-                Ok(avail) => {
-                    let found: Vec<String> = avail
-                        .into_iter()
-                        .filter(|s| maid_sdk::salt::fnmatch(s, &inc_sls))
-                        .collect();
-                    if found.is_empty() {
-                        vec![inc_sls]
-                    } else {
-                        found
-                    }
-                }
-                Err(e) => {
-                    errors.push(e.to_string());
-                    return;
-                }
+        let targets = match available(saltenv, &inc_sls) {
+            Ok(found) => found,
+            Err(e) => {
+                errors.push(e);
+                return;
             }
-        } else {
-            vec![inc_sls]
         };
         for target in targets {
             self.include_one(state, &target, &r_env, sls, errors);
@@ -250,6 +242,26 @@ impl<'a> Builder<'a> {
             }
         }
     }
+}
+
+/// The SLS names `sls_match` stands for, as Salt finds them for an
+/// include or a run's mods: `fnmatch.filter(avail, sls_match) or
+/// [sls_match]`, where `avail` is what `salt://` lists (`cp.list_states`).
+/// Only a glob can match another name than its own, so only a glob asks
+/// for the listing.
+fn available(saltenv: &str, sls_match: &str) -> Result<Vec<String>, String> {
+    if !sls_match.contains(['*', '?', '[']) {
+        return Ok(vec![sls_match.to_string()]);
+    }
+    let avail = crate::fileserver::list_states(saltenv).map_err(|e| e.to_string())?;
+    let found: Vec<String> = avail
+        .into_iter()
+        .filter(|s| maid_sdk::salt::fnmatch(s, sls_match))
+        .collect();
+    if found.is_empty() {
+        return Ok(vec![sls_match.to_string()]);
+    }
+    Ok(found)
 }
 
 /// `merge_included_states`: ids must be unique across SLS files.
