@@ -356,11 +356,9 @@ fn top_files_match_nodegroups_as_salt_does() {
     let config = dir.path().join("maid.toml");
     std::fs::write(
         &config,
-        format!(
-            "[master]\nnodegroups = {{ web = \"L@local,other\", db = \"E@^db\", \
-             both = [\"local\", \"x\"], nested = \"N@web and E@^loc\" }}\n\
-             [plugins.state]\nfetch = [\"salt://**\"]\ncall = [\"test.*\"]\n"
-        ),
+        "[master]\nnodegroups = { web = \"L@local,other\", db = \"E@^db\", \
+         both = [\"local\", \"x\"], nested = \"N@web and E@^loc\" }\n\
+         [plugins.state]\nfetch = [\"salt://**\"]\ncall = [\"test.*\"]\n",
     )
     .unwrap();
     let config = config.display().to_string();

@@ -249,6 +249,31 @@ pub fn reads_file_roots(fun: &str) -> bool {
     fun.starts_with("state.")
 }
 
+/// The keyword argument a state run reads its master's options from:
+/// `{"nodegroups": …}`, for the top file's `nodegroup` matcher and `N@`
+/// words (a Salt minion asks its master for them, `master_opts`). Set
+/// only by the master, inside the job it signs.
+pub const MASTER_OPTS_KWARG: &str = "__master_opts__";
+
+/// `kwarg` as a job running `fun` is published with: for a state run,
+/// the master's `nodegroups` under [`MASTER_OPTS_KWARG`]; for any job,
+/// whatever a caller (an API user) put there itself taken out, so that
+/// only the master's own options reach a top file.
+pub fn with_master_opts(
+    fun: &str,
+    mut kwarg: Map<String, Value>,
+    nodegroups: &Map<String, Value>,
+) -> Map<String, Value> {
+    kwarg.remove(MASTER_OPTS_KWARG);
+    if reads_file_roots(fun) && !nodegroups.is_empty() {
+        kwarg.insert(
+            MASTER_OPTS_KWARG.into(),
+            serde_json::json!({ "nodegroups": nodegroups }),
+        );
+    }
+    kwarg
+}
+
 /// Every file under `roots` stored as `salt://` (signed with `key` when
 /// given) for the state runs about to be published. `maid run` and the API call it before publishing a job
 /// [`reads_file_roots`] says needs them.
@@ -513,5 +538,32 @@ fn find_job(req: &JobRequest, jid: &str, ids: &BTreeSet<String>) -> JobRequest {
             gather_job_timeout: None,
             ..req.collect.clone()
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// A state run carries the master's nodegroups; no job carries a
+    /// caller's own `__master_opts__` (an API user's kwarg), whatever the
+    /// function; a master without nodegroups sends none.
+    #[test]
+    fn only_the_masters_own_options_reach_a_state_run() {
+        let groups = json!({"web": "L@a,b"}).as_object().unwrap().clone();
+        let forged = json!({"__master_opts__": {"nodegroups": {"web": "*"}}, "test": true})
+            .as_object()
+            .unwrap()
+            .clone();
+        let state = with_master_opts("state.apply", forged.clone(), &groups);
+        assert_eq!(
+            Value::Object(state),
+            json!({"__master_opts__": {"nodegroups": {"web": "L@a,b"}}, "test": true})
+        );
+        let other = with_master_opts("test.arg", forged.clone(), &groups);
+        assert_eq!(Value::Object(other), json!({"test": true}));
+        let none = with_master_opts("state.highstate", forged, &Map::new());
+        assert_eq!(Value::Object(none), json!({"test": true}));
     }
 }

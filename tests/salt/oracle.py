@@ -119,7 +119,7 @@ def modules(doc):
     """Salt's execution modules, called as `salt-call --local` calls them.
 
     Input: {"calls": [[fun, word, ...], ...], "grains": {...},
-    "path_prefix": dir, "systemd": bool}: each call's words are read as
+    "path_prefix": dir, "systemd": bool, "nodegroups": {...}}: each call's words are read as
     salt-call reads its command line (`parse_input`, then
     `load_args_and_kwargs` against the function). `grains`, when given, are
     the minion's grains instead of the ones Salt detects; `path_prefix` goes
@@ -160,6 +160,9 @@ def modules(doc):
 
         salt.utils.systemd.booted = lambda context=None: True
         opts["systemd.scope"] = False
+    if doc.get("nodegroups") is not None:
+        # What a top file's `nodegroup` matcher and `N@` words read.
+        opts["nodegroups"] = doc["nodegroups"]
     if doc.get("grains") is not None:
         opts["grains"] = doc["grains"]
     else:

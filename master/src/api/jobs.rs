@@ -293,7 +293,7 @@ fn request(api: &Api, chunk: &Chunk, user: &str, timeout: std::time::Duration) -
         tgt_type: chunk.tgt_type_name.clone(),
         fun: chunk.fun.clone(),
         arg: chunk.arg.clone(),
-        kwarg: chunk.kwarg.clone(),
+        kwarg: crate::jobs::with_master_opts(&chunk.fun, chunk.kwarg.clone(), &api.nodegroups),
         user: Some(user.to_string()),
         out: None,
         key: api.key.clone(),

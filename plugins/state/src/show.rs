@@ -17,7 +17,18 @@ fn top_matches(call: &Call, topfn: &str) -> Result<Vec<(String, Vec<String>)>, V
     if !errs.is_empty() {
         return Err(errs);
     }
-    Ok(top::matches(&top, &ctx.grains, saltenv.as_deref()))
+    let nodegroups = call
+        .kwargs
+        .get("__master_opts__")
+        .and_then(|o| o.get("nodegroups"))
+        .and_then(Value::as_object)
+        .cloned()
+        .unwrap_or_default();
+    let matcher = top::Matcher {
+        grains: &ctx.grains,
+        nodegroups: &nodegroups,
+    };
+    Ok(top::matches(&top, &matcher, saltenv.as_deref()))
 }
 
 /// The highstate's high data; `Ok(Err(comment))` when no top file

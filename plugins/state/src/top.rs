@@ -141,35 +141,54 @@ fn type_name(v: &Value) -> &'static str {
     }
 }
 
+/// What a minion matches top file targets with: its grains, and the
+/// master's nodegroups (Salt's `opts["nodegroups"]`, which a minion asks
+/// its master for; here the signed job's `__master_opts__`).
+pub struct Matcher<'a> {
+    pub grains: &'a Map<String, Value>,
+    pub nodegroups: &'a Map<String, Value>,
+}
+
 /// `confirm_top`: does target `tgt` (read as its `- match:` says) select
 /// this minion?
-fn confirm(tgt: &str, data: &[Value], grains: &Map<String, Value>) -> bool {
+fn confirm(tgt: &str, data: &[Value], m: &Matcher) -> bool {
     let mut matcher = "compound".to_string();
     for item in data {
-        if let Some(m) = item.get("match") {
-            matcher = py_str(m);
+        if let Some(x) = item.get("match") {
+            matcher = py_str(x);
         }
     }
-    let id = grains.get("id").map(py_str).unwrap_or_default();
-    let Ok(kind) = TargetType::parse(&matcher) else {
-        return false;
+    let id = m.grains.get("id").map(py_str).unwrap_or_default();
+    let compound = |expr: String| {
+        target::matches(&json!(expr), TargetType::Compound, &id, m.grains).unwrap_or(false)
     };
-    target::matches(&json!(tgt), kind, &id, grains).unwrap_or(false)
+    match matcher.as_str() {
+        // `nodegroup_match`: a group the master defines, matched as the
+        // compound words it stands for; any other name matches nothing.
+        "nodegroup" => {
+            m.nodegroups.contains_key(tgt)
+                && compound(target::nodegroup_comp(tgt, m.nodegroups).join(" "))
+        }
+        // `compound_match` evaluates an `N@group` word in place.
+        "compound" => compound(target::resolve_compound(tgt, m.nodegroups)),
+        _ => {
+            let Ok(kind) = TargetType::parse(&matcher) else {
+                return false;
+            };
+            target::matches(&json!(tgt), kind, &id, m.grains).unwrap_or(false)
+        }
+    }
 }
 
 /// `top_matches`: the SLS files for this minion, by environment.
-pub fn matches(
-    top: &Obj,
-    grains: &Map<String, Value>,
-    saltenv: Option<&str>,
-) -> Vec<(String, Vec<String>)> {
+pub fn matches(top: &Obj, m: &Matcher, saltenv: Option<&str>) -> Vec<(String, Vec<String>)> {
     let mut out: Vec<(String, Vec<String>)> = Vec::new();
     for (env, body) in top {
         if saltenv.is_some_and(|s| s != env) {
             continue;
         }
         for (tgt, data) in body.as_object().into_iter().flatten() {
-            filter(env, tgt, data, grains, &mut out);
+            filter(env, tgt, data, m, &mut out);
         }
     }
     out
@@ -183,26 +202,20 @@ fn entry<'a>(out: &'a mut Vec<(String, Vec<String>)>, env: &str) -> &'a mut Vec<
     &mut out.last_mut().expect("pushed").1
 }
 
-fn filter(
-    env: &str,
-    tgt: &str,
-    data: &Value,
-    grains: &Map<String, Value>,
-    out: &mut Vec<(String, Vec<String>)>,
-) {
+fn filter(env: &str, tgt: &str, data: &Value, m: &Matcher, out: &mut Vec<(String, Vec<String>)>) {
     let data = match data {
         Value::String(s) => vec![json!(s)],
         Value::Array(a) => a.clone(),
         _ => return,
     };
-    if !confirm(tgt, &data, grains) {
+    if !confirm(tgt, &data, m) {
         return;
     }
     entry(out, env);
     for item in data {
         if let Some(Value::Object(sub)) = item.get("subfilter") {
-            for (m, d) in sub {
-                filter(env, m, d, grains, out);
+            for (k, d) in sub {
+                filter(env, k, d, m, out);
             }
         }
         match item {
