@@ -904,7 +904,13 @@ async fn a_deferred_plugin_runs_only_the_bytes_its_manifest_was_kept_for() {
     // Another plugin's bytes under its name before its first call: the
     // call is refused rather than running what nobody described.
     std::fs::copy(guests::PLUGIN_CMD, &path).unwrap();
-    let out = call(&rt, "test.ping", json!([]), json!({})).await;
+    refused_as_changed(&rt, &plugin).await;
+}
+
+/// The first call of `plugin` in `rt` is refused, its file having changed
+/// since it was loaded, and none of its code was loaded.
+async fn refused_as_changed(rt: &Runtime, plugin: &maid_agent::runtime::LoadedPlugin) {
+    let out = call(rt, "test.ping", json!([]), json!({})).await;
     assert_ne!(out.retcode, 0, "{}", out.ret);
     assert!(
         out.ret
@@ -990,17 +996,7 @@ async fn files_written_since_they_were_hashed_are_hashed_again() {
     let plugin = rt.load_file(&path).await.unwrap();
     assert_eq!(plugin.cache, CacheStatus::Deferred);
     overwrite_in_place(&path, 16);
-    let out = call(&rt, "test.ping", json!([]), json!({})).await;
-    assert_ne!(out.retcode, 0, "{}", out.ret);
-    assert!(
-        out.ret
-            .as_str()
-            .unwrap_or_default()
-            .contains("changed since it was loaded"),
-        "{}",
-        out.ret
-    );
-    assert_eq!(plugin.artifact(), None);
+    refused_as_changed(&rt, &plugin).await;
 }
 
 #[tokio::test]

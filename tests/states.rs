@@ -137,7 +137,11 @@ fn maid_call(cwd: &Path, words: &[String]) -> Output {
 /// One maid call as the oracle reports a Salt call: `{"return", "retcode"}`
 /// or `{"error"}`.
 pub(crate) fn maid_answer(cwd: &Path, words: &[String]) -> Value {
-    let out = maid_call(cwd, words);
+    answer_of(maid_call(cwd, words))
+}
+
+/// A finished maid call as the oracle reports a Salt call.
+fn answer_of(out: Output) -> Value {
     let code = out.status.code().unwrap_or(-1);
     match serde_json::from_slice::<Value>(&out.stdout) {
         Ok(v) if v.get("local").is_some() => {
@@ -371,18 +375,13 @@ fn top_files_match_nodegroups_as_salt_does() {
     .map(|w| w.iter().map(|s| s.to_string()).collect())
     .collect();
     let maid = |words: &[String], flags: &[&str]| -> Value {
-        let out = maid_local(dir.path(), flags)
-            .arg("--")
-            .args(words)
-            .output()
-            .expect("run maid");
-        let code = out.status.code().unwrap_or(-1);
-        match serde_json::from_slice::<Value>(&out.stdout) {
-            Ok(v) if v.get("local").is_some() => {
-                json!({ "return": v["local"].clone(), "retcode": code })
-            }
-            _ => json!({ "error": String::from_utf8_lossy(&out.stderr).trim(), "retcode": code }),
-        }
+        answer_of(
+            maid_local(dir.path(), flags)
+                .arg("--")
+                .args(words)
+                .output()
+                .expect("run maid"),
+        )
     };
     let flags = ["--out", "json", "-c", config.as_str()];
     let grains = maid(&["grains.items".to_string()], &flags)["return"].clone();

@@ -170,15 +170,17 @@ pub fn unless(v: &Value, opts: &[(&str, Value)], env: &mut Env) -> (bool, String
     state
 }
 
+/// Salt's check of `env`: a list, a dict, or none at all.
+fn malformed_env(low: &Obj) -> bool {
+    low.get("env")
+        .is_some_and(|e| !e.is_null() && !e.is_array() && !e.is_object())
+}
+
 /// `cmd.run`: the command through `cmd.run_all`; what it did is the change.
 pub fn run(low: &Obj, env: &mut Env) -> Result<Obj, String> {
     let name = name_of(low);
     let mut r = ret(low, json!(false), "");
-    if let Some(e) = low.get("env")
-        && !e.is_null()
-        && !e.is_array()
-        && !e.is_object()
-    {
+    if malformed_env(low) {
         r.insert(
             "comment".into(),
             json!("Invalidly-formatted 'env' parameter. See documentation."),
@@ -309,37 +311,11 @@ const SCRIPT_OWN: &[&str] = &[
     "__pub_tgt",
 ];
 
-/// `cmd.script`: the `salt://` script (`source`, else `name`) run by the
-/// `cmd.script` function, with the words after the first of `name` as its
-/// arguments unless `args` says otherwise; what it did is the change.
-pub fn script(low: &Obj, env: &mut Env) -> Result<Obj, String> {
-    let name = name_of(low);
-    let mut r = ret(low, json!(false), "");
-    let given = |k: &str| low.get(k).filter(|v| !v.is_null());
-    if let Some(e) = given("env")
-        && !e.is_array()
-        && !e.is_object()
-    {
-        r.insert(
-            "comment".into(),
-            json!("Invalidly-formatted 'env' parameter. See documentation."),
-        );
-        return Ok(r);
-    }
-    for (k, what) in [("context", "context"), ("defaults", "defaults")] {
-        if let Some(v) = low.get(k)
-            && truthy(v)
-            && !v.is_object()
-        {
-            r.insert(
-                "comment".into(),
-                json!(format!(
-                    "Invalidly-formatted '{what}' parameter. Must be formed as a dict."
-                )),
-            );
-            return Ok(r);
-        }
-    }
+/// What the `cmd.script` state hands the `cmd.script` function, as Salt's
+/// `cmd_kwargs`: the chunk's own extra keywords, then the state's options
+/// (`shell` from the grains when not given, `defaults` updated by
+/// `context`).
+fn script_kwargs<'a>(low: &'a Obj, env: &Env, saltenv: &str) -> Vec<(&'a str, Value)> {
     // `defaults` updated by `context`: the template's context.
     let mut context = Map::new();
     for k in ["defaults", "context"] {
@@ -347,7 +323,8 @@ pub fn script(low: &Obj, env: &mut Env) -> Result<Obj, String> {
             context.extend(o.clone());
         }
     }
-    let shell = given("shell")
+    let shell = low
+        .get("shell")
         .filter(|v| truthy(v))
         .cloned()
         .or_else(|| env.grains.get("shell").cloned())
@@ -357,10 +334,6 @@ pub fn script(low: &Obj, env: &mut Env) -> Result<Obj, String> {
         .filter(|(k, _)| !SCRIPT_OWN.contains(&k.as_str()) && !k.starts_with("__"))
         .map(|(k, v)| (k.as_str(), v.clone()))
         .collect();
-    let saltenv = low
-        .get("__env__")
-        .map(py_str)
-        .unwrap_or_else(|| "base".into());
     let opt = |k: &str| low.get(k).cloned().unwrap_or(Value::Null);
     kw.extend([
         ("runas", opt("runas")),
@@ -387,6 +360,42 @@ pub fn script(low: &Obj, env: &mut Env) -> Result<Obj, String> {
         ("success_stdout", opt("success_stdout")),
         ("success_stderr", opt("success_stderr")),
     ]);
+    kw
+}
+
+/// `cmd.script`: the `salt://` script (`source`, else `name`) run by the
+/// `cmd.script` function, with the words after the first of `name` as its
+/// arguments unless `args` says otherwise; what it did is the change.
+pub fn script(low: &Obj, env: &mut Env) -> Result<Obj, String> {
+    let name = name_of(low);
+    let mut r = ret(low, json!(false), "");
+    if malformed_env(low) {
+        r.insert(
+            "comment".into(),
+            json!("Invalidly-formatted 'env' parameter. See documentation."),
+        );
+        return Ok(r);
+    }
+    let given = |k: &str| low.get(k).filter(|v| !v.is_null());
+    for (k, what) in [("context", "context"), ("defaults", "defaults")] {
+        if let Some(v) = low.get(k)
+            && truthy(v)
+            && !v.is_object()
+        {
+            r.insert(
+                "comment".into(),
+                json!(format!(
+                    "Invalidly-formatted '{what}' parameter. Must be formed as a dict."
+                )),
+            );
+            return Ok(r);
+        }
+    }
+    let saltenv = low
+        .get("__env__")
+        .map(py_str)
+        .unwrap_or_else(|| "base".into());
+    let mut kw = script_kwargs(low, env, &saltenv);
     let source = given("source").map(py_str).unwrap_or_else(|| name.clone());
     let has_args = kw.iter().any(|(k, v)| *k == "args" && truthy(v));
     if !has_args && name.split_whitespace().count() > 1 {

@@ -161,6 +161,38 @@ pub fn present(low: &Obj, env: &mut Env) -> Result<Obj, String> {
     finish(low, present_(low, env))
 }
 
+/// Make the changes `present` found, each through its group function.
+fn apply(env: &mut Env, name: &str, w: &Wanted, change: &[Change], non_unique: &Value) -> Step<()> {
+    for (key, val, _) in change {
+        match key.as_str() {
+            "gid" => {
+                salt(
+                    env,
+                    "group.chgid",
+                    &[json!(name), w.gid.clone()],
+                    &[("non_unique", json!(truthy(non_unique)))],
+                )?;
+            }
+            "addusers" => {
+                for user in users(val) {
+                    salt(env, "group.adduser", &[json!(name), json!(user)], &[])?;
+                }
+            }
+            "delusers" => {
+                for user in users(val) {
+                    salt(env, "group.deluser", &[json!(name), json!(user)], &[])?;
+                }
+            }
+            "members" => {
+                let list = w.members.clone().unwrap_or_default().join(",");
+                salt(env, "group.members", &[json!(name), json!(list)], &[])?;
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
 fn present_(low: &Obj, env: &mut Env) -> Step<Obj> {
     let name = name_of(low);
     let mut r = ret(
@@ -218,33 +250,7 @@ fn present_(low: &Obj, env: &mut Env) -> Step<Obj> {
                 r.insert("result".into(), Value::Null);
                 return Ok(r);
             }
-            for (key, val, _) in &change {
-                match key.as_str() {
-                    "gid" => {
-                        salt(
-                            env,
-                            "group.chgid",
-                            &[json!(name), w.gid.clone()],
-                            &[("non_unique", json!(truthy(&non_unique)))],
-                        )?;
-                    }
-                    "addusers" => {
-                        for user in users(val) {
-                            salt(env, "group.adduser", &[json!(name), json!(user)], &[])?;
-                        }
-                    }
-                    "delusers" => {
-                        for user in users(val) {
-                            salt(env, "group.deluser", &[json!(name), json!(user)], &[])?;
-                        }
-                    }
-                    "members" => {
-                        let list = w.members.clone().unwrap_or_default().join(",");
-                        salt(env, "group.members", &[json!(name), json!(list)], &[])?;
-                    }
-                    _ => {}
-                }
-            }
+            apply(env, &name, &w, &change, &non_unique)?;
             match changes(env, &name, &w)? {
                 Some(left) if !left.is_empty() => {
                     r.insert("result".into(), json!(false));

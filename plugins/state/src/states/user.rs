@@ -205,6 +205,111 @@ fn group_changes(env: &mut Env, cur: &[String], wanted: &[String], all_of: bool)
     Ok(!remain.is_empty())
 }
 
+/// Salt's `_changes` on primary groups: the new (or kept) primary group,
+/// the old one when it changes, and a group of the user's own name that
+/// is not asked for are not supplementary groups — nor is any group that
+/// shares one's gid.
+fn drop_primary_groups(
+    name: &str,
+    grp: &Grp,
+    gid: &Value,
+    lgid: &Value,
+    cur: &mut Vec<String>,
+    wanted: &mut Vec<String>,
+) -> Step<()> {
+    let cur_gids: Vec<Value> = cur.iter().map(|g| grp.group_to_gid(&json!(g))).collect();
+    let mut dupes: Vec<(Value, Vec<String>)> = Vec::new();
+    for (i, g) in cur_gids.iter().enumerate() {
+        if cur_gids.iter().filter(|x| *x == g).count() > 1 {
+            match dupes.iter_mut().find(|(k, _)| k == g) {
+                Some((_, v)) => v.push(cur[i].clone()),
+                None => dupes.push((g.clone(), vec![cur[i].clone()])),
+            }
+        }
+    }
+    let in_dupes = |x: &Value| dupes.iter().any(|(_, v)| v.iter().any(|n| json!(n) == *x));
+    let dupes_of = |x: &Value| -> Vec<String> {
+        let gid = grp.group_to_gid(x);
+        dupes
+            .iter()
+            .find(|(k, _)| *k == gid)
+            .map(|(_, v)| v.clone())
+            .unwrap_or_default()
+    };
+    let default_grp = grp.gid_to_group(if gid.is_null() { lgid } else { gid });
+    let old_default_grp = grp.gid_to_group(lgid);
+    let holds =
+        |list: &[String], x: &Value| x.as_str().is_some_and(|s| list.iter().any(|g| g == s));
+    if holds(cur, &default_grp) || holds(wanted, &default_grp) {
+        if in_dupes(&default_grp) {
+            for g in dupes_of(&default_grp) {
+                if cur.contains(&g) {
+                    remove(cur, &g)?;
+                }
+                if wanted.contains(&g) {
+                    remove(wanted, &g)?;
+                }
+            }
+        } else {
+            let d = py_str(&default_grp);
+            if cur.contains(&d) {
+                remove(cur, &d)?;
+            }
+            if wanted.contains(&d) {
+                remove(wanted, &d)?;
+            }
+        }
+    }
+    if !py_eq(&old_default_grp, &default_grp) && holds(cur, &old_default_grp) {
+        if in_dupes(&old_default_grp) {
+            for g in dupes_of(&old_default_grp) {
+                remove(cur, &g)?;
+            }
+        } else {
+            remove(cur, &py_str(&old_default_grp))?;
+        }
+    }
+    if cur.iter().any(|g| g == name) && !wanted.iter().any(|g| g == name) {
+        if in_dupes(&json!(name)) {
+            for g in dupes_of(&json!(name)) {
+                remove(cur, &g)?;
+            }
+        } else {
+            remove(cur, name)?;
+        }
+    }
+    Ok(())
+}
+
+/// The uid and gid changes `w` does not allow, in Salt's words.
+fn id_change_errors(
+    w: &Wanted,
+    change: &[(String, Value)],
+    luid: &Value,
+    lgid: &Value,
+    gid: &Value,
+) -> Vec<Value> {
+    let mut errors = Vec::new();
+    let has = |k: &str| change.iter().any(|(c, _)| c == k);
+    if !w.allow_uid_change && has("uid") {
+        errors.push(json!(format!(
+            "Changing uid ({} -> {}) not permitted, set allow_uid_change to True to force \
+             this change. Note that this will not change file ownership.",
+            py_str(luid),
+            py_str(&w.uid)
+        )));
+    }
+    if !w.allow_gid_change && has("gid") {
+        errors.push(json!(format!(
+            "Changing gid ({} -> {}) not permitted, set allow_gid_change to True to force \
+             this change. Note that this will not change file ownership.",
+            py_str(lgid),
+            py_str(gid)
+        )));
+    }
+    errors
+}
+
 /// Salt's `_changes` for Linux without `shadow`: what differs between the
 /// account and `w`.
 fn changes(env: &mut Env, name: &str, w: &Wanted, gid: &Value) -> Step<Changes> {
@@ -228,25 +333,6 @@ fn changes(env: &mut Env, name: &str, w: &Wanted, gid: &Value) -> Step<Changes> 
         ]
         .concat(),
     );
-    let cur_gids: Vec<Value> = cur.iter().map(|g| grp.group_to_gid(&json!(g))).collect();
-    let mut dupes: Vec<(Value, Vec<String>)> = Vec::new();
-    for (i, g) in cur_gids.iter().enumerate() {
-        if cur_gids.iter().filter(|x| *x == g).count() > 1 {
-            match dupes.iter_mut().find(|(k, _)| k == g) {
-                Some((_, v)) => v.push(cur[i].clone()),
-                None => dupes.push((g.clone(), vec![cur[i].clone()])),
-            }
-        }
-    }
-    let in_dupes = |x: &Value| dupes.iter().any(|(_, v)| v.iter().any(|n| json!(n) == *x));
-    let dupes_of = |x: &Value| -> Vec<String> {
-        let gid = grp.group_to_gid(x);
-        dupes
-            .iter()
-            .find(|(k, _)| *k == gid)
-            .map(|(_, v)| v.clone())
-            .unwrap_or_default()
-    };
     let no_optional = optional.as_ref().is_none_or(|o| o.is_empty());
     if !w.remove_groups || (groups.is_none() && no_optional) {
         wanted = sorted_set([wanted, cur.clone()].concat());
@@ -259,48 +345,7 @@ fn changes(env: &mut Env, name: &str, w: &Wanted, gid: &Value) -> Step<Changes> 
     if !gid.is_null() && !py_eq(&lgid, gid) && !py_eq(&lgid, &grp.group_to_gid(gid)) {
         change.push(("gid".into(), gid.clone()));
     }
-    let default_grp = grp.gid_to_group(if gid.is_null() { &lgid } else { gid });
-    let old_default_grp = grp.gid_to_group(&lgid);
-    let holds =
-        |list: &[String], x: &Value| x.as_str().is_some_and(|s| list.iter().any(|g| g == s));
-    if holds(&cur, &default_grp) || holds(&wanted, &default_grp) {
-        if in_dupes(&default_grp) {
-            for g in dupes_of(&default_grp) {
-                if cur.contains(&g) {
-                    remove(&mut cur, &g)?;
-                }
-                if wanted.contains(&g) {
-                    remove(&mut wanted, &g)?;
-                }
-            }
-        } else {
-            let d = py_str(&default_grp);
-            if cur.contains(&d) {
-                remove(&mut cur, &d)?;
-            }
-            if wanted.contains(&d) {
-                remove(&mut wanted, &d)?;
-            }
-        }
-    }
-    if !py_eq(&old_default_grp, &default_grp) && holds(&cur, &old_default_grp) {
-        if in_dupes(&old_default_grp) {
-            for g in dupes_of(&old_default_grp) {
-                remove(&mut cur, &g)?;
-            }
-        } else {
-            remove(&mut cur, &py_str(&old_default_grp))?;
-        }
-    }
-    if cur.iter().any(|g| g == name) && !wanted.iter().any(|g| g == name) {
-        if in_dupes(&json!(name)) {
-            for g in dupes_of(&json!(name)) {
-                remove(&mut cur, &g)?;
-            }
-        } else {
-            remove(&mut cur, name)?;
-        }
-    }
+    drop_primary_groups(name, &grp, gid, &lgid, &mut cur, &mut wanted)?;
     if group_changes(env, &cur, &wanted, w.remove_groups)?
         && (!wanted.is_empty() || w.remove_groups)
     {
@@ -327,24 +372,7 @@ fn changes(env: &mut Env, name: &str, w: &Wanted, gid: &Value) -> Step<Changes> 
             change.push((key.to_string(), json!(value)));
         }
     }
-    let mut errors = Vec::new();
-    let has = |k: &str| change.iter().any(|(c, _)| c == k);
-    if !w.allow_uid_change && has("uid") {
-        errors.push(json!(format!(
-            "Changing uid ({} -> {}) not permitted, set allow_uid_change to True to force \
-             this change. Note that this will not change file ownership.",
-            py_str(&luid),
-            py_str(&w.uid)
-        )));
-    }
-    if !w.allow_gid_change && has("gid") {
-        errors.push(json!(format!(
-            "Changing gid ({} -> {}) not permitted, set allow_gid_change to True to force \
-             this change. Note that this will not change file ownership.",
-            py_str(&lgid),
-            py_str(gid)
-        )));
-    }
+    let errors = id_change_errors(w, &change, &luid, &lgid, gid);
     if !errors.is_empty() {
         let info = maid_salt::output::nested(&Value::Array(errors));
         return Ok(Err(format!(
@@ -398,6 +426,49 @@ pub fn present(low: &Obj, env: &mut Env) -> Result<Obj, String> {
     finish(low, present_(low, env))
 }
 
+/// `groups` and `optional_groups` as `present` takes them: the groups
+/// (under `test=True`, less those not there), the ones missing, and the
+/// optional ones that are there; Salt's comment when a group is missing.
+#[allow(clippy::type_complexity)]
+fn wanted_groups(
+    low: &Obj,
+    env: &mut Env,
+) -> Step<Result<(Option<Vec<String>>, Vec<String>, Option<Vec<String>>), String>> {
+    let mut groups = names(&arg(low, "groups"))?;
+    let optional_groups = names(&arg(low, "optional_groups"))?;
+    let mut missing = Vec::new();
+    if let Some(g) = groups.as_ref().filter(|g| !g.is_empty()) {
+        for x in g {
+            if !truthy(&group_info(env, &json!(x))?) {
+                missing.push(x.clone());
+            }
+        }
+        if !missing.is_empty() {
+            if env.test {
+                groups = Some(g.iter().filter(|x| !missing.contains(x)).cloned().collect());
+            } else {
+                return Ok(Err(format!(
+                    "The following group(s) are not present: {}",
+                    missing.join(",")
+                )));
+            }
+        }
+    }
+    let present_optgroups = match optional_groups.as_ref().filter(|o| !o.is_empty()) {
+        Some(o) => {
+            let mut there = Vec::new();
+            for x in o {
+                if truthy(&group_info(env, &json!(x))?) {
+                    there.push(x.clone());
+                }
+            }
+            Some(there)
+        }
+        None => None,
+    };
+    Ok(Ok((groups, missing, present_optgroups)))
+}
+
 fn present_(low: &Obj, env: &mut Env) -> Step<Obj> {
     let name = name_of(low);
     let shadow = shadow_args(low);
@@ -437,42 +508,12 @@ fn present_(low: &Obj, env: &mut Env) -> Step<Obj> {
             return Ok(r);
         }
     }
-    let mut groups = names(&arg(low, "groups"))?;
-    let optional_groups = names(&arg(low, "optional_groups"))?;
-    let mut missing = Vec::new();
-    if let Some(g) = groups.as_ref().filter(|g| !g.is_empty()) {
-        for x in g {
-            if !truthy(&group_info(env, &json!(x))?) {
-                missing.push(x.clone());
-            }
+    let (groups, missing, present_optgroups) = match wanted_groups(low, env)? {
+        Ok(found) => found,
+        Err(comment) => {
+            set(&mut r, json!(false), comment);
+            return Ok(r);
         }
-        if !missing.is_empty() {
-            if env.test {
-                groups = Some(g.iter().filter(|x| !missing.contains(x)).cloned().collect());
-            } else {
-                set(
-                    &mut r,
-                    json!(false),
-                    format!(
-                        "The following group(s) are not present: {}",
-                        missing.join(",")
-                    ),
-                );
-                return Ok(r);
-            }
-        }
-    }
-    let present_optgroups = match optional_groups.as_ref().filter(|o| !o.is_empty()) {
-        Some(o) => {
-            let mut there = Vec::new();
-            for x in o {
-                if truthy(&group_info(env, &json!(x))?) {
-                    there.push(x.clone());
-                }
-            }
-            Some(there)
-        }
-        None => None,
     };
     let gid = arg(low, "gid");
     let usergroup = arg(low, "usergroup");
