@@ -467,6 +467,64 @@ pub(crate) fn maid_call_config_env(
     json!({ "return": v["local"].clone(), "retcode": out.status.code() })
 }
 
+/// A `cmd.script` state runs a script only as the `cmd` plugin's own
+/// grants allow: its `fetch` grant names the `salt://` scripts it may
+/// read, its `exec` grant what may start. Without either (or with a
+/// `fetch` grant for other scripts) the state fails `Denied` and the
+/// script never runs; with both it runs (the control).
+#[test]
+fn a_script_state_is_held_to_cmds_fetch_and_exec_grants() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = dir.path().join("srv");
+    std::fs::create_dir_all(srv.join("attack")).unwrap();
+    let marker = dir.path().join("scripted");
+    std::fs::write(
+        srv.join("attack/touch.sh"),
+        format!("#!/bin/sh\ntouch {}\n", marker.display()),
+    )
+    .unwrap();
+    std::fs::write(
+        srv.join("attack/script.sls"),
+        "run_it:\n  cmd.script:\n    - source: salt://attack/touch.sh\n",
+    )
+    .unwrap();
+    let state = "[plugins.state]\nfetch = [\"salt://**\"]\ncall = [\"cmd.script\", \"test.*\"]\n";
+    let exec = "exec = [\"/usr/bin/*\", \"/bin/*\"]\nshell = true\nenv = [\"PATH\"]\n";
+    let run = |name: &str, cmd: String| -> Value {
+        let config = dir.path().join(format!("{name}.toml"));
+        std::fs::write(&config, format!("{state}[plugins.cmd]\n{cmd}")).unwrap();
+        maid_call_config(dir.path(), &config, &["state.sls", "attack.script"])
+    };
+    for (name, cmd) in [
+        ("no_fetch", exec.to_string()),
+        ("no_exec", "fetch = [\"salt://**\"]\n".to_string()),
+        (
+            "other_fetch",
+            format!("{exec}fetch = [\"salt://elsewhere/**\"]\n"),
+        ),
+    ] {
+        let got = run(name, cmd);
+        let ret = &got["return"]["cmd_|-run_it_|-run_it_|-script"];
+        assert_eq!(ret["result"], json!(false), "{name}: {got}");
+        assert!(
+            ret["comment"]
+                .as_str()
+                .unwrap_or_default()
+                .starts_with("Denied: "),
+            "{name}: {got}"
+        );
+        assert_eq!(got["retcode"], json!(2), "{name}: {got}");
+        assert!(!marker.exists(), "{name}: a denied script ran");
+    }
+    let got = run("granted", format!("{exec}fetch = [\"salt://**\"]\n"));
+    assert_eq!(
+        got["return"]["cmd_|-run_it_|-run_it_|-script"]["result"],
+        json!(true),
+        "{got}"
+    );
+    assert!(marker.exists(), "the granted script did not run: {got}");
+}
+
 /// A state changes only what the grants of the module that makes the
 /// change allow: `cmd.run` under a `cmd` plugin without `exec`, a state
 /// plugin whose `call` grant leaves out the function a state (or a
