@@ -195,17 +195,17 @@ impl Runtime {
     /// (and the hash kept, once the file has settled).
     fn identify(&self, path: &Path) -> Result<Identified, LoadError> {
         let stem = stem_of(path)?;
-        if let Some(id) = FileId::settled(path)
-            && let Some(sha256) = self.cache.known_sha256(path, &id)
+        let settled = FileId::settled(path);
+        if let Some(id) = &settled
+            && let Some(sha256) = self.cache.known_sha256(path, id)
         {
             return Ok(Identified {
                 stem,
                 sha256,
                 wasm: None,
-                id: Some(id),
+                id: settled,
             });
         }
-        let settled = FileId::settled(path);
         let (wasm, sha256) = read_wasm(path)?;
         // Kept only when the file was settled before it was read and is
         // unchanged after: then the id vouches for what was hashed.
