@@ -48,3 +48,19 @@ pub fn py_eq(a: &Value, b: &Value) -> bool {
         },
     }
 }
+
+/// Python's `int(v)`, where it would not raise.
+pub fn py_int(v: &Value) -> Option<i64> {
+    match v {
+        Value::Bool(b) => Some(i64::from(*b)),
+        Value::Number(n) => n.as_i64().or_else(|| n.as_f64().map(|f| f.trunc() as i64)),
+        Value::String(s) => {
+            let t = s.trim().replace('_', "");
+            let digits = t.strip_prefix(['+', '-']).unwrap_or(&t);
+            (!digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()))
+                .then(|| t.parse().ok())
+                .flatten()
+        }
+        _ => None,
+    }
+}

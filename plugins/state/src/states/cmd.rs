@@ -377,7 +377,7 @@ pub fn script(low: &Obj, env: &mut Env) -> Result<Obj, String> {
         return Ok(r);
     }
     let given = |k: &str| low.get(k).filter(|v| !v.is_null());
-    for (k, what) in [("context", "context"), ("defaults", "defaults")] {
+    for k in ["context", "defaults"] {
         if let Some(v) = low.get(k)
             && truthy(v)
             && !v.is_object()
@@ -385,7 +385,7 @@ pub fn script(low: &Obj, env: &mut Env) -> Result<Obj, String> {
             r.insert(
                 "comment".into(),
                 json!(format!(
-                    "Invalidly-formatted '{what}' parameter. Must be formed as a dict."
+                    "Invalidly-formatted '{k}' parameter. Must be formed as a dict."
                 )),
             );
             return Ok(r);

@@ -13,7 +13,7 @@ use serde_json::{Map, Value, json};
 
 use super::{Env, Step, finish, name_of, ret, salt};
 use crate::compile::Obj;
-use crate::py::{py_eq, py_str, repr, truthy};
+use crate::py::{py_eq, py_int, py_str, repr, truthy};
 
 fn arg(low: &Obj, key: &str) -> Value {
     low.get(key).cloned().unwrap_or(Value::Null)
@@ -34,22 +34,6 @@ fn names(v: &Value) -> Option<Vec<String>> {
         Value::Null => None,
         Value::Array(a) => Some(a.iter().map(py_str).collect()),
         other => Some(vec![py_str(other)]),
-    }
-}
-
-/// Python's `int(gid)`, or None where it raises `ValueError`/`TypeError`.
-fn py_int(v: &Value) -> Option<i64> {
-    match v {
-        Value::Bool(b) => Some(i64::from(*b)),
-        Value::Number(n) => n.as_i64().or_else(|| n.as_f64().map(|f| f.trunc() as i64)),
-        Value::String(s) => {
-            let t = s.trim().replace('_', "");
-            let digits = t.strip_prefix(['+', '-']).unwrap_or(&t);
-            (!digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()))
-                .then(|| t.parse().ok())
-                .flatten()
-        }
-        _ => None,
     }
 }
 

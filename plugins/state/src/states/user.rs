@@ -16,7 +16,7 @@ use serde_json::{Map, Value, json};
 
 use super::{Env, Step, Stop, finish, name_of, ret, salt};
 use crate::compile::Obj;
-use crate::py::{py_eq, py_str, repr, truthy};
+use crate::py::{py_eq, py_int, py_str, repr, truthy};
 
 /// The chunk's argument `key`, or None.
 fn arg(low: &Obj, key: &str) -> Value {
@@ -86,22 +86,6 @@ impl Grp {
             .iter()
             .find(|(_, g)| py_eq(g, &gid))
             .map_or(gid.clone(), |(n, _)| json!(n))
-    }
-}
-
-/// Python's `int(v)`, where it would not raise.
-fn py_int(v: &Value) -> Option<i64> {
-    match v {
-        Value::Bool(b) => Some(i64::from(*b)),
-        Value::Number(n) => n.as_i64().or_else(|| n.as_f64().map(|f| f.trunc() as i64)),
-        Value::String(s) => {
-            let t = s.trim().replace('_', "");
-            let digits = t.strip_prefix(['+', '-']).unwrap_or(&t);
-            (!digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()))
-                .then(|| t.parse().ok())
-                .flatten()
-        }
-        _ => None,
     }
 }
 
