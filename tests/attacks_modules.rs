@@ -623,3 +623,91 @@ async fn cp_lists_only_what_its_fetch_grant_opens_and_never_leaves_file_roots() 
     assert_eq!(r.ret, json!([]), "{r:?}");
     assert!(!format!("{files:?}{dirs:?}").contains("leak"));
 }
+
+/// A `fetch` grant names paths, and holds whatever a URL spells or
+/// whichever environment it asks for. Granted `salt://web/*.conf`: a
+/// query that makes the URL end in `.conf`
+/// (`salt://web/notes.txt?.conf`) names a path of its own, which does not
+/// exist, so `web/notes.txt` is not served (before environments, the agent
+/// held the grant against the URL as spelt, then dropped the query and
+/// served it); `?saltenv=` never widens the grant (`secret/key.pem` in any
+/// environment is `Denied`); an environment name that could climb or
+/// spell a Redis key of another kind (`..`, `a/b`, a space) is refused in a
+/// URL and in a listing. Within the grant, each environment serves its
+/// own file and lists its own names.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fetch_grant_holds_whatever_the_url_spells_in_every_environment() {
+    let work = tempfile::tempdir().unwrap();
+    let (base, dev) = (work.path().join("base"), work.path().join("dev"));
+    for (root, path, text) in [
+        (&base, "web/app.conf", "base conf"),
+        (&base, "secret/key.pem", "PRIVATE"),
+        (&base, "web/notes.txt", "PRIVATE notes"),
+        (&dev, "web/app.conf", "dev conf"),
+        (&dev, "web/dev.conf", "dev only"),
+        (&dev, "secret/key.pem", "DEV PRIVATE"),
+    ] {
+        let path = root.join(path);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+    let server = RedisServer::start();
+    let bus = Bus::new(&server.config()).unwrap();
+    let _agent = start_agent(
+        &server.config(),
+        "envs",
+        &format!(
+            "file_roots = {{ base = [{}], dev = [{}] }}\n\
+             [plugins.cp]\nfetch = [\"salt://web/*.conf\"]\n",
+            toml_str(&base),
+            toml_str(&dev)
+        ),
+    );
+    wait_registered(&bus, &["envs"]).await;
+    let call = |fun: &'static str, arg: Value| {
+        let bus = &bus;
+        async move { one_return(bus, "envs", fun, arg, json!({})).await }
+    };
+    let read = |url: &str| call("cp.get_file_str", json!([url]));
+
+    // A query is part of the path: nothing by that name.
+    for url in [
+        "salt://web/notes.txt?.conf",
+        "salt://web/notes.txt?x=a.conf",
+    ] {
+        let r = read(url).await;
+        assert_eq!((r.retcode, &r.ret), (0, &json!(false)), "{url}: {r:?}");
+    }
+    assert_denied(&read("salt://web/notes.txt").await, "", "outside the grant");
+    // Within the grant: each environment its own file.
+    assert_eq!(read("salt://web/app.conf").await.ret, json!("base conf"));
+    assert_eq!(
+        read("salt://web/app.conf?saltenv=dev").await.ret,
+        json!("dev conf")
+    );
+    let r = call("cp.get_file_str", json!(["salt://web/app.conf", "dev"])).await;
+    assert_eq!(r.ret, json!("dev conf"), "{r:?}");
+    assert_eq!(read("salt://web/dev.conf").await.ret, json!(false));
+    // The grant holds in every environment.
+    for url in [
+        "salt://secret/key.pem",
+        "salt://secret/key.pem?saltenv=dev",
+        "salt://secret/key.pem?saltenv=web.conf",
+        "salt://web/../secret/key.pem?saltenv=dev",
+    ] {
+        assert_denied(&read(url).await, "", url);
+    }
+    for env in ["..", "a/b", "x y", "dev\n"] {
+        let url = format!("salt://web/app.conf?saltenv={env}");
+        assert_denied(&read(&url).await, "environment", &url);
+        let r = call("cp.list_master", json!([env])).await;
+        assert_denied(&r, "environment", &format!("listing {env:?}"));
+    }
+    // Listings: each environment's own names, only what the grant opens.
+    let r = call("cp.list_master", json!(["dev"])).await;
+    assert_eq!(r.ret, json!(["web/app.conf", "web/dev.conf"]), "{r:?}");
+    let r = call("cp.list_master", json!([])).await;
+    assert_eq!(r.ret, json!(["web/app.conf"]), "{r:?}");
+    let r = call("cp.list_master", json!(["qa"])).await;
+    assert_eq!(r.ret, json!([]), "{r:?}");
+}

@@ -107,6 +107,9 @@ fn state_corpus() -> Vec<Vec<&'static str>> {
             "name=x",
         ],
         vec!["--out", "json", "-L", "m1", "state.show_low_sls", "require"],
+        // The dev environment: rendered there, its import read from there.
+        vec!["*", "state.sls", "envtree", "saltenv=dev"],
+        vec!["--out", "json", "-L", "m2", "state.show_top", "saltenv=dev"],
     ]
 }
 
@@ -469,12 +472,24 @@ async fn salt_and_maid_run_print_the_same() {
             std::fs::copy(e.path(), file_root.join(tree).join(e.file_name())).unwrap();
         }
     }
+    // And the dev environment: an SLS that renders what it is given there.
+    let dev_root = config_dir.join("srv/dev");
+    std::fs::create_dir_all(dev_root.join("envtree")).unwrap();
+    std::fs::write(
+        dev_root.join("envtree/init.sls"),
+        "{% import_yaml 'envtree/vars.yaml' as v %}\nenv_state:\n  \
+         test.succeed_without_changes:\n    - name: {{ v.word }} in {{ saltenv }}\n",
+    )
+    .unwrap();
+    std::fs::write(dev_root.join("envtree/vars.yaml"), "word: dev-vars\n").unwrap();
+    std::fs::write(dev_root.join("top.sls"), "dev:\n  m2:\n    - envtree\n").unwrap();
     let master_toml = files.path().join("master.toml");
     std::fs::write(
         &master_toml,
         format!(
-            "[master]\nverify_replies = false\nfile_roots = [\"{}\"]\n",
-            file_root.display()
+            "[master]\nverify_replies = false\nfile_roots = {{ base = [{:?}], dev = [{:?}] }}\n",
+            file_root.display().to_string(),
+            dev_root.display().to_string()
         ),
     )
     .unwrap();
@@ -648,6 +663,8 @@ async fn salt_and_maid_run_print_the_same() {
         "{transcript}"
     );
     assert!(transcript.contains("Returns: [2/2]"), "{transcript}");
+    // The dev environment was rendered, and its import read, from dev.
+    assert!(transcript.contains("Name: dev-vars in dev"), "{transcript}");
     assert!(
         differences.is_empty(),
         "{} of {} command lines differ from Salt {}'s `salt` (transcript: {}):\n\n{}",

@@ -93,7 +93,7 @@ fn copy_trees(root: &Path) {
     copy_dir(&from, &root.join("srv"), &root.display().to_string());
 }
 
-fn copy_dir(from: &Path, to: &Path, root: &str) {
+pub(crate) fn copy_dir(from: &Path, to: &Path, root: &str) {
     std::fs::create_dir_all(to).unwrap();
     for e in std::fs::read_dir(from).unwrap().flatten() {
         let dest = to.join(e.file_name());
@@ -141,7 +141,7 @@ pub(crate) fn maid_answer(cwd: &Path, words: &[String]) -> Value {
 }
 
 /// A finished maid call as the oracle reports a Salt call.
-fn answer_of(out: Output) -> Value {
+pub(crate) fn answer_of(out: Output) -> Value {
     let code = out.status.code().unwrap_or(-1);
     match serde_json::from_slice::<Value>(&out.stdout) {
         Ok(v) if v.get("local").is_some() => {
@@ -775,9 +775,10 @@ async fn a_master_pushes_only_what_its_file_roots_hold() {
     std::os::unix::fs::symlink(first.join("web/init.sls"), first.join("alias.sls")).unwrap();
 
     let mut conn = bus.connect().await.unwrap();
-    let pushed = maid_bus::filestore::push_tree(&mut conn, &[first.clone(), second.clone()], None)
-        .await
-        .unwrap();
+    let pushed =
+        maid_bus::filestore::push_tree(&mut conn, "base", &[first.clone(), second.clone()], None)
+            .await
+            .unwrap();
     let mut names: Vec<&str> = pushed.iter().map(|p| p.name.as_str()).collect();
     names.sort();
     assert_eq!(names, ["alias.sls", "extra.sls", "top.sls", "web/init.sls"]);

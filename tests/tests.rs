@@ -31,6 +31,7 @@ mod salt_cli;
 mod salt_down;
 mod sandbox;
 mod service_states;
+mod state_envs;
 mod states;
 mod sync;
 mod syndic;

@@ -613,9 +613,40 @@ async fn a_redis_writer_cannot_add_a_name_to_a_listing() {
     let rec = audit.iter().find(|r| r["jid"] == jid).unwrap();
     assert_eq!(
         rec["capabilities"],
-        json!([{"kind": "list", "prefix": "", "allowed": true}]),
+        json!([{"kind": "list", "saltenv": "base", "prefix": "", "allowed": true}]),
         "{rec}"
     );
+
+    // Environments: the master's record of base's file, copied into
+    // another environment's hashes, vouches for nothing there; a file
+    // the master signed for `dev` is listed and served in dev alone.
+    use maid_bus::filestore::{index_key, signed_key};
+    redis_hset(&s, &index_key("dev"), "web/app.conf", &sha).await;
+    redis_hset(&s, &signed_key("dev"), "web/app.conf", &genuine).await;
+    let (files, _) = signed_call(&s, "cp.list_master", json!(["dev"])).await;
+    assert_eq!((files.retcode, &files.ret), (0, &json!([])), "{files:?}");
+    let url = "salt://web/app.conf?saltenv=dev";
+    let (retcode, ret) = signed_get_file(&s, url, &dest, None).await;
+    assert_eq!(retcode, 77, "a base record moved to dev: {ret}");
+    assert!(ret.contains("environment \"base\""), "{ret}");
+    let dev_src = s.state.path().join("dev.conf");
+    std::fs::write(&dev_src, "dev\n").unwrap();
+    let mut conn = s.bus.connect().await.unwrap();
+    maid_bus::filestore::push(&mut conn, &dev_src, "dev", "web/dev.conf", Some(&s.key))
+        .await
+        .unwrap();
+    let (files, _) = signed_call(&s, "cp.list_master", json!(["dev"])).await;
+    assert_eq!(files.ret, json!(["web/dev.conf"]), "{files:?}");
+    let (files, _) = signed_call(&s, "cp.list_master", json!([])).await;
+    assert_eq!(files.ret, json!(["web/app.conf"]), "{files:?}");
+    let (retcode, ret) = signed_get_file(&s, "salt://web/dev.conf?saltenv=dev", &dest, None).await;
+    assert_eq!(
+        (retcode, std::fs::read_to_string(&dest).unwrap()),
+        (0, "dev\n".into()),
+        "{ret}"
+    );
+    let (retcode, ret) = signed_get_file(&s, "salt://web/dev.conf", &dest, None).await;
+    assert_eq!((retcode, ret.as_str()), (0, ""), "not in base");
 }
 
 /// Bytes Redis has sent to its clients so far.
@@ -719,7 +750,7 @@ async fn maid_cp_with_the_master_key_copies_end_to_end() {
         max_skew_ms: 0,
     };
     let vouched =
-        maid_bus::filestore::FileRecord::verify(&verifier, &record, "payload.bin").unwrap();
+        maid_bus::filestore::FileRecord::verify(&verifier, &record, "base", "payload.bin").unwrap();
     assert_eq!(vouched.sha256, sha256_hex(&data));
     assert_eq!(vouched.size, data.len() as u64);
     std::fs::remove_file(&dest).unwrap();

@@ -14,9 +14,10 @@
 //! it, and the Redis store only names it would serve.
 
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use async_trait::async_trait;
+use maid_config::FileRoots;
 use sha2::{Digest, Sha256};
 use tokio::io::AsyncReadExt;
 
@@ -68,19 +69,22 @@ pub const MAX_LISTED: usize = 100_000;
 /// Serves `salt://` paths.
 #[async_trait]
 pub trait FileServer: Send + Sync {
-    /// Open `path` (relative, normalised). With `pin` (lower-case hex
-    /// SHA-256 from the signed job), only that content may be served.
-    /// `Ok(None)` when it does not exist here.
+    /// Open `path` (relative, normalised) in environment `saltenv` (a
+    /// name `maid_salt::files::is_saltenv` accepts). With `pin`
+    /// (lower-case hex SHA-256 from the signed job), only that content may
+    /// be served. `Ok(None)` when it does not exist here.
     async fn open(
         &self,
+        saltenv: &str,
         path: &Path,
         pin: Option<&str>,
     ) -> Result<Option<Box<dyn SourceReader>>, OpenError>;
 
-    /// Every file and directory whose path begins with `prefix` (a string
-    /// prefix, as Salt's file server filters; `""` for all). The caller has
-    /// checked `prefix`: no `..`, NUL or backslash, no leading `/`.
-    async fn list(&self, prefix: &str) -> Result<Listing, OpenError>;
+    /// Every file and directory of `saltenv` whose path begins with
+    /// `prefix` (a string prefix, as Salt's file server filters; `""` for
+    /// all). The caller has checked `prefix` (no `..`, NUL or backslash,
+    /// no leading `/`) and `saltenv`.
+    async fn list(&self, saltenv: &str, prefix: &str) -> Result<Listing, OpenError>;
 }
 
 /// No `salt://` sources at all.
@@ -90,24 +94,25 @@ pub struct NoFiles;
 impl FileServer for NoFiles {
     async fn open(
         &self,
+        _saltenv: &str,
         _path: &Path,
         _pin: Option<&str>,
     ) -> Result<Option<Box<dyn SourceReader>>, OpenError> {
         Ok(None)
     }
 
-    async fn list(&self, _prefix: &str) -> Result<Listing, OpenError> {
+    async fn list(&self, _saltenv: &str, _prefix: &str) -> Result<Listing, OpenError> {
         Ok(Listing::default())
     }
 }
 
-/// Directories on local disk, searched in order.
+/// Directories on local disk, per environment, searched in order.
 pub struct LocalRoots {
-    roots: Vec<PathBuf>,
+    roots: FileRoots,
 }
 
 impl LocalRoots {
-    pub fn new(roots: Vec<PathBuf>) -> Self {
+    pub fn new(roots: FileRoots) -> Self {
         Self { roots }
     }
 }
@@ -153,11 +158,12 @@ async fn hash_file(path: &Path) -> std::io::Result<String> {
 impl FileServer for LocalRoots {
     async fn open(
         &self,
+        saltenv: &str,
         path: &Path,
         pin: Option<&str>,
     ) -> Result<Option<Box<dyn SourceReader>>, OpenError> {
         let failed = |e: std::io::Error| OpenError::Failed(e.to_string());
-        for root in &self.roots {
+        for root in self.roots.get(saltenv) {
             let candidate = root.join(path);
             let Ok(real) = tokio::fs::canonicalize(&candidate).await else {
                 continue;
@@ -191,8 +197,8 @@ impl FileServer for LocalRoots {
         Ok(None)
     }
 
-    async fn list(&self, prefix: &str) -> Result<Listing, OpenError> {
-        let roots = self.roots.clone();
+    async fn list(&self, saltenv: &str, prefix: &str) -> Result<Listing, OpenError> {
+        let roots = self.roots.get(saltenv).to_vec();
         let prefix = prefix.to_string();
         tokio::task::spawn_blocking(move || {
             let mut listing = Listing::default();
@@ -290,11 +296,12 @@ pub struct Chain(pub Vec<std::sync::Arc<dyn FileServer>>);
 impl FileServer for Chain {
     async fn open(
         &self,
+        saltenv: &str,
         path: &Path,
         pin: Option<&str>,
     ) -> Result<Option<Box<dyn SourceReader>>, OpenError> {
         for server in &self.0 {
-            if let Some(source) = server.open(path, pin).await? {
+            if let Some(source) = server.open(saltenv, path, pin).await? {
                 return Ok(Some(source));
             }
         }
@@ -302,10 +309,10 @@ impl FileServer for Chain {
     }
 
     /// Everything any server lists, as Salt merges its backends' lists.
-    async fn list(&self, prefix: &str) -> Result<Listing, OpenError> {
+    async fn list(&self, saltenv: &str, prefix: &str) -> Result<Listing, OpenError> {
         let mut listing = Listing::default();
         for server in &self.0 {
-            listing.extend(server.list(prefix).await?);
+            listing.extend(server.list(saltenv, prefix).await?);
         }
         Ok(listing)
     }
@@ -320,13 +327,13 @@ mod tests {
         let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
         std::fs::write(a.path().join("f"), "new").unwrap();
         std::fs::write(b.path().join("f"), "old").unwrap();
-        let roots = LocalRoots::new(vec![a.path().into(), b.path().into()]);
+        let roots = LocalRoots::new(FileRoots::base(vec![a.path().into(), b.path().into()]));
         let sha = |s: &str| hex::encode(Sha256::digest(s));
         let open = |pin: Option<String>| {
             let roots = &roots;
             async move {
                 roots
-                    .open(Path::new("f"), pin.as_deref())
+                    .open("base", Path::new("f"), pin.as_deref())
                     .await
                     .unwrap()
                     .map(|s| s.sha256().to_string())
@@ -368,13 +375,12 @@ mod tests {
         link(Path::new("../.."), "web/sub/loop");
         link(Path::new("sub/x.txt"), "web/alias.txt");
         link(Path::new("nowhere"), "web/dangling");
-        let roots = LocalRoots::new(vec![
-            a.path().into(),
-            b.path().into(),
-            "/nonexistent".into(),
-        ]);
+        let mut roots = FileRoots::base(vec![a.path().into(), b.path().into()]);
+        roots.append(FileRoots::base(vec!["/nonexistent".into()]));
+        roots.prepend("dev", vec![out.path().into()]);
+        let roots = LocalRoots::new(roots);
 
-        let all = roots.list("").await.unwrap();
+        let all = roots.list("base", "").await.unwrap();
         assert_eq!(
             names(&all.files),
             [
@@ -390,13 +396,37 @@ mod tests {
             ["web", "web/empty", "web/sub", "web/sub/loop", "webx"]
         );
         // A string prefix, as Salt's: `web` takes `webx` too.
-        let web = roots.list("web").await.unwrap();
+        let web = roots.list("base", "web").await.unwrap();
         assert_eq!(web.files.len(), 4);
         assert!(web.files.contains("webx/y.txt"));
-        let sub = roots.list("web/sub").await.unwrap();
+        let sub = roots.list("base", "web/sub").await.unwrap();
         assert_eq!(names(&sub.files), ["web/sub/x.txt"]);
         assert_eq!(names(&sub.dirs), ["web/sub", "web/sub/loop"]);
-        assert_eq!(roots.list("web/out").await.unwrap(), Listing::default());
-        assert_eq!(roots.list("nothing/").await.unwrap(), Listing::default());
+        assert_eq!(
+            roots.list("base", "web/out").await.unwrap(),
+            Listing::default()
+        );
+        assert_eq!(
+            roots.list("base", "nothing/").await.unwrap(),
+            Listing::default()
+        );
+        // Each environment its own roots: `dev` is `out`, `qa` nothing.
+        let dev = roots.list("dev", "").await.unwrap();
+        assert_eq!(names(&dev.files), ["secret"]);
+        assert!(
+            roots
+                .open("dev", Path::new("secret"), None)
+                .await
+                .unwrap()
+                .is_some()
+        );
+        assert!(
+            roots
+                .open("base", Path::new("secret"), None)
+                .await
+                .unwrap()
+                .is_none()
+        );
+        assert_eq!(roots.list("qa", "").await.unwrap(), Listing::default());
     }
 }

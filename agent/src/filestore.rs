@@ -17,8 +17,8 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use maid_bus::Conn;
 use maid_bus::filestore::{
-    CHUNK_BYTES, CHUNK_BYTES_ACCEPTED, FileRecord, INDEX_KEY, PIECE_BYTES, SIGNED_KEY, chunk_key,
-    is_sha256, meta_key,
+    CHUNK_BYTES, CHUNK_BYTES_ACCEPTED, FileRecord, PIECE_BYTES, chunk_key, index_key, is_sha256,
+    meta_key, signed_key,
 };
 use redis::AsyncCommands;
 use sha2::{Digest, Sha256};
@@ -62,21 +62,26 @@ impl RedisFiles {
     }
 
     /// The SHA-256 and size a trusted master key vouches for as
-    /// `salt://name`, from its signed record; `Ok(None)` when `name` was
-    /// never pushed.
+    /// `salt://name` in `saltenv`, from its signed record; `Ok(None)` when
+    /// `name` was never pushed there.
     async fn vouched(
         &self,
         conn: &mut Conn,
+        saltenv: &str,
         name: &str,
     ) -> Result<Option<(String, u64)>, OpenError> {
+        let url = maid_salt::files::url(name, saltenv);
         let not_vouched = |why: &str| {
             OpenError::Denied(format!(
-                "salt://{name} is not vouched for by a trusted master key: {why}"
+                "{url} is not vouched for by a trusted master key: {why}"
             ))
         };
-        let record: Option<String> = conn.hget(SIGNED_KEY, name).await.map_err(failed)?;
+        let record: Option<String> = conn.hget(signed_key(saltenv), name).await.map_err(failed)?;
         let Some(record) = record else {
-            let pushed: bool = conn.hexists(INDEX_KEY, name).await.map_err(failed)?;
+            let pushed: bool = conn
+                .hexists(index_key(saltenv), name)
+                .await
+                .map_err(failed)?;
             if !pushed {
                 return Ok(None);
             }
@@ -85,7 +90,7 @@ impl RedisFiles {
                  it with `maid cp`, which pins its hash in the signed job)",
             ));
         };
-        let record = FileRecord::verify(&self.verifier, &record, name)
+        let record = FileRecord::verify(&self.verifier, &record, saltenv, name)
             .map_err(|why| not_vouched(&why.to_string()))?;
         Ok(Some((record.sha256, record.size)))
     }
@@ -136,6 +141,7 @@ fn unavailable() -> io::Error {
 impl FileServer for RedisFiles {
     async fn open(
         &self,
+        saltenv: &str,
         path: &Path,
         pin: Option<&str>,
     ) -> Result<Option<Box<dyn SourceReader>>, OpenError> {
@@ -153,13 +159,15 @@ impl FileServer for RedisFiles {
                     "salt://{name}: the job pins {pin:?}, not a SHA-256"
                 )));
             }
-            None if self.require_signed => match self.vouched(&mut conn, &name).await? {
+            None if self.require_signed => match self.vouched(&mut conn, saltenv, &name).await? {
                 Some((sha, size)) => (sha, Some(size)),
                 None => return Ok(None),
             },
             None => {
-                let sha: Option<String> =
-                    conn.hget(INDEX_KEY, name.as_ref()).await.map_err(failed)?;
+                let sha: Option<String> = conn
+                    .hget(index_key(saltenv), name.as_ref())
+                    .await
+                    .map_err(failed)?;
                 let Some(sha) = sha else {
                     return Ok(None);
                 };
@@ -207,20 +215,21 @@ impl FileServer for RedisFiles {
     /// its own, is not listed); otherwise the index. The store holds files
     /// only, so its directories are those above a file: it has no empty
     /// ones.
-    async fn list(&self, prefix: &str) -> Result<Listing, OpenError> {
+    async fn list(&self, saltenv: &str, prefix: &str) -> Result<Listing, OpenError> {
         let mut conn = self
             .conns
             .conn()
             .ok_or_else(|| OpenError::Failed("redis is not connected".into()))?;
         let wanted = |name: &str| name.starts_with(prefix) && is_salt_name(name);
         if self.require_signed {
-            let records: Vec<(String, String)> = conn.hgetall(SIGNED_KEY).await.map_err(failed)?;
+            let records: Vec<(String, String)> =
+                conn.hgetall(signed_key(saltenv)).await.map_err(failed)?;
             let vouched = records.iter().filter(|(name, record)| {
-                wanted(name) && FileRecord::verify(&self.verifier, record, name).is_ok()
+                wanted(name) && FileRecord::verify(&self.verifier, record, saltenv, name).is_ok()
             });
             listing_of(prefix, vouched.map(|(name, _)| name.as_str()))
         } else {
-            let names: Vec<String> = conn.hkeys(INDEX_KEY).await.map_err(failed)?;
+            let names: Vec<String> = conn.hkeys(index_key(saltenv)).await.map_err(failed)?;
             listing_of(
                 prefix,
                 names.iter().map(String::as_str).filter(|n| wanted(n)),

@@ -21,11 +21,30 @@ use tokio::io::AsyncReadExt;
 use crate::Conn;
 use maid_protocol::trust::{self, Envelope, SignatureError, Verifier};
 
-/// Name → SHA-256 of every pushed file.
+/// Name → SHA-256 of every file pushed to the `base` environment.
 pub const INDEX_KEY: &str = "maid:file:index";
-/// Name → the master's signed [`FileRecord`] of that name, as an
+/// Name → the master's signed [`FileRecord`] of that name in `base`, as an
 /// [`Envelope`] in JSON.
 pub const SIGNED_KEY: &str = "maid:file:signed";
+
+/// [`INDEX_KEY`] of environment `saltenv`: `base`'s is [`INDEX_KEY`],
+/// another's `maid:file:index:<saltenv>`.
+pub fn index_key(saltenv: &str) -> String {
+    env_key(INDEX_KEY, saltenv)
+}
+
+/// [`SIGNED_KEY`] of environment `saltenv`, as [`index_key`] names it.
+pub fn signed_key(saltenv: &str) -> String {
+    env_key(SIGNED_KEY, saltenv)
+}
+
+fn env_key(base: &str, saltenv: &str) -> String {
+    if saltenv == "base" {
+        base.to_string()
+    } else {
+        format!("{base}:{saltenv}")
+    }
+}
 /// Bytes per chunk.
 pub const CHUNK_BYTES: usize = 1 << 20;
 /// Bytes fetched from Redis per command when serving content: a chunk is
@@ -61,6 +80,8 @@ pub enum PushError {
     Redis(#[from] redis::RedisError),
     #[error("{0}")]
     Name(#[from] maid_salt::files::BadSaltUrl),
+    #[error("{0:?} is not an environment name (1 to 128 letters, digits, `_`, `-` or `.`)")]
+    Env(String),
 }
 
 /// What a push stored.
@@ -73,12 +94,16 @@ pub struct Pushed {
     pub kid: Option<String>,
 }
 
-/// What a master signs about a pushed file: `salt://name` is exactly
-/// `size` bytes whose SHA-256 is `sha256`.
+/// What a master signs about a pushed file: `salt://name` in environment
+/// `saltenv` is exactly `size` bytes whose SHA-256 is `sha256`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FileRecord {
     /// Always [`RECORD_KIND`].
     pub kind: String,
+    /// The environment; absent (as in records signed before environments)
+    /// for `base`.
+    #[serde(default = "base", skip_serializing_if = "is_base")]
+    pub saltenv: String,
     /// The `salt://` name, normalised as agents resolve it.
     pub name: String,
     /// Lower-case hex SHA-256 of the content.
@@ -88,13 +113,21 @@ pub struct FileRecord {
 }
 
 impl FileRecord {
+    /// The record of `salt://name` in `base`.
     pub fn new(name: &str, sha256: &str, size: u64) -> Self {
         Self {
             kind: RECORD_KIND.into(),
+            saltenv: base(),
             name: name.into(),
             sha256: sha256.into(),
             size,
         }
+    }
+
+    /// The same record for environment `saltenv`.
+    pub fn in_saltenv(mut self, saltenv: &str) -> Self {
+        self.saltenv = saltenv.into();
+        self
     }
 
     /// The record signed with `key`, as stored in [`SIGNED_KEY`].
@@ -103,10 +136,15 @@ impl FileRecord {
         trust::sign(payload, key)
     }
 
-    /// The record in `envelope` (JSON, as stored in [`SIGNED_KEY`]) when a
-    /// key of `verifier` signed it and it vouches for `name`; why not,
-    /// otherwise.
-    pub fn verify(verifier: &Verifier, envelope: &str, name: &str) -> Result<Self, NotVouched> {
+    /// The record in `envelope` (JSON, as stored in [`signed_key`]) when a
+    /// key of `verifier` signed it and it vouches for `name` in `saltenv`;
+    /// why not, otherwise.
+    pub fn verify(
+        verifier: &Verifier,
+        envelope: &str,
+        saltenv: &str,
+        name: &str,
+    ) -> Result<Self, NotVouched> {
         let envelope: Envelope = serde_json::from_str(envelope).map_err(NotVouched::NotEnvelope)?;
         verifier.signer(&envelope.payload, &envelope.sig, envelope.kid.as_deref())?;
         let record: Self =
@@ -117,11 +155,22 @@ impl FileRecord {
         if record.name != name {
             return Err(NotVouched::Name(record.name));
         }
+        if record.saltenv != saltenv {
+            return Err(NotVouched::Env(record.saltenv));
+        }
         if !is_sha256(&record.sha256) {
             return Err(NotVouched::NoHash);
         }
         Ok(record)
     }
+}
+
+fn base() -> String {
+    "base".into()
+}
+
+fn is_base(saltenv: &str) -> bool {
+    saltenv == "base"
 }
 
 /// Why a file's signed record does not vouch for it.
@@ -137,6 +186,8 @@ pub enum NotVouched {
     Kind(String),
     #[error("its signed record names salt://{0}")]
     Name(String),
+    #[error("its signed record is for environment {0:?}")]
+    Env(String),
     #[error("its signed record holds no SHA-256")]
     NoHash,
 }
@@ -153,33 +204,40 @@ fn check_name(name: &str) -> Result<String, PushError> {
     Ok(path.to_string_lossy().into_owned())
 }
 
-/// Store the file at `path` as `salt://name`; with `key`, sign what was
-/// stored. Without one, a signed record of an earlier push of `name` is
-/// removed: it would vouch for other content than the index now names.
+/// Store the file at `path` as `salt://name` in environment `saltenv`;
+/// with `key`, sign what was stored. Without one, a signed record of an
+/// earlier push of `name` is removed: it would vouch for other content
+/// than the index now names.
 pub async fn push(
     conn: &mut Conn,
     path: &Path,
+    saltenv: &str,
     name: &str,
     key: Option<&SigningKey>,
 ) -> Result<Pushed, PushError> {
     let name = check_name(name)?;
+    if !maid_salt::files::is_saltenv(saltenv) {
+        return Err(PushError::Env(saltenv.into()));
+    }
     let (sha, size) = store(conn, path).await?;
     // The record first: an agent that requires it never finds the index
     // ahead of it. (Two commands, not MULTI: the keys may live on different
     // cluster nodes.)
     let kid = match key {
         Some(key) => {
-            let envelope = FileRecord::new(&name, &sha, size).sign(key);
+            let envelope = FileRecord::new(&name, &sha, size)
+                .in_saltenv(saltenv)
+                .sign(key);
             let json = serde_json::to_string(&envelope).expect("an envelope serialises");
-            let _: () = conn.hset(SIGNED_KEY, &name, json).await?;
+            let _: () = conn.hset(signed_key(saltenv), &name, json).await?;
             envelope.kid
         }
         None => {
-            let _: () = conn.hdel(SIGNED_KEY, &name).await?;
+            let _: () = conn.hdel(signed_key(saltenv), &name).await?;
             None
         }
     };
-    let _: () = conn.hset(INDEX_KEY, &name, &sha).await?;
+    let _: () = conn.hset(index_key(saltenv), &name, &sha).await?;
     Ok(Pushed {
         name,
         sha256: sha,
@@ -188,13 +246,15 @@ pub async fn push(
     })
 }
 
-/// Every file under `roots` stored as `salt://` its path in the root (a
-/// name in an earlier root wins, as Salt's `file_roots` search them), each
-/// signed with `key` when given: what a master serves its state runs
-/// from. Links are followed while they stay inside their root; anything
-/// else (a link leading out, a socket) is skipped.
+/// Every file under `roots` stored as `salt://` its path in the root in
+/// environment `saltenv` (a name in an earlier root wins, as Salt's
+/// `file_roots` search them), each signed with `key` when given: what a
+/// master serves its state runs from. Links are followed while they stay
+/// inside their root; anything else (a link leading out, a socket) is
+/// skipped.
 pub async fn push_tree(
     conn: &mut Conn,
+    saltenv: &str,
     roots: &[std::path::PathBuf],
     key: Option<&SigningKey>,
 ) -> Result<Vec<Pushed>, PushError> {
@@ -244,7 +304,7 @@ pub async fn push_tree(
                 };
                 let name = rel.to_string_lossy().into_owned();
                 if seen.insert(name.clone()) {
-                    pushed.push(push(conn, &real, &name, key).await?);
+                    pushed.push(push(conn, &real, saltenv, &name, key).await?);
                 }
             }
         }
@@ -337,24 +397,24 @@ mod tests {
         let json = |e: &Envelope| serde_json::to_string(e).unwrap();
         let signed = json(&record.sign(&key));
         assert_eq!(
-            FileRecord::verify(&verifier, &signed, "etc/motd").unwrap(),
+            FileRecord::verify(&verifier, &signed, "base", "etc/motd").unwrap(),
             record
         );
         // Another name's record.
-        let err = FileRecord::verify(&verifier, &signed, "etc/passwd").unwrap_err();
+        let err = FileRecord::verify(&verifier, &signed, "base", "etc/passwd").unwrap_err();
         assert!(matches!(&err, NotVouched::Name(n) if n == "etc/motd"));
         assert_eq!(err.to_string(), "its signed record names salt://etc/motd");
         // Signed by a key nobody trusts.
         let other = trust::generate().unwrap();
         assert!(matches!(
-            FileRecord::verify(&verifier, &json(&record.sign(&other)), "etc/motd"),
+            FileRecord::verify(&verifier, &json(&record.sign(&other)), "base", "etc/motd"),
             Err(NotVouched::Signature(_))
         ));
         // The payload changed after signing.
         let mut forged = record.sign(&key);
         forged.payload = forged.payload.replace(&record.sha256, &sha(b"evil"));
         assert!(matches!(
-            FileRecord::verify(&verifier, &json(&forged), "etc/motd"),
+            FileRecord::verify(&verifier, &json(&forged), "base", "etc/motd"),
             Err(NotVouched::Signature(_))
         ));
         // Something else the master signed (a job) is no file record.
@@ -365,12 +425,29 @@ mod tests {
             &key,
         );
         assert!(matches!(
-            FileRecord::verify(&verifier, &json(&job), "etc/motd"),
+            FileRecord::verify(&verifier, &json(&job), "base", "etc/motd"),
             Err(NotVouched::Kind(_) | NotVouched::NotRecord(_))
         ));
         assert!(matches!(
-            FileRecord::verify(&verifier, "not json", "etc/motd"),
+            FileRecord::verify(&verifier, "not json", "base", "etc/motd"),
             Err(NotVouched::NotEnvelope(_))
         ));
+        // A record of base is none of another environment's, nor the
+        // reverse; a record without `saltenv` (signed before environments)
+        // is base's.
+        assert!(!signed.contains("saltenv"));
+        let err = FileRecord::verify(&verifier, &signed, "dev", "etc/motd").unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "its signed record is for environment \"base\""
+        );
+        let dev = json(&record.clone().in_saltenv("dev").sign(&key));
+        assert!(FileRecord::verify(&verifier, &dev, "dev", "etc/motd").is_ok());
+        assert!(matches!(
+            FileRecord::verify(&verifier, &dev, "base", "etc/motd"),
+            Err(NotVouched::Env(e)) if e == "dev"
+        ));
+        assert_eq!(index_key("base"), INDEX_KEY);
+        assert_eq!(signed_key("dev"), "maid:file:signed:dev");
     }
 }

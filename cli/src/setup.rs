@@ -161,16 +161,15 @@ impl Setup {
     }
 
     /// A runtime over this setup offering `grains` to plugins, serving
-    /// `salt://` from `file_roots` and the config's own roots.
+    /// `salt://` from `file_roots` (`--file-root`: `base`) and the config's
+    /// own roots.
     pub fn runtime(
         &self,
         grains: &Map<String, Value>,
         file_roots: &[PathBuf],
     ) -> anyhow::Result<Arc<Runtime>> {
         let mut config = self.resolved();
-        let mut roots = file_roots.to_vec();
-        roots.append(&mut config.file_roots);
-        config.file_roots = roots;
+        config.file_roots.prepend("base", file_roots.to_vec());
         let instances = RuntimeSettings::instances_for(config.agent.concurrency);
         Ok(Runtime::for_config(&config, grains, None, instances)?)
     }

@@ -9,8 +9,10 @@
 
 mod master;
 pub mod perms;
+mod roots;
 
 pub use master::{ApiSettings, MasterSettings};
+pub use roots::FileRoots;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -45,9 +47,10 @@ pub struct Config {
     pub plugin_dir: Option<PathBuf>,
     /// Where compiled plugins are cached between starts.
     pub cache_dir: Option<PathBuf>,
-    /// Local directories that serve `salt://` paths, searched in order.
+    /// Local directories that serve `salt://` paths, searched in order: a
+    /// list (the `base` environment) or a table of environments.
     #[serde(default)]
-    pub file_roots: Vec<PathBuf>,
+    pub file_roots: FileRoots,
     /// Custom grains, merged over the ones the agent detects.
     #[serde(default)]
     pub grains: Map<String, Value>,

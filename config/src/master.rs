@@ -30,9 +30,10 @@ pub struct MasterSettings {
     /// Salt's master `file_roots`: the directories state runs (`maid run
     /// '*' state.apply`) are served from. Before it publishes a `state.*`
     /// job the master stores every file under them in the fleet's file
-    /// store as `salt://PATH`, signed with `key`.
+    /// store as `salt://PATH`, signed with `key`: a list (the `base`
+    /// environment) or a table of environments, as Salt's.
     #[serde(default)]
-    pub file_roots: Vec<PathBuf>,
+    pub file_roots: crate::FileRoots,
 }
 
 /// `[api]`: `maid api`, the master's HTTP API (salt-api compatible).

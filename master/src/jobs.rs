@@ -13,6 +13,7 @@ use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::time::{Duration, Instant};
 
 use futures_util::{Stream, StreamExt};
+use maid_config::FileRoots;
 use redis::{AsyncCommands, Msg};
 use serde::Serialize;
 use serde_json::{Map, Value};
@@ -256,33 +257,47 @@ pub fn reads_file_roots(fun: &str) -> bool {
 pub const MASTER_OPTS_KWARG: &str = "__master_opts__";
 
 /// `kwarg` as a job running `fun` is published with: for a state run,
-/// the master's `nodegroups` under [`MASTER_OPTS_KWARG`]; for any job,
-/// whatever a caller (an API user) put there itself taken out, so that
-/// only the master's own options reach a top file.
+/// the master's `nodegroups` and the names of its `file_roots`
+/// environments (`envs`, what Salt's minion learns from its master's
+/// file server) under [`MASTER_OPTS_KWARG`]; for any job, whatever a
+/// caller (an API user) put there itself taken out, so that only the
+/// master's own options reach a top file.
 pub fn with_master_opts(
     fun: &str,
     mut kwarg: Map<String, Value>,
     nodegroups: &Map<String, Value>,
+    file_roots: &FileRoots,
 ) -> Map<String, Value> {
     kwarg.remove(MASTER_OPTS_KWARG);
-    if reads_file_roots(fun) && !nodegroups.is_empty() {
-        kwarg.insert(
-            MASTER_OPTS_KWARG.into(),
-            serde_json::json!({ "nodegroups": nodegroups }),
-        );
+    if !reads_file_roots(fun) {
+        return kwarg;
+    }
+    let mut opts = Map::new();
+    if !nodegroups.is_empty() {
+        opts.insert("nodegroups".into(), Value::Object(nodegroups.clone()));
+    }
+    let envs: Vec<&str> = file_roots.envs().map(|(env, _)| env).collect();
+    if envs.iter().any(|e| *e != "base") {
+        opts.insert("envs".into(), serde_json::json!(envs));
+    }
+    if !opts.is_empty() {
+        kwarg.insert(MASTER_OPTS_KWARG.into(), Value::Object(opts));
     }
     kwarg
 }
 
-/// Every file under `roots` stored as `salt://` (signed with `key` when
-/// given) for the state runs about to be published. `maid run` and the API call it before publishing a job
-/// [`reads_file_roots`] says needs them.
+/// Every file under each environment's `roots` stored as `salt://` in
+/// that environment (signed with `key` when given) for the state runs
+/// about to be published. `maid run` and the API call it before
+/// publishing a job [`reads_file_roots`] says needs them.
 pub async fn serve_file_roots(
     conn: &mut Conn,
-    roots: &[std::path::PathBuf],
+    roots: &FileRoots,
     key: Option<&ed25519_dalek::SigningKey>,
 ) -> Result<(), maid_bus::filestore::PushError> {
-    maid_bus::filestore::push_tree(conn, roots, key).await?;
+    for (saltenv, dirs) in roots.envs() {
+        maid_bus::filestore::push_tree(conn, saltenv, dirs, key).await?;
+    }
     Ok(())
 }
 
@@ -556,14 +571,23 @@ mod tests {
             .as_object()
             .unwrap()
             .clone();
-        let state = with_master_opts("state.apply", forged.clone(), &groups);
+        let base = FileRoots::base(vec!["/srv/salt".into()]);
+        let state = with_master_opts("state.apply", forged.clone(), &groups, &base);
         assert_eq!(
             Value::Object(state),
             json!({"__master_opts__": {"nodegroups": {"web": "L@a,b"}}, "test": true})
         );
-        let other = with_master_opts("test.arg", forged.clone(), &groups);
+        let other = with_master_opts("test.arg", forged.clone(), &groups, &base);
         assert_eq!(Value::Object(other), json!({"test": true}));
-        let none = with_master_opts("state.highstate", forged, &Map::new());
+        let none = with_master_opts("state.highstate", forged.clone(), &Map::new(), &base);
         assert_eq!(Value::Object(none), json!({"test": true}));
+        // Environments besides base are named, never their directories.
+        let mut envs = base.clone();
+        envs.prepend("dev", vec!["/srv/dev".into()]);
+        let state = with_master_opts("state.apply", forged, &Map::new(), &envs);
+        assert_eq!(
+            Value::Object(state),
+            json!({"__master_opts__": {"envs": ["base", "dev"]}, "test": true})
+        );
     }
 }

@@ -204,7 +204,9 @@ impl std::io::Read for Source {
     }
 }
 
-/// Open `url` (`salt://path`). `Ok(None)` when the source does not exist.
+/// Open `url` (`salt://path`, or `salt://path?saltenv=NAME` for an
+/// environment other than `base`). `Ok(None)` when the source does not
+/// exist.
 pub fn fetch(url: &str) -> Result<Option<Source>, Error> {
     Ok(wit::fetch(url)?.map(|inner| {
         let info = inner.info();
@@ -226,13 +228,13 @@ pub struct Listing {
     pub dirs: Vec<String>,
 }
 
-/// The `salt://` files and directories whose path begins with `prefix`
-/// (a string prefix after its leading and trailing `/` are taken off, as
-/// Salt filters; `""` for everything). Only what this plugin's `fetch`
-/// grant would open is listed; without the `fetch` capability it is
-/// `Denied`.
-pub fn list(prefix: &str) -> Result<Listing, Error> {
-    let wit::Listing { files, dirs } = wit::list_sources(prefix)?;
+/// The `salt://` files and directories of environment `saltenv` whose
+/// path begins with `prefix` (a string prefix after its leading and
+/// trailing `/` are taken off, as Salt filters; `""` for everything).
+/// Only what this plugin's `fetch` grant would open is listed; without the
+/// `fetch` capability it is `Denied`.
+pub fn list(saltenv: &str, prefix: &str) -> Result<Listing, Error> {
+    let wit::Listing { files, dirs } = wit::list_sources(saltenv, prefix)?;
     Ok(Listing { files, dirs })
 }
 

@@ -63,3 +63,35 @@ mod tests {
         assert!(!truthy(&json!("")) && truthy(&json!(-1)) && !truthy(&json!({})));
     }
 }
+
+/// `url` (a `salt://` URL, or a bare path under `salt://`) as fetched from
+/// environment `saltenv` (a job's `saltenv=`, a state's `__env__`): the
+/// URL's own `?saltenv=` wins, as Salt's file client lets it; `base`, an
+/// empty name or none adds nothing.
+pub fn url_in(url: &str, saltenv: Option<&str>) -> String {
+    let path = url.strip_prefix("salt://").unwrap_or(url);
+    match saltenv {
+        Some(env) if !env.is_empty() && env != "base" && !path.contains("?saltenv=") => {
+            format!("salt://{path}?saltenv={env}")
+        }
+        _ => format!("salt://{path}"),
+    }
+}
+
+#[cfg(test)]
+mod url_tests {
+    use super::url_in;
+
+    #[test]
+    fn a_urls_own_environment_wins() {
+        assert_eq!(url_in("salt://a/b", Some("dev")), "salt://a/b?saltenv=dev");
+        assert_eq!(url_in("a/b", Some("dev")), "salt://a/b?saltenv=dev");
+        assert_eq!(
+            url_in("salt://a?saltenv=qa", Some("dev")),
+            "salt://a?saltenv=qa"
+        );
+        assert_eq!(url_in("salt://a", Some("base")), "salt://a");
+        assert_eq!(url_in("salt://a", Some("")), "salt://a");
+        assert_eq!(url_in("salt://a", None), "salt://a");
+    }
+}

@@ -70,7 +70,9 @@ pub fn shared_cache() -> PathBuf {
 /// shipped plugin and the hostile fixture loaded.
 pub async fn runtime_with(config: Config, file_root: Option<&Path>) -> Arc<Runtime> {
     let files: Arc<dyn FileServer> = match file_root {
-        Some(root) => Arc::new(LocalRoots::new(vec![root.to_path_buf()])),
+        Some(root) => Arc::new(LocalRoots::new(maid_config::FileRoots::base(vec![
+            root.to_path_buf(),
+        ]))),
         None => Arc::new(NoFiles),
     };
     // The core grains are detected under the grants `maid init` writes,

@@ -119,7 +119,9 @@ def modules(doc):
     """Salt's execution modules, called as `salt-call --local` calls them.
 
     Input: {"calls": [[fun, word, ...], ...], "grains": {...},
-    "path_prefix": dir, "systemd": bool, "nodegroups": {...}}: each call's words are read as
+    "path_prefix": dir, "systemd": bool, "nodegroups": {...},
+    "file_roots": {env: [dir, ...]} (else `file_root`: base's one)}: each
+    call's words are read as
     salt-call reads its command line (`parse_input`, then
     `load_args_and_kwargs` against the function). `grains`, when given, are
     the minion's grains instead of the ones Salt detects; `path_prefix` goes
@@ -150,7 +152,7 @@ def modules(doc):
         sock_dir=f"{tmp}/sock",
         extension_modules=f"{tmp}/extmods",
         grains_cache=False,
-        file_roots={"base": [doc.get("file_root") or tmp]},
+        file_roots=doc.get("file_roots") or {"base": [doc.get("file_root") or tmp]},
         # grains.setval writes `grains` beside the config file: here.
         conf_file=f"{tmp}/minion",
         local=True,

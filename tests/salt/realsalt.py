@@ -109,7 +109,10 @@ def master_config(root, ports, user, api_port):
         "key_logfile": str(root / "logs" / "key"),
         "log_level": "warning",
         "log_level_logfile": "warning",
-        "file_roots": {"base": [str(root / "srv" / "salt")]},
+        "file_roots": {
+            "base": [str(root / "srv" / "salt")],
+            "dev": [str(root / "srv" / "dev")],
+        },
         "pillar_roots": {"base": [str(root / "srv" / "pillar")]},
         "auto_accept": True,
         "timeout": 5,

@@ -23,7 +23,7 @@ use super::policy::Grants;
 use super::{exec, files};
 use crate::config::Limits;
 use crate::fileserver::{OpenError, SourceReader};
-use crate::salt::files::salt_path;
+use crate::salt::files::{is_saltenv, salt_path};
 
 /// Something a plugin did outside its sandbox, for the audit trail.
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -35,7 +35,11 @@ pub enum CapabilityUse {
     Fetch { url: String, allowed: bool },
     /// `salt://` was listed under a prefix (`list-sources`), or the listing
     /// refused; only what the `fetch` grant admits was listed.
-    List { prefix: String, allowed: bool },
+    List {
+        saltenv: String,
+        prefix: String,
+        allowed: bool,
+    },
     /// A program was looked up (`which`), or the lookup refused.
     Which { program: String, allowed: bool },
     /// A path's owner and mode were read (`stat`), or refused.
@@ -494,24 +498,40 @@ impl wit::Host for HostState {
         crate::grains::interfaces().to_string()
     }
 
-    async fn list_sources(&mut self, prefix: String) -> Result<wit::Listing, HostError> {
-        let result = listing_for(&self.job.grants, &self.job.services, &prefix).await;
-        self.job
-            .audit(&result, |allowed| CapabilityUse::List { prefix, allowed });
+    async fn list_sources(
+        &mut self,
+        saltenv: String,
+        prefix: String,
+    ) -> Result<wit::Listing, HostError> {
+        let result = listing_for(&self.job.grants, &self.job.services, &saltenv, &prefix).await;
+        self.job.audit(&result, |allowed| CapabilityUse::List {
+            saltenv,
+            prefix,
+            allowed,
+        });
         result
     }
 
     async fn fetch(&mut self, url: String) -> Result<Option<Resource<SourceHandle>>, HostError> {
         let job = &mut self.job;
-        let checked = job.grants.check_fetch(&url).map_err(HostError::from);
-        let opened =
-            match checked.and_then(|()| salt_path(&url).map_err(|why| denied(why.to_string()))) {
-                Err(e) => Err(e),
-                Ok(path) => {
-                    let pin = pinned(&job.source_hashes, &path);
-                    open_source(&job.services, &url, &path, pin.as_deref()).await
+        // The grant is held against the path the URL names (in any
+        // environment), never the URL as spelt: `salt://secret?x.conf` is
+        // no `*.conf`.
+        let opened = match crate::salt::files::parse(&url) {
+            Err(why) => Err(denied(why.to_string())),
+            Ok(parsed) => {
+                let canonical = format!("salt://{}", parsed.path.display());
+                match job.grants.check_fetch(&canonical) {
+                    Err(e) => Err(e.into()),
+                    Ok(()) => {
+                        let saltenv = parsed.saltenv.as_deref().unwrap_or("base");
+                        let pin = pinned(&job.source_hashes, &parsed.path);
+                        open_source(&job.services, &url, saltenv, &parsed.path, pin.as_deref())
+                            .await
+                    }
                 }
-            };
+            }
+        };
         job.used.push(CapabilityUse::Fetch {
             url: url.clone(),
             allowed: !matches!(opened, Err(HostError::Denied(_))),
@@ -538,18 +558,24 @@ impl wit::Host for HostState {
     }
 }
 
-/// What the file servers hold under `prefix`, less what the `fetch` grant
-/// would not open: a file is listed when its URL is granted, a directory
-/// when its URL is granted or it holds a listed file or directory, so a
-/// plugin learns nothing of a path it could not fetch. Salt's prefix is a
-/// string prefix with its `/` taken off both ends.
+/// What the file servers hold in `saltenv` under `prefix`, less what the
+/// `fetch` grant would not open: a file is listed when its URL is
+/// granted, a directory when its URL is granted or it holds a listed file
+/// or directory, so a plugin learns nothing of a path it could not fetch.
+/// Salt's prefix is a string prefix with its `/` taken off both ends.
 async fn listing_for(
     grants: &Grants,
     services: &Services,
+    saltenv: &str,
     prefix: &str,
 ) -> Result<wit::Listing, HostError> {
     if grants.fetch.is_empty() {
         return Err(super::denied::Denied::NotGranted("fetch").into());
+    }
+    if !is_saltenv(saltenv) {
+        return Err(denied(format!(
+            "{saltenv:?} is not an environment name (letters, digits, `_`, `-`, `.`)"
+        )));
     }
     let prefix = prefix.trim_matches('/');
     if prefix.contains(['\0', '\\']) || prefix.split('/').any(|c| c == "..") {
@@ -557,10 +583,14 @@ async fn listing_for(
             "{prefix:?} is not a salt:// path that stays inside the file roots"
         )));
     }
-    let listing = services.files.list(prefix).await.map_err(|e| match e {
-        OpenError::Denied(why) => HostError::Denied(why),
-        OpenError::Failed(why) => HostError::Failed(why),
-    })?;
+    let listing = services
+        .files
+        .list(saltenv, prefix)
+        .await
+        .map_err(|e| match e {
+            OpenError::Denied(why) => HostError::Denied(why),
+            OpenError::Failed(why) => HostError::Failed(why),
+        })?;
     let granted = |path: &str| grants.check_fetch(&format!("salt://{path}")).is_ok();
     let files: Vec<String> = listing.files.into_iter().filter(|f| granted(f)).collect();
     // The directories above what is listed: the plugin learns them from
@@ -605,13 +635,18 @@ fn pinned(pins: &BTreeMap<String, String>, path: &Path) -> Option<String> {
 async fn open_source(
     services: &Services,
     url: &str,
+    saltenv: &str,
     path: &Path,
     pin: Option<&str>,
 ) -> Result<Option<Box<dyn SourceReader>>, HostError> {
-    let opened = services.files.open(path, pin).await.map_err(|e| match e {
-        OpenError::Denied(why) => HostError::Denied(why),
-        OpenError::Failed(why) => HostError::Failed(why),
-    })?;
+    let opened = services
+        .files
+        .open(saltenv, path, pin)
+        .await
+        .map_err(|e| match e {
+            OpenError::Denied(why) => HostError::Denied(why),
+            OpenError::Failed(why) => HostError::Failed(why),
+        })?;
     match (opened, pin) {
         (Some(reader), Some(pin)) if reader.sha256() != pin => Err(denied(format!(
             "{url}: the job pins content {pin}, the file server offers {}",

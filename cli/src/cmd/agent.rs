@@ -38,10 +38,8 @@ pub fn agent(args: AgentArgs) -> anyhow::Result<ExitCode> {
     if args.id.is_some() {
         config.id = args.id.clone();
     }
-    // `--file-root` directories come before the config's own.
-    let mut roots = args.file_root.clone();
-    roots.append(&mut config.file_roots);
-    config.file_roots = roots;
+    // `--file-root` directories come before the config's own base ones.
+    config.file_roots.prepend("base", args.file_root.clone());
     crate::rt::block_on_workers(maid_agent::agent::run(config, shutdown_signal()))??;
     Ok(ExitCode::SUCCESS)
 }

@@ -117,10 +117,15 @@ pub fn invoke(setup: &Setup, call: &Invocation, author: bool) -> anyhow::Result<
             return anyhow::Ok(Err(grains));
         }
         let (fun, positional, kwargs) = call_args(call)?;
-        // As salt-call --local reads its own config's nodegroups: the
-        // config's `[master] nodegroups`, for a state run's top file.
-        let kwargs =
-            maid_master::jobs::with_master_opts(&fun, kwargs, &setup.config.master.nodegroups);
+        // As salt-call --local reads its own config's nodegroups and
+        // file_roots: the config's `[master] nodegroups`, for a state
+        // run's top file, and the environments this call serves.
+        let kwargs = maid_master::jobs::with_master_opts(
+            &fun,
+            kwargs,
+            &setup.config.master.nodegroups,
+            &config.file_roots,
+        );
         let outcome = runtime
             .call(caller.request(fun.clone(), positional, kwargs))
             .await;

@@ -215,7 +215,7 @@ fn old_style(
         // copy, for jobs that name it without a pin.
         let pushed = block_on(async {
             let mut conn = copy.bus.connect().await?;
-            anyhow::Ok(filestore::push(&mut conn, path, name, copy.req.key.as_ref()).await?)
+            anyhow::Ok(filestore::push(&mut conn, path, "base", name, copy.req.key.as_ref()).await?)
         })??;
         if verbose {
             eprintln!(

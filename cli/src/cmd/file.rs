@@ -18,6 +18,9 @@ pub struct PushArgs {
     /// Name it is served as (`salt://NAME`) [default: the file name].
     #[arg(long = "as")]
     pub name: Option<String>,
+    /// The environment it is served in (`salt://NAME?saltenv=ENV`).
+    #[arg(long, default_value = "base")]
+    pub saltenv: String,
     #[command(flatten)]
     pub master: MasterOpts,
 }
@@ -48,9 +51,12 @@ pub fn push(args: PushArgs) -> anyhow::Result<ExitCode> {
     };
     let pushed = block_on(async {
         let mut conn = bus.connect().await?;
-        anyhow::Ok(filestore::push(&mut conn, &args.path, &name, key.as_ref()).await?)
+        anyhow::Ok(
+            filestore::push(&mut conn, &args.path, &args.saltenv, &name, key.as_ref()).await?,
+        )
     })??;
-    println!("salt://{} {} {}", pushed.name, pushed.sha256, pushed.size);
+    let url = maid_salt::files::url(&pushed.name, &args.saltenv);
+    println!("{url} {} {}", pushed.sha256, pushed.size);
     if pushed.kid.is_none() {
         eprintln!(
             "maid: salt://{} is not signed (no --key or master.key): agents that require \

@@ -305,7 +305,12 @@ pub(super) fn prepare(
         master_topic: master.topic(&config),
         tgt,
         tgt_type: tgt_type.into(),
-        kwarg: jobs::with_master_opts(&fun, kwarg, &config.master.nodegroups),
+        kwarg: jobs::with_master_opts(
+            &fun,
+            kwarg,
+            &config.master.nodegroups,
+            &config.master.file_roots,
+        ),
         fun,
         arg,
         user: std::env::var("USER").ok(),

@@ -293,7 +293,12 @@ fn request(api: &Api, chunk: &Chunk, user: &str, timeout: std::time::Duration) -
         tgt_type: chunk.tgt_type_name.clone(),
         fun: chunk.fun.clone(),
         arg: chunk.arg.clone(),
-        kwarg: crate::jobs::with_master_opts(&chunk.fun, chunk.kwarg.clone(), &api.nodegroups),
+        kwarg: crate::jobs::with_master_opts(
+            &chunk.fun,
+            chunk.kwarg.clone(),
+            &api.nodegroups,
+            &api.file_roots,
+        ),
         user: Some(user.to_string()),
         out: None,
         key: api.key.clone(),

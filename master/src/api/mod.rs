@@ -75,7 +75,7 @@ pub struct Settings {
     pub nodegroups: serde_json::Map<String, serde_json::Value>,
     /// `[master] file_roots`, stored as `salt://` before a state run is
     /// published ([`crate::jobs::serve_file_roots`]).
-    pub file_roots: Vec<std::path::PathBuf>,
+    pub file_roots: maid_config::FileRoots,
 }
 
 /// Why the API could not start or stopped.
@@ -118,7 +118,7 @@ struct Inner {
     /// `[master] nodegroups`, for `tgt_type: nodegroup` and `N@` words.
     nodegroups: serde_json::Map<String, serde_json::Value>,
     /// `[master] file_roots`, for state runs.
-    file_roots: Vec<std::path::PathBuf>,
+    file_roots: maid_config::FileRoots,
     /// Turns true when the server begins to shut down, so that endless
     /// responses (`/events`) end.
     stopping: watch::Receiver<bool>,

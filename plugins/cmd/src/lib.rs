@@ -205,6 +205,10 @@ fn which(cmd: &Value) -> Result<Option<String>, Error> {
 #[derive(Deserialize)]
 struct ScriptArgs {
     source: String,
+    /// The environment `source` is fetched from (its own `?saltenv=`
+    /// wins).
+    #[serde(default)]
+    saltenv: Option<Value>,
     #[serde(default)]
     args: Option<Value>,
     /// Salt renders the script with this engine first; maid does not, and
@@ -301,7 +305,9 @@ fn script(a: ScriptArgs) -> Result<Value, Error> {
     let cache_error =
         || json!({"pid": 0, "retcode": 1, "stdout": "", "stderr": "", "cache_error": true});
     // Salt returns this shape, retcode and all, without failing the job.
-    let Some(mut source) = host::fetch(&a.source)? else {
+    let saltenv = a.saltenv.as_ref().map(scalar_to_string);
+    let url = maid_sdk::salt::url_in(&a.source, saltenv.as_deref());
+    let Some(mut source) = host::fetch(&url)? else {
         return Ok(cache_error());
     };
     let mut body = Vec::new();

@@ -25,6 +25,8 @@ struct GetFile {
     path: String,
     dest: String,
     #[serde(default)]
+    saltenv: Option<serde_json::Value>,
+    #[serde(default)]
     makedirs: bool,
     #[serde(default)]
     template: Option<String>,
@@ -36,12 +38,16 @@ struct GetFile {
 struct HashFile {
     path: String,
     #[serde(default)]
+    saltenv: Option<serde_json::Value>,
+    #[serde(default)]
     hash_type: Option<String>,
 }
 
 #[derive(Deserialize)]
 struct GetFileStr {
     path: String,
+    #[serde(default)]
+    saltenv: Option<serde_json::Value>,
 }
 
 #[derive(Deserialize)]
@@ -73,27 +79,25 @@ fn text(v: &Option<serde_json::Value>) -> String {
     }
 }
 
-/// The listing of `saltenv` under `prefix`, or `None` for an environment
-/// maid does not have: only `base` exists (an unset or empty `saltenv` is
-/// the minion's, `base`), and Salt lists nothing for an unknown one.
-fn listing(a: &ListMaster) -> Result<Option<host::Listing>, Error> {
+/// The listing of `saltenv` (an unset or empty one is the minion's,
+/// `base`) under `prefix`; an environment the file server does not have
+/// lists nothing, as Salt's.
+fn listing(a: &ListMaster) -> Result<host::Listing, Error> {
     let saltenv = text(&a.saltenv);
-    if !saltenv.is_empty() && saltenv != "base" {
-        return Ok(None);
-    }
-    host::list(&text(&a.prefix)).map(Some)
+    let saltenv = if saltenv.is_empty() { "base" } else { &saltenv };
+    host::list(saltenv, &text(&a.prefix))
 }
 
 /// List the files on the master (salt://), sorted; PREFIX limits the list to paths that begin with it
 #[function(args = ["saltenv=null", "prefix=\"\""])]
 fn list_master(a: ListMaster) -> Result<Vec<String>, Error> {
-    Ok(listing(&a)?.map(|l| l.files).unwrap_or_default())
+    Ok(listing(&a)?.files)
 }
 
 /// List the directories on the master (salt://), sorted; PREFIX limits the list to paths that begin with it
 #[function(args = ["saltenv=null", "prefix=\"\""])]
 fn list_master_dirs(a: ListMaster) -> Result<Vec<String>, Error> {
-    Ok(listing(&a)?.map(|l| l.dirs).unwrap_or_default())
+    Ok(listing(&a)?.dirs)
 }
 
 /// List the SLS names available on the master (a/b.sls and a/b/init.sls are a.b), sorted
@@ -103,7 +107,7 @@ fn list_states(a: ListMaster) -> Result<Vec<String>, Error> {
         saltenv: a.saltenv,
         prefix: None,
     };
-    let files = listing(&a)?.map(|l| l.files).unwrap_or_default();
+    let files = listing(&a)?.files;
     Ok(sls_names(&files))
 }
 
@@ -124,13 +128,15 @@ fn sls_names(files: &[String]) -> Vec<String> {
     states.into_iter().collect()
 }
 
-fn open(url: &str) -> Result<Option<Source>, Error> {
+/// `url` opened in `saltenv` (its own `?saltenv=` wins, as Salt's
+/// `split_env`).
+fn open(url: &str, saltenv: &Option<serde_json::Value>) -> Result<Option<Source>, Error> {
     if !url.starts_with("salt://") {
         return Err(Error::bad_arguments(format!(
             "only salt:// sources are supported, not {url:?}"
         )));
     }
-    host::fetch(url)
+    host::fetch(&maid_sdk::salt::url_in(url, Some(&text(saltenv))))
 }
 
 /// Where the file lands: into `dest` when it is a directory (or ends in
@@ -154,7 +160,7 @@ fn get_file(a: GetFile, call: &Call) -> Result<String, Error> {
     if a.gzip.is_some() {
         return Err(Error::bad_arguments("gzip transfer is not supported"));
     }
-    let Some(mut src) = open(&a.path)? else {
+    let Some(mut src) = open(&a.path, &a.saltenv)? else {
         // Salt's answer for a missing source.
         return Ok(String::new());
     };
@@ -200,7 +206,7 @@ fn get_file(a: GetFile, call: &Call) -> Result<String, Error> {
 /// Return the content of a salt:// source as a string, or False if missing
 #[function(args = ["path", "saltenv"])]
 fn get_file_str(a: GetFileStr) -> Result<serde_json::Value, Error> {
-    let Some(mut src) = open(&a.path)? else {
+    let Some(mut src) = open(&a.path, &a.saltenv)? else {
         return Ok(json!(false));
     };
     let mut bytes = Vec::new();
@@ -298,7 +304,7 @@ fn hash_file(a: HashFile) -> Result<serde_json::Value, Error> {
     let hash_type = a.hash_type.unwrap_or_else(|| "sha256".into());
     let path = Path::new(&a.path);
     let hsum = if a.path.starts_with("salt://") {
-        let Some(src) = open(&a.path)? else {
+        let Some(src) = open(&a.path, &a.saltenv)? else {
             return Ok(json!({}));
         };
         match hash_type.as_str() {

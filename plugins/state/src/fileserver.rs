@@ -2,8 +2,8 @@
 //! `cp.list_master_dirs` and `cp.list_states` (`file.recurse`, glob
 //! includes) — answered by the host's `list-sources` under this plugin's own
 //! `fetch` grant, so a state sees exactly the `salt://` paths it could
-//! read. Only the `base` environment exists; another lists nothing, as
-//! Salt lists nothing for an unknown one.
+//! read, in the environment asked for (one the file server does not have
+//! lists nothing, as Salt's).
 
 use maid_sdk::host;
 use maid_sdk::{Error, ErrorKind};
@@ -12,10 +12,7 @@ use crate::states::CallError;
 
 /// What the host lists under `prefix` in `saltenv`.
 fn listing(saltenv: &str, prefix: &str) -> Result<host::Listing, CallError> {
-    if saltenv != "base" {
-        return Ok(host::Listing::default());
-    }
-    host::list(prefix).map_err(|e: Error| match e.kind {
+    host::list(saltenv, prefix).map_err(|e: Error| match e.kind {
         ErrorKind::Denied => CallError::Denied(e.message),
         _ => CallError::Failed(e.message),
     })

@@ -16,6 +16,10 @@ use crate::render::{self, Rendered};
 /// One highstate being built.
 pub struct Builder<'a> {
     pub ctx: &'a render::Context,
+    /// The environments this run renders (the keys of Salt's `matches`).
+    matches: Vec<String>,
+    /// `cp.list_states` of each environment asked so far.
+    avail: std::collections::BTreeMap<String, Vec<String>>,
     /// `saltenv:sls` already rendered.
     mods: Vec<String>,
     /// The next `order` `state_auto_order` gives.
@@ -24,9 +28,12 @@ pub struct Builder<'a> {
 }
 
 impl<'a> Builder<'a> {
-    pub fn new(ctx: &'a render::Context) -> Self {
+    /// A build of the environments `matches`.
+    pub fn new(ctx: &'a render::Context, matches: Vec<String>) -> Self {
         Self {
             ctx,
+            matches,
+            avail: Default::default(),
             mods: Vec::new(),
             iorder: 10000,
             high: Obj::new(),
@@ -147,7 +154,7 @@ impl<'a> Builder<'a> {
             },
             other => (saltenv.to_string(), py_str(&other)),
         };
-        if env_key != "base" && env_key != saltenv && env_key != "_xenv" {
+        if !self.ctx.envs.contains(&env_key) {
             errors.push(format!(
                 "Nonexistent saltenv '{env_key}' found in include of '{inc_sls}' within SLS '{saltenv}:{sls}'"
             ));
@@ -173,11 +180,56 @@ impl<'a> Builder<'a> {
             parts.push(rest);
             inc_sls = parts.join(".");
         }
-        let r_env = if env_key == "_xenv" {
-            saltenv.to_string()
+        // Which environment has it: the one named, when this run renders
+        // it or it lists the SLS; of `_xenv`, those of this run that list
+        // it.
+        let resolved: Vec<String> = if env_key != "_xenv" {
+            if self.matches.contains(&env_key) {
+                vec![env_key.clone()]
+            } else {
+                match self.lists(&env_key, &inc_sls) {
+                    Ok(true) => vec![env_key.clone()],
+                    Ok(false) => Vec::new(),
+                    Err(e) => return errors.push(e),
+                }
+            }
         } else {
-            env_key
+            let mut found = Vec::new();
+            for aenv in self.matches.clone() {
+                match self.lists(&aenv, &inc_sls) {
+                    Ok(true) => found.push(aenv),
+                    Ok(false) => {}
+                    Err(e) => return errors.push(e),
+                }
+            }
+            found
         };
+        if resolved.len() != 1 && !resolved.iter().any(|e| e == saltenv) {
+            errors.push(if resolved.is_empty() {
+                let envs = if env_key == "_xenv" {
+                    self.matches.join(", ")
+                } else {
+                    env_key.clone()
+                };
+                format!(
+                    "Unknown include: Specified SLS {env_key}: {inc_sls} is not available on the \
+                     salt master in saltenv(s): {envs} "
+                )
+            } else {
+                format!(
+                    "Ambiguous include: Specified SLS {env_key}: {inc_sls} is available on the \
+                     salt master in multiple available saltenvs: {}",
+                    resolved.join(", ")
+                )
+            });
+            return;
+        }
+        let r_env = if resolved.len() == 1 {
+            resolved[0].clone()
+        } else {
+            saltenv.to_string()
+        };
+        // Salt matches the names in the including SLS's own environment.
         let targets = match available(saltenv, &inc_sls) {
             Ok(found) => found,
             Err(e) => {
@@ -188,6 +240,18 @@ impl<'a> Builder<'a> {
         for target in targets {
             self.include_one(state, &target, &r_env, sls, errors);
         }
+    }
+
+    /// `fnmatch.filter(self.avail[saltenv], sls_match)` is not empty:
+    /// `saltenv` lists an SLS `sls_match` matches (listed once per build).
+    fn lists(&mut self, saltenv: &str, sls_match: &str) -> Result<bool, String> {
+        if !self.avail.contains_key(saltenv) {
+            let states = crate::fileserver::list_states(saltenv).map_err(|e| e.to_string())?;
+            self.avail.insert(saltenv.to_string(), states);
+        }
+        Ok(self.avail[saltenv]
+            .iter()
+            .any(|s| maid_sdk::salt::fnmatch(s, sls_match)))
     }
 
     /// One SLS an include names, rendered (once) and merged into `state`.

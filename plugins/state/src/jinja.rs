@@ -85,10 +85,13 @@ fn preprocess(text: &str) -> String {
         .into_owned()
 }
 
-fn import(kind: &'static str) -> impl Fn(String) -> Result<J, Error> + Send + Sync + 'static {
+fn import(
+    kind: &'static str,
+    saltenv: String,
+) -> impl Fn(String) -> Result<J, Error> + Send + Sync + 'static {
     move |path: String| {
         let path = path.trim_start_matches("salt://").to_string();
-        let text = render::fetch(&path)
+        let text = render::fetch(&path, &saltenv)
             .map_err(err)?
             .ok_or_else(|| err(format!("Template {path} not found")))?;
         Ok(match kind {
@@ -134,18 +137,28 @@ fn sls_context(path: &str, sls: &str) -> Vec<(&'static str, String)> {
     out
 }
 
-/// Render `text` (`salt://path`, for SLS `sls`; empty for a file).
-pub fn render(ctx: &Context, text: &str, path: &str, sls: &str) -> Result<String, String> {
+/// Render `text` (`salt://path` of `saltenv`, for SLS `sls`; empty for a
+/// file).
+pub fn render(
+    ctx: &Context,
+    text: &str,
+    path: &str,
+    sls: &str,
+    saltenv: &str,
+) -> Result<String, String> {
     let mut env = Environment::new();
     env.set_keep_trailing_newline(true);
     env.set_undefined_behavior(UndefinedBehavior::Strict);
     env.set_formatter(formatter);
     env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
-    env.set_loader(|name| render::fetch(name.trim_start_matches("salt://")).map_err(err));
+    let loader_env = saltenv.to_string();
+    env.set_loader(move |name| {
+        render::fetch(name.trim_start_matches("salt://"), &loader_env).map_err(err)
+    });
     crate::filters::add(&mut env);
-    env.add_function("import_yaml", import("yaml"));
-    env.add_function("import_json", import("json"));
-    env.add_function("import_text", import("text"));
+    for kind in ["yaml", "json", "text"] {
+        env.add_function(format!("import_{kind}"), import(kind, saltenv.to_string()));
+    }
     env.add_global("grains", J::from_serialize(&ctx.grains));
     env.add_global("pillar", J::from_serialize(&ctx.pillar));
     env.add_global("salt", J::from_object(Salt));
@@ -153,7 +166,7 @@ pub fn render(ctx: &Context, text: &str, path: &str, sls: &str) -> Result<String
         "opts",
         J::from_serialize(serde_json::json!({"id": ctx.grains.get("id"), "saltenv": ctx.saltenv})),
     );
-    env.add_global("saltenv", J::from(ctx.saltenv.clone()));
+    env.add_global("saltenv", J::from(saltenv.to_string()));
     env.add_global("sls", J::from(sls.to_string()));
     for (k, v) in sls_context(path, sls) {
         env.add_global(k, J::from(v));

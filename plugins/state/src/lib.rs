@@ -50,10 +50,29 @@ pub(crate) fn context(call: &Call) -> render::Context {
         Some(Value::Object(p)) => p.clone(),
         _ => Default::default(),
     };
+    // Salt's `_get_envs`: base, then what the master's file server has
+    // (the signed job's `__master_opts__`, or `maid call --local`'s own
+    // file_roots).
+    let mut envs = vec!["base".to_string()];
+    let listed = call
+        .kwargs
+        .get("__master_opts__")
+        .and_then(|o| o.get("envs"))
+        .and_then(Value::as_array);
+    for env in listed.into_iter().flatten().filter_map(Value::as_str) {
+        if !envs.iter().any(|e| e == env) {
+            envs.push(env.to_string());
+        }
+    }
     render::Context {
         grains: host::grains(),
         pillar,
-        saltenv: call.kwargs.get("saltenv").map_or("base".into(), py::py_str),
+        saltenv: call
+            .kwargs
+            .get("saltenv")
+            .filter(|v| py::truthy(v))
+            .map_or("base".into(), py::py_str),
+        envs,
     }
 }
 
@@ -150,7 +169,7 @@ pub(crate) fn env(call: &Call, test_pos: usize) -> states::Env {
 /// Render SLS files into high data, with `exclude=` added.
 pub(crate) fn render_mods(call: &Call, mods: &[String]) -> Result<Obj, Vec<String>> {
     let ctx = context(call);
-    let mut b = highstate::Builder::new(&ctx);
+    let mut b = highstate::Builder::new(&ctx, vec![ctx.saltenv.clone()]);
     let errs = b.render(&ctx.saltenv, mods);
     if !errs.is_empty() {
         return Err(errs);

@@ -12,7 +12,17 @@ use crate::jinja;
 pub struct Context {
     pub grains: Map<String, Value>,
     pub pillar: Map<String, Value>,
+    /// The run's environment: the `saltenv` it was asked for, else `base`.
     pub saltenv: String,
+    /// The environments the file server has, as Salt's `_get_envs` lists
+    /// them: `base` first.
+    pub envs: Vec<String>,
+}
+
+/// The `salt://` URL of `url` (a URL or a bare path) as fetched from
+/// environment `saltenv` ([`maid_sdk::salt::url_in`]).
+pub fn url_in(url: &str, saltenv: &str) -> String {
+    maid_sdk::salt::url_in(url, Some(saltenv))
 }
 
 /// A rendered SLS: its data and the `salt://` path it came from.
@@ -21,9 +31,9 @@ pub struct Rendered {
     pub source: String,
 }
 
-/// Read `salt://path` whole; `None` when it does not exist.
-pub fn fetch(path: &str) -> Result<Option<String>, String> {
-    let url = format!("salt://{path}");
+/// Read `salt://path` of `saltenv` whole; `None` when it does not exist.
+pub fn fetch(path: &str, saltenv: &str) -> Result<Option<String>, String> {
+    let url = url_in(path, saltenv);
     let Some(mut src) = host::fetch(&url).map_err(host_error)? else {
         return Ok(None);
     };
@@ -47,8 +57,10 @@ pub fn host_error(e: maid_sdk::Error) -> String {
 pub fn sls(ctx: &Context, sls: &str, saltenv: &str) -> Result<Option<Rendered>, String> {
     let base = sls.replace('.', "/");
     for path in [format!("{base}.sls"), format!("{base}/init.sls")] {
-        let Some(text) = fetch(&path)? else { continue };
-        let data = render(ctx, &text, &path, sls)
+        let Some(text) = fetch(&path, saltenv)? else {
+            continue;
+        };
+        let data = render(ctx, &text, &path, sls, saltenv)
             .map_err(|e| format!("Rendering SLS '{saltenv}:{sls}' failed: {e}"))?;
         return Ok(Some(Rendered {
             data,
@@ -73,13 +85,19 @@ fn pipe(text: &str) -> (Vec<String>, &str) {
     (vec!["jinja".into(), "yaml".into()], text)
 }
 
-/// Render `text` (from `salt://path`, SLS `sls`) to data.
-pub fn render(ctx: &Context, text: &str, path: &str, sls: &str) -> Result<Value, String> {
+/// Render `text` (from `salt://path` of `saltenv`, SLS `sls`) to data.
+pub fn render(
+    ctx: &Context,
+    text: &str,
+    path: &str,
+    sls: &str,
+    saltenv: &str,
+) -> Result<Value, String> {
     let (names, text) = pipe(text);
     let mut current = text.to_string();
     for name in &names {
         current = match name.as_str() {
-            "jinja" => jinja::render(ctx, &current, path, sls)?,
+            "jinja" => jinja::render(ctx, &current, path, sls, saltenv)?,
             "yaml" => return load_yaml(&current),
             "json" => return load_json(&current),
             other => return Err(format!("The renderer \"{other}\" is not available")),

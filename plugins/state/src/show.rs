@@ -27,6 +27,7 @@ fn top_matches(call: &Call, topfn: &str) -> Result<Vec<(String, Vec<String>)>, V
     let matcher = top::Matcher {
         grains: &ctx.grains,
         nodegroups: &nodegroups,
+        envs: &ctx.envs,
     };
     Ok(top::matches(&top, &matcher, saltenv.as_deref()))
 }
@@ -45,7 +46,7 @@ pub(crate) fn compile_highstate(
         ));
     }
     let ctx = context(call);
-    let mut b = highstate::Builder::new(&ctx);
+    let mut b = highstate::Builder::new(&ctx, matches.iter().map(|(e, _)| e.clone()).collect());
     let mut errs = Vec::new();
     for (env, mods) in &matches {
         errs.extend(b.render(env, mods));

@@ -11,16 +11,17 @@ use crate::py::{py_str, truthy};
 use crate::render::{self, Context};
 
 /// `get_tops` then `merge_tops`: the merged top data; `Err` with Salt's
-/// words when the top file does not render.
+/// words when the top file does not render. Every environment's top file
+/// is read (`ctx.envs`), unless the run asked for one `saltenv`.
 pub fn get_top(ctx: &Context, topfn: &str, saltenv: Option<&str>) -> Result<Obj, String> {
     let envs: Vec<String> = match saltenv {
         Some(e) => vec![e.to_string()],
-        None => vec!["base".to_string()],
+        None => ctx.envs.clone(),
     };
     let mut tops: Vec<(String, Vec<Value>)> = Vec::new();
     for env in envs {
-        let data = match render::fetch(topfn)? {
-            Some(text) => render::render(ctx, &text, topfn, "")
+        let data = match render::fetch(topfn, &env)? {
+            Some(text) => render::render(ctx, &text, topfn, "", &env)
                 .map_err(|e| format!("Rendering SLS '{env}:{topfn}' failed: {e}"))?,
             None => json!({}),
         };
@@ -147,6 +148,9 @@ fn type_name(v: &Value) -> &'static str {
 pub struct Matcher<'a> {
     pub grains: &'a Map<String, Value>,
     pub nodegroups: &'a Map<String, Value>,
+    /// The environments there are: an `{env: sls}` item naming another
+    /// is left out, as Salt's `self.avail` leaves it.
+    pub envs: &'a [String],
 }
 
 /// `confirm_top`: does target `tgt` (read as its `- match:` says) select
@@ -222,7 +226,7 @@ fn filter(env: &str, tgt: &str, data: &Value, m: &Matcher, out: &mut Vec<(String
             Value::String(s) => entry(out, env).push(s),
             Value::Object(o) => {
                 if let Some((k, v)) = o.into_iter().next_back()
-                    && k == "base"
+                    && m.envs.contains(&k)
                 {
                     entry(out, &k).push(py_str(&v));
                 }

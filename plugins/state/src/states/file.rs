@@ -281,12 +281,10 @@ pub(crate) fn base64(bytes: &[u8]) -> String {
     out
 }
 
-/// `salt://path` read whole (`None`: it does not exist); a refused fetch
-/// stops the state.
-pub(crate) fn fetch_bytes(url: &str) -> Step<Option<Vec<u8>>> {
-    let path = url.strip_prefix("salt://").unwrap_or(url);
-    let path = path.split_once("?saltenv=").map_or(path, |(p, _)| p);
-    match maid_sdk::host::fetch(&format!("salt://{path}")) {
+/// `salt://path` of `saltenv` (unless the URL names its own) read whole
+/// (`None`: it does not exist); a refused fetch stops the state.
+pub(crate) fn fetch_bytes(url: &str, saltenv: &str) -> Step<Option<Vec<u8>>> {
+    match maid_sdk::host::fetch(&crate::render::url_in(url, saltenv)) {
         Ok(None) => Ok(None),
         Ok(Some(mut src)) => {
             let mut bytes = Vec::with_capacity(src.size() as usize);

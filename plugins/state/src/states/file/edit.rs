@@ -202,9 +202,10 @@ fn template_texts(env: &mut Env, low: &Obj, sources: &[Value]) -> Step<Result<Ve
     ret.insert("data".into(), json!([]));
     let mut texts = Vec::new();
     let template = low.get("template").map_or("jinja".into(), py_str);
+    let saltenv = low.get("__env__").map_or("base".into(), py_str);
     for source in sources {
         let source = py_str(source);
-        let Some(bytes) = fetch_bytes(&source)? else {
+        let Some(bytes) = fetch_bytes(&source, &saltenv)? else {
             set(&mut ret, "name", json!(source));
             return Ok(Err(error(
                 ret,
@@ -216,10 +217,11 @@ fn template_texts(env: &mut Env, low: &Obj, sources: &[Value]) -> Step<Result<Ve
             let ctx = crate::render::Context {
                 grains: env.grains.clone(),
                 pillar: Default::default(),
-                saltenv: low.get("__env__").map_or("base".into(), py_str),
+                saltenv: saltenv.clone(),
+                envs: Vec::new(),
             };
-            crate::jinja::render(&ctx, &text, source.trim_start_matches("salt://"), "")
-                .map_err(super::Stop::Raised)?
+            let path = source.trim_start_matches("salt://");
+            crate::jinja::render(&ctx, &text, path, "", &saltenv).map_err(super::Stop::Raised)?
         } else {
             text
         };

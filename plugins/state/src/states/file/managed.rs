@@ -317,9 +317,10 @@ fn render(
         grains: env.grains.clone(),
         pillar: Map::new(),
         saltenv: a.saltenv.clone(),
+        envs: Vec::new(),
     };
     let path = url.strip_prefix("salt://").unwrap_or(url);
-    crate::jinja::render(&ctx, &format!("{preamble}{text}"), path, "")
+    crate::jinja::render(&ctx, &format!("{preamble}{text}"), path, "", &a.saltenv)
 }
 
 /// `file.source_list`: a list's first source that exists (`None`: no
@@ -327,7 +328,7 @@ fn render(
 fn source_list(
     env: &mut Env,
     source: &Value,
-    _saltenv: &str,
+    saltenv: &str,
 ) -> Step<Result<Option<String>, String>> {
     let items = match source {
         Value::Null => return Ok(Ok(None)),
@@ -342,7 +343,7 @@ fn source_list(
             other => py_str(other),
         };
         let found = if url.starts_with("salt://") {
-            fetch_bytes(&url)?.is_some()
+            fetch_bytes(&url, saltenv)?.is_some()
         } else if let Some(path) = local(&url) {
             probe(env, &path)?.exists
         } else {
@@ -378,7 +379,7 @@ enum Got {
 fn get_managed(a: &Args<'_>, env: &mut Env, source: &str) -> Step<Result<Got, String>> {
     let template = truthy(arg(a.low, "template"));
     let text = if source.starts_with("salt://") {
-        match fetch_bytes(source)? {
+        match fetch_bytes(source, &a.saltenv)? {
             None => {
                 return Ok(Err(format!(
                     "Source file {source} not found in saltenv '{}'",

@@ -1,0 +1,8 @@
+base:
+  '*':
+    - common
+    - dev: tools
+    - qa: nowhere
+prod:
+  'nomatch':
+    - never

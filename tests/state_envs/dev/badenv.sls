@@ -1,0 +1,5 @@
+include:
+  - qa: lib
+
+badenv_state:
+  test.nop

@@ -1,0 +1,3 @@
+tools_env:
+  test.succeed_without_changes:
+    - name: tools rendered in {{ saltenv }}

@@ -1,0 +1,6 @@
+dev:
+  '*':
+    - app
+base:
+  '*':
+    - ignored_from_dev

@@ -1,0 +1,5 @@
+include:
+  - prod: nosuch
+
+unknown_state:
+  test.nop

@@ -1,0 +1,5 @@
+include:
+  - _xenv: lib
+
+xenv_state:
+  test.nop
