@@ -234,7 +234,7 @@ pub struct Listing {
 /// Only what this plugin's `fetch` grant would open is listed; without the
 /// `fetch` capability it is `Denied`.
 pub fn list(saltenv: &str, prefix: &str) -> Result<Listing, Error> {
-    let wit::Listing { files, dirs } = wit::list_sources(saltenv, prefix)?;
+    let wit::Listing { files, dirs } = wit::list_sources_in(saltenv, prefix)?;
     Ok(Listing { files, dirs })
 }
 

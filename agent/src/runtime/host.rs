@@ -498,7 +498,11 @@ impl wit::Host for HostState {
         crate::grains::interfaces().to_string()
     }
 
-    async fn list_sources(
+    async fn list_sources(&mut self, prefix: String) -> Result<wit::Listing, HostError> {
+        self.list_sources_in("base".into(), prefix).await
+    }
+
+    async fn list_sources_in(
         &mut self,
         saltenv: String,
         prefix: String,
