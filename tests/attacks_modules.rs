@@ -711,3 +711,67 @@ async fn a_fetch_grant_holds_whatever_the_url_spells_in_every_environment() {
     let r = call("cp.list_master", json!(["qa"])).await;
     assert_eq!(r.ret, json!([]), "{r:?}");
 }
+
+/// A plugin's file system call that blocks forever — reading a FIFO under
+/// a granted directory, which nothing writes — holds no agent thread: the
+/// agent hands WASI's file calls to blocking threads (only `maid call`,
+/// one call per process as salt-call, runs them on its own thread), so
+/// more such jobs than the runtime has workers each end at their time
+/// limit, and the agent answers `test.ping` meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plugin_blocked_in_the_file_system_holds_no_agent_thread() {
+    let work = tempfile::tempdir().unwrap();
+    let fifo = work.path().join("pipe");
+    let made = Command::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(made.success());
+    let server = RedisServer::start();
+    let bus = Bus::new(&server.config()).unwrap();
+    let _agent = start_agent(
+        &server.config(),
+        "fifo",
+        &format!(
+            "[agent]\nconcurrency = 8\n[limits]\ntimeout_secs = 3\n\
+             [plugins.file]\ndirs = [{{ path = {} }}]\n",
+            toml_str(work.path())
+        ),
+    );
+    wait_registered(&bus, &["fifo"]).await;
+    let path = fifo.display().to_string();
+    // Each read's end, and the ping's: the ping must end first.
+    let read = || {
+        let (bus, path) = (&bus, &path);
+        async move {
+            let r = one_return(bus, "fifo", "file.read", json!([path]), json!({})).await;
+            (r, std::time::Instant::now())
+        }
+    };
+    let pinged = async {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let r = one_return(&bus, "fifo", "test.ping", json!([]), json!({})).await;
+        (r, std::time::Instant::now())
+    };
+    let (stuck, (ping, ping_end)) = tokio::join!(
+        futures_util::future::join_all((0..4).map(|_| read())),
+        pinged
+    );
+    assert_eq!(ping.ret, json!(true), "{ping:?}");
+    for (r, end) in &stuck {
+        assert_ne!(
+            r.retcode, 0,
+            "a read of a FIFO nobody writes returned: {r:?}"
+        );
+        assert!(
+            *end > ping_end,
+            "a blocked read ended before the ping did: the ping waited behind it"
+        );
+    }
+    // Let the blocked threads go (without waiting for a reader).
+    let w = std::os::unix::fs::OpenOptionsExt::custom_flags(
+        std::fs::OpenOptions::new().write(true),
+        0o4000, // O_NONBLOCK
+    )
+    .open(&fifo);
+    if let Ok(mut w) = w {
+        let _ = std::io::Write::write_all(&mut w, b"x");
+    }
+}

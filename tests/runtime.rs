@@ -612,6 +612,7 @@ fn runtime_of(cache: &Path, instances: u32) -> Arc<Runtime> {
             jobs: Default::default(),
         }),
         instances,
+        fs_on_call_thread: false,
     })
     .unwrap()
 }

@@ -141,17 +141,59 @@ impl SourceReader for LocalSource {
     }
 }
 
-async fn hash_file(path: &Path) -> std::io::Result<String> {
-    let mut f = tokio::fs::File::open(path).await?;
+/// Hash what `file` holds from where it stands to its end, then rewind
+/// it: the content served is the content hashed (one open, no window for
+/// the path to name another file in between).
+fn hash_and_rewind(file: &mut std::fs::File) -> std::io::Result<String> {
+    use std::io::{Read, Seek};
     let mut hasher = Sha256::new();
-    let mut buf = vec![0u8; 1 << 20];
+    let mut buf = vec![0u8; 64 << 10];
     loop {
-        let n = f.read(&mut buf).await?;
+        let n = file.read(&mut buf)?;
         if n == 0 {
-            return Ok(hex::encode(hasher.finalize()));
+            break;
         }
         hasher.update(&buf[..n]);
     }
+    file.rewind()?;
+    Ok(hex::encode(hasher.finalize()))
+}
+
+/// [`LocalRoots::open`] off the async runtime, all of it at once: one
+/// hand-off to a blocking thread, not one per file system call.
+fn open_local(
+    roots: &[std::path::PathBuf],
+    path: &Path,
+    pin: Option<&str>,
+) -> Result<Option<(std::fs::File, u64, String)>, OpenError> {
+    let failed = |e: std::io::Error| OpenError::Failed(e.to_string());
+    for root in roots {
+        let candidate = root.join(path);
+        let Ok(real) = std::fs::canonicalize(&candidate) else {
+            continue;
+        };
+        let root_real = std::fs::canonicalize(root)
+            .map_err(|e| OpenError::Failed(format!("file root {}: {e}", root.display())))?;
+        if !real.starts_with(&root_real) {
+            return Err(OpenError::Failed(format!(
+                "salt://{} resolves outside its file root",
+                path.display()
+            )));
+        }
+        let meta = std::fs::metadata(&real).map_err(failed)?;
+        if !meta.is_file() {
+            continue;
+        }
+        let mut file = std::fs::File::open(&real).map_err(failed)?;
+        let sha256 = hash_and_rewind(&mut file).map_err(failed)?;
+        if pin.is_some_and(|pin| pin != sha256) {
+            // Another version than the job's: a later root or server
+            // may hold the pinned one.
+            continue;
+        }
+        return Ok(Some((file, meta.len(), sha256)));
+    }
+    Ok(None)
 }
 
 #[async_trait]
@@ -162,39 +204,21 @@ impl FileServer for LocalRoots {
         path: &Path,
         pin: Option<&str>,
     ) -> Result<Option<Box<dyn SourceReader>>, OpenError> {
-        let failed = |e: std::io::Error| OpenError::Failed(e.to_string());
-        for root in self.roots.get(saltenv) {
-            let candidate = root.join(path);
-            let Ok(real) = tokio::fs::canonicalize(&candidate).await else {
-                continue;
-            };
-            let root_real = tokio::fs::canonicalize(root)
-                .await
-                .map_err(|e| OpenError::Failed(format!("file root {}: {e}", root.display())))?;
-            if !real.starts_with(&root_real) {
-                return Err(OpenError::Failed(format!(
-                    "salt://{} resolves outside its file root",
-                    path.display()
-                )));
-            }
-            let meta = tokio::fs::metadata(&real).await.map_err(failed)?;
-            if !meta.is_file() {
-                continue;
-            }
-            let sha256 = hash_file(&real).await.map_err(failed)?;
-            if pin.is_some_and(|pin| pin != sha256) {
-                // Another version than the job's: a later root or server
-                // may hold the pinned one.
-                continue;
-            }
-            let file = tokio::fs::File::open(&real).await.map_err(failed)?;
-            return Ok(Some(Box::new(LocalSource {
-                file,
-                size: meta.len(),
-                sha256,
-            })));
+        let roots = self.roots.get(saltenv).to_vec();
+        if roots.is_empty() {
+            return Ok(None);
         }
-        Ok(None)
+        let (path, pin) = (path.to_path_buf(), pin.map(str::to_string));
+        let opened = tokio::task::spawn_blocking(move || open_local(&roots, &path, pin.as_deref()))
+            .await
+            .map_err(|e| OpenError::Failed(format!("opening salt://: {e}")))??;
+        Ok(opened.map(|(file, size, sha256)| {
+            Box::new(LocalSource {
+                file: tokio::fs::File::from_std(file),
+                size,
+                sha256,
+            }) as Box<dyn SourceReader>
+        }))
     }
 
     async fn list(&self, saltenv: &str, prefix: &str) -> Result<Listing, OpenError> {

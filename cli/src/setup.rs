@@ -171,6 +171,8 @@ impl Setup {
         let mut config = self.resolved();
         config.file_roots.prepend("base", file_roots.to_vec());
         let instances = RuntimeSettings::instances_for(config.agent.concurrency);
-        Ok(Runtime::for_config(&config, grains, None, instances)?)
+        // One call per process, as salt-call: file system calls on the
+        // calling thread.
+        Ok(Runtime::for_config(&config, grains, None, instances, true)?)
     }
 }

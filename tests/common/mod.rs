@@ -93,6 +93,7 @@ pub async fn runtime_with(config: Config, file_root: Option<&Path>) -> Arc<Runti
             jobs: Default::default(),
         }),
         instances: RuntimeSettings::instances_for(64),
+        fs_on_call_thread: false,
     })
     .unwrap();
     let failed = rt.load_dir(Path::new(guests::PLUGINS_DIR)).await.unwrap();

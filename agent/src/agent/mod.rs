@@ -448,8 +448,8 @@ async fn plugin_runtime(
     fallback: Option<Arc<dyn crate::fileserver::FileServer>>,
     instances: u32,
 ) -> Result<Arc<Runtime>, AgentError> {
-    let runtime =
-        Runtime::for_config(config, grains, fallback, instances).map_err(AgentError::Runtime)?;
+    let runtime = Runtime::for_config(config, grains, fallback, instances, false)
+        .map_err(AgentError::Runtime)?;
     if let Some(dir) = &config.plugin_dir {
         load_plugins(&runtime, dir).await?;
     }

@@ -254,7 +254,7 @@ impl Runtime {
             limit = limit.min(t);
         }
         let stderr = Capture::new(CAPTURE_BYTES);
-        let mut wasi = wasi_for(&plugin, module, &stderr);
+        let mut wasi = wasi_for(&plugin, module, &stderr, self.settings.fs_on_call_thread);
         let deadline = Instant::now() + limit;
         let held = match nested_slot(&plugin, module, depth) {
             Ok(held) => held,
@@ -407,10 +407,17 @@ fn not_available(fun: &str, why: Option<String>) -> Outcome {
 
 /// The WASI context of one call of `plugin`: its output into `stderr`,
 /// and the directories its grants preopen, each read-only unless granted
-/// writable.
-fn wasi_for(plugin: &LoadedPlugin, module: &str, stderr: &Capture) -> WasiCtxBuilder {
+/// writable; file system calls on the calling thread where the runtime
+/// says so.
+fn wasi_for(
+    plugin: &LoadedPlugin,
+    module: &str,
+    stderr: &Capture,
+    fs_on_call_thread: bool,
+) -> WasiCtxBuilder {
     let mut wasi = WasiCtxBuilder::new();
     wasi.stdout(stderr.clone()).stderr(stderr.clone());
+    wasi.allow_blocking_current_thread(fs_on_call_thread);
     for dir in plugin.grants.preopens() {
         let perms = if dir.writable {
             FsPerms::ReadWrite

@@ -268,6 +268,14 @@ pub struct RuntimeSettings {
     /// (within its time limit). An agent needs its job concurrency plus one
     /// for loading; see [`RuntimeSettings::instances_for`].
     pub instances: u32,
+    /// A plugin's file system calls (WASI) run on the thread that runs
+    /// the plugin, not handed to a blocking thread and back. For a
+    /// process that is one call (`maid call`, as salt-call): the hand-offs
+    /// were half of a second highstate's time. Not for an agent: there a
+    /// call blocked in the file system (a FIFO, a hung NFS mount) would
+    /// hold a worker thread that heartbeats and other jobs need, and its
+    /// timeout could not fire.
+    pub fs_on_call_thread: bool,
 }
 
 impl RuntimeSettings {
@@ -320,12 +328,14 @@ impl Runtime {
     /// A runtime for `config` as resolved (its `cache_dir` used as it is),
     /// offering `grains` to plugins, serving `salt://` from the config's
     /// `file_roots`, then from `fallback` when given, with room for
-    /// `instances` calls at once.
+    /// `instances` calls at once; with `fs_on_call_thread` (see
+    /// [`RuntimeSettings::fs_on_call_thread`]) for a one-call process.
     pub fn for_config(
         config: &Config,
         grains: &Map<String, Value>,
         fallback: Option<Arc<dyn FileServer>>,
         instances: u32,
+        fs_on_call_thread: bool,
     ) -> Result<Arc<Runtime>, SetupError> {
         let mut servers: Vec<Arc<dyn FileServer>> = Vec::new();
         if !config.file_roots.is_empty() {
@@ -350,6 +360,7 @@ impl Runtime {
             cache_dir: config.cache_dir.clone(),
             services,
             instances,
+            fs_on_call_thread,
         })
     }
 
