@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 
 use crate::common::guests;
 use crate::common::salt::oracle;
-use crate::states::{answer_of, copy_dir, first_difference, normalise};
+use crate::states::{answer_of, copy_dir, differs};
 
 const ENVS: [&str; 3] = ["base", "dev", "prod"];
 
@@ -124,18 +124,14 @@ fn environments_apply_as_salt_applies_them() {
     let maid_answers: Vec<Value> = calls.iter().map(|w| maid(maid_dir.path(), w)).collect();
     let salt = salt_side.join().unwrap();
     let salt = salt.as_array().expect("oracle answers a list").clone();
-    let mut differ = Vec::new();
-    for ((words, mut salt), mut got) in calls.iter().zip(salt).zip(maid_answers) {
-        if salt.get("return").is_some() && salt.get("retcode").is_none() {
-            salt["retcode"] = json!(0);
-        }
-        normalise(&mut salt, &salt_dir.path().display().to_string());
-        normalise(&mut got, &maid_dir.path().display().to_string());
-        if salt != got {
-            let at = first_difference("", &salt, &got).unwrap_or_default();
-            differ.push(format!("{words:?}\n  {at}"));
-        }
-    }
+    let differ: Vec<String> = calls
+        .iter()
+        .zip(salt)
+        .zip(maid_answers)
+        .filter_map(|((words, salt), maid)| {
+            differs(words, salt, maid, salt_dir.path(), maid_dir.path())
+        })
+        .collect();
     assert!(
         differ.is_empty(),
         "{} of {} calls differ from Salt:\n{}",

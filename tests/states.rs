@@ -266,6 +266,28 @@ fn same_failure(salt: &Value, maid: &Value) -> bool {
             .contains(&json!(message).to_string().trim_matches('"').to_string())
 }
 
+/// Where maid's answer to `words` differs from Salt's, each normalised
+/// with its own root (a Salt return without a retcode is a 0, as
+/// salt-call exits): `None` where they agree or fail alike.
+pub(crate) fn differs(
+    words: &[String],
+    mut salt: Value,
+    mut maid: Value,
+    salt_root: &Path,
+    maid_root: &Path,
+) -> Option<String> {
+    if salt.get("return").is_some() && salt.get("retcode").is_none() {
+        salt["retcode"] = json!(0);
+    }
+    normalise(&mut salt, &salt_root.display().to_string());
+    normalise(&mut maid, &maid_root.display().to_string());
+    if salt == maid || same_failure(&salt, &maid) {
+        return None;
+    }
+    let at = first_difference("", &salt, &maid).unwrap_or_default();
+    Some(format!("{words:?}\n  {at}"))
+}
+
 #[test]
 fn sls_trees_apply_as_salt_applies_them() {
     let salt_dir = tempfile::tempdir().unwrap();
@@ -284,19 +306,14 @@ fn sls_trees_apply_as_salt_applies_them() {
     let maid = maid_answers(maid_dir.path(), &calls);
     let salt = salt_side.join().unwrap();
     let salt = salt.as_array().expect("oracle answers a list").clone();
-    let mut differ = Vec::new();
-    for ((words, salt), mut maid) in calls.iter().zip(salt).zip(maid) {
-        let mut salt = salt;
-        if salt.get("return").is_some() && salt.get("retcode").is_none() {
-            salt["retcode"] = json!(0);
-        }
-        normalise(&mut salt, &salt_dir.path().display().to_string());
-        normalise(&mut maid, &maid_dir.path().display().to_string());
-        if salt != maid && !same_failure(&salt, &maid) {
-            let at = first_difference("", &salt, &maid).unwrap_or_default();
-            differ.push(format!("{words:?}\n  {at}"));
-        }
-    }
+    let differ: Vec<String> = calls
+        .iter()
+        .zip(salt)
+        .zip(maid)
+        .filter_map(|((words, salt), maid)| {
+            differs(words, salt, maid, salt_dir.path(), maid_dir.path())
+        })
+        .collect();
     assert!(
         differ.is_empty(),
         "{} of {} calls differ from Salt:\n{}",
@@ -396,19 +413,13 @@ fn top_files_match_nodegroups_as_salt_does() {
         }),
     );
     let salt = salt.as_array().expect("oracle answers a list").clone();
-    let mut differ = Vec::new();
-    for (words, mut salt) in calls.iter().zip(salt) {
-        if salt.get("return").is_some() && salt.get("retcode").is_none() {
-            salt["retcode"] = json!(0);
-        }
-        let mut got = maid(words, &flags);
-        normalise(&mut salt, &dir.path().display().to_string());
-        normalise(&mut got, &dir.path().display().to_string());
-        if salt != got {
-            let at = first_difference("", &salt, &got).unwrap_or_default();
-            differ.push(format!("{words:?}\n  {at}"));
-        }
-    }
+    let differ: Vec<String> = calls
+        .iter()
+        .zip(salt)
+        .filter_map(|(words, salt)| {
+            differs(words, salt, maid(words, &flags), dir.path(), dir.path())
+        })
+        .collect();
     assert!(
         differ.is_empty(),
         "differ from Salt:\n{}",

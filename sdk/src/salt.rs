@@ -64,17 +64,21 @@ mod tests {
     }
 }
 
-/// `url` (a `salt://` URL, or a bare path under `salt://`) as fetched from
-/// environment `saltenv` (a job's `saltenv=`, a state's `__env__`): the
-/// URL's own `?saltenv=` wins, as Salt's file client lets it; `base`, an
-/// empty name or none adds nothing.
+/// A `salt://` URL as fetched from environment `saltenv` (a job's
+/// `saltenv=`, a state's `__env__`): the URL's own `?saltenv=` wins, as
+/// Salt's file client lets it; `base`, an empty name or none adds nothing,
+/// and any other URL (`file://…`) is left as it is, for the host to judge.
 pub fn url_in(url: &str, saltenv: Option<&str>) -> String {
-    let path = url.strip_prefix("salt://").unwrap_or(url);
     match saltenv {
-        Some(env) if !env.is_empty() && env != "base" && !path.contains("?saltenv=") => {
-            format!("salt://{path}?saltenv={env}")
+        Some(env)
+            if url.starts_with("salt://")
+                && !env.is_empty()
+                && env != "base"
+                && !url.contains("?saltenv=") =>
+        {
+            format!("{url}?saltenv={env}")
         }
-        _ => format!("salt://{path}"),
+        _ => url.to_string(),
     }
 }
 
@@ -85,7 +89,7 @@ mod url_tests {
     #[test]
     fn a_urls_own_environment_wins() {
         assert_eq!(url_in("salt://a/b", Some("dev")), "salt://a/b?saltenv=dev");
-        assert_eq!(url_in("a/b", Some("dev")), "salt://a/b?saltenv=dev");
+        assert_eq!(url_in("file:///etc/x", Some("dev")), "file:///etc/x");
         assert_eq!(
             url_in("salt://a?saltenv=qa", Some("dev")),
             "salt://a?saltenv=qa"

@@ -522,7 +522,7 @@ impl wit::Host for HostState {
         // environment), never the URL as spelt: `salt://secret?x.conf` is
         // no `*.conf`.
         let opened = match crate::salt::files::parse(&url) {
-            Err(why) => Err(denied(why.to_string())),
+            Err(why) => Err(denied(format!("fetch: {why}"))),
             Ok(parsed) => {
                 let canonical = format!("salt://{}", parsed.path.display());
                 match job.grants.check_fetch(&canonical) {

@@ -259,6 +259,20 @@ pub(super) const NO_MATCH: &str =
 
 /// The job `spec` describes (its batch aside), and whom it selects: the
 /// checks, nodegroups and registry lookup `salt` does before it publishes.
+/// `--timeout` in seconds: as `salt`, 0 or less is the configured one.
+fn job_timeout(report_opts: &ReportOpts) -> anyhow::Result<f64> {
+    let max = maid_protocol::protocol::MAX_TIMEOUT_SECS;
+    let timeout = if report_opts.timeout <= 0.0 {
+        DEFAULT_TIMEOUT
+    } else {
+        report_opts.timeout
+    };
+    if !(timeout.is_finite() && timeout <= max) {
+        bail!("--timeout must be a number of seconds, at most {max}");
+    }
+    Ok(timeout)
+}
+
 pub(super) fn prepare(
     master: &MasterOpts,
     report_opts: &ReportOpts,
@@ -274,16 +288,7 @@ pub(super) fn prepare(
         batch: _,
         delimiter,
     } = spec;
-    let max = maid_protocol::protocol::MAX_TIMEOUT_SECS;
-    // As `salt`: a timeout of 0 or less is the configured one.
-    let timeout = if report_opts.timeout <= 0.0 {
-        DEFAULT_TIMEOUT
-    } else {
-        report_opts.timeout
-    };
-    if !(timeout.is_finite() && timeout <= max) {
-        bail!("--timeout must be a number of seconds, at most {max}");
-    }
+    let timeout = job_timeout(report_opts)?;
     let (bus, config) = master.bus()?;
     let (out, indent) = (&report_opts.output(), report_opts.output.out_indent);
     // Nodegroups are the master's: expanded here, as Salt's LocalClient

@@ -180,54 +180,9 @@ impl<'a> Builder<'a> {
             parts.push(rest);
             inc_sls = parts.join(".");
         }
-        // Which environment has it: the one named, when this run renders
-        // it or it lists the SLS; of `_xenv`, those of this run that list
-        // it.
-        let resolved: Vec<String> = if env_key != "_xenv" {
-            if self.matches.contains(&env_key) {
-                vec![env_key.clone()]
-            } else {
-                match self.lists(&env_key, &inc_sls) {
-                    Ok(true) => vec![env_key.clone()],
-                    Ok(false) => Vec::new(),
-                    Err(e) => return errors.push(e),
-                }
-            }
-        } else {
-            let mut found = Vec::new();
-            for aenv in self.matches.clone() {
-                match self.lists(&aenv, &inc_sls) {
-                    Ok(true) => found.push(aenv),
-                    Ok(false) => {}
-                    Err(e) => return errors.push(e),
-                }
-            }
-            found
-        };
-        if resolved.len() != 1 && !resolved.iter().any(|e| e == saltenv) {
-            errors.push(if resolved.is_empty() {
-                let envs = if env_key == "_xenv" {
-                    self.matches.join(", ")
-                } else {
-                    env_key.clone()
-                };
-                format!(
-                    "Unknown include: Specified SLS {env_key}: {inc_sls} is not available on the \
-                     salt master in saltenv(s): {envs} "
-                )
-            } else {
-                format!(
-                    "Ambiguous include: Specified SLS {env_key}: {inc_sls} is available on the \
-                     salt master in multiple available saltenvs: {}",
-                    resolved.join(", ")
-                )
-            });
-            return;
-        }
-        let r_env = if resolved.len() == 1 {
-            resolved[0].clone()
-        } else {
-            saltenv.to_string()
+        let r_env = match self.resolve(&env_key, &inc_sls, saltenv) {
+            Ok(env) => env,
+            Err(e) => return errors.push(e),
         };
         // Salt matches the names in the including SLS's own environment.
         let targets = match available(saltenv, &inc_sls) {
@@ -240,6 +195,52 @@ impl<'a> Builder<'a> {
         for target in targets {
             self.include_one(state, &target, &r_env, sls, errors);
         }
+    }
+
+    /// The environment an include of `inc_sls` (from `env_key`, in an SLS
+    /// of `saltenv`) is rendered in, as `render_state` resolves it: the
+    /// one named, when this run renders it or it lists the SLS; of
+    /// `_xenv`, the one of this run that lists it. `Err`: Salt's words for
+    /// none, or for more than one.
+    fn resolve(&mut self, env_key: &str, inc_sls: &str, saltenv: &str) -> Result<String, String> {
+        let resolved: Vec<String> = if env_key != "_xenv" {
+            if self.matches.iter().any(|m| m == env_key) || self.lists(env_key, inc_sls)? {
+                vec![env_key.to_string()]
+            } else {
+                Vec::new()
+            }
+        } else {
+            let mut found = Vec::new();
+            for aenv in self.matches.clone() {
+                if self.lists(&aenv, inc_sls)? {
+                    found.push(aenv);
+                }
+            }
+            found
+        };
+        if resolved.len() == 1 {
+            return Ok(resolved[0].clone());
+        }
+        if resolved.iter().any(|e| e == saltenv) {
+            return Ok(saltenv.to_string());
+        }
+        Err(if resolved.is_empty() {
+            let envs = if env_key == "_xenv" {
+                self.matches.join(", ")
+            } else {
+                env_key.to_string()
+            };
+            format!(
+                "Unknown include: Specified SLS {env_key}: {inc_sls} is not available on the \
+                 salt master in saltenv(s): {envs} "
+            )
+        } else {
+            format!(
+                "Ambiguous include: Specified SLS {env_key}: {inc_sls} is available on the \
+                 salt master in multiple available saltenvs: {}",
+                resolved.join(", ")
+            )
+        })
     }
 
     /// `fnmatch.filter(self.avail[saltenv], sls_match)` is not empty:

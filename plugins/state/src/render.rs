@@ -19,10 +19,15 @@ pub struct Context {
     pub envs: Vec<String>,
 }
 
-/// The `salt://` URL of `url` (a URL or a bare path) as fetched from
-/// environment `saltenv` ([`maid_sdk::salt::url_in`]).
+/// The `salt://` URL of `url` (a `salt://` URL or a bare path under it)
+/// as fetched from environment `saltenv` ([`maid_sdk::salt::url_in`]).
 pub fn url_in(url: &str, saltenv: &str) -> String {
-    maid_sdk::salt::url_in(url, Some(saltenv))
+    let url = if url.starts_with("salt://") {
+        url.to_string()
+    } else {
+        format!("salt://{url}")
+    };
+    maid_sdk::salt::url_in(&url, Some(saltenv))
 }
 
 /// A rendered SLS: its data and the `salt://` path it came from.
