@@ -23,6 +23,7 @@ mod identity;
 mod layout;
 mod modules;
 mod pepper;
+mod pillar;
 mod pkg_states;
 mod reliability;
 mod runtime;

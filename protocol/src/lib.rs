@@ -11,8 +11,11 @@
 //! * [`registry`]: registrations and syndic lists, signed with the maid's
 //!   own key, as a master that keeps keys believes them.
 //! * [`jid`]: Salt-style job ids and timestamps.
+//! * [`pillar`]: pillar sealed to one maid's key, in a record a master
+//!   signs (PROTOCOL §8).
 
 pub mod jid;
+pub mod pillar;
 pub mod protocol;
 pub mod registry;
 pub mod replies;

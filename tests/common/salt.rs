@@ -25,12 +25,13 @@ pub fn venv() -> PathBuf {
             let site = py.path().join("site-packages");
             site.join(format!("salt-{SALT_VERSION}.dist-info")).is_dir()
                 && site.join("progressbar-2.5.dist-info").is_dir()
+                && site.join("PyNaCl-1.5.0.dist-info").is_dir()
         });
     assert!(
         found,
         "Salt {SALT_VERSION} is not installed in {0}; `./dev test` makes it, or: \
          python3 -m venv {0} && {0}/bin/pip install salt=={SALT_VERSION} salt-pepper==0.7.6 \
-         cherrypy==18.10.0 progressbar==2.5",
+         cherrypy==18.10.0 progressbar==2.5 pynacl==1.5.0",
         dir.display()
     );
     dir
