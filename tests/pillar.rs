@@ -80,3 +80,121 @@ fn pillar_is_sealed_as_libsodium_seals_it() {
     assert_eq!(pillar::open(&theirs(1), &web2).unwrap(), data);
     assert!(pillar::open(&theirs(0), &web2).is_err());
 }
+
+/// A small deterministic generator (xorshift), so a failing case can be
+/// run again.
+struct Gen(u64);
+
+impl Gen {
+    fn next(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0 % n
+    }
+
+    /// A value as pillar SLS files hold them: mappings over few keys (so
+    /// that two of them share some), lists, and scalars of each kind,
+    /// `true` and `1` among them.
+    fn value(&mut self, depth: u32) -> Value {
+        match self.next(if depth == 0 { 5 } else { 9 }) {
+            0 => json!(self.next(3)),
+            1 => json!(["a", "b", "c"][self.next(3) as usize]),
+            2 => json!(self.next(2) == 0),
+            3 => Value::Null,
+            4 => json!(1.0),
+            5 | 6 => Value::Object(self.map(depth - 1)),
+            7 => Value::Array((0..self.next(3)).map(|_| self.value(depth - 1)).collect()),
+            // Lists of scalars mostly, so that two share items.
+            _ => Value::Array((0..self.next(4)).map(|_| self.value(0)).collect()),
+        }
+    }
+
+    /// A mapping over some of `a`'s keys, each value of the same kind as
+    /// `a`'s (a list for a list, a mapping like it for a mapping), as two
+    /// SLS files for one minion often are.
+    fn like(&mut self, a: &serde_json::Map<String, Value>) -> serde_json::Map<String, Value> {
+        let mut out = serde_json::Map::new();
+        for (k, v) in a {
+            if self.next(3) == 0 {
+                continue;
+            }
+            let v = match v {
+                Value::Object(m) => Value::Object(self.like(m)),
+                Value::Array(_) => Value::Array((0..self.next(4)).map(|_| self.value(0)).collect()),
+                _ => self.value(1),
+            };
+            out.insert(k.clone(), v);
+        }
+        out.extend(self.map(1));
+        out
+    }
+
+    fn map(&mut self, depth: u32) -> serde_json::Map<String, Value> {
+        (0..self.next(4))
+            .map(|_| {
+                let key = ["k", "db", "roles"][self.next(3) as usize];
+                (key.to_string(), self.value(depth))
+            })
+            .collect()
+    }
+}
+
+/// Pillar merged as Salt's `salt.utils.dictupdate.merge` merges it, on
+/// 400 generated pairs of mappings (and three written out), under every strategy maid has, with
+/// and without `merge_lists`, and as `smart` reads the renderer.
+#[test]
+fn pillar_merges_as_salts_dictupdate_merges_it() {
+    let mut g = Gen(0x9e37_79b9_7f4a_7c15);
+    // Written out: lists merged without what they hold (`True` is `1` to
+    // Python), a list over a mapping, `list` pairing values.
+    let mut cases = vec![
+        json!({"a": {"k": [1, 2, true]}, "b": {"k": [2, 3, 1, 1.0]}, "strategy": "smart",
+               "renderer": "jinja|yaml", "merge_lists": true}),
+        json!({"a": {"k": {"x": 1}}, "b": {"k": [1]}, "strategy": "recurse",
+               "renderer": "yaml", "merge_lists": true}),
+        json!({"a": {"k": 1, "x": 2}, "b": {"k": 3}, "strategy": "list",
+               "renderer": "yaml", "merge_lists": false}),
+    ];
+    for i in 0..400 {
+        let strategy = ["smart", "recurse", "list", "overwrite", "none", "bogus"][i % 6];
+        let a = g.map(3);
+        let b = if i % 2 == 0 { g.like(&a) } else { g.map(3) };
+        cases.push(json!({
+            "a": Value::Object(a.clone()),
+            "b": Value::Object(b),
+            "strategy": strategy,
+            "renderer": if i % 7 == 0 { "yaml" } else { "jinja|yaml" },
+            "merge_lists": i % 3 == 0,
+        }));
+    }
+    let salt = crate::common::salt::oracle("merging", &json!({ "cases": cases }));
+    let salt = salt.as_array().expect("the oracle answers a list");
+    let mut differ = Vec::new();
+    for (case, salt) in cases.iter().zip(salt) {
+        let obj = |k: &str| case[k].as_object().unwrap().clone();
+        let maid = maid_salt::dictupdate::merge(
+            &obj("a"),
+            &obj("b"),
+            case["strategy"].as_str().unwrap(),
+            case["renderer"].as_str().unwrap(),
+            case["merge_lists"].as_bool().unwrap(),
+        );
+        let maid = maid.map_or(json!({"error": "unsupported"}), |m| json!({"merged": m}));
+        if &maid != salt {
+            differ.push(format!("{case}\n  salt: {salt}\n  maid: {maid}"));
+        }
+    }
+    assert!(
+        differ.is_empty(),
+        "{} of {} merges differ from Salt's:\n{}",
+        differ.len(),
+        cases.len(),
+        differ
+            .iter()
+            .take(5)
+            .cloned()
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+}

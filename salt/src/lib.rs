@@ -5,6 +5,7 @@
 //! * [`target`]: Salt's matchers (glob, list, grain, pcre, ipcidr,
 //!   compound, nodegroups), deciding whether a job targets a minion.
 //! * [`args`]: `salt.utils.args.parse_input` and `load_args_and_kwargs`.
+//! * [`dictupdate`]: how Salt merges pillar.
 //! * [`python`]: Python's `str()`, `repr()` and `bool()` of JSON values —
 //!   the one module plugins take (through the SDK).
 //! * [`pyre`]: Python's `re` syntax, for matchers and modules that take it.
@@ -16,6 +17,7 @@
 //!
 //! Pure: no Redis, no WebAssembly runtime, no HTTP.
 
+pub mod dictupdate;
 pub mod python;
 
 #[cfg(feature = "full")]

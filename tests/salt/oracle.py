@@ -277,7 +277,33 @@ def nodegroups(doc):
     return {"names": [comp(n) for n in doc["names"]], "compound": resolved}
 
 
+def merging(doc):
+    """How Salt merges pillar (`salt.utils.dictupdate.merge`, as
+    `Pillar.render_pillar` calls it).
+
+    Input: {"cases": [{"a", "b", "strategy", "renderer", "merge_lists"}]}.
+    Output, for each: {"merged": value} or {"error": exception class name}.
+    """
+    import salt.utils.dictupdate
+
+    out = []
+    for case in doc["cases"]:
+        try:
+            merged = salt.utils.dictupdate.merge(
+                case["a"],
+                case["b"],
+                strategy=case["strategy"],
+                renderer=case["renderer"],
+                merge_lists=case["merge_lists"],
+            )
+            out.append({"merged": _wire(merged)})
+        except Exception as exc:  # pylint: disable=broad-except
+            out.append({"error": type(exc).__name__})
+    return out
+
+
 COMMANDS = {
+    "merging": merging,
     "targeting": targeting,
     "arguments": arguments,
     "output": output,
