@@ -15,7 +15,7 @@ pub fn update(dest: &mut Map<String, Value>, upd: &Map<String, Value>, merge_lis
             (Some(Value::Array(have)), Value::Array(val)) if merge_lists => {
                 let added: Vec<Value> = val
                     .iter()
-                    .filter(|x| !have.iter().any(|h| py_eq(h, x)))
+                    .filter(|x| !have.iter().any(|h| crate::python::eq(h, x)))
                     .cloned()
                     .collect();
                 have.extend(added);
@@ -24,28 +24,6 @@ pub fn update(dest: &mut Map<String, Value>, upd: &Map<String, Value>, merge_lis
                 dest.insert(key.clone(), val.clone());
             }
         }
-    }
-}
-
-/// Python's `==` of two values as they came from YAML: `True == 1 == 1.0`,
-/// mappings equal whatever their order.
-fn py_eq(a: &Value, b: &Value) -> bool {
-    let num = |v: &Value| match v {
-        Value::Bool(b) => Some(f64::from(u8::from(*b))),
-        Value::Number(n) => n.as_f64(),
-        _ => None,
-    };
-    match (a, b) {
-        (Value::Array(x), Value::Array(y)) => {
-            x.len() == y.len() && x.iter().zip(y).all(|(x, y)| py_eq(x, y))
-        }
-        (Value::Object(x), Value::Object(y)) => {
-            x.len() == y.len() && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| py_eq(v, w)))
-        }
-        _ => match (num(a), num(b)) {
-            (Some(x), Some(y)) => x == y,
-            _ => a == b,
-        },
     }
 }
 

@@ -143,3 +143,26 @@ pub fn float(f: f64) -> String {
     };
     if neg { format!("-{body}") } else { body }
 }
+
+/// Python's `==` of two values as they came from YAML or JSON: numbers
+/// and bools by value (`True == 1 == 1.0`), lists element by element,
+/// mappings whatever their order.
+pub fn eq(a: &Value, b: &Value) -> bool {
+    let num = |v: &Value| match v {
+        Value::Bool(b) => Some(f64::from(u8::from(*b))),
+        Value::Number(n) => n.as_f64(),
+        _ => None,
+    };
+    match (a, b) {
+        (Value::Array(x), Value::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(x, y)| eq(x, y))
+        }
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len() && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| eq(v, w)))
+        }
+        _ => match (num(a), num(b)) {
+            (Some(x), Some(y)) => x == y,
+            _ => a == b,
+        },
+    }
+}

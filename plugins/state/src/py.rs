@@ -30,23 +30,7 @@ pub fn is_dunder(k: &str) -> bool {
 /// Python's `==`: numbers (and bools) by value, containers element by
 /// element.
 pub fn py_eq(a: &Value, b: &Value) -> bool {
-    let num = |v: &Value| match v {
-        Value::Bool(b) => Some(f64::from(u8::from(*b))),
-        Value::Number(n) => n.as_f64(),
-        _ => None,
-    };
-    match (a, b) {
-        (Value::Array(x), Value::Array(y)) => {
-            x.len() == y.len() && x.iter().zip(y).all(|(x, y)| py_eq(x, y))
-        }
-        (Value::Object(x), Value::Object(y)) => {
-            x.len() == y.len() && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| py_eq(v, w)))
-        }
-        _ => match (num(a), num(b)) {
-            (Some(x), Some(y)) => x == y,
-            _ => a == b,
-        },
-    }
+    maid_salt::python::eq(a, b)
 }
 
 /// Python's `int(v)`, where it would not raise.
