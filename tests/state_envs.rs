@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 
 use crate::common::guests;
 use crate::common::salt::oracle;
-use crate::states::{answer_of, copy_dir, differs};
+use crate::states::{agree, answer_of, copy_dir, differs};
 
 const ENVS: [&str; 3] = ["base", "dev", "prod"];
 
@@ -132,13 +132,7 @@ fn environments_apply_as_salt_applies_them() {
             differs(words, salt, maid, salt_dir.path(), maid_dir.path())
         })
         .collect();
-    assert!(
-        differ.is_empty(),
-        "{} of {} calls differ from Salt:\n{}",
-        differ.len(),
-        calls.len(),
-        differ.join("\n")
-    );
+    agree(&differ, calls.len());
     // What each environment served, on disk: the dev SLS's own motd, and
     // base's where its URL named base.
     let out = maid_dir.path().join("out");

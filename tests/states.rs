@@ -288,6 +288,16 @@ pub(crate) fn differs(
     Some(format!("{words:?}\n  {at}"))
 }
 
+/// No call of `total` differs from Salt ([`differs`]' answers).
+pub(crate) fn agree(differ: &[String], total: usize) {
+    assert!(
+        differ.is_empty(),
+        "{} of {total} calls differ from Salt:\n{}",
+        differ.len(),
+        differ.join("\n")
+    );
+}
+
 #[test]
 fn sls_trees_apply_as_salt_applies_them() {
     let salt_dir = tempfile::tempdir().unwrap();
@@ -314,13 +324,7 @@ fn sls_trees_apply_as_salt_applies_them() {
             differs(words, salt, maid, salt_dir.path(), maid_dir.path())
         })
         .collect();
-    assert!(
-        differ.is_empty(),
-        "{} of {} calls differ from Salt:\n{}",
-        differ.len(),
-        calls.len(),
-        differ.join("\n")
-    );
+    agree(&differ, calls.len());
 }
 
 /// A top file that selects by nodegroup (`- match: nodegroup`, `N@`
@@ -420,11 +424,7 @@ fn top_files_match_nodegroups_as_salt_does() {
             differs(words, salt, maid(words, &flags), dir.path(), dir.path())
         })
         .collect();
-    assert!(
-        differ.is_empty(),
-        "differ from Salt:\n{}",
-        differ.join("\n")
-    );
+    agree(&differ, calls.len());
     // What matched, named: the groups that select `local`, and no other.
     let top = maid(&calls[0], &flags)["return"]["base"].clone();
     assert_eq!(top, json!(["ng_web", "ng_both", "ng_nested"]), "{top}");

@@ -44,7 +44,7 @@ impl<'a> Builder<'a> {
     pub fn render(&mut self, saltenv: &str, mods: &[String]) -> Vec<String> {
         let mut all = Vec::new();
         for sls_match in mods {
-            let statefiles = match available(saltenv, sls_match) {
+            let statefiles = match self.available(saltenv, sls_match) {
                 Ok(found) => found,
                 Err(e) => {
                     all.push(e);
@@ -185,7 +185,7 @@ impl<'a> Builder<'a> {
             Err(e) => return errors.push(e),
         };
         // Salt matches the names in the including SLS's own environment.
-        let targets = match available(saltenv, &inc_sls) {
+        let targets = match self.available(saltenv, &inc_sls) {
             Ok(found) => found,
             Err(e) => {
                 errors.push(e);
@@ -243,16 +243,39 @@ impl<'a> Builder<'a> {
         })
     }
 
-    /// `fnmatch.filter(self.avail[saltenv], sls_match)` is not empty:
-    /// `saltenv` lists an SLS `sls_match` matches (listed once per build).
-    fn lists(&mut self, saltenv: &str, sls_match: &str) -> Result<bool, String> {
+    /// `fnmatch.filter(self.avail[saltenv], sls_match)`: the SLS names of
+    /// `saltenv` that `sls_match` matches (`cp.list_states`, listed once
+    /// per build).
+    fn matching(&mut self, saltenv: &str, sls_match: &str) -> Result<Vec<String>, String> {
         if !self.avail.contains_key(saltenv) {
             let states = crate::fileserver::list_states(saltenv).map_err(|e| e.to_string())?;
             self.avail.insert(saltenv.to_string(), states);
         }
         Ok(self.avail[saltenv]
             .iter()
-            .any(|s| maid_sdk::salt::fnmatch(s, sls_match)))
+            .filter(|s| maid_sdk::salt::fnmatch(s, sls_match))
+            .cloned()
+            .collect())
+    }
+
+    /// Whether `saltenv` lists an SLS `sls_match` matches.
+    fn lists(&mut self, saltenv: &str, sls_match: &str) -> Result<bool, String> {
+        Ok(!self.matching(saltenv, sls_match)?.is_empty())
+    }
+
+    /// The SLS names `sls_match` stands for, as Salt finds them for an
+    /// include or a run's mods: `fnmatch.filter(avail, sls_match) or
+    /// [sls_match]`. Only a glob can match another name than its own, so
+    /// only a glob asks for the listing.
+    fn available(&mut self, saltenv: &str, sls_match: &str) -> Result<Vec<String>, String> {
+        if !sls_match.contains(['*', '?', '[']) {
+            return Ok(vec![sls_match.to_string()]);
+        }
+        let found = self.matching(saltenv, sls_match)?;
+        if found.is_empty() {
+            return Ok(vec![sls_match.to_string()]);
+        }
+        Ok(found)
     }
 
     /// One SLS an include names, rendered (once) and merged into `state`.
@@ -307,26 +330,6 @@ impl<'a> Builder<'a> {
             }
         }
     }
-}
-
-/// The SLS names `sls_match` stands for, as Salt finds them for an
-/// include or a run's mods: `fnmatch.filter(avail, sls_match) or
-/// [sls_match]`, where `avail` is what `salt://` lists (`cp.list_states`).
-/// Only a glob can match another name than its own, so only a glob asks
-/// for the listing.
-fn available(saltenv: &str, sls_match: &str) -> Result<Vec<String>, String> {
-    if !sls_match.contains(['*', '?', '[']) {
-        return Ok(vec![sls_match.to_string()]);
-    }
-    let avail = crate::fileserver::list_states(saltenv).map_err(|e| e.to_string())?;
-    let found: Vec<String> = avail
-        .into_iter()
-        .filter(|s| maid_sdk::salt::fnmatch(s, sls_match))
-        .collect();
-    if found.is_empty() {
-        return Ok(vec![sls_match.to_string()]);
-    }
-    Ok(found)
 }
 
 /// `merge_included_states`: ids must be unique across SLS files.
