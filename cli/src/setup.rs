@@ -92,6 +92,7 @@ pub fn local_grants() -> anyhow::Result<PluginGrants> {
         runas: vec!["*".into()],
         jobs: true,
         set_grains: true,
+        pillar: true,
         call: vec!["*".into()],
         special_modes: true,
         limits: None,

@@ -11,7 +11,7 @@ mod master;
 pub mod perms;
 mod roots;
 
-pub use master::{ApiSettings, MasterSettings};
+pub use master::{ApiSettings, MasterSettings, MergeStrategy};
 pub use roots::FileRoots;
 
 use std::collections::BTreeMap;
@@ -509,6 +509,11 @@ pub struct PluginGrants {
     /// `jobs` is.
     #[serde(default)]
     pub set_grains: bool,
+    /// Read the minion's pillar (`pillar.*`, `pillar` in SLS files and
+    /// templates): the secrets the master compiled for this maid.
+    /// Granted by the configuration alone, as `jobs` is.
+    #[serde(default)]
+    pub pillar: bool,
     /// Functions of other modules the plugin may run on this maid, each
     /// under its own plugin's grants (`test.try`): globs over
     /// `module.function`, e.g. `"test.*"`. A grant of a function is a

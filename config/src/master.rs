@@ -34,6 +34,50 @@ pub struct MasterSettings {
     /// environment) or a table of environments, as Salt's.
     #[serde(default)]
     pub file_roots: crate::FileRoots,
+    /// Salt's master `pillar_roots`: where the master compiles each
+    /// minion's pillar from (`top.sls` per environment, SLS rendered
+    /// `jinja|yaml` with the grains of the minion's verified
+    /// registration). A list (the `base` environment) or a table of
+    /// environments, as `file_roots`. Pillar is sealed to each maid's own
+    /// key before it is stored (PROTOCOL §8).
+    #[serde(default)]
+    pub pillar_roots: crate::FileRoots,
+    /// Salt's `pillar_source_merging_strategy`: how one SLS's data is
+    /// merged over the pillar so far: `smart` (Salt's default, which is
+    /// `recurse` without the `yamlex` renderer), `recurse`, `list`,
+    /// `overwrite` or `none` (only the run's own environment's top file).
+    #[serde(default)]
+    pub pillar_source_merging_strategy: MergeStrategy,
+    /// Salt's `pillar_merge_lists`: a list merged over a list gains the
+    /// items it did not hold, instead of being replaced.
+    #[serde(default)]
+    pub pillar_merge_lists: bool,
+}
+
+/// `pillar_source_merging_strategy`, as Salt names them (`aggregate`
+/// needs Salt's `yamlex` renderer, which maid does not have: refused).
+#[derive(Debug, Clone, Copy, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum MergeStrategy {
+    #[default]
+    Smart,
+    Recurse,
+    List,
+    Overwrite,
+    None,
+}
+
+impl MergeStrategy {
+    /// Salt's name for it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Smart => "smart",
+            Self::Recurse => "recurse",
+            Self::List => "list",
+            Self::Overwrite => "overwrite",
+            Self::None => "none",
+        }
+    }
 }
 
 /// `[api]`: `maid api`, the master's HTTP API (salt-api compatible).

@@ -285,6 +285,7 @@ mod tests {
             out: "nested".into(),
             stamp: String::new(),
             ret_: Default::default(),
+            sealed_return: None,
         }
     }
 

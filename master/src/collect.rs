@@ -81,6 +81,8 @@ pub struct Collector<'r> {
     /// cannot answer for, the syndic maids that may list minions, and the
     /// accepted keys, on a master that keeps keys.
     registry: &'r Registry,
+    /// The key that signed the job: it opens returns sealed to it (§8).
+    key: Option<ed25519_dalek::SigningKey>,
 }
 
 impl<'r> Collector<'r> {
@@ -115,6 +117,7 @@ impl<'r> Collector<'r> {
             counts: BTreeMap::new(),
             listed: BTreeMap::new(),
             registry,
+            key: req.key.clone(),
         }
     }
 
@@ -181,6 +184,7 @@ impl<'r> Collector<'r> {
                 received,
                 &f.jid,
                 self.registry.accepted.as_ref(),
+                self.key.as_ref(),
                 &mut self.report.forged,
             ) {
                 f.answer(r);
@@ -335,17 +339,21 @@ impl<'r> Collector<'r> {
             received,
             &self.report.jid,
             self.registry.accepted.as_ref(),
+            self.key.as_ref(),
             &mut self.report.forged,
         )
     }
 }
 
 /// `received`'s reply when, with `accepted`, the key accepted for its maid
-/// signed it; a forged one goes into `forged` (maid → why) and the log.
+/// signed it; a forged one goes into `forged` (maid → why) and the log. A
+/// return sealed to the master is opened with `key` (the key that signed
+/// the job).
 pub(crate) fn genuine(
     received: Received,
     jid: &str,
     accepted: Option<&AcceptedKeys>,
+    key: Option<&ed25519_dalek::SigningKey>,
     forged: &mut BTreeMap<String, String>,
 ) -> Option<Reply> {
     if let Some(keys) = accepted
@@ -356,7 +364,10 @@ pub(crate) fn genuine(
         forged.insert(maid, why.to_string());
         return None;
     }
-    Some(received.reply)
+    Some(match received.reply {
+        Reply::Return(r) => Reply::Return(r.unsealed(key)),
+        other => other,
+    })
 }
 
 /// Whether the maid that sent return `r` may answer for its minion: its
@@ -420,6 +431,7 @@ mod tests {
             beneath: Default::default(),
             syndics: syndics.iter().map(|s| s.to_string()).collect(),
             accepted: None,
+            pillar: None,
         }
     }
 

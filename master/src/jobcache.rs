@@ -47,8 +47,19 @@ pub struct Load {
 }
 
 impl Load {
-    /// The load of `req` published as `jid`, expecting `minions`.
+    /// The load of `req` published as `jid`, expecting `minions`. A
+    /// target that reads pillar is kept as the list it selected: beside
+    /// the minions it selected, the expression would tell every Redis
+    /// reader a value of their pillar (PROTOCOL §8).
     pub fn of(req: &JobRequest, jid: &str, minions: impl IntoIterator<Item = String>) -> Load {
+        let minions: Vec<String> = minions.into_iter().collect();
+        let reads_pillar = crate::target::TargetType::parse(&req.tgt_type)
+            .is_ok_and(|t| crate::target::reads_pillar(&req.tgt, t));
+        let (tgt, tgt_type) = if reads_pillar {
+            (json!(minions), "list".to_string())
+        } else {
+            (req.tgt.clone(), req.tgt_type.clone())
+        };
         let mut arg = req.arg.clone();
         if !req.kwarg.is_empty() {
             let mut kw = Map::new();
@@ -60,10 +71,10 @@ impl Load {
             jid: jid.to_string(),
             fun: req.fun.clone(),
             arg,
-            tgt: req.tgt.clone(),
-            tgt_type: req.tgt_type.clone(),
+            tgt,
+            tgt_type,
             user: req.user.clone().unwrap_or_else(|| "root".into()),
-            minions: minions.into_iter().collect(),
+            minions,
         }
     }
 

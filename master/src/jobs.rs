@@ -46,6 +46,12 @@ pub struct JobRequest {
     pub source_hashes: BTreeMap<String, String>,
     /// `--delimiter`: [`Job::delimiter`].
     pub delimiter: Option<String>,
+    /// The pillar the job delivers to the maids it selects, when it reads
+    /// pillar and the master has `pillar_roots` (PROTOCOL §8).
+    pub pillar: Option<crate::pillar::deliver::Plan>,
+    /// The master's `pillar_roots` and merge settings: what `pillar` is
+    /// compiled with, and what a target that reads pillar is evaluated on.
+    pub pillar_settings: Option<crate::pillar::Settings>,
     /// How its replies are collected.
     pub collect: Collect,
 }
@@ -91,6 +97,8 @@ impl JobRequest {
             key: None,
             source_hashes: Default::default(),
             delimiter: None,
+            pillar: None,
+            pillar_settings: None,
             collect: Collect {
                 timeout: Duration::from_secs(5),
                 exclude: Default::default(),
@@ -240,6 +248,7 @@ impl Registry {
 pub async fn selected(conn: &mut Conn, req: &JobRequest) -> Result<BTreeSet<String>, BusError> {
     Ok(Registry::read(conn, req.collect.pki.as_ref())
         .await?
+        .with_pillar(req.pillar_settings.as_ref())
         .selected(req))
 }
 
@@ -302,23 +311,61 @@ pub async fn serve_file_roots(
 }
 
 /// Save `req`'s load as job `jid` ([`jobcache`](crate::jobcache)), the
-/// target selecting `minions`, and publish it replying on `topic`.
+/// target selecting `minions`, and publish it replying on `topic`; with
+/// the pillar of each of `minions` first stored for it when the job
+/// delivers pillar (read from `registry`, or a fresh reading).
 pub async fn publish_job(
     conn: &mut Conn,
     req: &JobRequest,
     jid: &str,
     topic: &str,
     minions: impl IntoIterator<Item = String>,
+    registry: Option<&Registry>,
 ) -> Result<(), BusError> {
-    let load = crate::jobcache::Load::of(req, jid, minions);
+    let minions: BTreeSet<String> = minions.into_iter().collect();
+    let delivered = match (&req.pillar, &req.pillar_settings, &req.key) {
+        (Some(plan), Some(settings), Some(key)) => {
+            let read;
+            let registry = match registry {
+                Some(r) => r,
+                None => {
+                    read = Registry::read(conn, req.collect.pki.as_ref()).await?;
+                    &read
+                }
+            };
+            crate::pillar::deliver::deliver(
+                conn,
+                settings,
+                plan,
+                key,
+                registry,
+                &minions,
+                req.collect.timeout,
+            )
+            .await?
+        }
+        (Some(_), _, None) => {
+            tracing::warn!("pillar is delivered only in signed jobs: this master has no key");
+            Default::default()
+        }
+        _ => Default::default(),
+    };
+    let load = crate::jobcache::Load::of(req, jid, minions.iter().cloned());
     crate::jobcache::save(conn, &load).await?;
-    publish(conn, &req.master_topic, &job_payload(req, jid, topic)).await?;
+    // A target that reads pillar was evaluated here: the maids are sent
+    // the ids it selected, never the pillar key it named (§8).
+    let listed = crate::target::TargetType::parse(&req.tgt_type)
+        .ok()
+        .filter(|t| crate::target::reads_pillar(&req.tgt, *t))
+        .map(|_| &minions);
+    let payload = job_payload_with(req, jid, topic, delivered, listed);
+    publish(conn, &req.master_topic, &payload).await?;
     Ok(())
 }
 
 /// Returns stored in the job cache for `jid`, as they are (signed or not).
 pub async fn cached_returns(conn: &mut Conn, jid: &str) -> Result<Vec<Return>, BusError> {
-    Ok(cached(conn, jid, None).await?.returns)
+    Ok(cached(conn, jid, None, None).await?.returns)
 }
 
 /// What the job cache holds for a job.
@@ -332,7 +379,13 @@ pub struct Cached {
 
 /// The job cache's returns for `jid`; with the key store `pki`, only
 /// those the key accepted for their maid signed, the others as forged.
-pub async fn cached(conn: &mut Conn, jid: &str, pki: Option<&Pki>) -> Result<Cached, BusError> {
+/// Returns sealed to the master (§8) are opened with `key`.
+pub async fn cached(
+    conn: &mut Conn,
+    jid: &str,
+    pki: Option<&Pki>,
+    key: Option<&ed25519_dalek::SigningKey>,
+) -> Result<Cached, BusError> {
     let accepted = match pki {
         Some(pki) => Some(crate::registry::accepted_keys(conn, pki).await?),
         None => None,
@@ -344,7 +397,7 @@ pub async fn cached(conn: &mut Conn, jid: &str, pki: Option<&Pki>) -> Result<Cac
         let Ok(received) = receive(text.as_bytes()) else {
             continue;
         };
-        match genuine(received, jid, accepted, &mut out.forged) {
+        match genuine(received, jid, accepted, key, &mut out.forged) {
             Some(Reply::Return(r)) if r.id == field && r.jid == jid => out.returns.push(r),
             _ => {}
         }
@@ -380,14 +433,32 @@ pub fn temp_topic(jid: &str) -> String {
 /// The message that publishes `req` as job `jid` replying on `topic`:
 /// the job itself, or its signed envelope when `req.key` is set.
 pub fn job_payload(req: &JobRequest, jid: &str, topic: &str) -> String {
+    job_payload_with(req, jid, topic, Default::default(), None)
+}
+
+/// [`job_payload`] carrying the pillar `delivered` for it.
+fn job_payload_with(
+    req: &JobRequest,
+    jid: &str,
+    topic: &str,
+    delivered: crate::pillar::deliver::Delivered,
+    listed: Option<&BTreeSet<String>>,
+) -> String {
+    let (tgt, tgt_type) = match listed {
+        Some(ids) => (
+            Value::Array(ids.iter().cloned().map(Value::String).collect()),
+            "list".to_string(),
+        ),
+        None => (req.tgt.clone(), req.tgt_type.clone()),
+    };
     let job = Job {
         jid: jid.to_string(),
         temp_topic: topic.to_string(),
         fun: req.fun.clone(),
         arg: req.arg.clone(),
         kwarg: req.kwarg.clone(),
-        tgt: req.tgt.clone(),
-        tgt_type: req.tgt_type.clone(),
+        tgt,
+        tgt_type,
         // A master that asks after a running job (Salt's find_job) lets it
         // run, as a Salt minion does, to the maid's own limit; one that
         // gives up at its timeout has the maid stop the job there.
@@ -401,6 +472,8 @@ pub fn job_payload(req: &JobRequest, jid: &str, topic: &str) -> String {
         out: req.out.clone(),
         topic: Some(req.master_topic.clone()),
         source_hashes: req.source_hashes.clone(),
+        pillar: delivered.pins,
+        pillar_inline: delivered.inline,
         delimiter: req.delimiter.clone(),
     };
     let payload = serde_json::to_string(&job).expect("jobs serialise");
@@ -431,7 +504,7 @@ pub async fn submit(
     minions: impl IntoIterator<Item = String>,
 ) -> Result<(), BusError> {
     let mut conn = bus.connect().await?;
-    publish_job(&mut conn, req, jid, &temp_topic(jid), minions).await
+    publish_job(&mut conn, req, jid, &temp_topic(jid), minions, None).await
 }
 
 /// [`run`] as job `jid`, which the caller chose (to show it first), over
@@ -451,7 +524,9 @@ pub async fn run_as(
     let registry = match registry {
         Some(r) => r,
         None => {
-            read = Registry::read(&mut conn, req.collect.pki.as_ref()).await?;
+            read = Registry::read(&mut conn, req.collect.pki.as_ref())
+                .await?
+                .with_pillar(req.pillar_settings.as_ref());
             &read
         }
     };
@@ -469,7 +544,9 @@ pub async fn run_on(
     req: &JobRequest,
     on_return: impl FnMut(&Return),
 ) -> Result<Report, BusError> {
-    let registry = Registry::read(conn, req.collect.pki.as_ref()).await?;
+    let registry = Registry::read(conn, req.collect.pki.as_ref())
+        .await?
+        .with_pillar(req.pillar_settings.as_ref());
     run_in(conn, &registry, replies, jid, topic, req, on_return).await
 }
 
@@ -488,7 +565,7 @@ pub async fn run_in(
     let started = Instant::now();
     let mut collector = Collector::new(jid, registry, req, started);
     let selected = collector.selected().clone();
-    publish_job(conn, req, collector.jid(), topic, selected).await?;
+    publish_job(conn, req, collector.jid(), topic, selected, Some(registry)).await?;
     loop {
         let now = Instant::now();
         let until = match collector.next(now) {
@@ -544,6 +621,8 @@ fn find_job(req: &JobRequest, jid: &str, ids: &BTreeSet<String>) -> JobRequest {
         kwarg: Map::new(),
         source_hashes: BTreeMap::new(),
         delimiter: None,
+        pillar: None,
+        pillar_settings: None,
         master_topic: req.master_topic.clone(),
         user: req.user.clone(),
         out: req.out.clone(),

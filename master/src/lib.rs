@@ -12,6 +12,7 @@
 //!   `manage.*`); [`wheel`]: its `key.*` wheel functions; [`binding`]:
 //!   how both are called, as Salt binds their arguments.
 //! * [`api`]: `maid api`, salt-api's REST interface.
+//! * [`pillar`]: each minion's pillar, compiled from `pillar_roots`.
 //! * [`pki`]: the maid keys the master accepted, rejected or denied, kept
 //!   as Salt's master keeps minion keys (`maid key`).
 //!
@@ -25,6 +26,7 @@ pub mod binding;
 pub mod collect;
 pub mod jobcache;
 pub mod jobs;
+pub mod pillar;
 pub mod pki;
 pub mod registry;
 pub mod runners;

@@ -109,6 +109,10 @@ pub struct Registry {
     /// The accepted keys, when the master keeps keys: then only the maids
     /// they name are expected, and only replies they sign count.
     pub accepted: Option<AcceptedKeys>,
+    /// Each known minion's pillar, compiled when a target reads it
+    /// (`-I`, `J@`), as Salt's master reads its pillar cache: pillar
+    /// values never leave the master for targeting (PROTOCOL §8).
+    pub pillar: Option<std::sync::Arc<crate::pillar::Cache>>,
 }
 
 /// Whom a target selects ([`Registry::targets`]).
@@ -141,6 +145,7 @@ impl Registry {
                 beneath,
                 syndics,
                 accepted: None,
+                pillar: None,
             });
         };
         let filed = file_presented(pki, &raw);
@@ -164,7 +169,18 @@ impl Registry {
             beneath,
             syndics,
             accepted: Some(accepted),
+            pillar: None,
         })
+    }
+
+    /// This registry, its targets reading pillar compiled with `settings`
+    /// (the master's `pillar_roots`); without them a pillar target selects
+    /// no one.
+    pub fn with_pillar(mut self, settings: Option<&crate::pillar::Settings>) -> Self {
+        self.pillar = settings
+            .filter(|s| !s.roots.roots().is_empty())
+            .map(|s| std::sync::Arc::new(crate::pillar::Cache::new(s.clone())));
+        self
     }
 
     /// Whom target `tgt` of type `tgt_type` (split at `delimiter`)
@@ -195,13 +211,29 @@ impl Registry {
             }
             _ => None,
         };
-        let matches = |id: &str, grains: &Map<String, Value>| match &globs {
-            Some(globs) => globs.iter().any(|g| {
-                crate::target::matches_delimited(g, tgt_type, id, grains, delimiter)
-                    .unwrap_or(false)
-            }),
-            None => crate::target::matches_delimited(tgt, tgt_type, id, grains, delimiter)
-                .unwrap_or(false),
+        // A target that reads pillar is evaluated on each minion's pillar,
+        // compiled here.
+        let cache = self
+            .pillar
+            .as_ref()
+            .filter(|_| crate::target::reads_pillar(tgt, tgt_type));
+        let matches = |id: &str, grains: &Map<String, Value>| {
+            let pillar = cache.map(|c| c.get(id, grains));
+            let one = |t: &Value| {
+                crate::target::matches_with_pillar(
+                    t,
+                    tgt_type,
+                    id,
+                    grains,
+                    pillar.as_deref(),
+                    delimiter,
+                )
+                .unwrap_or(false)
+            };
+            match &globs {
+                Some(globs) => globs.iter().any(one),
+                None => one(tgt),
+            }
         };
         let known: BTreeMap<&String, Option<&Registration>> = self.known(exclude).collect();
         let listing: BTreeSet<&String> = self.beneath.values().map(|(s, _)| s).collect();

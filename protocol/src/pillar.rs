@@ -32,6 +32,14 @@ pub fn record_key(id: &str) -> String {
     format!("maid:pillar:{id}")
 }
 
+/// `maid:pillar-pinned:<sha256>:<id>`: the same record kept under its
+/// own hash for a while, so that two jobs published close together, each
+/// pinning the record it stored, both find theirs although
+/// [`record_key`] holds only the later one.
+pub fn pinned_key(id: &str, sha256: &str) -> String {
+    format!("maid:pillar-pinned:{sha256}:{id}")
+}
+
 /// Why pillar could not be sealed, opened or believed.
 #[derive(Debug, thiserror::Error)]
 pub enum PillarError {
@@ -39,7 +47,7 @@ pub enum PillarError {
     Seal,
     #[error("the sealed pillar does not open with this maid's key (sealed to another, or altered)")]
     Open,
-    #[error("the opened pillar is not a JSON object")]
+    #[error("the opened pillar is not a JSON object (or not JSON)")]
     NotObject,
     #[error("the pillar record is not an envelope: {0}")]
     NotEnvelope(serde_json::Error),
@@ -72,19 +80,31 @@ pub fn x25519_secret(key: &SigningKey) -> crypto_box::SecretKey {
 
 /// `pillar` sealed to the maid whose accepted key is `maid_key`.
 pub fn seal(pillar: &Map<String, Value>, maid_key: &VerifyingKey) -> Result<Vec<u8>, PillarError> {
-    let json = serde_json::to_vec(pillar).expect("a JSON object serialises");
-    x25519_public(maid_key)
+    seal_value(&Value::Object(pillar.clone()), maid_key)
+}
+
+/// Any JSON value sealed to the holder of `key`'s private half: the
+/// pillar to a maid, and a return read from pillar back to the master
+/// whose key signed the job.
+pub fn seal_value(value: &Value, key: &VerifyingKey) -> Result<Vec<u8>, PillarError> {
+    let json = serde_json::to_vec(value).expect("JSON serialises");
+    x25519_public(key)
         .seal(&mut OsRng, &json)
         .map_err(|_| PillarError::Seal)
 }
 
-/// The pillar in `sealed`, opened with this maid's own key.
-pub fn open(sealed: &[u8], own: &SigningKey) -> Result<Map<String, Value>, PillarError> {
+/// The JSON value in `sealed`, opened with `own` key.
+pub fn open_value(sealed: &[u8], own: &SigningKey) -> Result<Value, PillarError> {
     let json = x25519_secret(own)
         .unseal(sealed)
         .map_err(|_| PillarError::Open)?;
-    match serde_json::from_slice(&json) {
-        Ok(Value::Object(pillar)) => Ok(pillar),
+    serde_json::from_slice(&json).map_err(|_| PillarError::NotObject)
+}
+
+/// The pillar in `sealed`, opened with this maid's own key.
+pub fn open(sealed: &[u8], own: &SigningKey) -> Result<Map<String, Value>, PillarError> {
+    match open_value(sealed, own)? {
+        Value::Object(pillar) => Ok(pillar),
         _ => Err(PillarError::NotObject),
     }
 }

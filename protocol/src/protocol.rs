@@ -62,6 +62,15 @@ pub struct Job {
     /// only with exactly that content (`docs/security.md`).
     #[serde(skip_serializing_if = "BTreeMap::is_empty", default)]
     pub source_hashes: BTreeMap<String, String>,
+    /// PROTOCOL §8: the SHA-256 of the sealed pillar record each targeted
+    /// id is to use (`maid:pillar:<id>`); a maid uses no other record.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty", default)]
+    pub pillar: BTreeMap<String, String>,
+    /// PROTOCOL §8: this job's own pillar (`pillar=`), sealed to each
+    /// targeted id's key (base64): the whole pillar the job runs with,
+    /// compiled with the inline data merged as Salt merges it.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty", default)]
+    pub pillar_inline: BTreeMap<String, String>,
     /// Between the levels of a `grain`/`grain_pcre` target's key path when
     /// not Salt's `:` (`salt --delimiter`); sent, as Salt's master sends it,
     /// only when it is not the default.
@@ -110,6 +119,10 @@ struct WireJob {
     topic: Option<String>,
     #[serde(default)]
     source_hashes: BTreeMap<String, String>,
+    #[serde(default)]
+    pillar: BTreeMap<String, String>,
+    #[serde(default)]
+    pillar_inline: BTreeMap<String, String>,
     #[serde(default)]
     delimiter: Option<String>,
 }
@@ -256,6 +269,8 @@ impl Job {
             out: wire.out,
             topic: wire.topic,
             source_hashes: wire.source_hashes,
+            pillar: wire.pillar,
+            pillar_inline: wire.pillar_inline,
             delimiter: wire.delimiter,
         })
     }
@@ -273,6 +288,23 @@ impl Job {
     /// job's fields or the value first (it appears twice, as `return` and
     /// in `ret_`, and can be a whole file's content).
     pub fn return_json(&self, id: &str, ret: &Value, retcode: i32, stamp: &str) -> String {
+        self.return_json_as(id, ret, None, retcode, stamp)
+    }
+
+    /// [`Self::return_json`] of a value sealed to the master (`sealed`,
+    /// base64): `return` and `ret_` say `null` (§8).
+    pub fn sealed_return_json(&self, id: &str, sealed: &str, retcode: i32, stamp: &str) -> String {
+        self.return_json_as(id, &Value::Null, Some(sealed), retcode, stamp)
+    }
+
+    fn return_json_as(
+        &self,
+        id: &str,
+        ret: &Value,
+        sealed_return: Option<&str>,
+        retcode: i32,
+        stamp: &str,
+    ) -> String {
         let view = ReturnView {
             sub_ip: id,
             jid: &self.jid,
@@ -285,6 +317,7 @@ impl Job {
             out: self.out.as_deref().unwrap_or("nested"),
             stamp,
             ret_: One(id, ret),
+            sealed_return,
         };
         serde_json::to_string(&view).expect("returns always serialise")
     }
@@ -307,6 +340,8 @@ struct ReturnView<'a> {
     #[serde(rename = "_stamp")]
     stamp: &'a str,
     ret_: One<'a>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    sealed_return: Option<&'a str>,
 }
 
 /// `fun_args` of a return: the positional arguments, then the keyword
@@ -380,6 +415,35 @@ pub struct Return {
     #[serde(rename = "_stamp")]
     pub stamp: String,
     pub ret_: Map<String, Value>,
+    /// The return value sealed to the master key that signed the job
+    /// (base64), where the job carried this minion's pillar: `return` and
+    /// `ret_` then hold `null`, so what the function read of pillar
+    /// crosses Redis and rests in the job cache sealed (§8).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sealed_return: Option<String>,
+}
+
+impl Return {
+    /// The return with its sealed value opened by `key`, the master's:
+    /// `return` and `ret_` hold it. One that `key` cannot open says so.
+    pub fn unsealed(mut self, key: Option<&ed25519_dalek::SigningKey>) -> Self {
+        let Some(sealed) = self.sealed_return.take() else {
+            return self;
+        };
+        let opened = key.ok_or(crate::pillar::PillarError::Open).and_then(|k| {
+            let bytes = base64::Engine::decode(&base64::engine::general_purpose::STANDARD, &sealed)
+                .map_err(|_| crate::pillar::PillarError::Sealed)?;
+            crate::pillar::open_value(&bytes, k)
+        });
+        self.ret = match opened {
+            Ok(v) => v,
+            Err(e) => Value::String(format!(
+                "Sealed return: {e} (it is sealed to the master key that signed the job)"
+            )),
+        };
+        self.ret_ = std::iter::once((self.id.clone(), self.ret.clone())).collect();
+        self
+    }
 }
 
 /// §3.3: a job the maid refuses to consider.
@@ -501,10 +565,49 @@ mod tests {
                     out: job.out.clone().unwrap_or_else(|| "nested".into()),
                     stamp: stamp.into(),
                     ret_: Map::from_iter([("m1".to_string(), ret.clone())]),
+                    sealed_return: None,
                 });
                 assert_eq!(job.return_json("m1", &ret, retcode, stamp), owned.to_json());
             }
         }
+    }
+
+    #[test]
+    fn a_sealed_return_opens_with_the_signing_master_key_only() {
+        use base64::Engine;
+        let job =
+            Job::from_value(json!({"jid": "1", "tempTopic": "t", "fun": "pillar.items"})).unwrap();
+        let master = ed25519_dalek::SigningKey::from_bytes(&[7; 32]);
+        let other = ed25519_dalek::SigningKey::from_bytes(&[8; 32]);
+        let value = json!({"secret": "s3-cr-et"});
+        let sealed = crate::pillar::seal_value(&value, &master.verifying_key()).unwrap();
+        let b64 = base64::engine::general_purpose::STANDARD.encode(sealed);
+        let text = job.sealed_return_json("m1", &b64, 0, "x");
+        assert!(!text.contains("s3-cr-et"), "{text}");
+        let Ok(Reply::Return(r)) = serde_json::from_str::<Reply>(&text) else {
+            panic!("{text}");
+        };
+        assert_eq!((&r.ret, &r.ret_["m1"]), (&Value::Null, &Value::Null));
+        let opened = r.clone().unsealed(Some(&master));
+        assert_eq!((&opened.ret, &opened.ret_["m1"]), (&value, &value));
+        assert_eq!(opened.sealed_return, None);
+        for key in [Some(&other), None] {
+            let refused = r.clone().unsealed(key);
+            assert!(
+                refused
+                    .ret
+                    .as_str()
+                    .is_some_and(|s| s.starts_with("Sealed return: ")),
+                "{:?}",
+                refused.ret
+            );
+        }
+        // A return that was never sealed is as it was.
+        let plain = Return {
+            sealed_return: None,
+            ..r.clone()
+        };
+        assert_eq!(plain.clone().unsealed(Some(&master)), plain);
     }
 
     /// `docs/protocol.md` is the wire contract this code keeps, and must be

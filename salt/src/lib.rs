@@ -5,7 +5,8 @@
 //! * [`target`]: Salt's matchers (glob, list, grain, pcre, ipcidr,
 //!   compound, nodegroups), deciding whether a job targets a minion.
 //! * [`args`]: `salt.utils.args.parse_input` and `load_args_and_kwargs`.
-//! * [`dictupdate`]: how Salt merges pillar.
+//! * [`dictupdate`]: how Salt merges pillar; [`data`]: nested keys read as
+//!   `traverse_dict_and_list` reads them.
 //! * [`python`]: Python's `str()`, `repr()` and `bool()` of JSON values —
 //!   the one module plugins take (through the SDK).
 //! * [`pyre`]: Python's `re` syntax, for matchers and modules that take it.
@@ -17,6 +18,7 @@
 //!
 //! Pure: no Redis, no WebAssembly runtime, no HTTP.
 
+pub mod data;
 pub mod dictupdate;
 pub mod python;
 

@@ -40,6 +40,14 @@ pub fn grains() -> Map<String, Value> {
     serde_json::from_str(&wit::grains()).unwrap_or_default()
 }
 
+/// The minion's pillar for this job (compiled by the master, sealed to
+/// this maid's key): `{}` when the job carries none. Needs the `pillar`
+/// grant.
+pub fn pillar() -> Result<Map<String, Value>, Error> {
+    let text = wit::pillar()?;
+    serde_json::from_str(&text).map_err(|e| Error::failed(e.to_string(), 1))
+}
+
 /// End the job with `retcode` while still returning a value, as Salt
 /// modules do with `__context__["retcode"]`.
 pub fn set_retcode(retcode: i32) {

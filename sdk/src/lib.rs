@@ -141,6 +141,9 @@ pub mod salt;
 /// (`test.arg_repr`, messages that quote a value). The same code the
 /// master's outputters use.
 pub use maid_salt::python;
+/// Nested keys read as Salt's `traverse_dict_and_list` reads them, and
+/// Salt's dictionary merges.
+pub use maid_salt::{data, dictupdate};
 
 pub use error::{Error, ErrorKind};
 pub use function::{Call, Function, split_default};

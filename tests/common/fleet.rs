@@ -138,6 +138,8 @@ pub fn request(tgt: &str, tgt_type: &str, fun: &str, arg: Value, kwarg: Value) -
         key: None,
         source_hashes: Default::default(),
         delimiter: None,
+        pillar: None,
+        pillar_settings: None,
         collect: Collect {
             timeout: Duration::from_secs(10),
             exclude: HashSet::new(),

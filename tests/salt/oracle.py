@@ -302,7 +302,57 @@ def merging(doc):
     return out
 
 
+def pillar(doc):
+    """Pillar as a master compiles it for a minion, and as `salt-call
+    --local pillar.items` does (`salt.pillar.get_pillar(...)
+    .compile_pillar()`, the call `pillar.items` makes).
+
+    Input: {"cases": [{"pillar_roots": {env: [dir]}, "id", "grains",
+    "opts": {...} (pillar_source_merging_strategy, pillar_merge_lists,
+    nodegroups, ...), "saltenv", "pillarenv", "pillar_override"}]}.
+    Output, for each: {"pillar": value} or {"error": exception class name,
+    "message": str(exception)}.
+    """
+    import tempfile
+
+    import salt.pillar
+
+    out = []
+    for case in doc["cases"]:
+        tmp = tempfile.mkdtemp()
+        opts = salt.config.minion_config(None)
+        opts.update(
+            file_client="local",
+            id=case["id"],
+            cachedir=f"{tmp}/cache",
+            pki_dir=f"{tmp}/pki",
+            sock_dir=f"{tmp}/sock",
+            extension_modules=f"{tmp}/extmods",
+            grains_cache=False,
+            file_roots={"base": [tmp]},
+            pillar_roots=case["pillar_roots"],
+            conf_file=f"{tmp}/minion",
+            local=True,
+            grains=case["grains"],
+        )
+        opts.update(case.get("opts") or {})
+        try:
+            compiled = salt.pillar.get_pillar(
+                opts,
+                case["grains"],
+                case["id"],
+                saltenv=case.get("saltenv"),
+                pillar_override=case.get("pillar_override"),
+                pillarenv=case.get("pillarenv"),
+            ).compile_pillar()
+            out.append({"pillar": _wire(compiled)})
+        except Exception as exc:  # pylint: disable=broad-except
+            out.append({"error": type(exc).__name__, "message": str(exc)})
+    return out
+
+
 COMMANDS = {
+    "pillar": pillar,
     "merging": merging,
     "targeting": targeting,
     "arguments": arguments,

@@ -26,36 +26,46 @@ pub(super) async fn run_job(
     // Listed for `saltutil.running`/`kill_job` while it runs.
     let mut listed = shared.runtime.jobs().start(&job.jid, job_data(job));
     let started = std::time::Instant::now();
+    // A job that gave its function pillar returns sealed to its master.
+    let mut seal_to = None;
     let (outcome, teardown) = match &shared.sync {
         Some(sync) if job.fun == SYNC_MODULES || job.fun == SYNC_ALL => {
             (sync_modules(shared, sync, job).await, Teardown::default())
         }
         _ if job.fun == REFRESH_GRAINS => (refresh_grains(shared, job).await, Teardown::default()),
-        _ => {
-            let call = shared.runtime.call_deferred(CallRequest {
-                fun: job.fun.clone(),
-                args: job.arg.clone(),
-                kwargs: job.kwarg.clone(),
-                jid: job.jid.clone(),
-                minion_id: shared.id.clone(),
-                user: job.user.clone(),
-                timeout: job.time_limit(),
-                // Where signatures are required, only signed jobs get
-                // here: a pin is then the master's word.
-                source_hashes: job.source_hashes.clone(),
-                private: false,
-            });
-            tokio::select! {
-                // A stop seen with the call's end wins: the program's end
-                // was the signal's doing.
-                biased;
-                // Stopped by `saltutil.kill_job` (or term/signal): the
-                // call is dropped, which kills what is left of its
-                // programs, and the job returns saying so.
-                signal = listed.stopped() => (stopped(job, signal, started), Teardown::default()),
-                done = call => done,
+        _ => match super::pillar::for_job(shared, job, kid).await {
+            Err(why) => (no_pillar(job, &why, started), Teardown::default()),
+            Ok(opened) => {
+                let pillar = opened.map(|o| {
+                    seal_to = Some(o.master);
+                    o.pillar
+                });
+                let call = shared.runtime.call_deferred(CallRequest {
+                    fun: job.fun.clone(),
+                    args: job.arg.clone(),
+                    kwargs: job.kwarg.clone(),
+                    jid: job.jid.clone(),
+                    minion_id: shared.id.clone(),
+                    user: job.user.clone(),
+                    timeout: job.time_limit(),
+                    // Where signatures are required, only signed jobs get
+                    // here: a pin is then the master's word.
+                    source_hashes: job.source_hashes.clone(),
+                    pillar,
+                    private: false,
+                });
+                tokio::select! {
+                    // A stop seen with the call's end wins: the program's end
+                    // was the signal's doing.
+                    biased;
+                    // Stopped by `saltutil.kill_job` (or term/signal): the
+                    // call is dropped, which kills what is left of its
+                    // programs, and the job returns saying so.
+                    signal = listed.stopped() => (stopped(job, signal, started), Teardown::default()),
+                    done = call => done,
+                }
             }
-        }
+        },
     };
     drop(listed);
     tracing::info!(
@@ -73,8 +83,26 @@ pub(super) async fn run_job(
         .job_duration
         .get_or_create(&label)
         .observe(outcome.duration.as_secs_f64());
-    let ret = return_of(shared, job, outcome.ret, outcome.retcode);
+    let ret = match seal_to {
+        Some(master) => sealed_return_of(shared, job, &outcome.ret, outcome.retcode, &master),
+        None => return_of(shared, job, outcome.ret, outcome.retcode),
+    };
     Some((ret, teardown))
+}
+
+/// The return of a job whose pillar this maid cannot have: it does not
+/// run without it (a state run on no pillar could undo what pillar set).
+fn no_pillar(job: &Job, why: &super::pillar::Unavailable, started: std::time::Instant) -> Outcome {
+    tracing::error!(jid = %job.jid, fun = %job.fun, cause = %why, "the job's pillar is unavailable; not run");
+    Outcome {
+        ret: Value::String(format!("Pillar unavailable: {why}")),
+        retcode: 1,
+        failure: Some(Failure::Function),
+        duration: started.elapsed(),
+        used: Vec::new(),
+        plugin_sha256: None,
+        returned: false,
+    }
 }
 
 /// Salt's job data for `saltutil.running`: what the job asked, and this
@@ -203,6 +231,38 @@ pub(super) fn busy_return(shared: &Shared, job: &Job, kid: &Option<String>) -> P
 }
 
 /// `job`'s return message, ready to publish and cache.
+/// The return of a job that gave its function pillar: the value sealed to
+/// `master`, the key that signed the job (it crosses Redis, rests in the
+/// job cache and in the outbox's spill file sealed). A value that cannot
+/// be sealed is not sent in its place: the return says so.
+fn sealed_return_of(
+    shared: &Shared,
+    job: &Job,
+    value: &Value,
+    retcode: i32,
+    master: &ed25519_dalek::VerifyingKey,
+) -> Pending {
+    let stamp = crate::jid::stamp();
+    let payload = match maid_protocol::pillar::seal_value(value, master) {
+        Ok(sealed) => {
+            let b64 = base64::Engine::encode(&base64::engine::general_purpose::STANDARD, sealed);
+            job.sealed_return_json(&shared.id, &b64, retcode, &stamp)
+        }
+        Err(e) => {
+            tracing::error!(jid = %job.jid, cause = %e, "return not sealed: not sent");
+            let why = Value::String(format!("Plugin error: the return could not be sealed: {e}"));
+            job.return_json(&shared.id, &why, 1, &stamp)
+        }
+    };
+    Pending {
+        topic: job.temp_topic.clone(),
+        payload: shared.seal(payload),
+        jid: job.jid.clone(),
+        id: shared.id.clone(),
+        published: false,
+    }
+}
+
 fn return_of(shared: &Shared, job: &Job, value: Value, retcode: i32) -> Pending {
     Pending {
         topic: job.temp_topic.clone(),

@@ -21,6 +21,7 @@ mod backoff;
 mod downstream;
 mod job;
 mod message;
+mod pillar;
 mod records;
 mod salt_bridge;
 mod syndic;

@@ -296,5 +296,6 @@ fn salt_return(shared: &Shared, job: &Job, id: &str, data: &Value) -> Return {
         out: job.out.clone().unwrap_or_else(|| "nested".into()),
         stamp: crate::jid::stamp(),
         ret_: Map::from_iter([(id.to_string(), ret)]),
+        sealed_return: None,
     }
 }

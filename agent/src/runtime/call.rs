@@ -145,6 +145,7 @@ impl Runtime {
             log_dropped: 0,
             used: Vec::new(),
             source_hashes: Arc::default(),
+            pillar: None,
             runtime: self.me.clone(),
             depth: 0,
             minion_id: Arc::from(""),
@@ -349,6 +350,7 @@ impl Runtime {
             deadline,
         );
         job.source_hashes = Arc::new(req.source_hashes.clone());
+        job.pillar = req.pillar.clone();
         job.depth = depth;
         job.minion_id = Arc::from(req.minion_id.as_str());
         job.user = req.user.clone();

@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use serde::Serialize;
-use serde_json::Value;
+use serde_json::{Map, Value};
 use wasmtime::component::{Resource, ResourceTable};
 use wasmtime::{ResourceLimiter, Result};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
@@ -60,6 +60,8 @@ pub enum CapabilityUse {
     ReadFile { path: String, allowed: bool },
     /// A grain was set or removed (`set-grain`), or refused.
     SetGrain { key: String, allowed: bool },
+    /// The job's pillar was read (`pillar`), or refused.
+    Pillar { allowed: bool },
     /// The running jobs were listed (`running-jobs`), or refused.
     Jobs { allowed: bool },
     /// A job was signalled (`signal-job`), or refused.
@@ -123,6 +125,8 @@ pub(crate) struct JobState {
     /// ([`super::CallRequest::source_hashes`]): such a source is served
     /// with exactly that content or not at all.
     pub source_hashes: Arc<BTreeMap<String, String>>,
+    /// The job's pillar, opened ([`super::CallRequest::pillar`]).
+    pub pillar: Option<Arc<Map<String, Value>>>,
     /// The runtime, for `call`.
     pub runtime: std::sync::Weak<super::Runtime>,
     /// 0 for a job's own call, 1 for a function a plugin ran with `call`.
@@ -186,6 +190,7 @@ impl JobState {
             user: self.user.clone(),
             timeout: Some(self.deadline.saturating_duration_since(Instant::now())),
             source_hashes: (*self.source_hashes).clone(),
+            pillar: self.pillar.clone(),
             // A plugin's call of another module is a job's call.
             private: false,
         };
@@ -331,6 +336,21 @@ impl wit::Host for HostState {
 
     async fn grains(&mut self) -> String {
         self.job.services.grains.json()
+    }
+
+    async fn pillar(&mut self) -> Result<String, HostError> {
+        // A job that carries no pillar has nothing to read or refuse.
+        let Some(pillar) = &self.job.pillar else {
+            return Ok("{}".to_string());
+        };
+        let result = if self.job.grants.pillar {
+            Ok(serde_json::to_string(&**pillar).expect("pillar serialises"))
+        } else {
+            Err(denied("pillar is not granted to this plugin"))
+        };
+        self.job
+            .audit(&result, |allowed| CapabilityUse::Pillar { allowed });
+        result
     }
 
     async fn set_retcode(&mut self, retcode: i32) {

@@ -178,6 +178,10 @@ pub struct CallRequest {
     /// SHA-256 the signed job pins for `salt://` sources, by URL: `fetch`
     /// serves such a source only with that content.
     pub source_hashes: std::collections::BTreeMap<String, String>,
+    /// The minion's pillar for this job (PROTOCOL §8), opened by the agent
+    /// from the record the signed job pins; `None`: the job carries none.
+    /// Only a plugin granted `pillar` reads it.
+    pub pillar: Option<Arc<Map<String, Value>>>,
     /// The agent's own call (core grains), never a job's: only such a call
     /// reaches a module's private functions (`_core`).
     pub private: bool,

@@ -278,6 +278,8 @@ pub struct Grants {
     pub jobs: bool,
     /// May set and remove grains.
     pub set_grains: bool,
+    /// May read the job's pillar.
+    pub pillar: bool,
     /// Functions of other modules it may run (`module.function` globs).
     pub call: Patterns,
     /// Directories any plugin may write into (their real paths): a
@@ -304,6 +306,8 @@ pub struct GrantSummary {
     pub jobs: bool,
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub set_grains: bool,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub pillar: bool,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub call: Vec<String>,
     #[serde(skip_serializing_if = "std::ops::Not::not")]
@@ -331,6 +335,7 @@ impl Grants {
             runas: Patterns::empty(),
             jobs: false,
             set_grains: false,
+            pillar: false,
             call: Patterns::empty(),
             writable_anywhere: Vec::new(),
             special_modes: false,
@@ -412,6 +417,7 @@ impl Grants {
             runas,
             jobs: granted.jobs,
             set_grains: granted.set_grains,
+            pillar: granted.pillar,
             call: Patterns::new(&granted.call, false).map_err(|e| bad("call", e))?,
             writable_anywhere: Vec::new(),
             special_modes: granted.special_modes && has(Capability::FsWrite),
@@ -435,6 +441,7 @@ impl Grants {
             runas: self.runas.patterns().to_vec(),
             jobs: self.jobs,
             set_grains: self.set_grains,
+            pillar: self.pillar,
             call: self.call.patterns().to_vec(),
             special_modes: self.special_modes,
             warnings: self.warnings(),

@@ -85,6 +85,7 @@ fn serve(args: ApiArgs) -> anyhow::Result<ExitCode> {
     let master_topic = args.master.topic(&config);
     let nodegroups = config.master.nodegroups.clone();
     let file_roots = config.master.file_roots.clone();
+    let pillar = Some(maid_master::pillar::Settings::from_config(&config.master));
     // Many requests at once: a worker per core, unlike the one-shot
     // commands.
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -107,6 +108,7 @@ fn serve(args: ApiArgs) -> anyhow::Result<ExitCode> {
             pki,
             nodegroups,
             file_roots,
+            pillar,
         };
         maid_master::api::serve(listener, tls, settings, crate::rt::shutdown_signal()).await?;
         anyhow::Ok(ExitCode::SUCCESS)

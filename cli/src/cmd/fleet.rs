@@ -44,12 +44,12 @@ pub struct TargetOpts {
     /// TGT names a nodegroup of the config's `[master] nodegroups`.
     #[arg(short = 'N', long)]
     pub nodegroup: bool,
-    /// TGT is `key:glob` over pillar data. Maids have no pillar, so this
-    /// selects no one, as it does on a Salt master whose pillar lacks the
-    /// key.
+    /// TGT is `key:glob` over pillar data, evaluated on the pillar the
+    /// master compiles from its pillar_roots: the maids are sent the ids
+    /// it selects.
     #[arg(short = 'I', long)]
     pub pillar: bool,
-    /// TGT is `key:regex` over pillar data (selects no one, as `-I`).
+    /// TGT is `key:regex` over pillar data (evaluated as `-I`).
     #[arg(short = 'J', long)]
     pub pillar_pcre: bool,
     /// What separates the levels of a grain key path in TGT (`-G`, `-P`).
@@ -306,35 +306,29 @@ pub(super) fn prepare(
                 return Ok(Prepared::Done(ExitCode::SUCCESS));
             }
         };
-    let req = JobRequest {
-        master_topic: master.topic(&config),
-        tgt,
-        tgt_type: tgt_type.into(),
-        kwarg: jobs::with_master_opts(
-            &fun,
+    let req = job_request(
+        master,
+        &config,
+        report_opts,
+        Spec {
+            tgt,
+            tgt_type,
+            fun,
+            arg,
             kwarg,
-            &config.master.nodegroups,
-            &config.master.file_roots,
-        ),
-        fun,
-        arg,
-        user: std::env::var("USER").ok(),
-        out: Some(report_opts.output.name().into()),
-        key: master.signing_key(&config)?,
-        source_hashes,
-        delimiter,
-        collect: Collect {
-            timeout: Duration::from_secs_f64(timeout),
-            exclude: read_exclude(&report_opts.exclude)?,
-            linger: Duration::from_millis(100),
-            pki: master.verified_pki(&config)?,
-            gather_job_timeout: (report_opts.gather_job_timeout > 0.0)
-                .then(|| Duration::from_secs_f64(report_opts.gather_job_timeout)),
+            source_hashes,
+            batch: None,
+            delimiter,
         },
-    };
+        timeout,
+    )?;
     let registry = block_on(async {
         let mut conn = bus.connect().await?;
-        anyhow::Ok(jobs::Registry::read(&mut conn, req.collect.pki.as_ref()).await?)
+        anyhow::Ok(
+            jobs::Registry::read(&mut conn, req.collect.pki.as_ref())
+                .await?
+                .with_pillar(req.pillar_settings.as_ref()),
+        )
     })??;
     let selected = registry.selected(&req);
     if report_opts.preview_target {
@@ -365,6 +359,59 @@ pub(super) fn prepare(
         selected,
         registry,
     })))
+}
+
+/// The request `spec` (its nodegroups expanded) makes: signed, with the
+/// master's options, its pillar plan and how it is collected.
+fn job_request(
+    master: &MasterOpts,
+    config: &maid_config::Config,
+    report_opts: &ReportOpts,
+    spec: Spec,
+    timeout: f64,
+) -> anyhow::Result<JobRequest> {
+    let Spec {
+        tgt,
+        tgt_type,
+        fun,
+        arg,
+        mut kwarg,
+        source_hashes,
+        batch: _,
+        delimiter,
+    } = spec;
+    let pillar_settings = maid_master::pillar::Settings::from_config(&config.master);
+    // Inline `pillar=` leaves the arguments here: it travels sealed.
+    let pillar =
+        maid_master::pillar::deliver::Plan::for_job(Some(&pillar_settings), &fun, &mut kwarg);
+    Ok(JobRequest {
+        master_topic: master.topic(config),
+        tgt,
+        tgt_type: tgt_type.into(),
+        kwarg: jobs::with_master_opts(
+            &fun,
+            kwarg,
+            &config.master.nodegroups,
+            &config.master.file_roots,
+        ),
+        fun,
+        arg,
+        user: std::env::var("USER").ok(),
+        out: Some(report_opts.output.name().into()),
+        key: master.signing_key(config)?,
+        source_hashes,
+        delimiter,
+        pillar,
+        pillar_settings: Some(pillar_settings),
+        collect: Collect {
+            timeout: Duration::from_secs_f64(timeout),
+            exclude: read_exclude(&report_opts.exclude)?,
+            linger: Duration::from_millis(100),
+            pki: master.verified_pki(config)?,
+            gather_job_timeout: (report_opts.gather_job_timeout > 0.0)
+                .then(|| Duration::from_secs_f64(report_opts.gather_job_timeout)),
+        },
+    })
 }
 
 /// Forged replies go to stderr, never among the returns.

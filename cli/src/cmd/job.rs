@@ -24,9 +24,11 @@ pub fn job(args: JobArgs) -> anyhow::Result<ExitCode> {
     args.output.prepare()?;
     let (bus, config) = args.master.bus()?;
     let pki = args.master.verified_pki(&config)?;
+    // Returns sealed to the master (PROTOCOL §8) open with its key.
+    let key = args.master.signing_key(&config)?;
     let cached = block_on(async {
         let mut conn = bus.connect().await?;
-        anyhow::Ok(jobs::cached(&mut conn, &args.jid, pki.as_ref()).await?)
+        anyhow::Ok(jobs::cached(&mut conn, &args.jid, pki.as_ref(), key.as_ref()).await?)
     })??;
     report_forged(&cached.forged);
     let returns = cached.returns;

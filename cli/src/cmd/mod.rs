@@ -16,6 +16,7 @@ mod key;
 pub use key::key_list_short;
 mod keygen;
 mod maids;
+mod pillar;
 mod plugin;
 mod plugin_push;
 mod progress;
@@ -80,6 +81,9 @@ pub enum Command {
     Job(job::JobArgs),
     /// List the maids in the registry.
     Maids(maids::MaidsArgs),
+    /// Show the pillar the master compiles for minions, from its
+    /// pillar_roots (nothing is sent).
+    Pillar(pillar::PillarArgs),
     /// Write an Ed25519 key pair for signing jobs.
     Keygen(keygen::KeygenArgs),
     /// The maids' keys: list, accept, reject, delete, as `salt-key` does.
@@ -149,6 +153,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Runner(args) => runner::run(args),
         Command::Job(args) => job::job(args),
         Command::Maids(args) => maids::maids(args),
+        Command::Pillar(args) => pillar::run(args),
         Command::Keygen(args) => keygen::keygen(args),
         Command::Key(args) => key::run(args),
         Command::Acl(args) => acl::run(args),

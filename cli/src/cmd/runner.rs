@@ -67,12 +67,16 @@ pub fn run(args: RunnerArgs) -> anyhow::Result<ExitCode> {
         // The rest read Redis: the registry, or the job cache.
         let (bus, config) = args.master.bus()?;
         let pki = args.master.verified_pki(&config)?;
+        // Returns sealed to the master (PROTOCOL §8) open with its key.
+        let key = args.master.signing_key(&config)?;
         block_on(async {
             let mut conn = bus.connect().await?;
             if manage::is_presence(&args.fun) {
                 manage::presence(&mut conn, pki.as_ref(), &args.fun, &bound).await
             } else {
-                job_runners::jobs_runner(&mut conn, pki.as_ref(), &args.fun, &bound, |_| true).await
+                let key = key.as_ref();
+                job_runners::jobs_runner(&mut conn, pki.as_ref(), key, &args.fun, &bound, |_| true)
+                    .await
             }
         })??
     };

@@ -241,7 +241,8 @@ async fn authorize(api: &Api, chunks: &[Chunk], users: &[String]) -> Result<(), 
     let mut conn = api.hub.conn().await?;
     let registry = jobs::Registry::read(&mut conn, api.pki.as_ref())
         .await
-        .inspect_err(|_| api.hub.reset())?;
+        .inspect_err(|_| api.hub.reset())?
+        .with_pillar(api.pillar.as_ref());
     for (chunk, user) in chunks.iter().zip(users) {
         let entries = api.perms.of(user);
         let allowed = match chunk.client {
@@ -287,23 +288,22 @@ async fn authorize(api: &Api, chunks: &[Chunk], users: &[String]) -> Result<(), 
 }
 
 fn request(api: &Api, chunk: &Chunk, user: &str, timeout: std::time::Duration) -> JobRequest {
+    let mut kwarg = chunk.kwarg.clone();
+    let pillar = crate::pillar::deliver::Plan::for_job(api.pillar.as_ref(), &chunk.fun, &mut kwarg);
     JobRequest {
         master_topic: api.master_topic.clone(),
         tgt: chunk.tgt.clone(),
         tgt_type: chunk.tgt_type_name.clone(),
         fun: chunk.fun.clone(),
         arg: chunk.arg.clone(),
-        kwarg: crate::jobs::with_master_opts(
-            &chunk.fun,
-            chunk.kwarg.clone(),
-            &api.nodegroups,
-            &api.file_roots,
-        ),
+        kwarg: crate::jobs::with_master_opts(&chunk.fun, kwarg, &api.nodegroups, &api.file_roots),
         user: Some(user.to_string()),
         out: None,
         key: api.key.clone(),
         source_hashes: Default::default(),
         delimiter: chunk.delimiter.clone(),
+        pillar,
+        pillar_settings: api.pillar.clone(),
         collect: Collect {
             timeout,
             exclude: HashSet::new(),
@@ -342,7 +342,9 @@ async fn publish_and_wait(
     req: &JobRequest,
 ) -> Result<Option<(BTreeSet<String>, Report)>, ApiError> {
     let mut conn = api.hub.conn().await?;
-    let registry = jobs::Registry::read(&mut conn, req.collect.pki.as_ref()).await?;
+    let registry = jobs::Registry::read(&mut conn, req.collect.pki.as_ref())
+        .await?
+        .with_pillar(req.pillar_settings.as_ref());
     let mut selected = registry.selected(req);
     if selected.is_empty() {
         return Ok(None);
@@ -457,7 +459,9 @@ async fn local_batch(
     let mut conn = api.hub.conn().await?;
     // As Salt's batch, which pings first: no job goes to a minion that is
     // not connected.
-    let registry = jobs::Registry::read(&mut conn, req.collect.pki.as_ref()).await?;
+    let registry = jobs::Registry::read(&mut conn, req.collect.pki.as_ref())
+        .await?
+        .with_pillar(req.pillar_settings.as_ref());
     let ids: Vec<String> = registry
         .selected(&req)
         .into_iter()
@@ -677,7 +681,15 @@ async fn runner(
     }
     let mut conn = api.hub.conn().await?;
     let visible = |load: &jobcache::Load| api.may_see(user, &load.jid) || load.user == user;
-    Ok(job_runners::jobs_runner(&mut conn, api.pki.as_ref(), &chunk.fun, bound, visible).await?)
+    Ok(job_runners::jobs_runner(
+        &mut conn,
+        api.pki.as_ref(),
+        api.key.as_ref(),
+        &chunk.fun,
+        bound,
+        visible,
+    )
+    .await?)
 }
 
 /// What a runner that asked every minion answers (`outcome`, the job it
@@ -778,7 +790,7 @@ async fn local_async(api: &Api, chunk: &Chunk, user: &str) -> Result<(Value, Val
     // The replies still go to a reply topic, where `/events` hears them.
     let topic = jobs::temp_topic(&jid);
     announce(api, &jid, &req, &minions);
-    jobs::publish_job(&mut conn, &req, &jid, &topic, minions.iter().cloned()).await?;
+    jobs::publish_job(&mut conn, &req, &jid, &topic, minions.iter().cloned(), None).await?;
     Ok((json!({"jid": jid, "minions": minions}), json!({"jid": jid})))
 }
 
@@ -797,7 +809,7 @@ pub async fn job(
         )));
     }
     let mut conn = api.hub.conn().await?;
-    let info = job_runners::list_job(&mut conn, api.pki.as_ref(), &jid)
+    let info = job_runners::list_job(&mut conn, api.pki.as_ref(), api.key.as_ref(), &jid)
         .await
         .inspect_err(|_| api.hub.reset())?;
     let returns: Map<String, Value> = info

@@ -105,8 +105,9 @@ impl Chunk {
 /// How many minions `local_subset` picks unless told (Salt's `cmd_subset`).
 pub const DEFAULT_SUBSET: usize = 3;
 
-/// Salt's pillar target types.
-const PILLAR_TYPES: [&str; 3] = ["pillar", "pillar_pcre", "pillar_exact"];
+/// Salt's `pillar_exact`, which maid's master does not evaluate: it
+/// selects no one.
+const PILLAR_EXACT: &str = "pillar_exact";
 
 /// Keys of a chunk that are never a runner's or wheel's keyword argument
 /// (Salt pops the credentials and the client; netapi takes `timeout` and
@@ -288,8 +289,8 @@ fn delimiter_of(
     }
 }
 
-/// The target as the maids will see it: nodegroups expanded, pillar
-/// targets made empty, and checked by evaluating it once, so what every
+/// The target as the maids will see it: nodegroups expanded,
+/// `pillar_exact` made empty, and checked by evaluating it once, so what every
 /// maid would reject is a 400 here. Answers the target, its type and the
 /// type's name.
 fn resolve_target(
@@ -310,10 +311,11 @@ fn resolve_target(
         }
         Err(e) => return Err(ApiError::bad(field("tgt"), e.to_string())),
     };
-    // Pillar targets select no one: maids have no pillar, as a Salt
+    // `pillar` and `pillar_pcre` are evaluated on the master's pillar when
+    // the job is published; `pillar_exact` selects no one, as a Salt
     // master whose pillar lacks the key finds no minion. An empty list
     // says so to every check after this.
-    let (tgt, tgt_type) = if PILLAR_TYPES.contains(&tgt_type_name.as_str()) {
+    let (tgt, tgt_type) = if tgt_type_name == PILLAR_EXACT {
         (Value::Array(vec![]), TargetType::List)
     } else {
         let t = TargetType::parse(&tgt_type_name)
@@ -586,15 +588,23 @@ mod tests {
     }
 
     #[test]
-    fn pillar_targets_select_no_one() {
-        for t in PILLAR_TYPES {
+    fn pillar_targets_are_kept_for_the_master_and_exact_selects_no_one() {
+        let chunk = |t: &str| {
             let body = format!(
                 r#"{{"client": "local", "tgt": "role:web", "tgt_type": "{t}", "fun": "test.ping"}}"#
             );
-            let c = &parse(lit(&body), 60.0, &Map::new()).unwrap()[0];
-            assert_eq!((c.tgt_type, &c.tgt), (TargetType::List, &json!([])), "{t}");
-            assert_eq!(c.tgt_type_name, t);
+            parse(lit(&body), 60.0, &Map::new()).unwrap().remove(0)
+        };
+        for (t, kind) in [
+            ("pillar", TargetType::Pillar),
+            ("pillar_pcre", TargetType::PillarPcre),
+        ] {
+            let c = chunk(t);
+            assert_eq!((c.tgt_type, &c.tgt), (kind, &json!("role:web")), "{t}");
         }
+        let c = chunk(PILLAR_EXACT);
+        assert_eq!((c.tgt_type, &c.tgt), (TargetType::List, &json!([])));
+        assert_eq!(c.tgt_type_name, PILLAR_EXACT);
     }
 
     /// `delimiter` is the job's (salt-api passes it to LocalClient), not

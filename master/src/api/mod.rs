@@ -76,6 +76,9 @@ pub struct Settings {
     /// `[master] file_roots`, stored as `salt://` before a state run is
     /// published ([`crate::jobs::serve_file_roots`]).
     pub file_roots: maid_config::FileRoots,
+    /// `[master] pillar_roots` and how pillar is merged: pillar for the
+    /// jobs that read it ([`crate::pillar::deliver`]).
+    pub pillar: Option<crate::pillar::Settings>,
 }
 
 /// Why the API could not start or stopped.
@@ -119,6 +122,8 @@ struct Inner {
     nodegroups: serde_json::Map<String, serde_json::Value>,
     /// `[master] file_roots`, for state runs.
     file_roots: maid_config::FileRoots,
+    /// `[master] pillar_roots`, for jobs that read pillar.
+    pillar: Option<crate::pillar::Settings>,
     /// Turns true when the server begins to shut down, so that endless
     /// responses (`/events`) end.
     stopping: watch::Receiver<bool>,
@@ -329,6 +334,7 @@ pub async fn serve(
         max_body_bytes: settings.api.max_body_bytes,
         nodegroups: settings.nodegroups,
         file_roots: settings.file_roots,
+        pillar: settings.pillar,
         stopping,
         stats: stats::Stats::default(),
         stats_disable_auth: settings.api.stats_disable_auth,

@@ -9,6 +9,7 @@ use crate::binding::{BadCall, Bound, Form, fnmatch, jid_text, split_input};
 use crate::bus::{BusError, Conn};
 use crate::pki::Pki;
 use crate::{jobcache, jobs};
+use ed25519_dalek::SigningKey;
 use maid_salt::python::truthy;
 
 /// The runners that read one job's returns, whose jid they are given.
@@ -77,7 +78,7 @@ pub async fn active(
 ) -> Result<Value, BusError> {
     let mut out = active_answer(running);
     for (jid, job) in out.iter_mut() {
-        let cached = jobs::cached(conn, jid, pki).await?;
+        let cached = jobs::cached(conn, jid, pki, None).await?;
         let returned: Vec<Value> = cached.returns.iter().map(|r| json!(r.id)).collect();
         job["Returned"] = Value::Array(returned);
     }
@@ -176,10 +177,12 @@ pub fn filter_jobs(described: Map<String, Value>, bound: &Bound) -> Result<Value
 
 /// Salt's `jobs.list_job`: the job's description from its load, the
 /// minions it expected, and each return with its retcode and success
-/// (with the key store `pki`, only the returns its accepted keys signed).
+/// (with the key store `pki`, only the returns its accepted keys signed;
+/// those sealed to the master opened with `key`).
 pub async fn list_job(
     conn: &mut Conn,
     pki: Option<&Pki>,
+    key: Option<&SigningKey>,
     jid: &str,
 ) -> Result<Map<String, Value>, BusError> {
     let mut out = Map::new();
@@ -201,7 +204,7 @@ pub async fn list_job(
             out.insert("StartTime".into(), json!(jobcache::jid_to_time(jid)));
         }
     }
-    let cached = jobs::cached(conn, jid, pki).await?;
+    let cached = jobs::cached(conn, jid, pki, key).await?;
     let mut result = Map::new();
     for r in &cached.returns {
         result.insert(
@@ -219,6 +222,7 @@ pub async fn list_job(
 pub async fn jobs_runner(
     conn: &mut Conn,
     pki: Option<&Pki>,
+    key: Option<&SigningKey>,
     fun: &str,
     bound: &Bound,
     visible: impl Fn(&jobcache::Load) -> bool,
@@ -241,7 +245,7 @@ pub async fn jobs_runner(
     };
     Ok(Ok(match fun {
         "jobs.lookup_jid" => {
-            let job = list_job(conn, pki, &jid).await?;
+            let job = list_job(conn, pki, key, &jid).await?;
             let results = results(&job);
             let mut ret = Map::new();
             if bound.get("returned").is_some_and(truthy) {
@@ -258,14 +262,14 @@ pub async fn jobs_runner(
             }
             Value::Object(ret)
         }
-        "jobs.list_job" => Value::Object(list_job(conn, pki, &jid).await?),
+        "jobs.list_job" => Value::Object(list_job(conn, pki, key, &jid).await?),
         "jobs.print_job" => {
-            let mut job = list_job(conn, pki, &jid).await?;
+            let mut job = list_job(conn, pki, key, &jid).await?;
             job.remove("jid");
             json!({jid: job})
         }
         "jobs.exit_success" => {
-            let job = list_job(conn, pki, &jid).await?;
+            let job = list_job(conn, pki, key, &jid).await?;
             let results = results(&job);
             let mut ret = Map::new();
             for id in minions(&job) {

@@ -147,6 +147,15 @@ fn refresh_grains(call: &Call) -> Result<bool, Error> {
     Ok(true)
 }
 
+/// Refresh this minion's pillar: the master compiles it afresh and stores it sealed to this maid with this very job
+#[function(args = ["wait=false", "timeout=30", "clean_cache=true"])]
+fn refresh_pillar() -> Result<bool, Error> {
+    // A maid keeps no pillar between jobs: each job that reads pillar
+    // carries the one the master compiled for it, and this job's delivery
+    // was the refresh. Salt answers whether it could fire the event.
+    Ok(true)
+}
+
 /// Stop job JID with SIGKILL: its programs are killed and it returns at once
 #[function(args = ["jid"])]
 fn kill_job(a: Jid) -> Result<String, Error> {
@@ -177,6 +186,7 @@ impl Plugin for SaltUtil {
             sync_modules,
             sync_all,
             refresh_grains,
+            refresh_pillar,
             kill_job,
             term_job,
             signal_job,

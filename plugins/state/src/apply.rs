@@ -64,6 +64,9 @@ pub(crate) fn sls(call: &Call) -> Result<Value, Error> {
     if let Some(c) = conflict(call) {
         return c;
     }
+    if let Some(p) = crate::pillar_failed(call, true) {
+        return p;
+    }
     let mods = split_input(arg(call, 0, "mods").unwrap_or(&Value::Null));
     let high = match render_mods(call, &mods) {
         Ok(h) => h,
@@ -118,6 +121,9 @@ fn run_highstate(call: &Call, topfn: &str, test_pos: usize) -> Result<Value, Err
     if let Some(c) = conflict(call) {
         return c;
     }
+    if let Some(p) = crate::pillar_failed(call, true) {
+        return p;
+    }
     let high = match crate::show::compile_highstate(call, topfn) {
         Ok(Ok(high)) => high,
         Ok(Err(no)) => return finish(no_states(&no)),
@@ -145,6 +151,9 @@ fn run_highstate(call: &Call, topfn: &str, test_pos: usize) -> Result<Value, Err
 pub(crate) fn sls_id(call: &Call) -> Result<Value, Error> {
     if let Some(c) = conflict(call) {
         return c;
+    }
+    if let Some(p) = crate::pillar_failed(call, true) {
+        return p;
     }
     let id = arg(call, 0, "id_").map(py::py_str).unwrap_or_default();
     let mods_v = arg(call, 1, "mods").cloned().unwrap_or(Value::Null);

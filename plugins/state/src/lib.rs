@@ -7,10 +7,8 @@ mod apply;
 mod clock;
 mod compile;
 mod fileserver;
-mod filters;
 mod graph;
 mod highstate;
-mod jinja;
 mod listen;
 mod py;
 mod render;
@@ -45,11 +43,46 @@ pub(crate) fn is_test(call: &Call, pos: usize) -> bool {
     arg(call, pos, "test").is_some_and(py::truthy)
 }
 
-pub(crate) fn context(call: &Call) -> render::Context {
-    let pillar = match call.kwargs.get("pillar") {
-        Some(Value::Object(p)) => p.clone(),
-        _ => Default::default(),
+/// The pillar the run sees: what the job carries for this minion (the
+/// master compiled it, with any inline `pillar=` merged), and inline
+/// `pillar=` over it where no master did (`maid call`).
+pub(crate) fn job_pillar(call: &Call) -> Result<serde_json::Map<String, Value>, Error> {
+    let mut pillar = host::pillar()?;
+    if let Some(Value::Object(inline)) = call.kwargs.get("pillar") {
+        maid_salt::dictupdate::update(&mut pillar, inline, false);
+    }
+    Ok(pillar)
+}
+
+/// `_get_pillar_errors`: a run stops on a pillar that failed to compile
+/// (unless `force=True`): a run's return is Salt's list (retcode 5); a
+/// show function fails as Salt's `CommandExecutionError` does. A pillar
+/// this plugin may not read stops it too.
+pub(crate) fn pillar_failed(call: &Call, run: bool) -> Option<Result<Value, Error>> {
+    if call.kwargs.get("force").is_some_and(py::truthy) {
+        return None;
+    }
+    let pillar = match job_pillar(call) {
+        Ok(p) => p,
+        Err(e) => return Some(Err(e)),
     };
+    let errors = pillar.get("_errors").filter(|e| py::truthy(e))?;
+    if !run {
+        return Some(Err(Error::failed("ERROR: Pillar failed to render", 1)));
+    }
+    let mut list = vec![json!(
+        "Pillar failed to render with the following messages:"
+    )];
+    match errors {
+        Value::Array(a) => list.extend(a.iter().cloned()),
+        other => list.push(other.clone()),
+    }
+    host::set_retcode(5);
+    Some(Ok(Value::Array(list)))
+}
+
+pub(crate) fn context(call: &Call) -> render::Context {
+    let pillar = job_pillar(call).unwrap_or_default();
     // Salt's `_get_envs`: base, then what the master's file server has
     // (the signed job's `__master_opts__`, or `maid call --local`'s own
     // file_roots).
@@ -64,16 +97,15 @@ pub(crate) fn context(call: &Call) -> render::Context {
             envs.push(env.to_string());
         }
     }
-    render::Context {
-        grains: host::grains(),
+    render::context(
+        host::grains(),
         pillar,
-        saltenv: call
-            .kwargs
+        call.kwargs
             .get("saltenv")
             .filter(|v| py::truthy(v))
             .map_or("base".into(), py::py_str),
         envs,
-    }
+    )
 }
 
 /// A compile error's return: Salt's list of messages, retcode 1.

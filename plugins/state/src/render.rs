@@ -1,22 +1,56 @@
-//! SLS files fetched from `salt://` and rendered as Salt's default
-//! renderer pipe does: `jinja|yaml` unless a `#!` first line names
-//! another (`yaml`, `json`, `jinja|json`, `jinja|yaml`). YAML is read
-//! with Salt's 1.1 rules (duplicate keys are an error).
+//! SLS files and templates rendered by [`maid_render`], their files read
+//! from `salt://` and their `salt[...]` calls made through the host, under
+//! this plugin's grants.
+
+use std::sync::Arc;
 
 use maid_sdk::host;
 use serde_json::{Map, Value};
 
-use crate::jinja;
+pub use maid_render::{Context, Rendered, render, sls};
 
-/// What templates see besides the SLS's own names.
-pub struct Context {
-    pub grains: Map<String, Value>,
-    pub pillar: Map<String, Value>,
-    /// The run's environment: the `saltenv` it was asked for, else `base`.
-    pub saltenv: String,
-    /// The environments the file server has, as Salt's `_get_envs` lists
-    /// them: `base` first.
-    pub envs: Vec<String>,
+/// The host as a render's [`maid_render::Source`].
+struct Host;
+
+impl maid_render::Source for Host {
+    fn fetch(&self, path: &str, saltenv: &str) -> Result<Option<String>, String> {
+        fetch(path, saltenv)
+    }
+
+    fn call(
+        &self,
+        fun: &str,
+        args: &[Value],
+        kwargs: &Map<String, Value>,
+    ) -> Result<Value, String> {
+        match host::call(fun, args, kwargs) {
+            Ok(host::Called::Returned { ret, .. }) => Ok(ret),
+            Ok(host::Called::Failed { message, .. }) => Err(message),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+}
+
+/// A render context on the host's files and functions.
+pub fn context(
+    grains: Map<String, Value>,
+    pillar: Map<String, Value>,
+    saltenv: String,
+    envs: Vec<String>,
+) -> Context {
+    Context {
+        grains,
+        pillar,
+        saltenv,
+        envs,
+        source: Arc::new(Host),
+        vars: Map::new(),
+    }
+}
+
+/// Render a file template (`salt://path` of `saltenv`) with Jinja.
+pub fn jinja(ctx: &Context, text: &str, path: &str, saltenv: &str) -> Result<String, String> {
+    maid_render::jinja::render(ctx, text, path, "", saltenv)
 }
 
 /// The `salt://` URL of `url` (a `salt://` URL or a bare path under it)
@@ -28,12 +62,6 @@ pub fn url_in(url: &str, saltenv: &str) -> String {
         format!("salt://{url}")
     };
     maid_sdk::salt::url_in(&url, Some(saltenv))
-}
-
-/// A rendered SLS: its data and the `salt://` path it came from.
-pub struct Rendered {
-    pub data: Value,
-    pub source: String,
 }
 
 /// Read `salt://path` of `saltenv` whole; `None` when it does not exist.
@@ -55,80 +83,4 @@ pub fn host_error(e: maid_sdk::Error) -> String {
         maid_sdk::ErrorKind::Denied => format!("Denied: {}", e.message),
         _ => e.message,
     }
-}
-
-/// `fileclient.get_state` and `compile_template`: SLS `sls` (`a.b` is
-/// `a/b.sls` or `a/b/init.sls`) rendered; `None` when neither exists.
-pub fn sls(ctx: &Context, sls: &str, saltenv: &str) -> Result<Option<Rendered>, String> {
-    let base = sls.replace('.', "/");
-    for path in [format!("{base}.sls"), format!("{base}/init.sls")] {
-        let Some(text) = fetch(&path, saltenv)? else {
-            continue;
-        };
-        let data = render(ctx, &text, &path, sls, saltenv)
-            .map_err(|e| format!("Rendering SLS '{saltenv}:{sls}' failed: {e}"))?;
-        return Ok(Some(Rendered {
-            data,
-            source: format!("salt://{path}"),
-        }));
-    }
-    Ok(None)
-}
-
-/// The renderer pipe a template asks for with its `#!` line.
-fn pipe(text: &str) -> (Vec<String>, &str) {
-    let first = text.lines().next().unwrap_or("");
-    if let Some(spec) = first.strip_prefix("#!")
-        && !spec.starts_with('/')
-    {
-        let names: Vec<String> = spec
-            .split('|')
-            .map(|s| s.split_whitespace().next().unwrap_or("").to_string())
-            .collect();
-        return (names, text);
-    }
-    (vec!["jinja".into(), "yaml".into()], text)
-}
-
-/// Render `text` (from `salt://path` of `saltenv`, SLS `sls`) to data.
-pub fn render(
-    ctx: &Context,
-    text: &str,
-    path: &str,
-    sls: &str,
-    saltenv: &str,
-) -> Result<Value, String> {
-    let (names, text) = pipe(text);
-    let mut current = text.to_string();
-    for name in &names {
-        current = match name.as_str() {
-            "jinja" => jinja::render(ctx, &current, path, sls, saltenv)?,
-            "yaml" => return load_yaml(&current),
-            "json" => return load_json(&current),
-            other => return Err(format!("The renderer \"{other}\" is not available")),
-        };
-    }
-    Ok(Value::String(current))
-}
-
-fn strip_shebang(text: &str) -> &str {
-    if text.starts_with("#!") {
-        text.split_once('\n').map_or("", |(_, rest)| rest)
-    } else {
-        text
-    }
-}
-
-/// YAML with Salt's rules.
-pub fn load_yaml(text: &str) -> Result<Value, String> {
-    let py = maid_salt::yaml11::safe_load(text).map_err(|e| e.to_string())?;
-    maid_salt::args::to_json(&py).ok_or_else(|| "the YAML holds a value JSON cannot".to_string())
-}
-
-fn load_json(text: &str) -> Result<Value, String> {
-    let text = strip_shebang(text);
-    if text.trim().is_empty() {
-        return Ok(Value::Null);
-    }
-    serde_json::from_str(text).map_err(|e| e.to_string())
 }

@@ -96,6 +96,9 @@ fn verified_mods(call: &Call) -> Result<Obj, Vec<String>> {
 /// Display the state data from the SLS files named, as high data
 #[function(raw, args = ["mods", "test=null", "queue=null", "**kwargs"])]
 pub(crate) fn show_sls(call: &Call) -> Result<Value, Error> {
+    if let Some(p) = crate::pillar_failed(call, false) {
+        return p;
+    }
     match verified_mods(call) {
         Ok(high) => Ok(Value::Object(high)),
         Err(e) => errors(e),
@@ -105,6 +108,9 @@ pub(crate) fn show_sls(call: &Call) -> Result<Value, Error> {
 /// Display the low state data of the SLS files named
 #[function(raw, args = ["mods", "test=null", "queue=null", "**kwargs"])]
 pub(crate) fn show_low_sls(call: &Call) -> Result<Value, Error> {
+    if let Some(p) = crate::pillar_failed(call, false) {
+        return p;
+    }
     match verified_mods(call) {
         Ok(high) => ordered(&high),
         Err(e) => errors(e),
@@ -114,6 +120,9 @@ pub(crate) fn show_low_sls(call: &Call) -> Result<Value, Error> {
 /// Display the highstate's high data
 #[function(raw, args = ["queue=null", "**kwargs"])]
 pub(crate) fn show_highstate(call: &Call) -> Result<Value, Error> {
+    if let Some(p) = crate::pillar_failed(call, false) {
+        return p;
+    }
     match compile_highstate(call, "top.sls") {
         Ok(Ok(high)) => Ok(Value::Object(high)),
         Ok(Err(_)) => Ok(json!({})),
@@ -124,6 +133,9 @@ pub(crate) fn show_highstate(call: &Call) -> Result<Value, Error> {
 /// Display the highstate's low data, in run order
 #[function(raw, args = ["queue=null", "**kwargs"])]
 pub(crate) fn show_lowstate(call: &Call) -> Result<Value, Error> {
+    if let Some(p) = crate::pillar_failed(call, false) {
+        return p;
+    }
     match compile_highstate(call, "top.sls") {
         Ok(Ok(high)) => low_chunks(high),
         Ok(Err(_)) => Ok(json!([])),
@@ -134,6 +146,9 @@ pub(crate) fn show_lowstate(call: &Call) -> Result<Value, Error> {
 /// Display the SLS files the top file gives this minion
 #[function(raw, args = ["queue=null", "**kwargs"])]
 pub(crate) fn show_top(call: &Call) -> Result<Value, Error> {
+    if let Some(p) = crate::pillar_failed(call, false) {
+        return p;
+    }
     match top_matches(call, "top.sls") {
         Ok(m) => Ok(Value::Object(
             m.into_iter().map(|(e, s)| (e, json!(s))).collect(),

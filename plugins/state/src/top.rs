@@ -3,7 +3,7 @@
 //! `top_matches` decide. Targets are read with the targeting matchers
 //! (`compound` unless a `- match:` item names another).
 
-use maid_salt::target::{self, TargetType};
+use maid_salt::target;
 use serde_json::{Map, Value, json};
 
 use crate::compile::Obj;
@@ -153,35 +153,10 @@ pub struct Matcher<'a> {
     pub envs: &'a [String],
 }
 
-/// `confirm_top`: does target `tgt` (read as its `- match:` says) select
-/// this minion?
+/// `confirm_top` for this minion.
 fn confirm(tgt: &str, data: &[Value], m: &Matcher) -> bool {
-    let mut matcher = "compound".to_string();
-    for item in data {
-        if let Some(x) = item.get("match") {
-            matcher = py_str(x);
-        }
-    }
     let id = m.grains.get("id").map(py_str).unwrap_or_default();
-    let compound = |expr: String| {
-        target::matches(&json!(expr), TargetType::Compound, &id, m.grains).unwrap_or(false)
-    };
-    match matcher.as_str() {
-        // `nodegroup_match`: a group the master defines, matched as the
-        // compound words it stands for; any other name matches nothing.
-        "nodegroup" => {
-            m.nodegroups.contains_key(tgt)
-                && compound(target::nodegroup_comp(tgt, m.nodegroups).join(" "))
-        }
-        // `compound_match` evaluates an `N@group` word in place.
-        "compound" => compound(target::resolve_compound(tgt, m.nodegroups)),
-        _ => {
-            let Ok(kind) = TargetType::parse(&matcher) else {
-                return false;
-            };
-            target::matches(&json!(tgt), kind, &id, m.grains).unwrap_or(false)
-        }
-    }
+    target::confirm_top(tgt, data, &id, m.grains, m.nodegroups)
 }
 
 /// `top_matches`: the SLS files for this minion, by environment.

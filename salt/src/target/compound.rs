@@ -60,6 +60,7 @@ pub(super) fn compound_match(
     display: &str,
     id: &str,
     grains: &Map<String, Value>,
+    pillar: Option<&Map<String, Value>>,
 ) -> Result<bool, TargetError> {
     let bad = |reason: String| TargetError::BadCompound {
         expr: display.to_string(),
@@ -98,9 +99,14 @@ pub(super) fn compound_match(
                 match engine {
                     'G' => grain_match(pattern, &delimiter, false, grains)?,
                     'P' => grain_match(pattern, &delimiter, true, grains)?,
-                    // maid has no pillar and no resources: Salt's matchers
-                    // given none match nothing.
-                    'I' | 'J' | 'T' => false,
+                    // Pillar where the caller holds it (a master); a
+                    // minion's own, like its resources, is none here:
+                    // Salt's matchers given none match nothing.
+                    'I' | 'J' => match pillar {
+                        Some(p) => grain_match(pattern, &delimiter, engine == 'J', p)?,
+                        None => false,
+                    },
+                    'T' => false,
                     'M' => pattern == id,
                     'L' => list_match(pattern, id),
                     'E' => py_re_match(&compile_regex(pattern)?, id),

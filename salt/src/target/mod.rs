@@ -34,11 +34,13 @@ mod list;
 mod nodegroup;
 mod pcre;
 mod tgt_type;
+mod top;
 
 pub use self::error::TargetError;
 pub use self::list::listed_ids;
 pub use self::nodegroup::{NodegroupError, expand_nodegroups, nodegroup_comp, resolve_compound};
 pub use self::tgt_type::TargetType;
+pub use self::top::confirm_top;
 
 use std::collections::HashMap;
 
@@ -56,6 +58,12 @@ pub const DEFAULT_DELIM: &str = ":";
 /// Python's parser gives up beyond this many nested parentheses; so do we,
 /// which also keeps a hostile target from exhausting the stack.
 const MAX_NESTING: usize = 200;
+
+/// Python's `fnmatch.fnmatch` on POSIX: whether `name` matches the shell
+/// pattern `pattern` (`*`, `?`, `[seq]`, `[!seq]`).
+pub fn fnmatch(pattern: &str, name: &str) -> bool {
+    Glob::new(pattern).is_ok_and(|g| g.is_match(name))
+}
 
 /// Whether minion `id` with `grains` is targeted by `tgt` (a JSON string, or for `list` also a JSON array of strings).
 ///
@@ -82,8 +90,44 @@ pub fn matches_delimited(
     grains: &Map<String, Value>,
     delimiter: Option<&str>,
 ) -> Result<bool, TargetError> {
+    matches_with_pillar(tgt, tgt_type, id, grains, None, delimiter)
+}
+
+/// Whether target `tgt` of `tgt_type` reads pillar: a `pillar` or
+/// `pillar_pcre` target, or a compound one with an `I@` or `J@` word. A
+/// master evaluates such a target itself (PROTOCOL §8).
+pub fn reads_pillar(tgt: &Value, tgt_type: TargetType) -> bool {
+    let word = |w: &str| matches!(split_engine(w), Some(('I' | 'J', _, _)));
+    match tgt_type {
+        TargetType::Pillar | TargetType::PillarPcre => true,
+        TargetType::Compound => match tgt {
+            Value::String(s) => py_split(s).into_iter().any(word),
+            Value::Array(a) => a.iter().filter_map(Value::as_str).any(word),
+            _ => false,
+        },
+        _ => false,
+    }
+}
+
+/// [`matches_delimited`] by one who holds the minion's `pillar` (a
+/// master): `pillar` and `pillar_pcre` targets and `I@`/`J@` words read
+/// it, as Salt's pillar matchers read `opts["pillar"]`; with `None`
+/// they match nothing.
+pub fn matches_with_pillar(
+    tgt: &Value,
+    tgt_type: TargetType,
+    id: &str,
+    grains: &Map<String, Value>,
+    pillar: Option<&Map<String, Value>>,
+    delimiter: Option<&str>,
+) -> Result<bool, TargetError> {
     let delimiter = delimiter.unwrap_or(DEFAULT_DELIM);
-    if delimiter.is_empty() && matches!(tgt_type, TargetType::Grain | TargetType::GrainPcre) {
+    if delimiter.is_empty()
+        && matches!(
+            tgt_type,
+            TargetType::Grain | TargetType::GrainPcre | TargetType::Pillar | TargetType::PillarPcre
+        )
+    {
         // Python's `str.split("")` raises: a Salt minion drops the job.
         return Err(TargetError::EmptyDelimiter);
     }
@@ -114,6 +158,13 @@ pub fn matches_delimited(
         },
         TargetType::Grain => grain_match(expect_str(tgt, tgt_type)?, delimiter, false, grains),
         TargetType::GrainPcre => grain_match(expect_str(tgt, tgt_type)?, delimiter, true, grains),
+        TargetType::Pillar | TargetType::PillarPcre => {
+            let tgt = expect_str(tgt, tgt_type)?;
+            match pillar {
+                Some(p) => grain_match(tgt, delimiter, tgt_type == TargetType::PillarPcre, p),
+                None => Ok(false),
+            }
+        }
         TargetType::Ipcidr => {
             let tgt = expect_str(tgt, tgt_type)?;
             Cidr::parse(tgt)
@@ -145,7 +196,7 @@ pub fn matches_delimited(
                     ));
                 }
             };
-            compound_match(&words, &display, id, grains)
+            compound_match(&words, &display, id, grains, pillar)
         }
     }
 }

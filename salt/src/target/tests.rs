@@ -90,7 +90,9 @@ fn parses_target_types() {
     assert_eq!(TargetType::parse("compound"), Ok(TargetType::Compound));
     assert_eq!(TargetType::parse("grain_pcre"), Ok(TargetType::GrainPcre));
     assert_eq!(TargetType::parse("ipcidr"), Ok(TargetType::Ipcidr));
-    for bad in ["", "Glob", "pillar", "nodegroup", " glob"] {
+    assert_eq!(TargetType::parse("pillar"), Ok(TargetType::Pillar));
+    assert_eq!(TargetType::parse("pillar_pcre"), Ok(TargetType::PillarPcre));
+    for bad in ["", "Glob", "pillar_exact", "nodegroup", " glob"] {
         assert_eq!(
             TargetType::parse(bad),
             Err(TargetError::UnknownType(bad.to_string()))
@@ -641,4 +643,45 @@ fn python_reprs() {
     assert_eq!(py_int("1__0"), None);
     assert_eq!(py_int("x"), None);
     assert_eq!(py_int(""), None);
+}
+
+#[test]
+fn pillar_targets_read_the_pillar_given_and_nothing_else() {
+    let pillar = json!({"role": "web", "deep": {"tier": "front"}, "ports": [80, 443]});
+    let pillar = pillar.as_object().unwrap();
+    let grains = json!({"role": "db"});
+    let grains = grains.as_object().unwrap();
+    let with = |tgt: &str, t: TargetType| {
+        matches_with_pillar(&json!(tgt), t, "web1", grains, Some(pillar), None).unwrap()
+    };
+    assert!(with("role:web", TargetType::Pillar));
+    assert!(with("deep:tier:fr*", TargetType::Pillar));
+    assert!(with("ports:443", TargetType::Pillar));
+    assert!(!with("role:db", TargetType::Pillar));
+    assert!(with("role:w.b", TargetType::PillarPcre));
+    assert!(!with("role:x.*", TargetType::PillarPcre));
+    assert!(with("I@role:web and web*", TargetType::Compound));
+    assert!(with(
+        "J@deep:tier:f.* and not I@role:db",
+        TargetType::Compound
+    ));
+    // The grains are not the pillar, and without a pillar nothing matches.
+    assert!(!with("I@role:db", TargetType::Compound));
+    let without = |tgt: &str, t: TargetType| {
+        matches_with_pillar(&json!(tgt), t, "web1", grains, None, None).unwrap()
+    };
+    assert!(!without("role:web", TargetType::Pillar));
+    assert!(!without("I@role:web", TargetType::Compound));
+    assert!(without("I@role:web or web1", TargetType::Compound));
+    assert!(reads_pillar(
+        &json!("web* and I@role:web"),
+        TargetType::Compound
+    ));
+    assert!(reads_pillar(&json!(["J@a:b"]), TargetType::Compound));
+    assert!(reads_pillar(&json!("a:b"), TargetType::PillarPcre));
+    assert!(!reads_pillar(
+        &json!("web* and G@role:web"),
+        TargetType::Compound
+    ));
+    assert!(!reads_pillar(&json!("I@role:web"), TargetType::Glob));
 }

@@ -19,11 +19,16 @@ pub enum TargetType {
     Ipcidr,
     /// Boolean expression over the other matchers (`web* and G@os:Debian`).
     Compound,
+    /// Glob on a pillar key (`role:web`): evaluated by a master, which
+    /// alone holds each minion's pillar.
+    Pillar,
+    /// Regular expression on a pillar key.
+    PillarPcre,
 }
 
 impl TargetType {
     /// Every type, in the order error messages name them.
-    pub const ALL: [Self; 7] = [
+    pub const ALL: [Self; 9] = [
         Self::Glob,
         Self::List,
         Self::Pcre,
@@ -31,6 +36,8 @@ impl TargetType {
         Self::GrainPcre,
         Self::Ipcidr,
         Self::Compound,
+        Self::Pillar,
+        Self::PillarPcre,
     ];
 
     /// Parse Salt's `tgt_type` names; anything else is an error.
@@ -51,6 +58,8 @@ impl TargetType {
             Self::GrainPcre => "grain_pcre",
             Self::Ipcidr => "ipcidr",
             Self::Compound => "compound",
+            Self::Pillar => "pillar",
+            Self::PillarPcre => "pillar_pcre",
         }
     }
 }

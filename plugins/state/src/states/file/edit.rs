@@ -214,14 +214,14 @@ fn template_texts(env: &mut Env, low: &Obj, sources: &[Value]) -> Step<Result<Ve
         };
         let text = String::from_utf8_lossy(&bytes).into_owned();
         let text = if template == "jinja" {
-            let ctx = crate::render::Context {
-                grains: env.grains.clone(),
-                pillar: Default::default(),
-                saltenv: saltenv.clone(),
-                envs: Vec::new(),
-            };
+            let ctx = crate::render::context(
+                env.grains.clone(),
+                Default::default(),
+                saltenv.clone(),
+                Vec::new(),
+            );
             let path = source.trim_start_matches("salt://");
-            crate::jinja::render(&ctx, &text, path, "", &saltenv).map_err(super::Stop::Raised)?
+            crate::render::jinja(&ctx, &text, path, &saltenv).map_err(super::Stop::Raised)?
         } else {
             text
         };

@@ -313,14 +313,14 @@ fn render(
     for (k, v) in names.iter().filter(|(k, _)| ident(k)) {
         preamble.push_str(&format!("{{% set {k} = {} %}}", literal(v)));
     }
-    let ctx = crate::render::Context {
-        grains: env.grains.clone(),
-        pillar: Map::new(),
-        saltenv: a.saltenv.clone(),
-        envs: Vec::new(),
-    };
+    let ctx = crate::render::context(
+        env.grains.clone(),
+        Map::new(),
+        a.saltenv.clone(),
+        Vec::new(),
+    );
     let path = url.strip_prefix("salt://").unwrap_or(url);
-    crate::jinja::render(&ctx, &format!("{preamble}{text}"), path, "", &a.saltenv)
+    crate::render::jinja(&ctx, &format!("{preamble}{text}"), path, &a.saltenv)
 }
 
 /// `file.source_list`: a list's first source that exists (`None`: no

@@ -10,7 +10,7 @@ use minijinja::{Environment, Error, ErrorKind, State, UndefinedBehavior, Value a
 use serde_json::{Map, Value};
 use std::sync::{Arc, LazyLock};
 
-use crate::render::{self, Context};
+use crate::{Context, Source};
 
 fn err(msg: impl Into<String>) -> Error {
     Error::new(ErrorKind::InvalidOperation, msg.into())
@@ -21,31 +21,45 @@ fn to_json(v: &J) -> Value {
 }
 
 /// `salt`: every execution function, as `salt['mod.fun'](...)` or
-/// `salt.mod.fun(...)`, run through the host's `call` (and its grant).
-#[derive(Debug)]
-struct Salt;
+/// `salt.mod.fun(...)`, run through the render's [`Source`] (the state
+/// plugin's host `call` and its grant; the master's few).
+struct Salt(Arc<dyn Source>);
 
-#[derive(Debug)]
-struct Module(String);
+struct Module(Arc<dyn Source>, String);
+
+impl std::fmt::Debug for Salt {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("salt")
+    }
+}
+
+impl std::fmt::Debug for Module {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "salt.{}", self.1)
+    }
+}
 
 impl Object for Salt {
     fn get_value(self: &Arc<Self>, key: &J) -> Option<J> {
         let name = key.as_str()?.to_string();
         if name.contains('.') {
-            Some(function(name))
+            Some(function(self.0.clone(), name))
         } else {
-            Some(J::from_object(Module(name)))
+            Some(J::from_object(Module(self.0.clone(), name)))
         }
     }
 }
 
 impl Object for Module {
     fn get_value(self: &Arc<Self>, key: &J) -> Option<J> {
-        Some(function(format!("{}.{}", self.0, key.as_str()?)))
+        Some(function(
+            self.0.clone(),
+            format!("{}.{}", self.1, key.as_str()?),
+        ))
     }
 }
 
-fn function(name: String) -> J {
+fn function(source: Arc<dyn Source>, name: String) -> J {
     J::from_function(move |args: Rest<J>, kwargs: Kwargs| -> Result<J, Error> {
         let args: Vec<Value> = args.iter().map(to_json).collect();
         let mut kw = Map::new();
@@ -53,11 +67,8 @@ fn function(name: String) -> J {
             let v: J = kwargs.get(key)?;
             kw.insert(key.to_string(), to_json(&v));
         }
-        match maid_sdk::host::call(&name, &args, &kw) {
-            Ok(maid_sdk::host::Called::Returned { ret, .. }) => Ok(J::from_serialize(&ret)),
-            Ok(maid_sdk::host::Called::Failed { message, .. }) => Err(err(message)),
-            Err(e) => Err(err(e.to_string())),
-        }
+        let ret = source.call(&name, &args, &kw).map_err(err)?;
+        Ok(J::from_serialize(&ret))
     })
 }
 
@@ -87,15 +98,17 @@ fn preprocess(text: &str) -> String {
 
 fn import(
     kind: &'static str,
+    source: Arc<dyn Source>,
     saltenv: String,
 ) -> impl Fn(String) -> Result<J, Error> + Send + Sync + 'static {
     move |path: String| {
         let path = path.trim_start_matches("salt://").to_string();
-        let text = render::fetch(&path, &saltenv)
+        let text = source
+            .fetch(&path, &saltenv)
             .map_err(err)?
             .ok_or_else(|| err(format!("Template {path} not found")))?;
         Ok(match kind {
-            "yaml" => J::from_serialize(&render::load_yaml(&text).map_err(err)?),
+            "yaml" => J::from_serialize(&crate::load_yaml(&text).map_err(err)?),
             "json" => J::from_serialize(
                 &serde_json::from_str::<Value>(&text).map_err(|e| err(e.to_string()))?,
             ),
@@ -152,16 +165,22 @@ pub fn render(
     env.set_formatter(formatter);
     env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
     let loader_env = saltenv.to_string();
+    let loader = ctx.source.clone();
     env.set_loader(move |name| {
-        render::fetch(name.trim_start_matches("salt://"), &loader_env).map_err(err)
+        loader
+            .fetch(name.trim_start_matches("salt://"), &loader_env)
+            .map_err(err)
     });
     crate::filters::add(&mut env);
     for kind in ["yaml", "json", "text"] {
-        env.add_function(format!("import_{kind}"), import(kind, saltenv.to_string()));
+        env.add_function(
+            format!("import_{kind}"),
+            import(kind, ctx.source.clone(), saltenv.to_string()),
+        );
     }
     env.add_global("grains", J::from_serialize(&ctx.grains));
     env.add_global("pillar", J::from_serialize(&ctx.pillar));
-    env.add_global("salt", J::from_object(Salt));
+    env.add_global("salt", J::from_object(Salt(ctx.source.clone())));
     env.add_global(
         "opts",
         J::from_serialize(serde_json::json!({"id": ctx.grains.get("id"), "saltenv": ctx.saltenv})),
@@ -170,6 +189,9 @@ pub fn render(
     env.add_global("sls", J::from(sls.to_string()));
     for (k, v) in sls_context(path, sls) {
         env.add_global(k, J::from(v));
+    }
+    for (k, v) in &ctx.vars {
+        env.add_global(k.clone(), J::from_serialize(v));
     }
     let source = preprocess(text);
     env.render_named_str(path, &source, ()).map_err(describe)
