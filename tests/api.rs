@@ -20,7 +20,7 @@ use serde_json::{Value, json};
 pub(crate) const USER: &str = "tester";
 /// May run `test.*` and `grains.items` on `web*` only, and see only their
 /// own jobs.
-const INTERN: &str = "intern";
+pub(crate) const INTERN: &str = "intern";
 /// Knows the password, has no permissions: cannot log in.
 const NOBODY: &str = "nobody";
 /// May call the runners, and see only their own jobs.
@@ -45,9 +45,9 @@ impl Drop for ApiServer {
 pub(crate) struct Fleet {
     _server: RedisServer,
     pub(crate) redis: RedisConfig,
-    bus: Bus,
+    pub(crate) bus: Bus,
     pub(crate) dir: tempfile::TempDir,
-    agents: Vec<Agent>,
+    pub(crate) agents: Vec<Agent>,
 }
 
 impl Fleet {

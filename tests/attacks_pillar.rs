@@ -87,7 +87,7 @@ impl Fleet {
         let jid = maid_protocol::jid::new_jid();
         let topic = format!("maid.reply.{jid}");
         let mut job = json!({"jid": jid, "tempTopic": topic, "fun": "pillar.items",
-            "arg": [], "kwarg": {}, "tgt": id, "tgt_type": "glob", "topic": TOPIC,
+            "arg": [], "kwarg": {"unmask": true}, "tgt": id, "tgt_type": "glob", "topic": TOPIC,
             "issued_at": chrono::Utc::now().timestamp_millis()});
         job.as_object_mut()
             .unwrap()

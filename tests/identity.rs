@@ -438,6 +438,23 @@ async fn redis_acls_hold_each_credential_to_what_it_must_do() {
             .await,
         "push a plugin",
     );
+    // Pillar records are the master's to write (an agent reads them).
+    for key in [
+        maid_protocol::pillar::record_key("acl-a"),
+        maid_protocol::pillar::pinned_key("acl-a", &"0".repeat(64)),
+    ] {
+        refused(
+            redis::cmd("SET")
+                .arg(&key)
+                .arg("{}")
+                .query_async(&mut conn)
+                .await,
+            "write a pillar record",
+        );
+        let read: redis::RedisResult<Option<String>> =
+            redis::cmd("GET").arg(&key).query_async(&mut conn).await;
+        assert!(read.is_ok(), "an agent reads {key}: {read:?}");
+    }
     refused(
         redis::cmd("DEL")
             .arg("maid:registry")

@@ -5,7 +5,8 @@
 //! holds no pillar value; another maid's key opens no other's record; a
 //! plugin without the `pillar` grant is refused; `-I` is evaluated on the
 //! master and reaches the maids as a list; `maid pillar` shows what a
-//! minion receives.
+//! minion receives; a syndic maid hands the sealed record of a maid
+//! beneath it down, and neither Redis sees the value.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -28,13 +29,13 @@ const TWO: &str = "s3cret-for-pd-two";
 const INLINE: &str = "inline-s3cret-zz";
 
 /// `maid` as the master, with its config file.
-struct Master<'a> {
-    url: String,
-    dir: &'a Path,
+pub(crate) struct Master<'a> {
+    pub(crate) url: String,
+    pub(crate) dir: &'a Path,
 }
 
 impl Master<'_> {
-    fn run(&self, args: &[&str]) -> (i32, String, String) {
+    pub(crate) fn run(&self, args: &[&str]) -> (i32, String, String) {
         let config = self.dir.join("master.toml");
         let mut words: Vec<&str> = args.to_vec();
         words.extend(["-c", config.to_str().unwrap()]);
@@ -47,7 +48,7 @@ impl Master<'_> {
     }
 
     /// `maid run ARGS --out json --static`, read.
-    fn json(&self, args: &[&str]) -> Value {
+    pub(crate) fn json(&self, args: &[&str]) -> Value {
         let mut words = args.to_vec();
         words.extend(["--out", "json", "--static"]);
         let (code, out, err) = self.run(&words);
@@ -56,7 +57,7 @@ impl Master<'_> {
     }
 }
 
-fn write(root: &Path, files: &[(&str, &str)]) {
+pub(crate) fn write(root: &Path, files: &[(&str, &str)]) {
     for (path, text) in files {
         let full = root.join(path);
         std::fs::create_dir_all(full.parent().unwrap()).unwrap();
@@ -66,7 +67,7 @@ fn write(root: &Path, files: &[(&str, &str)]) {
 
 /// A maid that requires signed jobs, with a key of its own; `grant`: its
 /// pillar plugin may read pillar.
-fn agent(server: &RedisServer, dir: &Path, id: &str, grant: bool) -> Agent {
+pub(crate) fn agent(server: &RedisServer, dir: &Path, id: &str, grant: bool) -> Agent {
     let state = dir.join(format!("state-{id}"));
     let public = dir.join("master.pub");
     let grant = if grant {
@@ -133,13 +134,30 @@ async fn published_jobs(server: &RedisServer) -> std::sync::Arc<std::sync::Mutex
     seen
 }
 
-/// The master's key, its `pillar_roots` and config in `dir`.
-fn master_in(dir: &Path, url: &str) {
+/// The master's key, its `pillar_roots` (holding `files`) and config in
+/// `dir`.
+pub(crate) fn master_with(dir: &Path, url: &str, files: &[(&str, &str)]) {
     let o = maid_cli(url, &["keygen", dir.join("master").to_str().unwrap()], dir);
     assert!(o.status.success(), "{o:?}");
     let root = dir.join("pillar");
-    write(
-        &root,
+    write(&root, files);
+    std::fs::write(
+        dir.join("master.toml"),
+        format!(
+            "master_topics = [\"{TOPIC}\"]\n[master]\nkey = {:?}\npki_dir = {:?}\n\
+             pillar_roots = [{root:?}]\n",
+            dir.join("master.key"),
+            dir.join("pki"),
+        ),
+    )
+    .unwrap();
+}
+
+/// The master of these tests: a secret for each of two maids.
+fn master_in(dir: &Path, url: &str) {
+    master_with(
+        dir,
+        url,
         &[
             (
                 "top.sls",
@@ -156,16 +174,6 @@ fn master_in(dir: &Path, url: &str) {
             ),
         ],
     );
-    std::fs::write(
-        dir.join("master.toml"),
-        format!(
-            "master_topics = [\"{TOPIC}\"]\n[master]\nkey = {:?}\npki_dir = {:?}\n\
-             pillar_roots = [{root:?}]\n",
-            dir.join("master.key"),
-            dir.join("pki"),
-        ),
-    )
-    .unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -220,7 +228,7 @@ async fn each_maid_opens_only_its_own_pillar_and_redis_never_sees_one() {
     // Each maid reads its own values (its return sealed to the master:
     // only the master reads it); inline pillar merges over them.
     assert_eq!(
-        master.json(&["run", "pd-one,pd-two", "-L", "pillar.items"]),
+        master.json(&["run", "pd-one,pd-two", "-L", "pillar.items", "unmask=True"]),
         json!({
             "pd-one": {"site": "lab", "role": "pd-one", "secret": ONE,
                        "db": {"user": "app", "tier": "front"}},
@@ -229,12 +237,20 @@ async fn each_maid_opens_only_its_own_pillar_and_redis_never_sees_one() {
         })
     );
     assert_eq!(
-        master.json(&["run", "pd-one", "pillar.get", "db:tier"]),
+        master.json(&["run", "pd-one", "pillar.get", "db:tier", "unmask=True"]),
         json!({"pd-one": "front"})
     );
     let inline = format!("pillar={{\"db\": {{\"tier\": \"{INLINE}\"}}}}");
     assert_eq!(
-        master.json(&["run", "pd-two", "pillar.item", "db", "secret", &inline]),
+        master.json(&[
+            "run",
+            "pd-two",
+            "pillar.item",
+            "db",
+            "secret",
+            &inline,
+            "unmask=True"
+        ]),
         json!({"pd-two": {"db": {"user": "app", "tier": INLINE}, "secret": TWO}})
     );
 
@@ -319,4 +335,66 @@ async fn each_maid_opens_only_its_own_pillar_and_redis_never_sees_one() {
     assert_eq!(code, 0, "{err}");
     let shown: Value = serde_json::from_str(&out).unwrap();
     assert_eq!(shown["pd-two"]["secret"], json!(TWO));
+}
+
+/// A secret of the maid beneath the syndic maid.
+const LEAF: &str = "s3cret-of-the-leaf";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_syndic_maid_hands_sealed_pillar_down_and_reads_none_of_it() {
+    let (top, low) = (RedisServer::start(), RedisServer::start());
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let leaf_sls = format!("secret: {LEAF}\n");
+    master_with(
+        dir,
+        &top.url(),
+        &[
+            ("top.sls", "base:\n  'leaf-*':\n    - leaf\n"),
+            ("leaf.sls", &leaf_sls),
+        ],
+    );
+    let master = Master {
+        url: top.url(),
+        dir,
+    };
+    let public = dir.join("master.pub");
+    let signed = |id: &str| {
+        let state = dir.join(format!("state-{id}"));
+        format!(
+            "[plugins.pillar]\npillar = true\n[security]\nrequire_signed = true\n\
+             trusted_keys = [{public:?}]\nstate_dir = {state:?}\n"
+        )
+    };
+    let _leaf = start_agent(&low.config(), "leaf-1", &signed("leaf-1"));
+    let syndic_toml = format!("{}{}", crate::syndic::syndic(&low), signed("syn-1"));
+    let _syndic = start_agent(&top.config(), "syn-1", &syndic_toml);
+    wait_registered(&Bus::new(&low.config()).unwrap(), &["leaf-1"]).await;
+    wait_registered(&Bus::new(&top.config()).unwrap(), &["syn-1"]).await;
+    // The syndic maid's key (with its role), then the key of the maid
+    // its list vouches for.
+    let (code, _, err) = master.run(&["key", "-A", "-y"]);
+    assert_eq!(code, 0, "{err}");
+    crate::syndic::wait_beneath(&top, "syn-1", &["leaf-1"]).await;
+    let (code, out, err) = master.run(&["key", "-A", "-y"]);
+    assert_eq!(code, 0, "{err}");
+    let (_, listed, _) = master.run(&["key", "-L"]);
+    assert!(listed.contains("leaf-1"), "{out}{listed}");
+
+    let above = Monitor::start(top.port(), dir.join("above.log"));
+    let below = Monitor::start(low.port(), dir.join("below.log"));
+    assert_eq!(
+        master.json(&["run", "leaf-1", "pillar.items", "unmask=True"]),
+        json!({"leaf-1": {"secret": LEAF}})
+    );
+    for (side, seen) in [("above", above.stop()), ("below", below.stop())] {
+        assert!(
+            seen.contains("maid:pillar:leaf-1"),
+            "{side}: no record:\n{seen}"
+        );
+        assert!(
+            !seen.contains(LEAF),
+            "{side}: the leaf's secret in plaintext:\n{seen}"
+        );
+    }
 }

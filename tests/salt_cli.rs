@@ -18,9 +18,9 @@ use crate::common::salt::{RealSalt, venv};
 const MINIONS: [&str; 2] = ["m1", "m2"];
 
 /// `(stdout, stderr, exit code)`.
-type Printed = (String, String, i32);
+pub(crate) type Printed = (String, String, i32);
 
-fn printed(out: std::process::Output) -> Printed {
+pub(crate) fn printed(out: std::process::Output) -> Printed {
     (
         String::from_utf8_lossy(&out.stdout).into_owned(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
@@ -30,7 +30,7 @@ fn printed(out: std::process::Output) -> Printed {
 
 /// `argv` run as it is, or on a terminal of its own (`script`), its
 /// stderr (Salt's log lines) dropped.
-fn command(argv: &[String], tty: bool) -> Command {
+pub(crate) fn command(argv: &[String], tty: bool) -> Command {
     if !tty {
         let mut cmd = Command::new(&argv[0]);
         cmd.args(&argv[1..]);
@@ -42,7 +42,7 @@ fn command(argv: &[String], tty: bool) -> Command {
     cmd
 }
 
-fn salt(tool: &str, config_dir: &Path, args: &[String], tty: bool) -> Printed {
+pub(crate) fn salt(tool: &str, config_dir: &Path, args: &[String], tty: bool) -> Printed {
     let mut argv = vec![
         venv().join("bin").join(tool).display().to_string(),
         "-c".into(),
@@ -54,7 +54,7 @@ fn salt(tool: &str, config_dir: &Path, args: &[String], tty: bool) -> Printed {
 
 /// A state run's times and pids, which differ from run to run, left out
 /// of a printed line.
-fn timeless(line: &str) -> String {
+pub(crate) fn timeless(line: &str) -> String {
     let t = line.trim_start();
     let indent = &line[..line.len() - t.len()];
     if let Some(i) = line.find(" - Started: ") {
@@ -69,7 +69,7 @@ fn timeless(line: &str) -> String {
 }
 
 /// Jids masked: each run has its own.
-fn masked(text: &str) -> String {
+pub(crate) fn masked(text: &str) -> String {
     // maid names its own command for looking a job up (docs/differences-from-salt.md).
     let text = &text.replace("maid job ", "salt-run jobs.lookup_jid ");
     let b = text.as_bytes();

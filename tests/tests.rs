@@ -6,6 +6,7 @@
 mod common;
 
 mod api;
+mod api_pillar;
 mod attacks;
 mod attacks_api;
 mod attacks_exec;
@@ -26,6 +27,7 @@ mod modules;
 mod pepper;
 mod pillar;
 mod pillar_delivery;
+mod pillar_functions;
 mod pillar_trees;
 mod pkg_states;
 mod reliability;
@@ -33,6 +35,7 @@ mod runtime;
 mod salt;
 mod salt_cli;
 mod salt_down;
+mod salt_pillar;
 mod sandbox;
 mod service_states;
 mod state_envs;

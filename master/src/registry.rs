@@ -291,6 +291,19 @@ impl Registry {
         self.known(exclude).filter(|(id, _)| self.alive(id))
     }
 
+    /// The grains of `id`'s registration, as far as it is believed (none
+    /// for a maid that never registered, or whose entry did not verify;
+    /// for a minion beneath a syndic maid, as that syndic maid listed
+    /// it): what its targets match and its pillar is compiled from.
+    pub fn grains(&self, id: &str) -> Map<String, Value> {
+        self.maids
+            .get(id)
+            .and_then(|(_, reg)| reg.as_ref())
+            .or_else(|| self.beneath.get(id).map(|(_, reg)| reg))
+            .map(|r| r.grains.clone())
+            .unwrap_or_default()
+    }
+
     /// Whether `id` is connected now: a maid whose alive key lives, or a
     /// minion an alive syndic maid lists beneath it (its list lives only
     /// as long as the syndic maid keeps it).

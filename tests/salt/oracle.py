@@ -118,8 +118,10 @@ def arguments(doc):
 def modules(doc):
     """Salt's execution modules, called as `salt-call --local` calls them.
 
-    Input: {"calls": [[fun, word, ...], ...], "grains": {...},
-    "path_prefix": dir, "systemd": bool, "nodegroups": {...},
+    Input: {"calls": [[fun, word, ...], ...], "grains": {...}, "id": minion id,
+    "pillar_roots": {env: [dir, ...]} (the pillar is compiled from them
+    first, as salt-call does at start), "path_prefix": dir, "systemd":
+    bool, "nodegroups": {...},
     "file_roots": {env: [dir, ...]} (else `file_root`: base's one)}: each
     call's words are read as
     salt-call reads its command line (`parse_input`, then
@@ -146,7 +148,7 @@ def modules(doc):
     opts = salt.config.minion_config(None)
     opts.update(
         file_client="local",
-        id="local",
+        id=doc.get("id") or "local",
         cachedir=f"{tmp}/cache",
         pki_dir=f"{tmp}/pki",
         sock_dir=f"{tmp}/sock",
@@ -169,6 +171,13 @@ def modules(doc):
         opts["grains"] = doc["grains"]
     else:
         opts["grains"] = salt.loader.grains(opts)
+    if doc.get("pillar_roots"):
+        import salt.pillar
+
+        opts["pillar_roots"] = doc["pillar_roots"]
+        opts["pillar"] = salt.pillar.get_pillar(
+            opts, opts["grains"], opts["id"]
+        ).compile_pillar()
     funcs = salt.loader.minion_mods(opts, utils=salt.loader.utils(opts))
     out = []
     for fun, *words in doc["calls"]:

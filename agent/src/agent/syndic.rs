@@ -274,9 +274,12 @@ impl Syndic {
             }
         };
         let sent = match self.conn().await {
-            Ok(mut conn) => publish(&mut conn, topic, payload)
-                .await
-                .map_err(BusError::from),
+            Ok(mut conn) => {
+                hand_down_pillar(shared, &mut conn, job, &expected).await;
+                publish(&mut conn, topic, payload)
+                    .await
+                    .map_err(BusError::from)
+            }
             Err(e) => Err(e),
         };
         if let Err(e) = sent {
@@ -340,6 +343,49 @@ impl Syndic {
                     shared.deliver(pending).await;
                 }
             }
+        }
+    }
+}
+
+/// How long a pillar record copied down stays under its hash, for a maid
+/// beneath still queueing the job.
+const PINNED_BENEATH: u64 = 3600;
+
+/// The pillar records `job` pins for the maids `ids` beneath, copied as
+/// they are to the Redis beneath before the job goes down (PROTOCOL §8):
+/// each is sealed to its maid's key and signed by the master, so this
+/// maid reads none of it and each maid beneath checks its own. One that
+/// cannot be copied is logged; its maid then refuses the job.
+async fn hand_down_pillar(shared: &Shared, down: &mut Conn, job: &Job, ids: &[String]) {
+    use maid_protocol::pillar::{pinned_key, record_key};
+    let pinned: Vec<(&String, &String)> = ids
+        .iter()
+        .filter_map(|id| job.pillar.get(id).map(|sha| (id, sha)))
+        .collect();
+    if pinned.is_empty() {
+        return;
+    }
+    let Some(mut up) = crate::filestore::ConnSource::conn(&*shared.conn) else {
+        tracing::error!(jid = %job.jid, "no Redis above: pillar records not handed down");
+        return;
+    };
+    for (id, sha) in pinned {
+        let at_pin = pinned_key(id, sha);
+        let mut record: Option<String> = up.get(&at_pin).await.ok().flatten();
+        if record.is_none() {
+            record = up.get(record_key(id)).await.ok().flatten();
+        }
+        let Some(record) = record else {
+            tracing::warn!(jid = %job.jid, %id, "no pillar record above to hand down");
+            continue;
+        };
+        let copied: redis::RedisResult<()> = redis::pipe()
+            .set(record_key(id), &record)
+            .set_ex(&at_pin, &record, PINNED_BENEATH)
+            .query_async(down)
+            .await;
+        if let Err(e) = copied {
+            tracing::error!(jid = %job.jid, %id, cause = %e, "pillar record not handed down");
         }
     }
 }

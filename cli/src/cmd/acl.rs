@@ -195,8 +195,12 @@ pub fn rules(
     let reply = format!("&{}", maid_master::jobs::REPLY_PATTERN);
     let topics = channels(topics);
     let agent_cmds = cmds(AGENT_COMMANDS);
-    // What every agent user reads, and where it replies.
-    let stores = "%R~maid:file:* %R~maid:plugins %R~maid:plugins:*";
+    // What every agent user reads, and where it replies. Pillar records
+    // are read by every maid (each is sealed to one maid's key; a syndic
+    // maid hands those beneath theirs down) and written by the master
+    // alone.
+    let stores = "%R~maid:file:* %R~maid:plugins %R~maid:plugins:* \
+                  %R~maid:pillar:* %R~maid:pillar-pinned:*";
     let mut out = String::from("user default off resetkeys resetchannels -@all\n");
     if maids.is_empty() {
         // One user for every maid: each may write (and expire) any alive

@@ -54,16 +54,10 @@ pub fn run(args: PillarArgs) -> anyhow::Result<ExitCode> {
             continue;
         }
         // The grains a job's pillar is compiled from: the verified
-        // registration's (none for a maid that never registered).
-        let grains = registry
-            .maids
-            .get(id)
-            .and_then(|(_, reg)| reg.as_ref())
-            .map(|r| r.grains.clone())
-            .unwrap_or_default();
+        // registration's.
         let req = Request {
             id: id.clone(),
-            grains,
+            grains: registry.grains(id),
             saltenv: args.saltenv.clone(),
             pillarenv: args.pillarenv.clone(),
             pillar_override: Map::new(),

@@ -115,13 +115,7 @@ pub async fn deliver(
             tracing::warn!(%id, "no accepted key: the maid receives no pillar");
             continue;
         };
-        let grains = registry
-            .maids
-            .get(id)
-            .and_then(|(_, reg)| reg.as_ref())
-            .map(|r| r.grains.clone())
-            .unwrap_or_default();
-        jobs.push((id.clone(), *maid_key, grains));
+        jobs.push((id.clone(), *maid_key, registry.grains(id)));
     }
     let (plan2, settings) = (plan.clone(), settings.clone());
     // Rendering is CPU work over the operator's files: off the runtime.

@@ -5,6 +5,13 @@
 //! `{}`. The master compiles a job's pillar afresh for every `pillar.*`
 //! job (with its `saltenv`, `pillarenv` and inline `pillar=`), as Salt's
 //! `pillar.items` does.
+//!
+//! As Salt 3008's, what `get`, `item` and `items` return is masked unless
+//! `unmask=True` is passed (`salt.utils.secret.serial`: every non-empty
+//! string and non-zero number or `True` reads `**********`); `raw` and
+//! `keys` are not. A template's `salt['pillar.get']` reads plain values
+//! (Salt unmasks while it renders): the state plugin asks with
+//! `unmask=True`.
 
 use maid_sdk::data::traverse;
 use maid_sdk::python::truthy;
@@ -28,6 +35,35 @@ fn raised(class: &str, message: &str) -> Error {
         ),
         1,
     )
+}
+
+/// Salt's `REDACT_PLACEHOLDER`.
+const REDACTED: &str = "**********";
+
+/// `salt.utils.secret.serial`: each leaf Python finds true (a non-empty
+/// string, a non-zero number, `True`) redacted; containers kept.
+fn serial(v: Value) -> Value {
+    match v {
+        Value::Object(o) => Value::Object(o.into_iter().map(|(k, v)| (k, serial(v))).collect()),
+        Value::Array(a) => Value::Array(a.into_iter().map(serial).collect()),
+        Value::Null => Value::Null,
+        leaf if truthy(&leaf) => json!(REDACTED),
+        leaf => leaf,
+    }
+}
+
+/// The value as `unmask` (argument `pos`, else keyword) asks: plain when
+/// it is true, masked when false; `None` (not given) is `default`.
+fn shown(v: Value, call: &Call, pos: Option<usize>, default: bool) -> Value {
+    let asked = match pos {
+        Some(pos) => kw(call, pos, "unmask"),
+        None => call.kwargs.get("unmask"),
+    };
+    let plain = match asked {
+        None | Some(Value::Null) => default,
+        Some(v) => truthy(v),
+    };
+    if plain { v } else { serial(v) }
 }
 
 fn kw<'a>(call: &'a Call, pos: usize, name: &str) -> Option<&'a Value> {
@@ -89,7 +125,7 @@ fn get(call: &Call) -> Result<Value, Error> {
             (Value::Object(d), Some(Value::Object(ret))) => {
                 let mut merged = d.clone();
                 maid_sdk::dictupdate::update(&mut merged, &ret, merge_lists);
-                return Ok(Value::Object(merged));
+                return Ok(shown(Value::Object(merged), call, Some(7), false));
             }
             (Value::Array(d), Some(Value::Array(ret))) => {
                 let mut merged = d.clone();
@@ -99,14 +135,15 @@ fn get(call: &Call) -> Result<Value, Error> {
                     .cloned()
                     .collect();
                 merged.extend(added);
-                return Ok(Value::Array(merged));
+                return Ok(shown(Value::Array(merged), call, Some(7), false));
             }
             // Salt logs that the merge is skipped, and reads the key as
             // without `merge`.
             _ => {}
         }
     }
-    Ok(lookup(&pillar, key, &delimiter).unwrap_or(default))
+    let found = lookup(&pillar, key, &delimiter).unwrap_or(default);
+    Ok(shown(found, call, Some(7), false))
 }
 
 /// Return the pillar value at KEY (nested keys with ':'), DEFAULT when absent; merge=True merges it into a dict or list DEFAULT
@@ -147,21 +184,28 @@ fn item_of(
     raw,
     args = ["*args", "default=None", "delimiter=None", "pillarenv=None", "saltenv=None", "unmask=None"]
 )]
-fn item(call: &Call) -> Result<Map<String, Value>, Error> {
-    item_of(
+fn item(call: &Call) -> Result<Value, Error> {
+    let found = item_of(
         &call.args,
         call.kwargs.get("default"),
         call.kwargs.get("delimiter"),
-    )
+    )?;
+    Ok(shown(Value::Object(found), call, None, false))
 }
 
-/// items' result: the named keys (as pillar.item, without its default
-/// or delimiter) or the whole pillar.
+/// items' result: the whole pillar (masked unless `unmask`), or with
+/// names, `pillar.item` of them (without its default, delimiter or
+/// `unmask`: masked).
 fn items_of(call: &Call) -> Result<Map<String, Value>, Error> {
-    if call.args.is_empty() {
-        return pillar();
+    let shown = if call.args.is_empty() {
+        shown(Value::Object(pillar()?), call, None, false)
+    } else {
+        serial(Value::Object(item_of(&call.args, None, None)?))
+    };
+    match shown {
+        Value::Object(o) => Ok(o),
+        _ => unreachable!("a masked mapping is a mapping"),
     }
-    item_of(&call.args, None, None)
 }
 
 const ITEMS_ARGS: &[&str] = &[
@@ -216,13 +260,14 @@ fn obfuscate(call: &Call) -> Result<Value, Error> {
 #[function(raw, args = ["key=None", "unmask=None"])]
 fn raw(call: &Call) -> Result<Value, Error> {
     let pillar = pillar()?;
-    Ok(match kw(call, 0, "key").filter(|k| truthy(k)) {
+    let value = match kw(call, 0, "key").filter(|k| truthy(k)) {
         Some(key) => pillar
             .get(&python::str(key))
             .cloned()
             .unwrap_or_else(|| json!({})),
         None => Value::Object(pillar),
-    })
+    };
+    Ok(shown(value, call, Some(1), true))
 }
 
 /// Return the keys of the dict at KEY (nested keys with ':')

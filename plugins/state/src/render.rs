@@ -23,7 +23,12 @@ impl maid_render::Source for Host {
         args: &[Value],
         kwargs: &Map<String, Value>,
     ) -> Result<Value, String> {
-        match host::call(fun, args, kwargs) {
+        // Salt renders with pillar unmasked: a template reads the values.
+        let mut kwargs = kwargs.clone();
+        if fun.starts_with("pillar.") && !kwargs.contains_key("unmask") {
+            kwargs.insert("unmask".into(), Value::Bool(true));
+        }
+        match host::call(fun, args, &kwargs) {
             Ok(host::Called::Returned { ret, .. }) => Ok(ret),
             Ok(host::Called::Failed { message, .. }) => Err(message),
             Err(e) => Err(e.to_string()),

@@ -1,0 +1,93 @@
+//! Pillar through `maid api`: `tgt_type` `pillar` and `pillar_pcre`, and
+//! `I@` words, evaluated on the pillar the master compiles; a user's
+//! permissions checked against whom such a target reaches; `pillar.*`
+//! answered from the pillar delivered sealed, inline `pillar` included.
+
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+use crate::api::{Fleet, INTERN, PASSWORD, client, login, lowstate};
+use crate::common::fleet::wait_registered;
+
+/// `POST /login` as `user`: the token.
+async fn login_as(c: &reqwest::Client, url: &str, user: &str) -> String {
+    let r = c
+        .post(format!("{url}/login"))
+        .json(&json!({"username": user, "password": PASSWORD, "eauth": "pam"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK);
+    r.headers()["x-auth-token"].to_str().unwrap().to_string()
+}
+
+fn ids(body: &Value) -> Vec<String> {
+    let mut ids: Vec<String> = body["return"][0]
+        .as_object()
+        .map(|o| o.keys().cloned().collect())
+        .unwrap_or_default();
+    ids.sort();
+    ids
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn api_targets_on_pillar_and_holds_users_to_whom_it_reaches() {
+    let mut fleet = Fleet::new();
+    let root = fleet.dir.path().join("pillar");
+    std::fs::create_dir_all(&root).unwrap();
+    std::fs::write(root.join("top.sls"), "base:\n  '*':\n    - tier\n").unwrap();
+    std::fs::write(root.join("tier.sls"), "tier: {{ grains['role'] }}\n").unwrap();
+    for (id, role) in [("web-1", "web"), ("db-1", "db")] {
+        let extra = format!("[grains]\nrole = \"{role}\"\n[plugins.pillar]\npillar = true\n");
+        let agent = fleet.signed_agent(id, &extra);
+        fleet.agents.push(agent);
+    }
+    wait_registered(&fleet.bus, &["web-1", "db-1"]).await;
+    let pki = fleet.dir.path().join("pki");
+    let accepted = crate::common::maid_command()
+        .args(["key", "-A", "-y", "--pki-dir"])
+        .arg(&pki)
+        .env("MAID_REDIS", fleet.redis.url.as_deref().unwrap())
+        .env_remove("MAID_CONFIG")
+        .output()
+        .unwrap();
+    assert!(accepted.status.success(), "{accepted:?}");
+    let api = fleet.api_with(
+        &format!("pki_dir = {pki:?}\npillar_roots = [{root:?}]"),
+        "",
+        &[],
+    );
+    let c = client();
+    let token = login(&c, &api).await;
+    let ping = |tgt: &str, tgt_type: &str| json!({"client": "local", "tgt": tgt, "tgt_type": tgt_type, "fun": "test.ping"});
+    for (tgt, tgt_type, expected) in [
+        ("tier:db", "pillar", vec!["db-1"]),
+        ("tier:w.b", "pillar_pcre", vec!["web-1"]),
+        ("I@tier:* and not db-1", "compound", vec!["web-1"]),
+        ("tier:nobody", "pillar", vec![]),
+    ] {
+        let (status, body) = lowstate(&c, &api, &token, &ping(tgt, tgt_type)).await;
+        assert_eq!(status, StatusCode::OK, "{tgt}: {body}");
+        assert_eq!(ids(&body), expected, "{tgt_type} {tgt}: {body}");
+    }
+    // The pillar each maid reads, and inline pillar over it.
+    let items = json!({"client": "local", "tgt": "*", "fun": "pillar.items",
+        "kwarg": {"pillar": {"extra": "inline"}, "unmask": true}});
+    let (status, body) = lowstate(&c, &api, &token, &items).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(
+        body["return"][0],
+        json!({"web-1": {"extra": "inline", "tier": "web"},
+               "db-1": {"extra": "inline", "tier": "db"}}),
+        "{body}"
+    );
+
+    // The intern may run test.* on web* alone: a pillar target that
+    // reaches db-1 is refused, one that reaches web-1 alone is not.
+    let intern = login_as(&c, &api.url, INTERN).await;
+    let (status, body) = lowstate(&c, &api, &intern, &ping("tier:db", "pillar")).await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
+    let (status, body) = lowstate(&c, &api, &intern, &ping("I@tier:web", "compound")).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(ids(&body), ["web-1"], "{body}");
+}
