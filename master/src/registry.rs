@@ -174,11 +174,13 @@ impl Registry {
     }
 
     /// This registry, its targets reading pillar compiled with `settings`
-    /// (the master's `pillar_roots`); without them a pillar target selects
-    /// no one.
+    /// (the master's `pillar_roots`). Only a master that keeps keys
+    /// compiles pillar: its grains are then those the maids' accepted
+    /// keys signed, never a registration anyone could write. Otherwise
+    /// (or without `settings`) a pillar target selects no one.
     pub fn with_pillar(mut self, settings: Option<&crate::pillar::Settings>) -> Self {
         self.pillar = settings
-            .filter(|s| !s.roots.roots().is_empty())
+            .filter(|s| !s.roots.is_empty() && self.accepted.is_some())
             .map(|s| std::sync::Arc::new(crate::pillar::Cache::new(s.clone())));
         self
     }

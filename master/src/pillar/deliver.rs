@@ -15,7 +15,7 @@ use ed25519_dalek::SigningKey;
 use maid_protocol::pillar::{self as sealed, PillarRecord};
 use serde_json::{Map, Value};
 
-use super::{Request, Settings, compile};
+use super::{Request, Roots, Settings, compile_in};
 use crate::bus::{BusError, Conn};
 use crate::registry::Registry;
 
@@ -55,7 +55,7 @@ impl Plan {
         fun: &str,
         kwarg: &mut Map<String, Value>,
     ) -> Option<Self> {
-        settings.filter(|s| !s.roots.roots().is_empty())?;
+        settings.filter(|s| !s.roots.is_empty())?;
         if !reads_pillar(fun) {
             return None;
         }
@@ -119,7 +119,9 @@ pub async fn deliver(
     }
     let (plan2, settings) = (plan.clone(), settings.clone());
     // Rendering is CPU work over the operator's files: off the runtime.
+    // The files are read once for the job's minions.
     let compiled = tokio::task::spawn_blocking(move || {
+        let roots = std::sync::Arc::new(Roots::new(settings.roots.clone()));
         jobs.into_iter()
             .map(|(id, maid_key, grains)| {
                 let req = Request {
@@ -129,7 +131,7 @@ pub async fn deliver(
                     pillarenv: plan2.pillarenv.clone(),
                     pillar_override: plan2.inline.clone().unwrap_or_default(),
                 };
-                let pillar = compile(&settings, &req);
+                let pillar = compile_in(&roots, &settings, &req);
                 (id, sealed::seal(&pillar, &maid_key))
             })
             .collect::<Vec<_>>()

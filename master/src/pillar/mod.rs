@@ -26,7 +26,10 @@ pub use self::roots::Roots;
 /// The master's settings for compiling pillar.
 #[derive(Clone)]
 pub struct Settings {
-    pub roots: Arc<Roots>,
+    /// `pillar_roots`. Each compile (one job's minions, one targeting)
+    /// reads them afresh, as Salt does: an edit is seen by the next job,
+    /// also in a long-running `maid api`.
+    pub roots: maid_config::FileRoots,
     /// `pillar_source_merging_strategy`.
     pub strategy: String,
     /// `pillar_merge_lists`.
@@ -38,7 +41,7 @@ pub struct Settings {
 impl std::fmt::Debug for Settings {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("pillar::Settings")
-            .field("pillar_roots", self.roots.roots())
+            .field("pillar_roots", &self.roots)
             .field("strategy", &self.strategy)
             .field("merge_lists", &self.merge_lists)
             .finish_non_exhaustive()
@@ -49,7 +52,7 @@ impl Settings {
     /// From the master's configuration.
     pub fn from_config(master: &maid_config::MasterSettings) -> Self {
         Self {
-            roots: Arc::new(Roots::new(master.pillar_roots.clone())),
+            roots: master.pillar_roots.clone(),
             strategy: master.pillar_source_merging_strategy.name().to_string(),
             merge_lists: master.pillar_merge_lists,
             nodegroups: master.nodegroups.clone(),
@@ -61,6 +64,8 @@ impl Settings {
 /// the registry.
 pub struct Cache {
     settings: Settings,
+    /// The files, read once for all the minions compiled here.
+    roots: Arc<Roots>,
     compiled: std::sync::Mutex<std::collections::HashMap<String, Arc<Map<String, Value>>>>,
 }
 
@@ -74,6 +79,7 @@ impl std::fmt::Debug for Cache {
 impl Cache {
     pub fn new(settings: Settings) -> Self {
         Self {
+            roots: Arc::new(Roots::new(settings.roots.clone())),
             settings,
             compiled: Default::default(),
         }
@@ -89,7 +95,7 @@ impl Cache {
             grains: grains.clone(),
             ..Default::default()
         };
-        let pillar = Arc::new(compile(&self.settings, &req));
+        let pillar = Arc::new(compile_in(&self.roots, &self.settings, &req));
         self.compiled
             .lock()
             .expect("pillar cache")
@@ -112,9 +118,15 @@ pub struct Request {
     pub pillar_override: Map<String, Value>,
 }
 
-/// The pillar `req.id` receives.
+/// The pillar `req.id` receives, its files read now.
 pub fn compile(settings: &Settings, req: &Request) -> Map<String, Value> {
-    Compiler::new(settings, req).compile()
+    compile_in(&Arc::new(Roots::new(settings.roots.clone())), settings, req)
+}
+
+/// [`compile`] over `roots`, which keep what they read for the next
+/// minion's compile (the same job's).
+pub fn compile_in(roots: &Arc<Roots>, settings: &Settings, req: &Request) -> Map<String, Value> {
+    Compiler::new(roots, settings, req).compile()
 }
 
 /// Salt's `Pillar` for one minion.
@@ -143,9 +155,9 @@ pub(crate) fn empty_as_map(v: Value) -> Value {
 }
 
 impl Compiler {
-    fn new(settings: &Settings, req: &Request) -> Self {
+    fn new(roots: &Arc<Roots>, settings: &Settings, req: &Request) -> Self {
         let source = Arc::new(Files {
-            roots: settings.roots.clone(),
+            roots: roots.clone(),
             grains: req.grains.clone(),
         });
         let ctx = Context {
@@ -154,12 +166,12 @@ impl Compiler {
             // compiles: nothing.
             pillar: Map::new(),
             saltenv: req.saltenv.clone().unwrap_or_else(|| "base".into()),
-            envs: settings.roots.envs(),
+            envs: roots.envs(),
             source,
             vars: Map::new(),
         };
         Self {
-            roots: settings.roots.clone(),
+            roots: roots.clone(),
             id: req.id.clone(),
             grains: req.grains.clone(),
             nodegroups: settings.nodegroups.clone(),

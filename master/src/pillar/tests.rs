@@ -96,3 +96,40 @@ fn targets_read_each_minions_compiled_pillar_once() {
         &cache.get("web1", &grains)
     ));
 }
+
+#[test]
+fn only_a_master_that_keeps_keys_targets_on_pillar() {
+    let (_dir, s) = settings(&[("top.sls", "base:\n  '*':\n    - r\n"), ("r.sls", "r: 1\n")]);
+    // No key store: registrations are anyone's word, so no pillar.
+    let bare = crate::registry::Registry::default().with_pillar(Some(&s));
+    assert!(bare.pillar.is_none());
+    let keeping = crate::registry::Registry {
+        accepted: Some(Default::default()),
+        ..Default::default()
+    }
+    .with_pillar(Some(&s));
+    assert!(keeping.pillar.is_some());
+    // And none without pillar_roots.
+    let (_empty, none) = settings(&[]);
+    let none = Settings {
+        roots: maid_config::FileRoots::default(),
+        ..none
+    };
+    let keeping = crate::registry::Registry {
+        accepted: Some(Default::default()),
+        ..Default::default()
+    }
+    .with_pillar(Some(&none));
+    assert!(keeping.pillar.is_none());
+}
+
+#[test]
+fn each_compile_reads_the_files_as_they_are_now() {
+    let (dir, s) = settings(&[("top.sls", "base:\n  '*':\n    - v\n"), ("v.sls", "v: 1\n")]);
+    assert_eq!(compile_for(&s, "web1")["v"], json!(1));
+    // An operator's edit: the next job (the same long-running master's)
+    // compiles the new value.
+    std::fs::write(dir.path().join("pillar/v.sls"), "v: 2\n").unwrap();
+    assert_eq!(compile_for(&s, "web1")["v"], json!(2));
+    assert_eq!(Cache::new(s).get("web1", &Map::new())["v"], json!(2));
+}
