@@ -57,6 +57,7 @@ fn corpus() -> Vec<Vec<&'static str>> {
         vec!["--out", "json", "-L", "m2", "pillar.obfuscate"],
         vec!["-L", "m2", "pillar.keys", "db"],
         vec!["*", "state.apply", "pilltest"],
+        vec!["-L", "m1", "state.apply", "pilltest", "pillar={\"role\": \"inline\"}"],
     ]
 }
 
@@ -178,6 +179,7 @@ async fn salt_and_maid_deliver_and_target_pillar_alike() {
     assert!(transcript.contains("db-s3cret"), "{transcript}");
     assert!(transcript.contains("**********"), "{transcript}");
     assert!(transcript.contains("Name: web at front"), "{transcript}");
+    assert!(transcript.contains("Name: inline at front"), "{transcript}");
     assert!(
         differences.is_empty(),
         "{} of {} command lines differ from Salt's (transcript: {}):\n\n{}",
