@@ -57,7 +57,13 @@ fn corpus() -> Vec<Vec<&'static str>> {
         vec!["--out", "json", "-L", "m2", "pillar.obfuscate"],
         vec!["-L", "m2", "pillar.keys", "db"],
         vec!["*", "state.apply", "pilltest"],
-        vec!["-L", "m1", "state.apply", "pilltest", "pillar={\"role\": \"inline\"}"],
+        vec![
+            "-L",
+            "m1",
+            "state.apply",
+            "pilltest",
+            "pillar={\"role\": \"inline\"}",
+        ],
     ]
 }
 

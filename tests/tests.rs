@@ -13,6 +13,7 @@ mod attacks_exec;
 mod attacks_fleet;
 mod attacks_modules;
 mod attacks_pillar;
+mod audit_chain;
 mod authors;
 mod browser;
 mod cli;

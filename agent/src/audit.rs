@@ -7,6 +7,14 @@
 //! through (`dropped_before`). The file is opened append-only with mode
 //! 0600 and reopened on `reopen()` (SIGHUP) for log rotation. Values of
 //! keyword arguments whose names look like secrets are redacted.
+//!
+//! The records form a hash chain ([`maid_protocol::auditchain`]): each
+//! carries `seq` and `prev`, the SHA-256 of the line before it, across
+//! rotations and restarts (the head is taken up from the file's last
+//! line, else from `state_dir/audit.head`). With the maid's own key, a
+//! signed `checkpoint` record is written every [`CHECKPOINT_EVERY`]
+//! records or [`CHECKPOINT_AFTER`] (when something was written), and
+//! before the file is reopened. `maid audit verify` checks them.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -47,11 +55,17 @@ pub enum Decision {
     /// Noise records over the rate, counted in `suppressed` instead of
     /// written one by one.
     Suppressed,
+    /// The maid's signature over the chain so far (`checkpoint`).
+    Checkpoint,
 }
 
 /// One audit line.
 #[derive(Debug, Clone, Serialize)]
 pub struct Record {
+    /// Its place in the chain (the writer sets it): 1 for the first.
+    pub seq: u64,
+    /// Hex SHA-256 of the line before it (the writer sets it).
+    pub prev: String,
     pub time: String,
     pub minion: String,
     pub jid: String,
@@ -98,6 +112,9 @@ pub struct Record {
     /// execution functions each called are in `capabilities` (`call`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub states: Option<Vec<StateRecord>>,
+    /// For a `checkpoint` record: the maid's signature over the chain.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub checkpoint: Option<maid_protocol::auditchain::Checkpoint>,
 }
 
 /// One state of a state run, as the audit trail keeps it: which state
@@ -150,6 +167,8 @@ impl Record {
     /// A record with the fields every decision has.
     pub fn new(minion: &str, jid: &str, decision: Decision) -> Self {
         Self {
+            seq: 0,
+            prev: String::new(),
             time: crate::jid::stamp(),
             minion: minion.into(),
             jid: jid.into(),
@@ -175,6 +194,7 @@ impl Record {
             claimed_kid: None,
             suppressed: None,
             states: None,
+            checkpoint: None,
         }
     }
 
@@ -224,6 +244,7 @@ fn must_keep(decision: Decision) -> bool {
             | Decision::PluginLoaded
             | Decision::PluginRemoved
             | Decision::PluginRefused
+            | Decision::Checkpoint
     )
 }
 
@@ -294,6 +315,8 @@ pub struct Audit {
     noise: Arc<Mutex<Noise>>,
     dropped: Arc<AtomicU64>,
     reopen: Arc<Notify>,
+    /// Asks the writer to sign what it wrote (`finish`), and its answer.
+    finishing: Arc<(Notify, Notify)>,
 }
 
 impl Audit {
@@ -305,11 +328,32 @@ impl Audit {
             noise: Arc::new(Mutex::new(Noise::new())),
             dropped: Arc::default(),
             reopen: Arc::default(),
+            finishing: Arc::default(),
+        }
+    }
+
+    /// Before the agent stops: the records queued so far written and a
+    /// checkpoint signing them (waits at most [`FINISH_WITHIN`]).
+    pub async fn finish(&self) {
+        if self.tx.is_none() {
+            return;
+        }
+        self.finishing.0.notify_one();
+        if tokio::time::timeout(FINISH_WITHIN, self.finishing.1.notified())
+            .await
+            .is_err()
+        {
+            tracing::error!(
+                "the audit writer did not finish in time: its last records may be unsigned"
+            );
         }
     }
 
     /// Log to `path`; up to `queue` noise records wait for a slow disk.
-    pub async fn open(path: PathBuf, queue: usize) -> std::io::Result<Self> {
+    /// The chain goes on from where `path` (or `chain`'s head file) left
+    /// it, checkpointed with `chain`'s key when it has one.
+    pub async fn open(path: PathBuf, queue: usize, chain: ChainSettings) -> std::io::Result<Self> {
+        let head = last_head(&path, chain.head_file.as_deref()).await;
         let file = open(&path).await?;
         let (tx, rx) = mpsc::channel(queue.max(1));
         let (kept, kept_rx) = mpsc::unbounded_channel();
@@ -319,8 +363,11 @@ impl Audit {
             ..Self::disabled()
         };
         tokio::spawn(writer(
-            path,
-            file,
+            Out {
+                path,
+                file,
+                chain: Chain::new(chain, head),
+            },
             Queues {
                 kept: kept_rx,
                 noise: rx,
@@ -339,6 +386,7 @@ impl Audit {
             noise: self.noise.clone(),
             dropped: self.dropped.clone(),
             reopen: self.reopen.clone(),
+            finishing: self.finishing.clone(),
         }
     }
 
@@ -445,7 +493,148 @@ struct Queues {
     noise: mpsc::Receiver<Record>,
 }
 
-async fn writer(path: PathBuf, mut file: tokio::fs::File, mut q: Queues, audit: Audit) {
+/// How long [`Audit::finish`] waits for the writer.
+pub const FINISH_WITHIN: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Records between checkpoints, at most.
+pub const CHECKPOINT_EVERY: u64 = 1_000;
+/// How long records may wait for their checkpoint.
+pub const CHECKPOINT_AFTER: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// How the chain is kept: the maid's key signs its checkpoints (none: a
+/// chain without them), `minion` names the maid in them, `head_file`
+/// (in `state_dir`) keeps the head across a rotation while stopped.
+#[derive(Debug, Clone, Default)]
+pub struct ChainSettings {
+    pub key: Option<ed25519_dalek::SigningKey>,
+    pub minion: String,
+    pub head_file: Option<PathBuf>,
+}
+
+/// Where the chain stands: the last line of `path`, or the head file when
+/// the file is new (rotated while the maid was stopped); the later of
+/// the two.
+async fn last_head(path: &std::path::Path, head_file: Option<&std::path::Path>) -> Head {
+    let in_file = tokio::fs::read(path).await.ok().and_then(|bytes| {
+        let line = bytes
+            .split(|b| *b == b'\n')
+            .rev()
+            .find(|l| !l.is_empty())?
+            .to_vec();
+        Head::of_line(&line)
+    });
+    let kept = match head_file {
+        Some(f) => tokio::fs::read(f)
+            .await
+            .ok()
+            .and_then(|b| serde_json::from_slice::<Head>(&b).ok()),
+        None => None,
+    };
+    [in_file, kept]
+        .into_iter()
+        .flatten()
+        .max_by_key(|h| h.seq)
+        .unwrap_or_else(Head::genesis)
+}
+
+use maid_protocol::auditchain::{self, Head};
+
+/// The chain as the writer extends it.
+struct Chain {
+    settings: ChainSettings,
+    head: Head,
+    /// Records written since the last checkpoint, and when the first was.
+    unsigned: u64,
+    since: std::time::Instant,
+}
+
+impl Chain {
+    fn new(settings: ChainSettings, head: Head) -> Self {
+        Chain {
+            settings,
+            head,
+            unsigned: 0,
+            since: std::time::Instant::now(),
+        }
+    }
+
+    /// `rec` as the next line of the chain (newline included).
+    fn link(&mut self, mut rec: Record) -> Vec<u8> {
+        rec.seq = self.head.seq + 1;
+        rec.prev = self.head.sha256.clone();
+        let line = serde_json::to_vec(&rec).expect("records serialise");
+        self.head = Head::after(rec.seq, &line);
+        if rec.decision == Decision::Checkpoint {
+            self.unsigned = 0;
+        } else {
+            if self.unsigned == 0 {
+                self.since = std::time::Instant::now();
+            }
+            self.unsigned += 1;
+        }
+        let mut line = line;
+        line.push(b'\n');
+        line
+    }
+
+    /// The checkpoint record due now (`force`: at rotation), if the chain
+    /// has a key and records it does not cover yet.
+    fn checkpoint(&self, force: bool) -> Option<Record> {
+        let key = self.settings.key.as_ref()?;
+        let due = self.unsigned >= CHECKPOINT_EVERY
+            || (self.unsigned > 0 && (force || self.since.elapsed() >= CHECKPOINT_AFTER));
+        if !due {
+            return None;
+        }
+        let seq = self.head.seq + 1;
+        let mut rec = Record::new(&self.settings.minion, "", Decision::Checkpoint);
+        rec.checkpoint = Some(auditchain::checkpoint(
+            key,
+            &self.settings.minion,
+            seq,
+            &self.head.sha256,
+        ));
+        Some(rec)
+    }
+}
+
+/// Where records go.
+struct Out {
+    path: PathBuf,
+    file: tokio::fs::File,
+    chain: Chain,
+}
+
+impl Out {
+    async fn write(&mut self, rec: Record) {
+        let line = self.chain.link(rec);
+        if let Err(e) = self.file.write_all(&line).await {
+            tracing::error!(path = %self.path.display(), cause = %e, "cannot write audit record");
+        }
+        let _ = self.file.flush().await;
+    }
+
+    /// A checkpoint when one is due, and the head kept beside it.
+    async fn checkpoint(&mut self, force: bool) {
+        let Some(rec) = self.chain.checkpoint(force) else {
+            return;
+        };
+        self.write(rec).await;
+        if let Some(f) = &self.chain.settings.head_file {
+            let text = serde_json::to_vec(&self.chain.head).expect("a head serialises");
+            let tmp = f.with_extension("tmp");
+            let kept = async {
+                tokio::fs::write(&tmp, &text).await?;
+                tokio::fs::rename(&tmp, f).await
+            };
+            if let Err(e) = kept.await {
+                tracing::error!(path = %f.display(), cause = %e, "cannot keep the audit chain's head");
+            }
+        }
+    }
+}
+
+async fn writer(mut out: Out, mut q: Queues, audit: Audit) {
     let mut tick = tokio::time::interval(SUMMARY_EVERY);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut open_queues = 2;
@@ -455,14 +644,32 @@ async fn writer(path: PathBuf, mut file: tokio::fs::File, mut q: Queues, audit: 
             biased;
             rec = q.kept.recv(), if !q.kept.is_closed() || !q.kept.is_empty() => rec,
             rec = q.noise.recv(), if !q.noise.is_closed() || !q.noise.is_empty() => rec,
-            _ = tick.tick() => audit.summary(),
+            _ = tick.tick() => {
+                out.checkpoint(false).await;
+                audit.summary()
+            }
+            () = audit.finishing.0.notified() => {
+                // What is queued first, then the checkpoint.
+                while let Ok(rec) = q.kept.try_recv() {
+                    out.write(rec).await;
+                }
+                while let Ok(rec) = q.noise.try_recv() {
+                    out.write(rec).await;
+                }
+                out.checkpoint(true).await;
+                audit.finishing.1.notify_one();
+                continue;
+            }
             () = audit.reopen.notified() => {
-                match open(&path).await {
+                // The old file ends signed; the new one goes on with the
+                // same chain.
+                out.checkpoint(true).await;
+                match open(&out.path).await {
                     Ok(f) => {
-                        file = f;
-                        tracing::info!(path = %path.display(), "audit log reopened");
+                        out.file = f;
+                        tracing::info!(path = %out.path.display(), "audit log reopened");
                     }
-                    Err(e) => tracing::error!(path = %path.display(), cause = %e, "cannot reopen audit log"),
+                    Err(e) => tracing::error!(path = %out.path.display(), cause = %e, "cannot reopen audit log"),
                 }
                 continue;
             }
@@ -471,13 +678,11 @@ async fn writer(path: PathBuf, mut file: tokio::fs::File, mut q: Queues, audit: 
             open_queues = usize::from(!q.kept.is_closed()) + usize::from(!q.noise.is_closed());
             continue;
         };
-        let mut line = serde_json::to_vec(&rec).expect("records serialise");
-        line.push(b'\n');
-        if let Err(e) = file.write_all(&line).await {
-            tracing::error!(path = %path.display(), cause = %e, "cannot write audit record");
-        }
-        let _ = file.flush().await;
+        out.write(rec).await;
+        out.checkpoint(false).await;
     }
+    // Stopping: what was written since the last checkpoint is signed.
+    out.checkpoint(true).await;
 }
 
 #[cfg(test)]
@@ -546,7 +751,9 @@ mod tests {
     async fn a_job_that_ran_is_recorded_however_full_the_noise_queue() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("audit.jsonl");
-        let audit = Audit::open(path.clone(), 1).await.unwrap();
+        let audit = Audit::open(path.clone(), 1, ChainSettings::default())
+            .await
+            .unwrap();
         for i in 0..20_000 {
             audit.record(Record::new("m", &format!("junk-{i}"), Decision::Rejected));
             if i == 10_000 {
@@ -577,7 +784,9 @@ mod tests {
         use std::os::unix::fs::PermissionsExt;
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("audit.jsonl");
-        let audit = Audit::open(path.clone(), 16).await.unwrap();
+        let audit = Audit::open(path.clone(), 16, ChainSettings::default())
+            .await
+            .unwrap();
         audit.record(Record::new("m", "1", Decision::Ran));
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
         std::fs::rename(&path, dir.path().join("audit.jsonl.1")).unwrap();

@@ -14,6 +14,7 @@
 //! * [`pillar`]: pillar sealed to one maid's key, in a record a master
 //!   signs (PROTOCOL §8).
 
+pub mod auditchain;
 pub mod jid;
 pub mod pillar;
 pub mod protocol;

@@ -356,7 +356,18 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(
     let grains = runtime.grains().clone();
     grains.replace(core_grains(&runtime, &id, &config).await);
     let plugin_dir = config.plugin_dir.clone();
-    let audit = open_audit(&config).await?;
+    // The audit chain is this maid's: checkpointed with its key, its head
+    // kept in its state_dir.
+    let chain = crate::audit::ChainSettings {
+        key: identity.clone(),
+        minion: id.clone(),
+        head_file: config
+            .security
+            .state_dir
+            .as_ref()
+            .map(|d| d.join("audit.head")),
+    };
+    let audit = open_audit(&config, chain).await?;
     let reload = Arc::new(Notify::new());
     tokio::spawn(on_sighup(audit.clone(), reload.clone()));
     let parts = Parts {
@@ -395,7 +406,8 @@ pub async fn run_fleet(
     let instances = RuntimeSettings::instances_for(ids.len());
     let runtime = plugin_runtime(&config, &grains, None, instances).await?;
     let grains = core_grains(&runtime, first, &config).await;
-    let audit = open_audit(&config).await?;
+    // Stand-ins for many hosts share one log: a chain without a key.
+    let audit = open_audit(&config, Default::default()).await?;
     let bus = Bus::new(&config.redis)?;
     let metrics = Arc::new(Metrics::new());
     let mut agents = tokio::task::JoinSet::new();
@@ -487,9 +499,12 @@ async fn load_plugins(runtime: &Runtime, dir: &std::path::Path) -> Result<(), Ag
     Ok(())
 }
 
-async fn open_audit(config: &Config) -> Result<Audit, AgentError> {
+async fn open_audit(
+    config: &Config,
+    chain: crate::audit::ChainSettings,
+) -> Result<Audit, AgentError> {
     match &config.audit.path {
-        Some(path) => Audit::open(path.clone(), config.audit.queue)
+        Some(path) => Audit::open(path.clone(), config.audit.queue, chain)
             .await
             .map_err(|error| AgentError::State {
                 what: format!("audit log {}", path.display()),
@@ -575,6 +590,8 @@ async fn serve_agent(parts: Parts, shutdown: impl Future<Output = ()>) -> Result
     drain(&shared, grace, done_tx, done_rx).await;
     tasks.abort();
     gone(&shared).await;
+    // The records of the jobs that ran are written, and signed.
+    shared.audit.finish().await;
     Ok(())
 }
 

@@ -4,6 +4,7 @@
 mod acl;
 mod agent;
 mod api;
+mod audit;
 mod author;
 mod author_tools;
 mod call;
@@ -96,6 +97,9 @@ pub enum Command {
     /// Manage the salt:// files stored in Redis.
     #[command(subcommand)]
     File(FileCommand),
+    /// The audit trail: `maid audit verify FILE…` checks a maid's log.
+    #[command(subcommand)]
+    Audit(audit::AuditCommand),
 }
 
 #[derive(Debug, Subcommand)]
@@ -159,6 +163,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Acl(args) => acl::run(args),
         Command::Api(args) => api::run(args),
         Command::File(FileCommand::Push(args)) => file::push(args),
+        Command::Audit(cmd) => audit::run(cmd),
     }
 }
 

@@ -1,0 +1,326 @@
+//! The audit trail's hash chain: each record a maid writes carries its
+//! sequence number (`seq`) and the SHA-256 of the line before it
+//! (`prev`, of the bytes as written, without the newline), so a record
+//! altered, removed, inserted or moved breaks the chain where it was
+//! touched. At intervals and at rotation the maid writes a `checkpoint`
+//! record whose Ed25519 signature, by the maid's own key, covers the
+//! chain so far: a chain rewritten from some point on by someone without
+//! that key no longer verifies at the next checkpoint.
+//!
+//! [`Verifier`] reads records in order (a rotated file's, then the next)
+//! and names the first place the chain breaks.
+
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD as B64;
+use ed25519_dalek::{Signer, SigningKey, Verifier as _, VerifyingKey};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+/// `prev` of the first record of a chain.
+pub const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
+
+/// Hex SHA-256 of a record's line, as `prev` names it.
+pub fn line_sha256(line: &[u8]) -> String {
+    hex::encode(Sha256::digest(line))
+}
+
+/// Where a chain stands: the last record's `seq` and hash.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Head {
+    pub seq: u64,
+    pub sha256: String,
+}
+
+impl Head {
+    /// Before the first record.
+    pub fn genesis() -> Self {
+        Head {
+            seq: 0,
+            sha256: GENESIS.into(),
+        }
+    }
+
+    /// The head after `line` (whose `seq` is `seq`) was written.
+    pub fn after(seq: u64, line: &[u8]) -> Self {
+        Head {
+            seq,
+            sha256: line_sha256(line),
+        }
+    }
+
+    /// The head of a chain whose last written line is `line`, if it is a
+    /// record with a `seq`.
+    pub fn of_line(line: &[u8]) -> Option<Self> {
+        let v: Value = serde_json::from_slice(line).ok()?;
+        Some(Head::after(v.get("seq")?.as_u64()?, line))
+    }
+}
+
+/// A checkpoint's signature: by the maid's key, over the chain up to the
+/// checkpoint record itself (its `seq` and its `prev`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Checkpoint {
+    /// Base64 Ed25519 signature over [`signed_bytes`].
+    pub sig: String,
+    /// Hex SHA-256 of the maid's public key, first 16 characters.
+    pub kid: String,
+}
+
+/// What a checkpoint signs: the minion, the checkpoint's `seq`, and the
+/// hash of the record before it.
+pub fn signed_bytes(minion: &str, seq: u64, prev: &str) -> Vec<u8> {
+    format!("maid-audit-checkpoint\n{minion}\n{seq}\n{prev}").into_bytes()
+}
+
+/// The checkpoint of `minion`'s chain at record `seq` after `prev`.
+pub fn checkpoint(key: &SigningKey, minion: &str, seq: u64, prev: &str) -> Checkpoint {
+    let sig = key.sign(&signed_bytes(minion, seq, prev));
+    Checkpoint {
+        sig: B64.encode(sig.to_bytes()),
+        kid: crate::trust::key_id(&key.verifying_key()),
+    }
+}
+
+/// The first thing wrong with a chain, where it was found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Break {
+    /// Which input (a file name), and its 1-based line.
+    pub source: String,
+    pub line: usize,
+    pub what: String,
+}
+
+impl std::fmt::Display for Break {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} line {}: {}", self.source, self.line, self.what)
+    }
+}
+
+/// Checks records in the order they were written.
+#[derive(Debug)]
+pub struct Verifier {
+    key: Option<VerifyingKey>,
+    head: Option<Head>,
+    /// Where the previous record was: for naming an altered one.
+    last_at: Option<(String, usize)>,
+    pub records: u64,
+    pub checkpoints: u64,
+    /// `seq` of the last record a verified checkpoint covers.
+    pub vouched_through: Option<u64>,
+    pub first_break: Option<Break>,
+}
+
+impl Verifier {
+    /// A verifier of checkpoints signed by `key` (without one, only the
+    /// chain is checked).
+    pub fn new(key: Option<VerifyingKey>) -> Self {
+        Verifier {
+            key,
+            head: None,
+            last_at: None,
+            records: 0,
+            checkpoints: 0,
+            vouched_through: None,
+            first_break: None,
+        }
+    }
+
+    /// Check the next line (`line` of `source`); after the first break
+    /// nothing more is checked.
+    pub fn push(&mut self, source: &str, line_no: usize, line: &[u8]) {
+        if self.first_break.is_some() {
+            return;
+        }
+        if let Err(what) = self.check(source, line) {
+            self.first_break = Some(Break {
+                source: source.into(),
+                line: line_no,
+                what,
+            });
+            return;
+        }
+        self.last_at = Some((source.into(), line_no));
+    }
+
+    fn check(&mut self, _source: &str, line: &[u8]) -> Result<(), String> {
+        let v: Value = serde_json::from_slice(line)
+            .map_err(|_| "not a record (the line is not JSON): inserted or altered".to_string())?;
+        let seq = v
+            .get("seq")
+            .and_then(Value::as_u64)
+            .ok_or("a record without `seq`: inserted, or written before the chain began")?;
+        let prev = v
+            .get("prev")
+            .and_then(Value::as_str)
+            .ok_or("a record without `prev`: inserted or altered")?;
+        match &self.head {
+            // The first record read: the chain is taken up where it is
+            // (an earlier file may not be at hand).
+            None => {}
+            Some(head) if seq == head.seq + 1 && prev == head.sha256 => {}
+            Some(head) if seq == head.seq + 1 => {
+                let at = self
+                    .last_at
+                    .as_ref()
+                    .map(|(s, l)| format!(" ({s} line {l})"))
+                    .unwrap_or_default();
+                return Err(format!(
+                    "record seq {} before it{at} was altered: this record (seq {seq}) \
+                     names another SHA-256 for it",
+                    head.seq
+                ));
+            }
+            Some(head) if seq > head.seq + 1 => {
+                return Err(format!(
+                    "records seq {} to {} are missing before this one (seq {seq}): removed",
+                    head.seq + 1,
+                    seq - 1
+                ));
+            }
+            Some(head) => {
+                return Err(format!(
+                    "record seq {seq} where seq {} was due: inserted, moved or replayed",
+                    head.seq + 1
+                ));
+            }
+        }
+        if v.get("decision").and_then(Value::as_str) == Some("checkpoint") {
+            self.checkpoint(&v, seq, prev)?;
+        }
+        self.head = Some(Head::after(seq, line));
+        self.records += 1;
+        Ok(())
+    }
+
+    fn checkpoint(&mut self, v: &Value, seq: u64, prev: &str) -> Result<(), String> {
+        self.checkpoints += 1;
+        let Some(key) = &self.key else {
+            return Ok(());
+        };
+        let minion = v.get("minion").and_then(Value::as_str).unwrap_or_default();
+        let sig = v
+            .pointer("/checkpoint/sig")
+            .and_then(Value::as_str)
+            .and_then(|s| crate::trust::decode_signature(s).ok())
+            .ok_or(format!("checkpoint seq {seq} carries no signature"))?;
+        key.verify(&signed_bytes(minion, seq, prev), &sig)
+            .map_err(|_| {
+                format!(
+                    "checkpoint seq {seq} does not verify with {minion}'s key: \
+                     the chain before it was rewritten, or another key signed it"
+                )
+            })?;
+        self.vouched_through = Some(seq);
+        Ok(())
+    }
+
+    /// The last record read.
+    pub fn head(&self) -> Option<&Head> {
+        self.head.as_ref()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// A chain of `n` records, a checkpoint every `every`, as lines.
+    fn chain(key: &SigningKey, n: u64, every: u64) -> Vec<Vec<u8>> {
+        let mut head = Head::genesis();
+        let mut out = Vec::new();
+        for seq in 1..=n {
+            let mut rec = json!({"minion": "m1", "seq": seq, "prev": head.sha256,
+                                 "decision": "ran", "jid": format!("j{seq}")});
+            if seq % every == 0 {
+                rec["decision"] = json!("checkpoint");
+                rec["checkpoint"] =
+                    serde_json::to_value(checkpoint(key, "m1", seq, &head.sha256)).unwrap();
+            }
+            let line = serde_json::to_vec(&rec).unwrap();
+            head = Head::after(seq, &line);
+            out.push(line);
+        }
+        out
+    }
+
+    fn verify(lines: &[Vec<u8>], key: &SigningKey) -> Verifier {
+        let mut v = Verifier::new(Some(key.verifying_key()));
+        for (i, l) in lines.iter().enumerate() {
+            v.push("f", i + 1, l);
+        }
+        v
+    }
+
+    #[test]
+    fn an_intact_chain_verifies_and_every_edit_is_located() {
+        let key = SigningKey::from_bytes(&[3; 32]);
+        let lines = chain(&key, 10, 4);
+        let v = verify(&lines, &key);
+        assert_eq!(
+            (v.first_break.clone(), v.records, v.checkpoints),
+            (None, 10, 2)
+        );
+        assert_eq!(v.vouched_through, Some(8));
+
+        // Altered: record 5's job id changed; found at record 6.
+        let mut altered = lines.clone();
+        altered[4] = String::from_utf8(altered[4].clone())
+            .unwrap()
+            .replace("\"j5\"", "\"jX\"")
+            .into_bytes();
+        let b = verify(&altered, &key).first_break.unwrap();
+        assert_eq!(b.line, 6);
+        assert!(
+            b.what
+                .contains("record seq 5 before it (f line 5) was altered"),
+            "{b}"
+        );
+
+        // Removed: record 5 gone.
+        let mut removed = lines.clone();
+        removed.remove(4);
+        let b = verify(&removed, &key).first_break.unwrap();
+        assert!(b.what.contains("seq 5 to 5 are missing"), "{b}");
+
+        // Inserted: a copy of record 3 after record 5.
+        let mut inserted = lines.clone();
+        inserted.insert(5, lines[2].clone());
+        let b = verify(&inserted, &key).first_break.unwrap();
+        assert_eq!(b.line, 6);
+        assert!(b.what.contains("inserted, moved or replayed"), "{b}");
+
+        // Reordered: records 5 and 6 swapped.
+        let mut swapped = lines.clone();
+        swapped.swap(4, 5);
+        let b = verify(&swapped, &key).first_break.unwrap();
+        assert_eq!(b.line, 5);
+
+        // Rewritten from record 5 on by someone without the key: the chain
+        // links, but the checkpoint at 8 does not verify.
+        let other = SigningKey::from_bytes(&[4; 32]);
+        let mut forged: Vec<Vec<u8>> = lines[..4].to_vec();
+        let mut head = Head::after(4, &lines[3]);
+        for seq in 5..=8u64 {
+            let mut rec = json!({"minion": "m1", "seq": seq, "prev": head.sha256,
+                                 "decision": "ran", "jid": "forged"});
+            if seq == 8 {
+                rec["decision"] = json!("checkpoint");
+                rec["checkpoint"] =
+                    serde_json::to_value(checkpoint(&other, "m1", seq, &head.sha256)).unwrap();
+            }
+            let line = serde_json::to_vec(&rec).unwrap();
+            head = Head::after(seq, &line);
+            forged.push(line);
+        }
+        let b = verify(&forged, &key).first_break.unwrap();
+        assert_eq!(b.line, 8);
+        assert!(b.what.contains("does not verify"), "{b}");
+
+        // Not JSON.
+        let mut junk = lines.clone();
+        junk[2] = b"{oops".to_vec();
+        assert_eq!(verify(&junk, &key).first_break.unwrap().line, 3);
+    }
+}
