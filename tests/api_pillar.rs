@@ -70,7 +70,10 @@ async fn api_targets_on_pillar_and_holds_users_to_whom_it_reaches() {
         assert_eq!(status, StatusCode::OK, "{tgt}: {body}");
         assert_eq!(ids(&body), expected, "{tgt_type} {tgt}: {body}");
     }
-    // The pillar each maid reads, and inline pillar over it.
+    // The pillar each maid reads, and inline pillar over it; the return
+    // crosses Redis sealed to the API's key, and the event stream carries
+    // it opened.
+    let mut events = crate::api::open_events(&c, &api, &token).await;
     let items = json!({"client": "local", "tgt": "*", "fun": "pillar.items",
         "kwarg": {"pillar": {"extra": "inline"}, "unmask": true}});
     let (status, body) = lowstate(&c, &api, &token, &items).await;
@@ -81,6 +84,26 @@ async fn api_targets_on_pillar_and_holds_users_to_whom_it_reaches() {
                "db-1": {"extra": "inline", "tier": "db"}}),
         "{body}"
     );
+    let jid = body["maid"][0]["jid"].as_str().unwrap().to_string();
+    let want = format!("salt/job/{jid}/ret/web-1");
+    let seen = crate::api::read_events(
+        &mut events,
+        std::slice::from_ref(&want),
+        std::time::Duration::from_secs(15),
+    )
+    .await;
+    let line = seen
+        .lines()
+        .find(|l| l.starts_with("data:") && l.contains(&want))
+        .unwrap();
+    let ev: Value = serde_json::from_str(line.trim_start_matches("data:").trim()).unwrap();
+    assert_eq!(
+        ev["data"]["return"],
+        json!({"extra": "inline", "tier": "web"}),
+        "{ev}"
+    );
+    assert!(ev["data"].get("sealed_return").is_none(), "{ev}");
+    drop(events);
 
     // The intern may run test.* on web* alone: a pillar target that
     // reaches db-1 is refused, one that reaches web-1 alone is not.

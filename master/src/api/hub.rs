@@ -118,7 +118,13 @@ impl Hub {
     /// Connect and subscribe; replies are heard from when this returns.
     /// With `pki`, the event stream carries only replies signed by the key
     /// accepted for their maid, as `maid run` counts them.
-    pub async fn start(bus: Bus, pki: Option<Pki>) -> Result<Hub, BusError> {
+    /// A return sealed to `key` (the key that signs the API's jobs) is
+    /// opened for the event stream.
+    pub async fn start(
+        bus: Bus,
+        pki: Option<Pki>,
+        key: Option<ed25519_dalek::SigningKey>,
+    ) -> Result<Hub, BusError> {
         let conn = bus.connect().await?;
         let routes = Routes::default();
         let (events, _) = broadcast::channel(EVENT_BACKLOG);
@@ -127,6 +133,7 @@ impl Hub {
             routes: routes.clone(),
             events: events.clone(),
             keys,
+            key,
         };
         let (reader, sharded) = match bus.sharded_subscriber().await? {
             Some((sub, pushes)) => (tokio::spawn(read_sharded(pushes, dispatch)), Some(sub)),
@@ -238,6 +245,8 @@ struct Dispatch {
     routes: Routes,
     events: broadcast::Sender<Arc<Event>>,
     keys: Option<Keys>,
+    /// Opens returns sealed to the API's signing key.
+    key: Option<ed25519_dalek::SigningKey>,
 }
 
 impl Dispatch {
@@ -256,9 +265,13 @@ impl Dispatch {
                 tracing::warn!(maid = received.maid(), %why, "forged reply: no event");
                 return;
             }
+            let reply = match received.reply {
+                Reply::Return(r) => Reply::Return(r.unsealed(self.key.as_ref())),
+                other => other,
+            };
             let _ = self
                 .events
-                .send(Arc::new(Event::from_reply(received.reply).stamped()));
+                .send(Arc::new(Event::from_reply(reply).stamped()));
         }
     }
 }

@@ -300,7 +300,17 @@ pub async fn serve(
     settings: Settings,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServeError> {
-    let hub = hub::Hub::start(settings.bus, settings.pki.clone())
+    // A key of the API's own, when it has one: the maids then count its
+    // jobs apart from `maid run`'s.
+    let key = match &settings.api.key {
+        Some(path) => {
+            Some(crate::trust::read_signing_key(path).map_err(|error| ServeError::Key { error })?)
+        }
+        None => settings.key,
+    };
+    // Returns sealed to the key that signed their job (§8) are opened
+    // for the event stream with it.
+    let hub = hub::Hub::start(settings.bus, settings.pki.clone(), key.clone())
         .await
         .map_err(|error| ServeError::Redis { error })?;
     let console = assets::routes(&settings.api)?;
@@ -311,14 +321,6 @@ pub async fn serve(
         Duration::from_secs(settings.api.token_ttl_secs),
     )
     .map_err(|error| ServeError::Hash { error })?;
-    // A key of the API's own, when it has one: the maids then count its
-    // jobs apart from `maid run`'s.
-    let key = match &settings.api.key {
-        Some(path) => {
-            Some(crate::trust::read_signing_key(path).map_err(|error| ServeError::Key { error })?)
-        }
-        None => settings.key,
-    };
     let (stop, stopping) = watch::channel(false);
     let api = Api(Arc::new(Inner {
         hub,
