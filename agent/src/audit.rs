@@ -26,6 +26,8 @@ use serde_json::{Map, Value};
 use tokio::io::AsyncWriteExt;
 use tokio::sync::{Notify, mpsc};
 
+use maid_protocol::auditchain::{self, Head};
+
 use crate::runtime::CapabilityUse;
 
 /// What happened to a job.
@@ -515,14 +517,11 @@ pub struct ChainSettings {
 /// the file is new (rotated while the maid was stopped); the later of
 /// the two.
 async fn last_head(path: &std::path::Path, head_file: Option<&std::path::Path>) -> Head {
-    let in_file = tokio::fs::read(path).await.ok().and_then(|bytes| {
-        let line = bytes
-            .split(|b| *b == b'\n')
-            .rev()
-            .find(|l| !l.is_empty())?
-            .to_vec();
-        Head::of_line(&line)
-    });
+    let in_file = last_line(path)
+        .await
+        .ok()
+        .flatten()
+        .and_then(|line| Head::of_line(&line));
     let kept = match head_file {
         Some(f) => tokio::fs::read(f)
             .await
@@ -537,7 +536,42 @@ async fn last_head(path: &std::path::Path, head_file: Option<&std::path::Path>) 
         .unwrap_or_else(Head::genesis)
 }
 
-use maid_protocol::auditchain::{self, Head};
+/// How much of the file's end is read at a time looking for its last line.
+const TAIL_CHUNK: u64 = 64 * 1024;
+
+/// The last non-empty line of `path`, read from its end (a log of
+/// gigabytes is not read whole at every start); `None` for an empty or
+/// missing file.
+async fn last_line(path: &std::path::Path) -> std::io::Result<Option<Vec<u8>>> {
+    use tokio::io::{AsyncReadExt, AsyncSeekExt};
+    let mut file = match tokio::fs::File::open(path).await {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let len = file.metadata().await?.len();
+    let mut tail: Vec<u8> = Vec::new();
+    let mut start = len;
+    loop {
+        let mut text = tail.as_slice();
+        while let Some(t) = text.strip_suffix(b"\n") {
+            text = t;
+        }
+        if let Some(nl) = text.iter().rposition(|b| *b == b'\n') {
+            return Ok(Some(text[nl + 1..].to_vec()));
+        }
+        if start == 0 {
+            return Ok((!text.is_empty()).then(|| text.to_vec()));
+        }
+        let from = start.saturating_sub(TAIL_CHUNK);
+        let mut chunk = vec![0; (start - from) as usize];
+        file.seek(std::io::SeekFrom::Start(from)).await?;
+        file.read_exact(&mut chunk).await?;
+        chunk.extend_from_slice(&tail);
+        tail = chunk;
+        start = from;
+    }
+}
 
 /// The chain as the writer extends it.
 struct Chain {
@@ -689,6 +723,23 @@ async fn writer(mut out: Out, mut q: Queues, audit: Audit) {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[tokio::test]
+    async fn the_last_line_is_read_from_the_end_whatever_its_length() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a.log");
+        assert_eq!(last_line(&path).await.unwrap(), None);
+        std::fs::write(&path, "").unwrap();
+        assert_eq!(last_line(&path).await.unwrap(), None);
+        std::fs::write(&path, "one").unwrap();
+        assert_eq!(last_line(&path).await.unwrap(), Some(b"one".to_vec()));
+        // A last line longer than a chunk, after others; blank lines after.
+        let long = "x".repeat(3 * TAIL_CHUNK as usize + 5);
+        std::fs::write(&path, format!("first\nsecond\n{long}\n\n")).unwrap();
+        assert_eq!(last_line(&path).await.unwrap(), Some(long.into_bytes()));
+        std::fs::write(&path, "first\nsecond\n").unwrap();
+        assert_eq!(last_line(&path).await.unwrap(), Some(b"second".to_vec()));
+    }
 
     #[test]
     fn secrets_are_redacted() {

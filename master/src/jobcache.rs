@@ -53,9 +53,7 @@ impl Load {
     /// reader a value of their pillar (PROTOCOL §8).
     pub fn of(req: &JobRequest, jid: &str, minions: impl IntoIterator<Item = String>) -> Load {
         let minions: Vec<String> = minions.into_iter().collect();
-        let reads_pillar = crate::target::TargetType::parse(&req.tgt_type)
-            .is_ok_and(|t| crate::target::reads_pillar(&req.tgt, t));
-        let (tgt, tgt_type) = if reads_pillar {
+        let (tgt, tgt_type) = if req.targets_pillar() {
             (json!(minions), "list".to_string())
         } else {
             (req.tgt.clone(), req.tgt_type.clone())

@@ -80,6 +80,15 @@ pub struct Collect {
     pub gather_job_timeout: Option<Duration>,
 }
 
+impl JobRequest {
+    /// Whether its target reads pillar (`-I`, `J@`): the master evaluates
+    /// it, and the maids and the job cache see the ids it selected.
+    pub fn targets_pillar(&self) -> bool {
+        crate::target::TargetType::parse(&self.tgt_type)
+            .is_ok_and(|t| crate::target::reads_pillar(&self.tgt, t))
+    }
+}
+
 #[cfg(test)]
 impl JobRequest {
     /// `fun` on every minion (`*`), unsigned, with no arguments: what the
@@ -354,10 +363,7 @@ pub async fn publish_job(
     crate::jobcache::save(conn, &load).await?;
     // A target that reads pillar was evaluated here: the maids are sent
     // the ids it selected, never the pillar key it named (§8).
-    let listed = crate::target::TargetType::parse(&req.tgt_type)
-        .ok()
-        .filter(|t| crate::target::reads_pillar(&req.tgt, *t))
-        .map(|_| &minions);
+    let listed = req.targets_pillar().then_some(&minions);
     let payload = job_payload_with(req, jid, topic, delivered, listed);
     publish(conn, &req.master_topic, &payload).await?;
     Ok(())

@@ -230,7 +230,6 @@ pub(super) fn busy_return(shared: &Shared, job: &Job, kid: &Option<String>) -> P
     return_of(shared, job, Value::String(msg), BUSY_RETCODE)
 }
 
-/// `job`'s return message, ready to publish and cache.
 /// The return of a job that gave its function pillar: the value sealed to
 /// `master`, the key that signed the job (it crosses Redis, rests in the
 /// job cache and in the outbox's spill file sealed). A value that cannot
@@ -254,19 +253,21 @@ fn sealed_return_of(
             job.return_json(&shared.id, &why, 1, &stamp)
         }
     };
+    pending(shared, job, payload)
+}
+
+/// `job`'s return message, ready to publish and cache.
+fn return_of(shared: &Shared, job: &Job, value: Value, retcode: i32) -> Pending {
+    let payload = job.return_json(&shared.id, &value, retcode, &crate::jid::stamp());
+    pending(shared, job, payload)
+}
+
+/// Return message `payload` of `job`, signed when this maid has a key,
+/// on its way to the reply topic and the job cache.
+fn pending(shared: &Shared, job: &Job, payload: String) -> Pending {
     Pending {
         topic: job.temp_topic.clone(),
         payload: shared.seal(payload),
-        jid: job.jid.clone(),
-        id: shared.id.clone(),
-        published: false,
-    }
-}
-
-fn return_of(shared: &Shared, job: &Job, value: Value, retcode: i32) -> Pending {
-    Pending {
-        topic: job.temp_topic.clone(),
-        payload: shared.seal(job.return_json(&shared.id, &value, retcode, &crate::jid::stamp())),
         jid: job.jid.clone(),
         id: shared.id.clone(),
         published: false,

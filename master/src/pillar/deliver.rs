@@ -118,21 +118,33 @@ pub async fn deliver(
         jobs.push((id.clone(), *maid_key, registry.grains(id)));
     }
     let (plan2, settings) = (plan.clone(), settings.clone());
+    // A job that asks no environment and no inline pillar receives what
+    // the registry's reading compiles (once per minion: a target that read
+    // pillar compiled it already).
+    let cache = registry
+        .pillar
+        .clone()
+        .filter(|_| plan.saltenv.is_none() && plan.pillarenv.is_none() && plan.inline.is_none());
     // Rendering is CPU work over the operator's files: off the runtime.
     // The files are read once for the job's minions.
     let compiled = tokio::task::spawn_blocking(move || {
         let roots = std::sync::Arc::new(Roots::new(settings.roots.clone()));
         jobs.into_iter()
             .map(|(id, maid_key, grains)| {
-                let req = Request {
-                    id: id.clone(),
-                    grains,
-                    saltenv: plan2.saltenv.clone(),
-                    pillarenv: plan2.pillarenv.clone(),
-                    pillar_override: plan2.inline.clone().unwrap_or_default(),
+                let sealed = match &cache {
+                    Some(cache) => sealed::seal(&cache.get(&id, &grains), &maid_key),
+                    None => {
+                        let req = Request {
+                            id: id.clone(),
+                            grains,
+                            saltenv: plan2.saltenv.clone(),
+                            pillarenv: plan2.pillarenv.clone(),
+                            pillar_override: plan2.inline.clone().unwrap_or_default(),
+                        };
+                        sealed::seal(&compile_in(&roots, &settings, &req), &maid_key)
+                    }
                 };
-                let pillar = compile_in(&roots, &settings, &req);
-                (id, sealed::seal(&pillar, &maid_key))
+                (id, sealed)
             })
             .collect::<Vec<_>>()
     })

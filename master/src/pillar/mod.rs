@@ -133,16 +133,18 @@ pub fn compile_in(roots: &Arc<Roots>, settings: &Settings, req: &Request) -> Map
 pub(crate) struct Compiler {
     roots: Arc<Roots>,
     id: String,
-    grains: Map<String, Value>,
     nodegroups: Map<String, Value>,
     saltenv: Option<String>,
     pillarenv: Option<String>,
     strategy: String,
     merge_lists: bool,
-    state_top: String,
     pillar_override: Map<String, Value>,
+    /// The render context: the minion's grains, the files.
     ctx: Context,
 }
+
+/// Salt's `state_top`: each environment's top file.
+const STATE_TOP: &str = "top.sls";
 
 /// `compile_template`'s answer for a template that renders to nothing
 /// (an empty file, YAML that is only comments): `{}`.
@@ -173,13 +175,11 @@ impl Compiler {
         Self {
             roots: roots.clone(),
             id: req.id.clone(),
-            grains: req.grains.clone(),
             nodegroups: settings.nodegroups.clone(),
             saltenv: req.saltenv.clone(),
             pillarenv: req.pillarenv.clone(),
             strategy: settings.strategy.clone(),
             merge_lists: settings.merge_lists,
-            state_top: "top.sls".into(),
             pillar_override: req.pillar_override.clone(),
             ctx,
         }

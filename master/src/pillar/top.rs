@@ -31,7 +31,7 @@ pub(super) fn get_tops(c: &Compiler) -> (Vec<(String, Vec<Value>)>, Vec<String>)
     // One failing top file ends the gathering, as Salt's one `try`
     // around the loop does.
     for env in &saltenvs {
-        match c.render_file(&c.state_top, env, "") {
+        match c.render_file(super::STATE_TOP, env, "") {
             Ok(Some(data)) => push(&mut tops, env, data),
             Ok(None) => {}
             Err(e) => {
@@ -233,7 +233,7 @@ pub(super) fn top_matches(c: &Compiler, top: &Top) -> Vec<(String, Vec<String>)>
             continue;
         }
         for (tgt, data) in body {
-            if !confirm_top(tgt, data, &c.id, &c.grains, &c.nodegroups) {
+            if !confirm_top(tgt, data, &c.id, &c.ctx.grains, &c.nodegroups) {
                 continue;
             }
             let at = match out.iter().position(|(e, _)| e == env) {

@@ -10,8 +10,9 @@
 
 mod core;
 
+use maid_sdk::data;
 use maid_sdk::python::truthy;
-use maid_sdk::salt::{fnmatch, is_true, python_int};
+use maid_sdk::salt::{fnmatch, is_true};
 use maid_sdk::{Call, Capability, Error, Function, Plugin, export_plugin, function, host, python};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
@@ -21,34 +22,14 @@ struct Grains;
 /// Salt's `DEFAULT_TARGET_DELIM`.
 const DELIMITER: &str = ":";
 
-/// Salt's `traverse_dict_and_list`: follow `key`, split on `delimiter`,
-/// through dicts and lists (a numeric part indexes a list, negative from
-/// the end; a word looks into the dicts a list holds). `None` where Salt
-/// returns its default.
+/// Salt's `traverse_dict_and_list` over the grains ([`data::traverse`]);
+/// `None` where Salt returns its default.
 fn traverse<'a>(data: &'a Value, key: &str, delimiter: &str) -> Option<&'a Value> {
     if delimiter.is_empty() {
         // Python's `str.split('')` raises; Salt then gives up on the key.
         return None;
     }
-    let mut ptr = data;
-    for each in key.split(delimiter) {
-        ptr = match ptr {
-            Value::Array(items) => match python_int(each) {
-                None => items
-                    .iter()
-                    .filter_map(Value::as_object)
-                    .find_map(|m| m.get(each))?,
-                Some(idx) => {
-                    let len = i64::try_from(items.len()).ok()?;
-                    let i = if idx < 0 { idx + len } else { idx };
-                    items.get(usize::try_from(i).ok()?)?
-                }
-            },
-            Value::Object(map) => map.get(each)?,
-            _ => return None,
-        };
-    }
-    Some(ptr)
+    data::traverse(data.as_object()?, key, delimiter)
 }
 
 /// A key as the master sent it: a word the master read as a number is

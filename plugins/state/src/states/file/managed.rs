@@ -166,7 +166,7 @@ fn contents(a: &Args<'_>, env: &mut Env, ret: &mut Obj) -> Step<Result<Option<St
         };
         let mut found = Vec::new();
         for key in &keys {
-            match traverse(&env.grains, &py_str(key), &delimiter) {
+            match maid_salt::data::traverse(&env.grains, &py_str(key), &delimiter).cloned() {
                 Some(v) => found.push(v),
                 None => return fail(ret, format!("Grain {} does not exist", py_str(key))),
             }
@@ -230,19 +230,6 @@ pub(super) fn validate_str_list(v: &Value) -> Vec<String> {
         Value::Array(items) => items.iter().map(py_str).collect(),
         other => vec![py_str(other)],
     }
-}
-
-/// `salt.utils.data.traverse_dict_and_list`.
-fn traverse(data: &Map<String, Value>, key: &str, delimiter: &str) -> Option<Value> {
-    let mut cur = Value::Object(data.clone());
-    for part in key.split(delimiter) {
-        cur = match cur {
-            Value::Object(o) => o.get(part)?.clone(),
-            Value::Array(a) => a.get(part.parse::<usize>().ok()?)?.clone(),
-            _ => return None,
-        };
-    }
-    Some(cur)
 }
 
 /// `defaults` updated with `context`: what a template sees besides Salt's.
