@@ -611,6 +611,35 @@ async fn a_maid_with_a_user_of_its_own_expires_no_other_key() {
             "delete a field of the registry",
             redis::cmd("HDEL").arg("maid:registry").arg("acl-b").clone(),
         ),
+        (
+            "append to another maid's audit stream",
+            redis::cmd("XADD")
+                .arg("maid:audit:acl-b")
+                .arg("*")
+                .arg("line")
+                .arg("{}")
+                .clone(),
+        ),
+        (
+            "read its own audit stream",
+            redis::cmd("XRANGE")
+                .arg("maid:audit:acl-a")
+                .arg("-")
+                .arg("+")
+                .clone(),
+        ),
+        (
+            "trim its own audit stream",
+            redis::cmd("XTRIM")
+                .arg("maid:audit:acl-a")
+                .arg("MAXLEN")
+                .arg(0)
+                .clone(),
+        ),
+        (
+            "delete its own audit stream",
+            redis::cmd("DEL").arg("maid:audit:acl-a").clone(),
+        ),
     ] {
         let e = cmd
             .query_async::<redis::Value>(&mut conn)
@@ -625,13 +654,31 @@ async fn a_maid_with_a_user_of_its_own_expires_no_other_key() {
     assert!(ttl > 0, "{ttl}");
     let ttl: i64 = m.ttl("maid:job:other").await.unwrap();
     assert!(ttl > 0, "{ttl}");
-    // Its own keys it keeps.
+    // Its own keys it keeps, and it appends to its own audit stream,
+    // which the master reads.
     let _: bool = redis::cmd("EXPIRE")
         .arg("maid:alive:acl-a")
         .arg(30)
         .query_async(&mut conn)
         .await
         .expect("expire its own alive key");
+    let _: String = redis::cmd("XADD")
+        .arg("maid:audit:acl-a")
+        .arg("MAXLEN")
+        .arg("~")
+        .arg(1000)
+        .arg("*")
+        .arg("line")
+        .arg("{\"seq\":1}")
+        .query_async(&mut conn)
+        .await
+        .expect("append to its own audit stream");
+    let mut master_conn = master_bus.connect().await.unwrap();
+    let filter = maid_master::audit::Query::default().resolve_now().unwrap();
+    let read = maid_master::audit::read(&mut master_conn, &filter)
+        .await
+        .expect("the master reads the streams");
+    assert_eq!(read, vec![json!({"seq": 1})]);
 
     // Its returns were stored without a TTL (it may not set one) ...
     let index: Vec<String> = m

@@ -14,6 +14,7 @@ mod attacks_fleet;
 mod attacks_modules;
 mod attacks_pillar;
 mod audit_chain;
+mod audit_fleet;
 mod authors;
 mod browser;
 mod cli;

@@ -36,7 +36,7 @@ fn setup() -> Setup {
     .unwrap();
     let extra = format!(
         "[security]\nrequire_signed = true\ntrusted_keys = [\"{}\"]\nstate_dir = \"{}\"\n\
-         [audit]\npath = \"{}\"\n",
+         [audit]\npath = \"{}\"\narguments = \"redacted\"\n",
         public.display(),
         state.path().display(),
         state.path().join("audit.jsonl").display()
@@ -273,6 +273,12 @@ async fn the_audit_log_records_and_redacts() {
     assert_eq!(rec["fun"], "test.arg");
     assert_eq!(rec["args"], json!(["signed"]));
     assert_eq!(rec["kwargs"], json!({"password": "<redacted>"}));
+    // The digest is of what was sent, the secret included.
+    let sent = serde_json::to_vec(&json!([["signed"], {"password": "hunter2"}])).unwrap();
+    assert_eq!(
+        rec["args_sha256"].as_str().unwrap(),
+        hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&sent))
+    );
     assert_eq!(rec["matched"], json!(true));
     assert_eq!(rec["retcode"], json!(0));
     assert!(rec["duration_ms"].is_u64());

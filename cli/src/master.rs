@@ -23,7 +23,7 @@ pub struct Usage(pub &'static str);
 pub const UNVERIFIED_TARGET: &str = "maid::unverified";
 
 /// Where Redis and the master topic are (master-side commands).
-#[derive(Debug, Clone, Args)]
+#[derive(Debug, Clone, Default, Args)]
 pub struct MasterOpts {
     /// Configuration file (its [redis] table and master_topics).
     #[arg(long, short = 'c', env = "MAID_CONFIG")]

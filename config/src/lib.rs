@@ -285,16 +285,53 @@ impl SecuritySettings {
     }
 }
 
-/// `[audit]`: the JSON-lines audit log.
+/// `[audit]`: the audit trail — one chained JSON record per job and
+/// plugin event, written to a file, a Redis stream and/or syslog.
 #[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct AuditSettings {
     /// The log file (mode 0600, append-only, reopened on SIGHUP). None: no
-    /// audit log.
+    /// file.
     pub path: Option<PathBuf>,
     /// Records that may wait for a slow disk before new ones are dropped
     /// (and counted).
     pub queue: usize,
+    /// Also append each record to the Redis stream `maid:audit:<id>`
+    /// (where `maid audit` on the master reads the fleet's records).
+    pub stream: bool,
+    /// Entries the stream keeps, about (`XADD MAXLEN ~`).
+    pub stream_maxlen: u64,
+    /// Also send each record to syslog, RFC 5424 with structured data:
+    /// `udp://HOST:PORT`, `tcp://HOST:PORT` (octet counting, RFC 6587) or
+    /// `unix:PATH` (a datagram socket such as `/dev/log`).
+    pub syslog: Option<String>,
+    /// Records kept for a stream or syslog that is down, per sink; past it
+    /// the oldest are given up (noise first) and the gap is recorded.
+    pub spool: usize,
+    /// What a record keeps of a job's arguments and of the programs it
+    /// started: `digest` (SHA-256 of what was sent, and of each argv) or
+    /// `redacted` (the values too, keyword values whose names look like
+    /// secrets replaced).
+    pub arguments: AuditArguments,
+}
+
+/// How much of a job's arguments an audit record keeps.
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum AuditArguments {
+    /// Their SHA-256 only: a record proves what was sent without holding
+    /// what may be secrets.
+    #[default]
+    Digest,
+    /// The values as well, secret-looking keyword values redacted.
+    Redacted,
+}
+
+impl AuditSettings {
+    /// Whether any sink is configured.
+    pub fn enabled(&self) -> bool {
+        self.path.is_some() || self.stream || self.syslog.is_some()
+    }
 }
 
 impl Default for AuditSettings {
@@ -302,6 +339,11 @@ impl Default for AuditSettings {
         Self {
             path: None,
             queue: 10_000,
+            stream: false,
+            stream_maxlen: 100_000,
+            syslog: None,
+            spool: 100_000,
+            arguments: AuditArguments::Digest,
         }
     }
 }

@@ -29,9 +29,11 @@ pub struct PermError {
 
 /// The special entries of Salt's `external_auth`.
 pub const JOBS: &str = "@jobs";
-const SPECIAL: [&str; 3] = ["@runner", "@wheel", JOBS];
+/// maid's own: reading the fleet's audit trail (`GET /audit`).
+pub const AUDIT: &str = "@audit";
+const SPECIAL: [&str; 4] = ["@runner", "@wheel", JOBS, AUDIT];
 
-/// `@runner`, `@wheel`, `@jobs`, or `@` and a module name.
+/// `@runner`, `@wheel`, `@jobs`, `@audit`, or `@` and a module name.
 fn special(entry: &str) -> bool {
     SPECIAL.contains(&entry)
         || entry.strip_prefix('@').is_some_and(|m| {

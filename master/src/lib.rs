@@ -21,6 +21,7 @@
 //! `maid-salt`'s; the modules here name them as below.
 
 pub mod api;
+pub mod audit;
 pub mod batch;
 pub mod binding;
 pub mod collect;

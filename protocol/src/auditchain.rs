@@ -49,6 +49,12 @@ impl Head {
         }
     }
 
+    /// Whether `rec` (a parsed record) is the one after this head.
+    pub fn links(&self, rec: &Value) -> bool {
+        rec.get("seq").and_then(Value::as_u64) == Some(self.seq + 1)
+            && rec.get("prev").and_then(Value::as_str) == Some(self.sha256.as_str())
+    }
+
     /// The head of a chain whose last written line is `line`, if it is a
     /// record with a `seq`.
     pub fn of_line(line: &[u8]) -> Option<Self> {
@@ -82,6 +88,11 @@ pub fn checkpoint(key: &SigningKey, minion: &str, seq: u64, prev: &str) -> Check
     }
 }
 
+/// The Redis stream maid `id` appends its records to.
+pub fn stream_key(id: &str) -> String {
+    format!("maid:audit:{id}")
+}
+
 /// The first thing wrong with a chain, where it was found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Break {
@@ -109,6 +120,17 @@ pub struct Verifier {
     /// `seq` of the last record a verified checkpoint covers.
     pub vouched_through: Option<u64>,
     pub first_break: Option<Break>,
+    /// Reading what a sink (`stream`, `syslog`) received: a hole is
+    /// accepted while a later `gap` record of that sink explains it.
+    sink: Option<String>,
+    /// Holes seen and not explained yet: first and last `seq` missing,
+    /// and where the record after them was.
+    holes: Vec<(u64, u64, Break)>,
+    /// Holes (or parts of one) a `gap` record explained.
+    pub explained: u64,
+    /// The ranges this verifier's sink never got, as the maid's `gap`
+    /// records name them (before the first record read too).
+    pub gaps: Vec<(u64, u64)>,
 }
 
 impl Verifier {
@@ -123,6 +145,34 @@ impl Verifier {
             checkpoints: 0,
             vouched_through: None,
             first_break: None,
+            sink: None,
+            holes: Vec::new(),
+            explained: 0,
+            gaps: Vec::new(),
+        }
+    }
+
+    /// A verifier of what `sink` (`stream`, `syslog`) received: records
+    /// the maid could not deliver to it are missing, and the `gap` record
+    /// it wrote names them.
+    pub fn for_sink(key: Option<VerifyingKey>, sink: &str) -> Self {
+        Verifier {
+            sink: Some(sink.into()),
+            ..Self::new(key)
+        }
+    }
+
+    /// After the last line: a hole no `gap` record explained is a break
+    /// (the first, since it came before any other break found).
+    pub fn finish(&mut self) {
+        if let Some((a, b, at)) = self.holes.first() {
+            self.first_break = Some(Break {
+                what: format!(
+                    "records seq {a} to {b} are missing before this one, and no gap \
+                     record says the sink never got them: removed"
+                ),
+                ..at.clone()
+            });
         }
     }
 
@@ -132,7 +182,7 @@ impl Verifier {
         if self.first_break.is_some() {
             return;
         }
-        if let Err(what) = self.check(source, line) {
+        if let Err(what) = self.check(source, line_no, line) {
             self.first_break = Some(Break {
                 source: source.into(),
                 line: line_no,
@@ -143,7 +193,7 @@ impl Verifier {
         self.last_at = Some((source.into(), line_no));
     }
 
-    fn check(&mut self, _source: &str, line: &[u8]) -> Result<(), String> {
+    fn check(&mut self, source: &str, line_no: usize, line: &[u8]) -> Result<(), String> {
         let v: Value = serde_json::from_slice(line)
             .map_err(|_| "not a record (the line is not JSON): inserted or altered".to_string())?;
         let seq = v
@@ -172,10 +222,23 @@ impl Verifier {
                 ));
             }
             Some(head) if seq > head.seq + 1 => {
-                return Err(format!(
+                let what = format!(
                     "records seq {} to {} are missing before this one (seq {seq}): removed",
                     head.seq + 1,
                     seq - 1
+                );
+                if self.sink.is_none() {
+                    return Err(what);
+                }
+                // Perhaps never delivered: a `gap` record may say so.
+                self.holes.push((
+                    head.seq + 1,
+                    seq - 1,
+                    Break {
+                        source: source.into(),
+                        line: line_no,
+                        what,
+                    },
                 ));
             }
             Some(head) => {
@@ -185,8 +248,10 @@ impl Verifier {
                 ));
             }
         }
-        if v.get("decision").and_then(Value::as_str) == Some("checkpoint") {
-            self.checkpoint(&v, seq, prev)?;
+        match v.get("decision").and_then(Value::as_str) {
+            Some("checkpoint") => self.checkpoint(&v, seq, prev)?,
+            Some("gap") => self.gap(&v),
+            _ => {}
         }
         self.head = Some(Head::after(seq, line));
         self.records += 1;
@@ -213,6 +278,40 @@ impl Verifier {
             })?;
         self.vouched_through = Some(seq);
         Ok(())
+    }
+
+    /// A `gap` record of this verifier's sink explains the holes within
+    /// its range.
+    fn gap(&mut self, v: &Value) {
+        let Some(sink) = &self.sink else {
+            return;
+        };
+        let g = |k: &str| v.pointer(&format!("/gap/{k}"));
+        if g("sink").and_then(Value::as_str) != Some(sink) {
+            return;
+        }
+        let (Some(from), Some(to)) = (
+            g("from_seq").and_then(Value::as_u64),
+            g("to_seq").and_then(Value::as_u64),
+        ) else {
+            return;
+        };
+        self.gaps.push((from, to));
+        let mut left = Vec::new();
+        for (a, b, at) in std::mem::take(&mut self.holes) {
+            if to < a || b < from {
+                left.push((a, b, at));
+                continue;
+            }
+            self.explained += 1;
+            if a < from {
+                left.push((a, from - 1, at.clone()));
+            }
+            if to < b {
+                left.push((to + 1, b, at));
+            }
+        }
+        self.holes = left;
     }
 
     /// The last record read.
@@ -322,5 +421,47 @@ mod tests {
         let mut junk = lines.clone();
         junk[2] = b"{oops".to_vec();
         assert_eq!(verify(&junk, &key).first_break.unwrap().line, 3);
+    }
+
+    #[test]
+    fn a_sink_may_lack_records_its_gap_records_name_and_no_others() {
+        let key = SigningKey::from_bytes(&[5; 32]);
+        // Records 1..=12; record 10 says the stream lost 4 to 6.
+        let mut head = Head::genesis();
+        let mut lines = Vec::new();
+        for seq in 1..=12u64 {
+            let mut rec =
+                json!({"minion": "m1", "seq": seq, "prev": head.sha256, "decision": "ran"});
+            if seq == 10 {
+                rec["decision"] = json!("gap");
+                rec["gap"] = json!({"sink": "stream", "from_seq": 4, "to_seq": 6});
+            }
+            let line = serde_json::to_vec(&rec).unwrap();
+            head = Head::after(seq, &line);
+            lines.push(line);
+        }
+        let run = |lines: &[Vec<u8>], sink: Option<&str>| {
+            let mut v = match sink {
+                Some(s) => Verifier::for_sink(Some(key.verifying_key()), s),
+                None => Verifier::new(Some(key.verifying_key())),
+            };
+            for (i, l) in lines.iter().enumerate() {
+                v.push("s", i + 1, l);
+            }
+            v.finish();
+            v
+        };
+        let mut delivered = lines.clone();
+        delivered.drain(3..6);
+        let v = run(&delivered, Some("stream"));
+        assert_eq!((v.first_break.clone(), v.explained), (None, 1));
+        // The file is held to every record; another sink's gap is no excuse.
+        assert!(run(&delivered, None).first_break.is_some());
+        assert!(run(&delivered, Some("syslog")).first_break.is_some());
+        // A record removed beyond the gap's range is found.
+        let mut more = delivered.clone();
+        more.remove(3);
+        let b = run(&more, Some("stream")).first_break.unwrap();
+        assert!(b.what.contains("seq 7 to 7 are missing"), "{b}");
     }
 }

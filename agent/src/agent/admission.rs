@@ -39,6 +39,8 @@ pub(super) struct View<'a> {
     pub remembered_jids: usize,
     /// Those beneath, on a syndic maid.
     pub beneath: &'a [Box<dyn Downstream>],
+    /// `audit.arguments`: what records keep of a job's arguments.
+    pub arguments: crate::config::AuditArguments,
     /// This maid's clock (Unix ms), for signatures' age and jid retention.
     pub now_ms: i64,
 }
@@ -84,7 +86,14 @@ pub(super) fn admit(view: &View, topic: &str, payload: &[u8]) -> Verdict {
     let matched = match matched {
         Ok(m) => m,
         Err(e) => {
-            let rec = super::records::of_job(view.id, &job, &kid, None, Decision::Rejected);
+            let rec = super::records::of_job(
+                view.id,
+                &job,
+                &kid,
+                None,
+                Decision::Rejected,
+                view.arguments,
+            );
             let reply = Some((job.temp_topic.clone(), job.jid.clone()));
             return refused(rec, reply, "malformed", e.to_string());
         }
@@ -135,7 +144,14 @@ fn open(view: &View, topic: &str, payload: &[u8]) -> Result<(Job, Option<String>
         }
     };
     match opened {
-        Ok(ok) => Ok(ok),
+        // Where it arrived, for its records (a signed job names the topic
+        // it was signed for, and the verifier held it to that).
+        Ok((mut job, kid)) => {
+            if job.topic.is_none() {
+                job.topic = Some(bounded(topic).to_string());
+            }
+            Ok((job, kid))
+        }
         Err(Refusal::Drop(why)) => Err(Box::new(Verdict::Drop {
             kind: "dropped",
             why,
@@ -147,6 +163,7 @@ fn open(view: &View, topic: &str, payload: &[u8]) -> Result<(Job, Option<String>
             detail,
         }) => {
             let mut rec = Record::new(view.id, &jid, Decision::Rejected);
+            rec.topic = Some(bounded(topic).to_string());
             claim(payload, &mut rec);
             Err(Box::new(Verdict::Refuse {
                 rec: Box::new(rec),
@@ -210,7 +227,7 @@ fn take(
             "the jid has a line break or a tab".to_string(),
         ),
     };
-    let rec = super::records::of_job(view.id, &job, &kid, Some(true), decision);
+    let rec = super::records::of_job(view.id, &job, &kid, Some(true), decision, view.arguments);
     // A duplicate is dropped without a word.
     let reply = (decision == Decision::Rejected).then(|| (job.temp_topic.clone(), job.jid.clone()));
     refused(rec, reply, reason, detail)
@@ -255,8 +272,7 @@ fn claim(payload: &[u8], rec: &mut Record) {
             .or_else(|| inner.get("kwargs"))
             .unwrap_or(&Value::Null),
     ];
-    let text = serde_json::to_vec(&args).unwrap_or_default();
-    rec.args_sha256 = Some(hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&text)));
+    rec.args_sha256 = Some(super::records::args_digest(args[0], args[1]));
 }
 
 /// `s` cut to at most [`protocol::MAX_ADDRESS_BYTES`] bytes (at a char
@@ -365,6 +381,7 @@ mod tests {
                 max_message_bytes: 4096,
                 remembered_jids: 100,
                 beneath: &self.beneath,
+                arguments: Default::default(),
                 now_ms: NOW,
             };
             admit(&view, TOPIC, payload)

@@ -40,6 +40,7 @@ pub(super) fn handle_message(
             max_message_bytes: shared.config.agent.max_message_bytes,
             remembered_jids: shared.config.agent.remembered_jids,
             beneath: &shared.beneath,
+            arguments: shared.config.audit.arguments,
             now_ms: chrono::Utc::now().timestamp_millis(),
         };
         admit(&view, topic, payload)

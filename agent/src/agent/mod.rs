@@ -367,7 +367,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()>) -> Result<(
             .as_ref()
             .map(|d| d.join("audit.head")),
     };
-    let audit = open_audit(&config, chain).await?;
+    let audit = open_audit(&config, &id, chain).await?;
     let reload = Arc::new(Notify::new());
     tokio::spawn(on_sighup(audit.clone(), reload.clone()));
     let parts = Parts {
@@ -407,7 +407,7 @@ pub async fn run_fleet(
     let runtime = plugin_runtime(&config, &grains, None, instances).await?;
     let grains = core_grains(&runtime, first, &config).await;
     // Stand-ins for many hosts share one log: a chain without a key.
-    let audit = open_audit(&config, Default::default()).await?;
+    let audit = open_audit(&config, first, Default::default()).await?;
     let bus = Bus::new(&config.redis)?;
     let metrics = Arc::new(Metrics::new());
     let mut agents = tokio::task::JoinSet::new();
@@ -499,19 +499,41 @@ async fn load_plugins(runtime: &Runtime, dir: &std::path::Path) -> Result<(), Ag
     Ok(())
 }
 
+/// The audit trail `config` asks for: its file, and the stream and
+/// syslog sinks of maid `id` (the stream `maid:audit:<id>`).
 async fn open_audit(
     config: &Config,
+    id: &str,
     chain: crate::audit::ChainSettings,
 ) -> Result<Audit, AgentError> {
-    match &config.audit.path {
-        Some(path) => Audit::open(path.clone(), config.audit.queue, chain)
-            .await
-            .map_err(|error| AgentError::State {
-                what: format!("audit log {}", path.display()),
-                error,
-            }),
-        None => Ok(Audit::disabled()),
+    let settings = &config.audit;
+    if !settings.enabled() {
+        return Ok(Audit::disabled());
     }
+    let mut targets = Vec::new();
+    if settings.stream {
+        targets.push(crate::audit::Target::Stream {
+            bus: Box::new(Bus::new(&config.redis)?),
+            key: maid_protocol::auditchain::stream_key(id),
+            maxlen: settings.stream_maxlen,
+        });
+    }
+    if let Some(spec) = &settings.syslog {
+        let syslog = crate::audit::syslog::Syslog::parse(spec, id)?;
+        targets.push(crate::audit::Target::Syslog(syslog));
+    }
+    let what = match &settings.path {
+        Some(path) => format!("audit log {}", path.display()),
+        None => "audit chain".into(),
+    };
+    Audit::open(
+        settings.path.clone(),
+        targets,
+        (settings.queue, settings.spool),
+        chain,
+    )
+    .await
+    .map_err(|error| AgentError::State { what, error })
 }
 
 /// SIGHUP: reopen the audit log (after rotation) and reload plugins.

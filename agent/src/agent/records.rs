@@ -8,25 +8,45 @@
 use std::collections::HashSet;
 use std::path::PathBuf;
 
+use serde_json::Value;
+
 use super::Shared;
 use crate::audit::{self, Decision, Record};
+use crate::config::AuditArguments;
 use crate::protocol::Job;
 use crate::runtime::{Failure, Outcome};
 
+/// SHA-256 (hex) of a job's `arg` and `kwarg` as the JSON array
+/// `[arg, kwarg]` (object keys sorted): what a record keeps of them by
+/// default. Anyone holding the arguments (the master's job cache) can
+/// check a record against them; the record does not disclose them.
+pub(crate) fn args_digest(arg: &Value, kwarg: &Value) -> String {
+    let text = serde_json::to_vec(&[arg, kwarg]).unwrap_or_default();
+    hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&text))
+}
+
 /// The record of `job` (signed by `kid`) on maid `id`: what it asked, of
 /// whom, for whom, and `decision`. `matched`: whether it targeted this
-/// maid (`None`: its target could not be read).
+/// maid (`None`: its target could not be read). `arguments` says whether
+/// the arguments are kept or only their digest.
 pub(super) fn of_job(
     id: &str,
     job: &Job,
     kid: &Option<String>,
     matched: Option<bool>,
     decision: Decision,
+    arguments: AuditArguments,
 ) -> Record {
     let mut rec = Record::new(id, &job.jid, decision);
     rec.fun = Some(job.fun.clone());
-    rec.args = job.arg.clone();
-    rec.kwargs = audit::redact(&job.kwarg);
+    rec.topic = job.topic.clone();
+    let arg = Value::Array(job.arg.clone());
+    let kwarg = Value::Object(job.kwarg.clone());
+    rec.args_sha256 = Some(args_digest(&arg, &kwarg));
+    if arguments == AuditArguments::Redacted {
+        rec.args = job.arg.clone();
+        rec.kwargs = audit::redact(&job.kwarg);
+    }
     rec.user = job.user.clone();
     rec.signer = kid.clone();
     rec.tgt = Some(job.tgt.clone());
@@ -59,7 +79,14 @@ pub(super) fn refused(shared: &Shared, mut rec: Record, reason: &str, detail: &s
 /// A job for other maids: noise, recorded within its rate.
 pub(super) fn not_targeted(shared: &Shared, job: &Job, kid: &Option<String>) {
     shared.audit.noise_with(Decision::NotTargeted, || {
-        of_job(&shared.id, job, kid, Some(false), Decision::NotTargeted)
+        of_job(
+            &shared.id,
+            job,
+            kid,
+            Some(false),
+            Decision::NotTargeted,
+            shared.config.audit.arguments,
+        )
     });
 }
 
@@ -73,9 +100,15 @@ pub(super) fn ran(shared: &Shared, job: &Job, kid: &Option<String>, outcome: &Ou
         Decision::Ran
     };
     shared.audit.record_with(|| {
-        let mut rec = of_job(&shared.id, job, kid, Some(true), decision);
+        let arguments = shared.config.audit.arguments;
+        let mut rec = of_job(&shared.id, job, kid, Some(true), decision, arguments);
         rec.plugin_sha256 = outcome.plugin_sha256.clone();
         rec.capabilities = outcome.used.clone();
+        if arguments == AuditArguments::Digest {
+            for used in &mut rec.capabilities {
+                used.keep_digests_only();
+            }
+        }
         rec.writable_dirs = shared.runtime.writable_dirs(&job.fun);
         rec.duration_ms = Some(outcome.duration.as_millis() as u64);
         rec.retcode = Some(outcome.retcode);
@@ -88,7 +121,14 @@ pub(super) fn ran(shared: &Shared, job: &Job, kid: &Option<String>, outcome: &Ou
 
 /// A job answered `retcode` at once: the queue was full.
 pub(super) fn busy(shared: &Shared, job: &Job, kid: &Option<String>, retcode: i32) {
-    let mut rec = of_job(&shared.id, job, kid, Some(true), Decision::Rejected);
+    let mut rec = of_job(
+        &shared.id,
+        job,
+        kid,
+        Some(true),
+        Decision::Rejected,
+        shared.config.audit.arguments,
+    );
     rec.reason = Some("busy".into());
     rec.retcode = Some(retcode);
     shared.audit.record(rec);
@@ -96,7 +136,14 @@ pub(super) fn busy(shared: &Shared, job: &Job, kid: &Option<String>, retcode: i3
 
 /// A job relayed to the maids beneath that it targets (`expected`).
 pub(super) fn relayed(shared: &Shared, job: &Job, kid: &Option<String>, expected: &[String]) {
-    let mut rec = of_job(&shared.id, job, kid, Some(true), Decision::Relayed);
+    let mut rec = of_job(
+        &shared.id,
+        job,
+        kid,
+        Some(true),
+        Decision::Relayed,
+        shared.config.audit.arguments,
+    );
     rec.reason = Some(format!("to {}", expected.join(", ")));
     shared.audit.record(rec);
 }

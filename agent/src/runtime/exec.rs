@@ -149,7 +149,8 @@ async fn read_capped(r: impl AsyncRead + Unpin, cap: usize) -> (Vec<u8>, bool) {
     (kept, true)
 }
 
-/// Run one program for a plugin.
+/// Run one program for a plugin; `started` is set to the real path of
+/// what the grants let start (for the audit record).
 /// Its process group is listed with job `jid` in `jobs` while it runs, so
 /// `saltutil.signal_job` reaches it.
 pub(crate) async fn run(
@@ -158,8 +159,10 @@ pub(crate) async fn run(
     deadline: Instant,
     req: ExecRequest,
     (jobs, jid): (&JobTable, &str),
+    started: &mut Option<PathBuf>,
 ) -> Result<ExecOutput, HostError> {
     let checked = check(grants, &req)?;
+    *started = Some(checked.real.clone());
     let (mut cmd, merged_reader) = command(grants, &checked, &req)?;
     let mut child = cmd
         .spawn()

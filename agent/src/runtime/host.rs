@@ -29,10 +29,26 @@ use crate::salt::files::{is_saltenv, salt_path};
 #[derive(Debug, Clone, Serialize, PartialEq)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum CapabilityUse {
-    /// A program was started (or refused).
-    Exec { argv: Vec<String>, allowed: bool },
-    /// A `salt://` source was opened (or refused).
-    Fetch { url: String, allowed: bool },
+    /// A program was started (or refused): the real path that ran (links
+    /// resolved; none when refused before it was found), the SHA-256 of
+    /// its argv (as a JSON array), and the argv itself unless records keep
+    /// digests only.
+    Exec {
+        #[serde(skip_serializing_if = "Option::is_none")]
+        program: Option<String>,
+        argv_sha256: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        argv: Option<Vec<String>>,
+        allowed: bool,
+    },
+    /// A `salt://` source was opened (or refused), with the SHA-256 of the
+    /// content served.
+    Fetch {
+        url: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        sha256: Option<String>,
+        allowed: bool,
+    },
     /// `salt://` was listed under a prefix (`list-sources`), or the listing
     /// refused; only what the `fetch` grant admits was listed.
     List {
@@ -78,6 +94,24 @@ pub enum CapabilityUse {
         #[serde(skip_serializing_if = "Vec::is_empty")]
         used: Vec<CapabilityUse>,
     },
+}
+
+impl CapabilityUse {
+    /// Drop what may be secret and keep its digest: an `exec`'s argv
+    /// (here and in nested calls).
+    pub fn keep_digests_only(&mut self) {
+        match self {
+            CapabilityUse::Exec { argv, .. } => *argv = None,
+            CapabilityUse::Call { used, .. } => used.iter_mut().for_each(Self::keep_digests_only),
+            _ => {}
+        }
+    }
+}
+
+/// SHA-256 (hex) of `argv` as a JSON array of strings.
+pub(crate) fn argv_digest(argv: &[String]) -> String {
+    let text = serde_json::to_vec(argv).unwrap_or_default();
+    hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&text))
 }
 
 /// The per-call state of a store.
@@ -372,16 +406,20 @@ impl wit::Host for HostState {
         let job = &mut self.job;
         let argv = request.argv.clone();
         let jobs = job.services.jobs.clone();
+        let mut started = None;
         let result = exec::run(
             &job.grants,
             &job.limits,
             job.deadline,
             request,
             (&jobs, &job.jid),
+            &mut started,
         )
         .await;
         job.used.push(CapabilityUse::Exec {
-            argv,
+            program: started.map(|p| p.to_string_lossy().into_owned()),
+            argv_sha256: argv_digest(&argv),
+            argv: Some(argv),
             allowed: !matches!(result, Err(HostError::Denied(_))),
         });
         if let Err(HostError::Denied(why)) = &result {
@@ -558,6 +596,10 @@ impl wit::Host for HostState {
         };
         job.used.push(CapabilityUse::Fetch {
             url: url.clone(),
+            sha256: match &opened {
+                Ok(Some(reader)) => Some(reader.sha256().to_string()),
+                _ => None,
+            },
             allowed: !matches!(opened, Err(HostError::Denied(_))),
         });
         let opened = opened.inspect_err(|e| {

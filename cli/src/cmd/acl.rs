@@ -6,13 +6,16 @@
 //!   apart, as Redis 7.0 channel rules otherwise cover both; it may write
 //!   the alive keys and syndic lists, `HSET` (and nothing else) the
 //!   registry, `HSET` and `EXPIRE` the job cache, and only read the file
-//!   and plugin stores. It cannot publish a job, push a file or plugin,
-//!   hear another master's topic, or expire the registry.
+//!   and plugin stores; it may only `XADD` to the audit streams
+//!   (`maid:audit:*`), never read, trim or delete them. It cannot publish
+//!   a job, push a file or plugin, hear another master's topic, or expire
+//!   the registry.
 //! * With `--maid ID`, each such maid gets a user of its own instead
 //!   (`<agent-user>.<ID>`, its password derived from the agent password
 //!   and the id, `--password-for`): it may write and expire only its own
 //!   alive key and syndic list, and only `HSET` the registry and the job
-//!   cache, so it can expire no other maid's key and no cached returns.
+//!   cache, so it can expire no other maid's key and no cached returns,
+//!   and append only to its own audit stream (`maid:audit:<ID>`).
 //!   The master then keeps the job cache's TTL (`jobcache::save`).
 //! * The **master** user may publish on its topics, hear every reply topic
 //!   (`maid.reply.*`, exactly: Redis 7.0 matches pattern subscriptions
@@ -96,6 +99,9 @@ const MASTER_COMMANDS: &[&str] = &[
     "ttl",
     "del",
     "zadd",
+    "xrange",
+    "hkeys",
+    "scan",
     "zrangebyscore",
     "zremrangebyscore",
 ];
@@ -209,7 +215,8 @@ pub fn rules(
         out.push_str(&format!(
             "user {} on #{} resetkeys resetchannels -@all \
              ~maid:alive:* ~maid:syndic:* {stores} {reply} {agent_cmds} \
-             (~maid:registry +hset) (~maid:job:* +hset +expire) (+subscribe {topics})\n",
+             (~maid:registry +hset) (~maid:job:* +hset +expire) (~maid:audit:* +xadd) \
+             (+subscribe {topics})\n",
             agent.0, agent.1
         ));
     }
@@ -218,7 +225,8 @@ pub fn rules(
         out.push_str(&format!(
             "user {} on #{hash} resetkeys resetchannels -@all \
              ~maid:alive:{id} ~maid:syndic:{id} {stores} {reply} {agent_cmds} \
-             (~maid:registry +hset) (~maid:job:* +hset) (+subscribe {topics})\n",
+             (~maid:registry +hset) (~maid:job:* +hset) (~maid:audit:{id} +xadd) \
+             (+subscribe {topics})\n",
             maid_user(agent.0, id)
         ));
     }
@@ -304,6 +312,9 @@ mod tests {
         );
         assert!(!line.contains("~maid:alive:*"), "{line}");
         assert!(line.contains("(~maid:job:* +hset)"), "{line}");
+        // Its own audit stream, by XADD alone: no reading, no deleting.
+        assert!(line.contains("(~maid:audit:web-1 +xadd)"), "{line}");
+        assert!(!line.contains("~maid:audit:*"), "{line}");
         // The shared user is not there at all.
         assert!(!text.contains("user maid-agent on"), "{text}");
         // Passwords: one per id, none telling another.

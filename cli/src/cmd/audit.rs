@@ -1,28 +1,118 @@
-//! `maid audit verify FILE…`: check a maid's audit log — its hash chain
-//! and the checkpoints its key signed — and name the first record that
-//! was altered, removed, inserted or moved.
+//! `maid audit`: the fleet's audit trail. `query` reads the records the
+//! maids append to their Redis streams (or audit files) — by time, maid,
+//! user, function, decision, job and capability — as a table, JSON or an
+//! outputter, and `--follow` tails them; `verify` checks one maid's
+//! records (files, a syslog capture or its stream): its hash chain and
+//! the checkpoints its key signed, naming the first record that was
+//! altered, removed, inserted or moved.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::{Args, Subcommand};
+use maid_master::audit::{self as trail, Query};
 use maid_protocol::auditchain::Verifier;
 use serde_json::Value;
 
+use crate::master::MasterOpts;
+use crate::output::OutputOpts;
+use crate::rt::block_on;
+
 #[derive(Debug, Subcommand)]
 pub enum AuditCommand {
-    /// Check audit log files of one maid (a rotated file first, then the
-    /// next): every record chained to the one before, every checkpoint
-    /// signed by the maid's key. Exit 1 naming the first break.
+    /// Records of the fleet (every maid's `maid:audit:<id>` stream, or
+    /// --file) that match, oldest first; --follow to tail.
+    Query(Box<QueryArgs>),
+    /// Check one maid's records (files oldest first, a syslog capture, or
+    /// its stream): every record chained to the one before, every
+    /// checkpoint signed by the maid's key. Exit 1 naming the first break.
     Verify(VerifyArgs),
+}
+
+/// What to look for (every option given must match; globs are Salt's).
+#[derive(Debug, Clone, Args)]
+pub struct QueryFilter {
+    /// From when: RFC 3339, or how long ago (30m, 12h, 7d).
+    #[arg(long)]
+    pub since: Option<String>,
+    /// Until when, as --since.
+    #[arg(long)]
+    pub until: Option<String>,
+    /// Maid ids (glob).
+    #[arg(long)]
+    pub minion: Option<String>,
+    /// The user who asked (glob).
+    #[arg(long)]
+    pub user: Option<String>,
+    /// The function (glob), e.g. 'cmd.*'.
+    #[arg(long)]
+    pub fun: Option<String>,
+    /// ran, denied, rejected, not_targeted, relayed, duplicate,
+    /// plugin_loaded, plugin_removed, plugin_refused, suppressed,
+    /// checkpoint or gap.
+    #[arg(long)]
+    pub decision: Option<String>,
+    /// A job id.
+    #[arg(long)]
+    pub jid: Option<String>,
+    /// A capability the call (or a nested one) used: exec, fetch,
+    /// read_file, call, ...
+    #[arg(long)]
+    pub capability: Option<String>,
+    /// A program started (glob on its real path or argv[0]).
+    #[arg(long)]
+    pub program: Option<String>,
+    /// The most recent N records (0: all).
+    #[arg(long, default_value_t = trail::DEFAULT_LIMIT)]
+    pub limit: usize,
+}
+
+impl QueryFilter {
+    fn query(&self) -> Query {
+        Query {
+            since: self.since.clone(),
+            until: self.until.clone(),
+            minion: self.minion.clone(),
+            user: self.user.clone(),
+            fun: self.fun.clone(),
+            decision: self.decision.clone(),
+            jid: self.jid.clone(),
+            capability: self.capability.clone(),
+            program: self.program.clone(),
+            limit: Some(self.limit),
+        }
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct QueryArgs {
+    #[command(flatten)]
+    pub filter: QueryFilter,
+    /// Read these audit files (or syslog captures) instead of the streams.
+    #[arg(long = "file", value_name = "FILE")]
+    pub files: Vec<PathBuf>,
+    /// Keep printing records as they arrive (from the streams).
+    #[arg(long, short = 'f', conflicts_with = "files")]
+    pub follow: bool,
+    #[command(flatten)]
+    pub output: OutputOpts,
+    #[command(flatten)]
+    pub master: MasterOpts,
 }
 
 #[derive(Debug, Args)]
 pub struct VerifyArgs {
-    /// The files, oldest first.
-    #[arg(required = true)]
+    /// The files, oldest first (audit logs, or syslog captures of them).
+    #[arg(required_unless_present = "stream")]
     pub files: Vec<PathBuf>,
+    /// Verify maid ID's Redis stream `maid:audit:ID` instead of files.
+    #[arg(long, value_name = "ID", conflicts_with = "files")]
+    pub stream: Option<String>,
+    /// The files are what syslog received: records the maid could not
+    /// deliver there are missing, as its gap records say.
+    #[arg(long)]
+    pub syslog: bool,
     /// The maid's public key (`state_dir/minion.pub`), for its checkpoints.
     #[arg(long)]
     pub key: Option<PathBuf>,
@@ -30,26 +120,172 @@ pub struct VerifyArgs {
     /// records name checks the checkpoints.
     #[arg(long, env = "MAID_PKI_DIR")]
     pub pki_dir: Option<PathBuf>,
+    /// Configuration file (its [redis] table), for --stream.
+    #[arg(long, short = 'c', env = "MAID_CONFIG")]
+    pub config: Option<PathBuf>,
+    /// Redis URL, for --stream, overriding the config.
+    #[arg(long, env = "MAID_REDIS")]
+    pub redis: Option<String>,
 }
 
 pub fn run(cmd: AuditCommand) -> anyhow::Result<ExitCode> {
     match cmd {
+        AuditCommand::Query(args) => query(*args),
         AuditCommand::Verify(args) => verify(args),
     }
 }
 
+fn query(args: QueryArgs) -> anyhow::Result<ExitCode> {
+    args.output.prepare()?;
+    let filter = args.filter.query().resolve_now()?;
+    if !args.files.is_empty() {
+        let mut found = Vec::new();
+        for f in &args.files {
+            let bytes = std::fs::read(f).with_context(|| format!("reading {}", f.display()))?;
+            found.extend(
+                lines(&bytes)
+                    .filter_map(|l| serde_json::from_slice::<Value>(record_of(l)).ok())
+                    .filter(|r| filter.matches(r)),
+            );
+        }
+        if let Some(limit) = filter.limit() {
+            found.drain(..found.len().saturating_sub(limit));
+        }
+        print(&args.output, &found, true);
+        return Ok(ExitCode::SUCCESS);
+    }
+    let (bus, _) = args.master.bus()?;
+    block_on(async {
+        let mut conn = bus.connect().await?;
+        let found = trail::read(&mut conn, &filter).await?;
+        print(&args.output, &found, true);
+        if !args.follow {
+            return anyhow::Ok(());
+        }
+        let mut cursor = trail::Cursor::now();
+        loop {
+            tokio::time::sleep(trail::FOLLOW_EVERY).await;
+            let new = trail::follow(&mut conn, &filter, &mut cursor).await?;
+            print(&args.output, &new, false);
+        }
+    })??;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Records as a table (no --out), else through the outputter.
+fn print(output: &OutputOpts, records: &[Value], header: bool) {
+    if output.out.is_some() {
+        if !records.is_empty() || header {
+            output
+                .out()
+                .display_value(&Value::Array(records.to_vec()), output.out_indent);
+        }
+        return;
+    }
+    let mut text = String::new();
+    if header {
+        text.push_str("TIME                        MINION           USER       JID                   FUN                  DECISION       RC   USED\n");
+    }
+    for r in records {
+        let s = |k: &str| r.get(k).and_then(Value::as_str).unwrap_or("-");
+        let rc = r
+            .get("retcode")
+            .and_then(Value::as_i64)
+            .map_or("-".to_string(), |c| c.to_string());
+        text.push_str(&format!(
+            "{:<27} {:<16} {:<10} {:<21} {:<20} {:<14} {:<4} {}\n",
+            s("time"),
+            s("minion"),
+            s("user"),
+            s("jid"),
+            s("fun"),
+            s("decision"),
+            rc,
+            used(r)
+        ));
+    }
+    if !text.is_empty() {
+        output.out().emit(text.trim_end_matches('\n'));
+    }
+}
+
+/// A record's capabilities in a line: `exec /usr/bin/ls, fetch salt://x`
+/// (refused ones marked `!`).
+fn used(rec: &Value) -> String {
+    fn walk(used: &[Value], out: &mut Vec<String>) {
+        for u in used {
+            let kind = u.get("kind").and_then(Value::as_str).unwrap_or("?");
+            let what = ["program", "url", "path", "fun", "key"]
+                .iter()
+                .find_map(|k| u.get(*k).and_then(Value::as_str))
+                .or_else(|| u.pointer("/argv/0").and_then(Value::as_str))
+                .unwrap_or("");
+            let refused = if u.get("allowed") == Some(&Value::Bool(false)) {
+                "!"
+            } else {
+                ""
+            };
+            out.push(format!("{refused}{kind} {what}").trim_end().to_string());
+            if let Some(inner) = u.get("used").and_then(Value::as_array) {
+                walk(inner, out);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    if let Some(list) = rec.get("capabilities").and_then(Value::as_array) {
+        walk(list, &mut out);
+    }
+    out.join(", ")
+}
+
+/// The non-empty lines of `bytes`.
+fn lines(bytes: &[u8]) -> impl Iterator<Item = &[u8]> {
+    bytes.split(|b| *b == b'\n').filter(|l| !l.is_empty())
+}
+
+/// The record in a line: the line itself, or in a syslog message the
+/// part after its header (RFC 5424 puts a BOM before a UTF-8 message).
+fn record_of(line: &[u8]) -> &[u8] {
+    if line.first() == Some(&b'{') {
+        return line;
+    }
+    const BOM: &[u8] = "\u{feff}".as_bytes();
+    match line.windows(BOM.len()).position(|w| w == BOM) {
+        Some(at) => &line[at + BOM.len()..],
+        None => line,
+    }
+}
+
 fn verify(args: VerifyArgs) -> anyhow::Result<ExitCode> {
-    let mut texts = Vec::new();
+    let mut texts: Vec<(String, Vec<Vec<u8>>)> = Vec::new();
+    if let Some(id) = &args.stream {
+        let opts = MasterOpts {
+            config: args.config.clone(),
+            redis: args.redis.clone(),
+            ..MasterOpts::default()
+        };
+        let (bus, _) = opts.bus()?;
+        let entries = block_on(async {
+            let mut conn = bus.connect().await?;
+            anyhow::Ok(trail::entries(&mut conn, id, None, None, None).await?)
+        })??;
+        let key = maid_protocol::auditchain::stream_key(id);
+        texts.push((key, entries.into_iter().map(|e| e.line).collect()));
+    }
     for f in &args.files {
         let bytes = std::fs::read(f).with_context(|| format!("reading {}", f.display()))?;
-        texts.push((f.display().to_string(), bytes));
+        let records = lines(&bytes).map(|l| record_of(l).to_vec()).collect();
+        texts.push((f.display().to_string(), records));
     }
     let key = match (&args.key, &args.pki_dir) {
         (Some(path), _) => Some(maid_protocol::trust::read_verifying_key(
             path.to_str().context("the key's path is not UTF-8")?,
         )?),
         (None, Some(dir)) => {
-            let minion = first_minion(&texts)
+            let minion = args
+                .stream
+                .clone()
+                .or_else(|| first_minion(&texts))
                 .context("no record names its maid: give the maid's key with --key")?;
             let accepted = maid_master::pki::Pki::new(dir.clone()).accepted()?;
             Some(
@@ -61,14 +297,19 @@ fn verify(args: VerifyArgs) -> anyhow::Result<ExitCode> {
         (None, None) => None,
     };
     let checked = key.is_some();
-    let mut v = Verifier::new(key);
-    for (name, bytes) in &texts {
-        for (i, line) in bytes.split(|b| *b == b'\n').enumerate() {
-            if !line.is_empty() {
-                v.push(name, i + 1, line);
-            }
+    let mut v = match (&args.stream, args.syslog) {
+        (Some(_), _) => Verifier::for_sink(key, "stream"),
+        (None, true) => Verifier::for_sink(key, "syslog"),
+        (None, false) => Verifier::new(key),
+    };
+    // A file's line numbers count its blank lines too; a stream's are
+    // entry numbers.
+    for (name, records) in &texts {
+        for (i, line) in records.iter().enumerate() {
+            v.push(name, i + 1, line);
         }
     }
+    v.finish();
     if let Some(b) = &v.first_break {
         println!("{b}");
         return Ok(ExitCode::from(1));
@@ -77,6 +318,13 @@ fn verify(args: VerifyArgs) -> anyhow::Result<ExitCode> {
         "{} records, {} checkpoints: the chain is intact",
         v.records, v.checkpoints
     );
+    if !v.gaps.is_empty() {
+        let ranges: Vec<String> = v.gaps.iter().map(|(a, b)| format!("{a}-{b}")).collect();
+        println!(
+            "never delivered here, as the maid's gap records say: seq {}",
+            ranges.join(", ")
+        );
+    }
     if !checked {
         println!("checkpoints not checked: no --key or --pki-dir");
     } else {
@@ -94,10 +342,10 @@ fn verify(args: VerifyArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// The maid the first record names.
-fn first_minion(texts: &[(String, Vec<u8>)]) -> Option<String> {
+fn first_minion(texts: &[(String, Vec<Vec<u8>>)]) -> Option<String> {
     texts
         .iter()
-        .flat_map(|(_, b)| b.split(|c| *c == b'\n'))
+        .flat_map(|(_, records)| records.iter())
         .filter_map(|l| serde_json::from_slice::<Value>(l).ok())
         .find_map(|v| {
             v.get("minion")

@@ -21,6 +21,7 @@
 //! `/openapi.json`; it is the reference for every request and response.
 
 mod assets;
+mod audit;
 pub mod auth;
 mod error;
 mod events;
@@ -236,6 +237,7 @@ fn router(api: Api, console: Router<Api>) -> Router {
         .route("/keys", get(keys::all))
         .route("/keys/{mid}", get(keys::one))
         .route("/events", get(events::stream))
+        .route("/audit", get(audit::query))
         .route("/ws", get(events::websocket))
         .route("/hook", post(hook::fire))
         .route("/hook/{*path}", post(hook::fire));

@@ -2,7 +2,8 @@
 //! each user (and each group, written `name%`) has a list whose entries
 //! are a function regex allowed on every minion, a one-entry table of a
 //! target (a compound expression) to the function regexes allowed there,
-//! or one of `@runner`, `@wheel`, `@jobs`. A user with no entry cannot log
+//! or one of `@runner`, `@wheel`, `@jobs` (and maid's `@audit`: reading
+//! the audit trail). A user with no entry cannot log
 //! in, as with Salt.
 //!
 //! A chunk is allowed when one entry allows its function and, for a
@@ -15,7 +16,7 @@ use std::collections::BTreeMap;
 use serde_json::Value;
 
 use maid_config::perms::fun_regex;
-pub use maid_config::perms::{JOBS, PermEntry, PermError, validate};
+pub use maid_config::perms::{AUDIT, JOBS, PermEntry, PermError, validate};
 
 use crate::jobs::{Registry, Targets};
 use crate::target::TargetType;

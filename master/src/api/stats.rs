@@ -215,7 +215,7 @@ pub async fn count(State(api): State<Api>, request: Request, next: Next) -> Resp
 /// The routes, as patterns: what a request line shows of the path.
 /// Keep in step with `super::router`; a path none of them matches is shown
 /// as [`UNKNOWN`], whatever it holds.
-const ROUTES: [&str; 18] = [
+const ROUTES: [&str; 19] = [
     "/",
     "/login",
     "/logout",
@@ -228,6 +228,7 @@ const ROUTES: [&str; 18] = [
     "/keys",
     "/keys/{mid}",
     "/events",
+    "/audit",
     "/ws",
     "/ws/{token}",
     "/hook",

@@ -8,6 +8,10 @@
 //! 0600 and reopened on `reopen()` (SIGHUP) for log rotation. Values of
 //! keyword arguments whose names look like secrets are redacted.
 //!
+//! Besides the file, records go to a Redis stream and/or syslog as
+//! configured ([`sinks`]): each spools what it cannot deliver and the
+//! gap is recorded in the chain when its spool overflows.
+//!
 //! The records form a hash chain ([`maid_protocol::auditchain`]): each
 //! carries `seq` and `prev`, the SHA-256 of the line before it, across
 //! rotations and restarts (the head is taken up from the file's last
@@ -16,6 +20,10 @@
 //! records or [`CHECKPOINT_AFTER`] (when something was written), and
 //! before the file is reopened. `maid audit verify` checks them.
 
+mod sinks;
+pub mod syslog;
+mod writer;
+
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -23,12 +31,12 @@ use std::sync::{Arc, Mutex};
 
 use serde::Serialize;
 use serde_json::{Map, Value};
-use tokio::io::AsyncWriteExt;
 use tokio::sync::{Notify, mpsc};
 
-use maid_protocol::auditchain::{self, Head};
-
 use crate::runtime::CapabilityUse;
+
+pub use sinks::Target;
+pub use writer::{CHECKPOINT_AFTER, CHECKPOINT_EVERY, ChainSettings, FINISH_WITHIN};
 
 /// What happened to a job.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -59,6 +67,18 @@ pub enum Decision {
     Suppressed,
     /// The maid's signature over the chain so far (`checkpoint`).
     Checkpoint,
+    /// Records a sink (stream, syslog) never got: its spool overflowed
+    /// while it was down (`gap`).
+    Gap,
+}
+
+/// What a `gap` record says: which sink lacks which records.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct GapRecord {
+    /// `stream` or `syslog`.
+    pub sink: String,
+    pub from_seq: u64,
+    pub to_seq: u64,
 }
 
 /// One audit line.
@@ -71,6 +91,9 @@ pub struct Record {
     pub time: String,
     pub minion: String,
     pub jid: String,
+    /// The master topic the job came on.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub topic: Option<String>,
     pub fun: Option<String>,
     pub args: Vec<Value>,
     pub kwargs: Map<String, Value>,
@@ -117,6 +140,9 @@ pub struct Record {
     /// For a `checkpoint` record: the maid's signature over the chain.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub checkpoint: Option<maid_protocol::auditchain::Checkpoint>,
+    /// For a `gap` record: the sink and the records it lacks.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gap: Option<GapRecord>,
 }
 
 /// One state of a state run, as the audit trail keeps it: which state
@@ -174,6 +200,7 @@ impl Record {
             time: crate::jid::stamp(),
             minion: minion.into(),
             jid: jid.into(),
+            topic: None,
             fun: None,
             args: Vec::new(),
             kwargs: Map::new(),
@@ -197,6 +224,7 @@ impl Record {
             suppressed: None,
             states: None,
             checkpoint: None,
+            gap: None,
         }
     }
 
@@ -237,7 +265,7 @@ pub fn redact(kwargs: &Map<String, Value>) -> Map<String, Value> {
 /// was denied mid-run) and a plugin loaded, removed or refused. Everything
 /// else — rejects, duplicates, jobs for other maids — is noise a flood can
 /// make as fast as it likes.
-fn must_keep(decision: Decision) -> bool {
+pub(crate) fn must_keep(decision: Decision) -> bool {
     matches!(
         decision,
         Decision::Ran
@@ -247,6 +275,7 @@ fn must_keep(decision: Decision) -> bool {
             | Decision::PluginRemoved
             | Decision::PluginRefused
             | Decision::Checkpoint
+            | Decision::Gap
     )
 }
 
@@ -254,8 +283,6 @@ fn must_keep(decision: Decision) -> bool {
 const NOISE_PER_SEC: f64 = 200.0;
 /// Noise records that may be written at once before the rate applies.
 const NOISE_BURST: f64 = 1_000.0;
-/// How often the counts of noise not written are written as one record.
-const SUMMARY_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// A token bucket for noise records, and what it turned away.
 struct Noise {
@@ -351,26 +378,43 @@ impl Audit {
         }
     }
 
-    /// Log to `path`; up to `queue` noise records wait for a slow disk.
-    /// The chain goes on from where `path` (or `chain`'s head file) left
-    /// it, checkpointed with `chain`'s key when it has one.
-    pub async fn open(path: PathBuf, queue: usize, chain: ChainSettings) -> std::io::Result<Self> {
-        let head = last_head(&path, chain.head_file.as_deref()).await;
-        let file = open(&path).await?;
+    /// Write to `path` (when given) and to `targets`; up to `queue`
+    /// noise records wait for a slow disk, up to `spool` for each target
+    /// that is down. The chain goes on from where `path` (or `chain`'s
+    /// head file) left it, checkpointed with `chain`'s key when it has one.
+    pub async fn open(
+        path: Option<PathBuf>,
+        targets: Vec<Target>,
+        limits: (usize, usize),
+        chain: ChainSettings,
+    ) -> std::io::Result<Self> {
+        let (queue, spool) = limits;
+        let head = writer::last_head(path.as_deref(), chain.head_file.as_deref()).await;
+        let file = match path {
+            Some(path) => Some(writer::LogFile {
+                file: writer::open(&path).await?,
+                path,
+            }),
+            None => None,
+        };
         let (tx, rx) = mpsc::channel(queue.max(1));
         let (kept, kept_rx) = mpsc::unbounded_channel();
+        let sinks = targets
+            .into_iter()
+            .map(|t| sinks::Sink::start(t, spool, kept.downgrade()))
+            .collect();
         let audit = Self {
             kept: Some(kept),
             tx: Some(tx),
             ..Self::disabled()
         };
-        tokio::spawn(writer(
-            Out {
-                path,
+        tokio::spawn(writer::writer(
+            writer::Out {
                 file,
-                chain: Chain::new(chain, head),
+                sinks,
+                chain: writer::Chain::new(chain, head),
             },
-            Queues {
+            writer::Queues {
                 kept: kept_rx,
                 noise: rx,
             },
@@ -477,250 +521,9 @@ impl Audit {
     }
 }
 
-async fn open(path: &PathBuf) -> std::io::Result<tokio::fs::File> {
-    if let Some(dir) = path.parent() {
-        tokio::fs::create_dir_all(dir).await?;
-    }
-    tokio::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .mode(0o600)
-        .open(path)
-        .await
-}
-
-/// The writer's two inputs.
-struct Queues {
-    kept: mpsc::UnboundedReceiver<Record>,
-    noise: mpsc::Receiver<Record>,
-}
-
-/// How long [`Audit::finish`] waits for the writer.
-pub const FINISH_WITHIN: std::time::Duration = std::time::Duration::from_secs(5);
-
-/// Records between checkpoints, at most.
-pub const CHECKPOINT_EVERY: u64 = 1_000;
-/// How long records may wait for their checkpoint.
-pub const CHECKPOINT_AFTER: std::time::Duration = std::time::Duration::from_secs(60);
-
-/// How the chain is kept: the maid's key signs its checkpoints (none: a
-/// chain without them), `minion` names the maid in them, `head_file`
-/// (in `state_dir`) keeps the head across a rotation while stopped.
-#[derive(Debug, Clone, Default)]
-pub struct ChainSettings {
-    pub key: Option<ed25519_dalek::SigningKey>,
-    pub minion: String,
-    pub head_file: Option<PathBuf>,
-}
-
-/// Where the chain stands: the last line of `path`, or the head file when
-/// the file is new (rotated while the maid was stopped); the later of
-/// the two.
-async fn last_head(path: &std::path::Path, head_file: Option<&std::path::Path>) -> Head {
-    let in_file = last_line(path)
-        .await
-        .ok()
-        .flatten()
-        .and_then(|line| Head::of_line(&line));
-    let kept = match head_file {
-        Some(f) => tokio::fs::read(f)
-            .await
-            .ok()
-            .and_then(|b| serde_json::from_slice::<Head>(&b).ok()),
-        None => None,
-    };
-    [in_file, kept]
-        .into_iter()
-        .flatten()
-        .max_by_key(|h| h.seq)
-        .unwrap_or_else(Head::genesis)
-}
-
-/// How much of the file's end is read at a time looking for its last line.
-const TAIL_CHUNK: u64 = 64 * 1024;
-
-/// The last non-empty line of `path`, read from its end (a log of
-/// gigabytes is not read whole at every start); `None` for an empty or
-/// missing file.
-async fn last_line(path: &std::path::Path) -> std::io::Result<Option<Vec<u8>>> {
-    use tokio::io::{AsyncReadExt, AsyncSeekExt};
-    let mut file = match tokio::fs::File::open(path).await {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(e),
-    };
-    let len = file.metadata().await?.len();
-    let mut tail: Vec<u8> = Vec::new();
-    let mut start = len;
-    loop {
-        let mut text = tail.as_slice();
-        while let Some(t) = text.strip_suffix(b"\n") {
-            text = t;
-        }
-        if let Some(nl) = text.iter().rposition(|b| *b == b'\n') {
-            return Ok(Some(text[nl + 1..].to_vec()));
-        }
-        if start == 0 {
-            return Ok((!text.is_empty()).then(|| text.to_vec()));
-        }
-        let from = start.saturating_sub(TAIL_CHUNK);
-        let mut chunk = vec![0; (start - from) as usize];
-        file.seek(std::io::SeekFrom::Start(from)).await?;
-        file.read_exact(&mut chunk).await?;
-        chunk.extend_from_slice(&tail);
-        tail = chunk;
-        start = from;
-    }
-}
-
-/// The chain as the writer extends it.
-struct Chain {
-    settings: ChainSettings,
-    head: Head,
-    /// Records written since the last checkpoint, and when the first was.
-    unsigned: u64,
-    since: std::time::Instant,
-}
-
-impl Chain {
-    fn new(settings: ChainSettings, head: Head) -> Self {
-        Chain {
-            settings,
-            head,
-            unsigned: 0,
-            since: std::time::Instant::now(),
-        }
-    }
-
-    /// `rec` as the next line of the chain (newline included).
-    fn link(&mut self, mut rec: Record) -> Vec<u8> {
-        rec.seq = self.head.seq + 1;
-        rec.prev = self.head.sha256.clone();
-        let line = serde_json::to_vec(&rec).expect("records serialise");
-        self.head = Head::after(rec.seq, &line);
-        if rec.decision == Decision::Checkpoint {
-            self.unsigned = 0;
-        } else {
-            if self.unsigned == 0 {
-                self.since = std::time::Instant::now();
-            }
-            self.unsigned += 1;
-        }
-        let mut line = line;
-        line.push(b'\n');
-        line
-    }
-
-    /// The checkpoint record due now (`force`: at rotation), if the chain
-    /// has a key and records it does not cover yet.
-    fn checkpoint(&self, force: bool) -> Option<Record> {
-        let key = self.settings.key.as_ref()?;
-        let due = self.unsigned >= CHECKPOINT_EVERY
-            || (self.unsigned > 0 && (force || self.since.elapsed() >= CHECKPOINT_AFTER));
-        if !due {
-            return None;
-        }
-        let seq = self.head.seq + 1;
-        let mut rec = Record::new(&self.settings.minion, "", Decision::Checkpoint);
-        rec.checkpoint = Some(auditchain::checkpoint(
-            key,
-            &self.settings.minion,
-            seq,
-            &self.head.sha256,
-        ));
-        Some(rec)
-    }
-}
-
-/// Where records go.
-struct Out {
-    path: PathBuf,
-    file: tokio::fs::File,
-    chain: Chain,
-}
-
-impl Out {
-    async fn write(&mut self, rec: Record) {
-        let line = self.chain.link(rec);
-        if let Err(e) = self.file.write_all(&line).await {
-            tracing::error!(path = %self.path.display(), cause = %e, "cannot write audit record");
-        }
-        let _ = self.file.flush().await;
-    }
-
-    /// A checkpoint when one is due, and the head kept beside it.
-    async fn checkpoint(&mut self, force: bool) {
-        let Some(rec) = self.chain.checkpoint(force) else {
-            return;
-        };
-        self.write(rec).await;
-        if let Some(f) = &self.chain.settings.head_file {
-            let text = serde_json::to_vec(&self.chain.head).expect("a head serialises");
-            let tmp = f.with_extension("tmp");
-            let kept = async {
-                tokio::fs::write(&tmp, &text).await?;
-                tokio::fs::rename(&tmp, f).await
-            };
-            if let Err(e) = kept.await {
-                tracing::error!(path = %f.display(), cause = %e, "cannot keep the audit chain's head");
-            }
-        }
-    }
-}
-
-async fn writer(mut out: Out, mut q: Queues, audit: Audit) {
-    let mut tick = tokio::time::interval(SUMMARY_EVERY);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut open_queues = 2;
-    while open_queues > 0 {
-        let rec = tokio::select! {
-            // Kept records first: noise waits while a job's record is due.
-            biased;
-            rec = q.kept.recv(), if !q.kept.is_closed() || !q.kept.is_empty() => rec,
-            rec = q.noise.recv(), if !q.noise.is_closed() || !q.noise.is_empty() => rec,
-            _ = tick.tick() => {
-                out.checkpoint(false).await;
-                audit.summary()
-            }
-            () = audit.finishing.0.notified() => {
-                // What is queued first, then the checkpoint.
-                while let Ok(rec) = q.kept.try_recv() {
-                    out.write(rec).await;
-                }
-                while let Ok(rec) = q.noise.try_recv() {
-                    out.write(rec).await;
-                }
-                out.checkpoint(true).await;
-                audit.finishing.1.notify_one();
-                continue;
-            }
-            () = audit.reopen.notified() => {
-                // The old file ends signed; the new one goes on with the
-                // same chain.
-                out.checkpoint(true).await;
-                match open(&out.path).await {
-                    Ok(f) => {
-                        out.file = f;
-                        tracing::info!(path = %out.path.display(), "audit log reopened");
-                    }
-                    Err(e) => tracing::error!(path = %out.path.display(), cause = %e, "cannot reopen audit log"),
-                }
-                continue;
-            }
-        };
-        let Some(rec) = rec else {
-            open_queues = usize::from(!q.kept.is_closed()) + usize::from(!q.noise.is_closed());
-            continue;
-        };
-        out.write(rec).await;
-        out.checkpoint(false).await;
-    }
-    // Stopping: what was written since the last checkpoint is signed.
-    out.checkpoint(true).await;
-}
-
 #[cfg(test)]
 mod tests {
+    use super::writer::{TAIL_CHUNK, last_line};
     use super::*;
     use serde_json::json;
 
@@ -802,9 +605,14 @@ mod tests {
     async fn a_job_that_ran_is_recorded_however_full_the_noise_queue() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("audit.jsonl");
-        let audit = Audit::open(path.clone(), 1, ChainSettings::default())
-            .await
-            .unwrap();
+        let audit = Audit::open(
+            Some(path.clone()),
+            Vec::new(),
+            (1, 1),
+            ChainSettings::default(),
+        )
+        .await
+        .unwrap();
         for i in 0..20_000 {
             audit.record(Record::new("m", &format!("junk-{i}"), Decision::Rejected));
             if i == 10_000 {
@@ -835,9 +643,14 @@ mod tests {
         use std::os::unix::fs::PermissionsExt;
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("audit.jsonl");
-        let audit = Audit::open(path.clone(), 16, ChainSettings::default())
-            .await
-            .unwrap();
+        let audit = Audit::open(
+            Some(path.clone()),
+            Vec::new(),
+            (16, 1),
+            ChainSettings::default(),
+        )
+        .await
+        .unwrap();
         audit.record(Record::new("m", "1", Decision::Ran));
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
         std::fs::rename(&path, dir.path().join("audit.jsonl.1")).unwrap();

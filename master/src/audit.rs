@@ -1,0 +1,454 @@
+//! The fleet's audit trail as the master reads it: each maid appends its
+//! chained records to its own Redis stream (`maid:audit:<id>`), and
+//! [`read`] gathers them across the fleet for a [`Query`] — by time,
+//! maid, user, function, decision, job and capability — for `maid audit`
+//! and the API's `GET /audit`. [`follow`] reads what arrives after.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, NaiveDateTime, Utc};
+use redis::AsyncCommands;
+use serde::Deserialize;
+use serde_json::Value;
+
+use maid_bus::Conn;
+use maid_protocol::auditchain::{Head, stream_key};
+use maid_protocol::protocol::REGISTRY_KEY;
+use maid_salt::target::fnmatch;
+
+/// What to look for; every field given must match. Globs are Salt's
+/// (`fnmatch`).
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct Query {
+    /// From when: RFC 3339 (`2026-11-28T22:00:00Z`) or how long ago
+    /// (`30m`, `12h`, `7d`).
+    pub since: Option<String>,
+    /// Until when, as `since`.
+    pub until: Option<String>,
+    /// Maid ids (glob).
+    pub minion: Option<String>,
+    /// The API or CLI user who asked (glob).
+    pub user: Option<String>,
+    /// The function (glob): `cmd.*`.
+    pub fun: Option<String>,
+    /// `ran`, `denied`, `rejected`, ...
+    pub decision: Option<String>,
+    /// A job id.
+    pub jid: Option<String>,
+    /// A capability used (or refused) by the call or a nested one:
+    /// `exec`, `fetch`, `read_file`, `call`, ...
+    pub capability: Option<String>,
+    /// A program started (glob on its real path or its argv[0]); implies
+    /// `capability = exec`.
+    pub program: Option<String>,
+    /// The most recent this many (0: all); 1000 when not given.
+    pub limit: Option<usize>,
+}
+
+/// What went wrong reading the trail.
+#[derive(Debug, thiserror::Error)]
+pub enum AuditError {
+    #[error("{0}")]
+    Query(String),
+    #[error("redis: {0}")]
+    Redis(#[from] redis::RedisError),
+}
+
+/// A [`Query`] with its times resolved.
+#[derive(Debug, Clone)]
+pub struct Filter {
+    query: Query,
+    since_ms: Option<i64>,
+    until_ms: Option<i64>,
+}
+
+/// Records returned when no limit is asked.
+pub const DEFAULT_LIMIT: usize = 1_000;
+
+impl Query {
+    /// The filter of this query, times taken relative to the present.
+    pub fn resolve_now(self) -> Result<Filter, AuditError> {
+        self.resolve(Utc::now())
+    }
+
+    /// The filter of this query, times taken relative to `now`.
+    pub fn resolve(self, now: DateTime<Utc>) -> Result<Filter, AuditError> {
+        let since_ms = self.since.as_deref().map(|t| instant(t, now)).transpose()?;
+        let until_ms = self.until.as_deref().map(|t| instant(t, now)).transpose()?;
+        if let Some(d) = &self.decision
+            && !DECISIONS.contains(&d.as_str())
+        {
+            return Err(AuditError::Query(format!(
+                "decision {d:?}: one of {}",
+                DECISIONS.join(", ")
+            )));
+        }
+        Ok(Filter {
+            query: self,
+            since_ms,
+            until_ms,
+        })
+    }
+}
+
+/// The decisions a record can carry.
+pub const DECISIONS: &[&str] = &[
+    "ran",
+    "denied",
+    "rejected",
+    "not_targeted",
+    "relayed",
+    "duplicate",
+    "plugin_loaded",
+    "plugin_removed",
+    "plugin_refused",
+    "suppressed",
+    "checkpoint",
+    "gap",
+];
+
+/// `text` as milliseconds since the epoch: RFC 3339, or a duration ago.
+fn instant(text: &str, now: DateTime<Utc>) -> Result<i64, AuditError> {
+    if let Ok(t) = DateTime::parse_from_rfc3339(text) {
+        return Ok(t.timestamp_millis());
+    }
+    let bad = || {
+        AuditError::Query(format!(
+            "{text:?}: a time is RFC 3339 (2026-11-28T22:00:00Z) or how long ago (30s, 15m, 12h, 7d)"
+        ))
+    };
+    let split = text.find(|c: char| !c.is_ascii_digit()).ok_or_else(bad)?;
+    let (n, unit) = text.split_at(split);
+    let n: i64 = n.parse().map_err(|_| bad())?;
+    let secs = match unit {
+        "s" => 1,
+        "m" => 60,
+        "h" => 3_600,
+        "d" => 86_400,
+        "w" => 604_800,
+        _ => return Err(bad()),
+    };
+    Ok(now.timestamp_millis() - n.saturating_mul(secs).saturating_mul(1_000))
+}
+
+/// A record's `time` (UTC, as maids write it) in milliseconds.
+fn record_ms(rec: &Value) -> Option<i64> {
+    let t = rec.get("time")?.as_str()?;
+    NaiveDateTime::parse_from_str(t, "%Y-%m-%dT%H:%M:%S%.f")
+        .ok()
+        .map(|t| t.and_utc().timestamp_millis())
+}
+
+fn glob(pattern: &Option<String>, value: Option<&str>) -> bool {
+    match pattern {
+        None => true,
+        Some(p) => value.is_some_and(|v| fnmatch(p, v)),
+    }
+}
+
+impl Filter {
+    /// The query asked for.
+    pub fn query(&self) -> &Query {
+        &self.query
+    }
+
+    /// How many records to return at most (`None`: all).
+    pub fn limit(&self) -> Option<usize> {
+        match self.query.limit {
+            Some(0) => None,
+            Some(n) => Some(n),
+            None => Some(DEFAULT_LIMIT),
+        }
+    }
+
+    /// Whether maid `id`'s stream may hold matching records.
+    pub fn wants_minion(&self, id: &str) -> bool {
+        glob(&self.query.minion, Some(id))
+    }
+
+    /// Whether `rec` is one asked for.
+    pub fn matches(&self, rec: &Value) -> bool {
+        let s = |k: &str| rec.get(k).and_then(Value::as_str);
+        let q = &self.query;
+        if self.since_ms.is_some() || self.until_ms.is_some() {
+            let Some(t) = record_ms(rec) else {
+                return false;
+            };
+            if self.since_ms.is_some_and(|since| t < since)
+                || self.until_ms.is_some_and(|until| t > until)
+            {
+                return false;
+            }
+        }
+        glob(&q.minion, s("minion"))
+            && glob(&q.user, s("user"))
+            && glob(&q.fun, s("fun"))
+            && q.decision
+                .as_deref()
+                .is_none_or(|d| s("decision") == Some(d))
+            && q.jid.as_deref().is_none_or(|j| s("jid") == Some(j))
+            && self.uses_capability(rec)
+    }
+
+    fn uses_capability(&self, rec: &Value) -> bool {
+        let q = &self.query;
+        let kind = match (&q.capability, &q.program) {
+            (None, None) => return true,
+            (Some(k), _) => k.as_str(),
+            (None, Some(_)) => "exec",
+        };
+        let used = rec
+            .get("capabilities")
+            .and_then(Value::as_array)
+            .map(Vec::as_slice)
+            .unwrap_or_default();
+        any_use(used, &mut |u| {
+            u.get("kind").and_then(Value::as_str) == Some(kind)
+                && q.program.as_ref().is_none_or(|p| {
+                    let program = u.get("program").and_then(Value::as_str);
+                    let argv0 = u.pointer("/argv/0").and_then(Value::as_str);
+                    [program, argv0]
+                        .into_iter()
+                        .flatten()
+                        .any(|v| fnmatch(p, v))
+                })
+        })
+    }
+}
+
+/// Whether any use, or one nested in a `call`, satisfies `f`.
+fn any_use(used: &[Value], f: &mut impl FnMut(&Value) -> bool) -> bool {
+    used.iter().any(|u| {
+        f(u) || u
+            .get("used")
+            .and_then(Value::as_array)
+            .is_some_and(|inner| any_use(inner, f))
+    })
+}
+
+/// The maids whose streams are read: every registered maid, and every
+/// stream a scan finds (a maid gone from the registry keeps its records).
+pub async fn maids(conn: &mut Conn) -> Result<Vec<String>, AuditError> {
+    let mut ids: Vec<String> = conn.hkeys(REGISTRY_KEY).await?;
+    let prefix = stream_key("");
+    // A cluster answers SCAN for one node only: the registry covers the
+    // rest.
+    if let Ok(mut keys) = conn.scan_match::<_, String>(format!("{prefix}*")).await {
+        use futures_util::StreamExt;
+        while let Some(Ok(k)) = keys.next().await {
+            if let Some(id) = k.strip_prefix(&prefix) {
+                ids.push(id.to_string());
+            }
+        }
+    }
+    ids.sort();
+    ids.dedup();
+    Ok(ids)
+}
+
+/// Entries read per round trip.
+const PAGE: usize = 1_000;
+
+/// One stream entry: its id and the record (the line as chained).
+pub struct Entry {
+    pub id: String,
+    pub line: Vec<u8>,
+}
+
+/// Entries of maid `id`'s stream after `after` (exclusive; `None`: from
+/// the start) up to `end_ms`, oldest first.
+pub async fn entries(
+    conn: &mut Conn,
+    id: &str,
+    after: Option<&str>,
+    since_ms: Option<i64>,
+    end_ms: Option<i64>,
+) -> Result<Vec<Entry>, AuditError> {
+    let key = stream_key(id);
+    let mut start = match (after, since_ms) {
+        (Some(a), _) => format!("({a}"),
+        (None, Some(ms)) => format!("{}-0", ms.max(0)),
+        (None, None) => "-".into(),
+    };
+    // An id of milliseconds alone ends at that millisecond's last entry.
+    let end = end_ms.map_or("+".to_string(), |ms| ms.max(0).to_string());
+    let mut out = Vec::new();
+    loop {
+        // Each entry: its id and its fields and values, flat.
+        let page: Vec<(String, Vec<Vec<u8>>)> = redis::cmd("XRANGE")
+            .arg(&key)
+            .arg(&start)
+            .arg(&end)
+            .arg("COUNT")
+            .arg(PAGE)
+            .query_async(conn)
+            .await?;
+        let n = page.len();
+        for (id, fields) in page {
+            start = format!("({id}");
+            let line = fields
+                .chunks_exact(2)
+                .find(|kv| kv[0] == b"line")
+                .map(|kv| kv[1].clone());
+            if let Some(line) = line {
+                out.push(Entry { id, line });
+            }
+        }
+        if n < PAGE {
+            return Ok(out);
+        }
+    }
+}
+
+/// A record that does not follow the entry before it in its stream: an
+/// entry was added, removed or altered there (or the maid recorded a
+/// gap). The reader is told, not spared: `_chain` says so.
+fn mark_unlinked(rec: &mut Value, id: &str) {
+    if let Value::Object(map) = rec {
+        map.insert(
+            "_chain".into(),
+            Value::String(format!(
+                "does not follow the entry before it: check with `maid audit verify --stream {id}`"
+            )),
+        );
+    }
+}
+
+/// Every record of the fleet's streams that `filter` matches, oldest
+/// first, at most its limit (the most recent). A record that does not
+/// chain to the entry before it carries `_chain` saying so.
+pub async fn read(conn: &mut Conn, filter: &Filter) -> Result<Vec<Value>, AuditError> {
+    let mut found: Vec<(i64, String, Value)> = Vec::new();
+    for id in maids(conn).await? {
+        if !filter.wants_minion(&id) {
+            continue;
+        }
+        let mut head: Option<Head> = None;
+        for e in entries(conn, &id, None, filter.since_ms, filter.until_ms).await? {
+            let Ok(mut rec) = serde_json::from_slice::<Value>(&e.line) else {
+                continue;
+            };
+            let linked = head.as_ref().is_none_or(|h| h.links(&rec));
+            head = Head::of_line(&e.line);
+            if filter.matches(&rec) {
+                if !linked {
+                    mark_unlinked(&mut rec, &id);
+                }
+                found.push((record_ms(&rec).unwrap_or_default(), e.id, rec));
+            }
+        }
+    }
+    found.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
+    if let Some(limit) = filter.limit() {
+        let skip = found.len().saturating_sub(limit);
+        found.drain(..skip);
+    }
+    Ok(found.into_iter().map(|(_, _, r)| r).collect())
+}
+
+/// How often [`follow`] looks for new records.
+pub const FOLLOW_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Where [`follow`] stands in each stream.
+#[derive(Debug, Default)]
+pub struct Cursor {
+    after: BTreeMap<String, String>,
+    start_ms: i64,
+}
+
+impl Cursor {
+    /// Records from now on.
+    pub fn now() -> Self {
+        Cursor {
+            after: BTreeMap::new(),
+            start_ms: Utc::now().timestamp_millis(),
+        }
+    }
+}
+
+/// The records that arrived since the last call for `cursor`, matching
+/// `filter`, in the order each maid wrote them.
+pub async fn follow(
+    conn: &mut Conn,
+    filter: &Filter,
+    cursor: &mut Cursor,
+) -> Result<Vec<Value>, AuditError> {
+    let mut out = Vec::new();
+    for id in maids(conn).await? {
+        if !filter.wants_minion(&id) {
+            continue;
+        }
+        let after = cursor.after.get(&id).cloned();
+        let since = after.is_none().then_some(cursor.start_ms);
+        for e in entries(conn, &id, after.as_deref(), since, None).await? {
+            cursor.after.insert(id.clone(), e.id.clone());
+            if let Ok(rec) = serde_json::from_slice::<Value>(&e.line)
+                && filter.matches(&rec)
+            {
+                out.push(rec);
+            }
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn filter(q: Value) -> Filter {
+        let now = DateTime::parse_from_rfc3339("2026-11-29T08:00:00Z")
+            .unwrap()
+            .with_timezone(&Utc);
+        serde_json::from_value::<Query>(q)
+            .unwrap()
+            .resolve(now)
+            .unwrap()
+    }
+
+    #[test]
+    fn a_query_matches_by_time_maid_user_function_and_program() {
+        let rec = json!({
+            "time": "2026-11-29T02:00:00.000000", "minion": "web-1", "user": "alice",
+            "fun": "cmd.run", "decision": "ran", "jid": "j1",
+            "capabilities": [{"kind": "call", "fun": "cmd.run_all", "allowed": true, "used": [
+                {"kind": "exec", "program": "/usr/bin/systemctl", "argv_sha256": "x", "allowed": true}
+            ]}]
+        });
+        let night = json!({"since": "2026-11-28T22:00:00Z", "until": "2026-11-29T06:00:00Z",
+                           "minion": "web-*", "user": "alice", "fun": "cmd.*", "capability": "exec"});
+        assert!(filter(night.clone()).matches(&rec));
+        assert!(filter(json!({"program": "*/systemctl"})).matches(&rec));
+        assert!(filter(json!({"since": "12h"})).matches(&rec));
+        for miss in [
+            json!({"since": "1h"}),
+            json!({"minion": "db-*"}),
+            json!({"user": "bob"}),
+            json!({"fun": "state.*"}),
+            json!({"decision": "denied"}),
+            json!({"capability": "fetch"}),
+            json!({"program": "*/rm"}),
+            json!({"jid": "j2"}),
+        ] {
+            assert!(!filter(miss.clone()).matches(&rec), "{miss}");
+        }
+        // A record without a user is no user's.
+        assert!(!filter(json!({"user": "*"})).matches(&json!({"minion": "m"})));
+        let now = Utc::now();
+        assert!(
+            serde_json::from_value::<Query>(json!({"since": "yesterday"}))
+                .unwrap()
+                .resolve(now)
+                .is_err()
+        );
+        assert!(
+            serde_json::from_value::<Query>(json!({"decision": "maybe"}))
+                .unwrap()
+                .resolve(now)
+                .is_err()
+        );
+        assert!(serde_json::from_value::<Query>(json!({"sql": "1"})).is_err());
+    }
+}
