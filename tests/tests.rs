@@ -20,6 +20,7 @@ mod browser;
 mod cli;
 mod console;
 mod deployments;
+mod file_audit;
 mod fleet;
 mod grains;
 mod harness;

@@ -42,6 +42,9 @@ pub struct Query {
     /// A program started (glob on its real path or its argv[0]); implies
     /// `capability = exec`.
     pub program: Option<String>,
+    /// A host path the call read, wrote or changed (glob): a file opened
+    /// through WASI, a granted file read, a mode set, a link made.
+    pub path: Option<String>,
     /// The most recent this many (0: all); 1000 when not given.
     pub limit: Option<usize>,
 }
@@ -193,10 +196,13 @@ impl Filter {
 
     fn uses_capability(&self, rec: &Value) -> bool {
         let q = &self.query;
+        if q.capability.is_none() && q.program.is_none() && q.path.is_none() {
+            return true;
+        }
         let kind = match (&q.capability, &q.program) {
-            (None, None) => return true,
-            (Some(k), _) => k.as_str(),
-            (None, Some(_)) => "exec",
+            (Some(k), _) => Some(k.as_str()),
+            (None, Some(_)) => Some("exec"),
+            (None, None) => None,
         };
         let used = rec
             .get("capabilities")
@@ -204,7 +210,13 @@ impl Filter {
             .map(Vec::as_slice)
             .unwrap_or_default();
         any_use(used, &mut |u| {
-            u.get("kind").and_then(Value::as_str) == Some(kind)
+            kind.is_none_or(|k| u.get("kind").and_then(Value::as_str) == Some(k))
+                && q.path.as_ref().is_none_or(|p| {
+                    ["path", "link"]
+                        .iter()
+                        .filter_map(|k| u.get(*k).and_then(Value::as_str))
+                        .any(|v| fnmatch(p, v))
+                })
                 && q.program.as_ref().is_none_or(|p| {
                     let program = u.get("program").and_then(Value::as_str);
                     let argv0 = u.pointer("/argv/0").and_then(Value::as_str);
@@ -421,6 +433,13 @@ mod tests {
                            "minion": "web-*", "user": "alice", "fun": "cmd.*", "capability": "exec"});
         assert!(filter(night.clone()).matches(&rec));
         assert!(filter(json!({"program": "*/systemctl"})).matches(&rec));
+        let wrote = json!({"capabilities": [
+            {"kind": "file", "path": "/etc/app/app.conf", "access": "write", "allowed": true}
+        ]});
+        assert!(filter(json!({"path": "/etc/app/*"})).matches(&wrote));
+        assert!(filter(json!({"path": "/etc/*", "capability": "file"})).matches(&wrote));
+        assert!(!filter(json!({"path": "/var/*"})).matches(&wrote));
+        assert!(!filter(json!({"path": "/etc/*", "capability": "exec"})).matches(&wrote));
         assert!(filter(json!({"since": "12h"})).matches(&rec));
         for miss in [
             json!({"since": "1h"}),

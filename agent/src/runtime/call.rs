@@ -144,6 +144,8 @@ impl Runtime {
             log_budget: limits.max_log_bytes,
             log_dropped: 0,
             used: Vec::new(),
+            fs_paths: Default::default(),
+            files: Default::default(),
             source_hashes: Arc::default(),
             pillar: None,
             runtime: self.me.clone(),

@@ -19,6 +19,7 @@ use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use super::Services;
 use super::bindings::maid::plugin::host::{self as wit, HostError, Level};
 use super::bindings::maid::plugin::types::Manifest;
+use super::fileuse::{FileAccess, FileUses};
 use super::policy::Grants;
 use super::{exec, files};
 use crate::config::Limits;
@@ -86,6 +87,18 @@ pub enum CapabilityUse {
         signal: i32,
         allowed: bool,
     },
+    /// A host file or directory under a granted directory was opened
+    /// through WASI (`read` or `write`), or changed (`change`: removed,
+    /// made, renamed, linked, its times set); or the directory's
+    /// permissions refused it. Each path and access once per call.
+    File {
+        path: String,
+        access: FileAccess,
+        allowed: bool,
+    },
+    /// More distinct file uses than a record lists ([`super::MAX_FILES`]): how
+    /// many more.
+    MoreFiles { count: u64 },
     /// Another module's function was run (`call`), or refused, and what
     /// that function did outside its own sandbox, in order.
     Call {
@@ -155,6 +168,11 @@ pub(crate) struct JobState {
     pub log_dropped: u64,
     /// Capabilities exercised, in order.
     pub used: Vec<CapabilityUse>,
+    /// The host path of each WASI descriptor this call handed out (by
+    /// resource rep), so file uses are recorded by host path.
+    pub fs_paths: std::collections::HashMap<u32, std::path::PathBuf>,
+    /// The file uses recorded in `used` so far.
+    pub files: FileUses,
     /// SHA-256 the job pins for `salt://` sources, by URL
     /// ([`super::CallRequest::source_hashes`]): such a source is served
     /// with exactly that content or not at all.
@@ -171,6 +189,11 @@ pub(crate) struct JobState {
 }
 
 impl JobState {
+    /// A file use through WASI (see [`FileUses::add`]).
+    pub(crate) fn file_used(&mut self, path: String, access: FileAccess, allowed: bool) {
+        self.files.add(&mut self.used, path, access, allowed);
+    }
+
     /// Record a capability use for the audit trail (`used` is told whether
     /// it was allowed: anything but a denial), and log a refusal.
     fn audit<T>(

@@ -25,6 +25,7 @@ pub mod denied;
 mod exec;
 mod fileid;
 mod files;
+mod fileuse;
 mod host;
 pub mod jobs;
 pub mod manifest;
@@ -52,6 +53,7 @@ use wasmtime::{
 use wasmtime_wasi::{FsPerms, WasiCtxBuilder};
 
 pub use cache::{ArtifactCache, CacheStatus, WASMTIME_VERSION};
+pub use fileuse::{FileAccess, MAX_FILES};
 pub use host::CapabilityUse;
 pub use manifest::{Capability, FunctionDoc, Manifest};
 pub use policy::{GrantSummary, Grants};

@@ -48,17 +48,17 @@ pub(super) fn render(r: &Results, sizes: &Sizes) -> (String, String) {
     (text, md)
 }
 
-/// The round trips, throughput, CPU and memory of raw, maid and the
-/// seed, side by side.
+/// The round trips, throughput, CPU and memory of raw, maid, maid with
+/// its audit trail on (file and stream) and the seed, side by side.
 fn responders_table(r: &Results) -> Table {
     let cell = |name: &str, f: &dyn Fn(&Measured) -> String| {
         r.measured(name).map(f).unwrap_or_else(|| "n/a".into())
     };
-    let names = ["raw", "maid", "seed"];
+    let names = ["raw", "maid", "audited", "seed"];
 
     let mut t1 = Table::new(
         "Round trip (master publish → last reply), test.ping",
-        &["", "raw", "maid", "seed"],
+        &["", "raw", "maid", "maid, audit on", "seed"],
     );
     type Metric<'a> = (String, Box<dyn Fn(&Measured) -> String + 'a>);
     let flight = r.in_flight;

@@ -1,6 +1,6 @@
 //! The processes `maid-bench run` starts, and how: its private
-//! `redis-server` ([`Lab`]), the three responders side by side (raw, the
-//! maid agent and the Python seed), and the fan-out fleets (`maid-bench
+//! `redis-server` ([`Lab`]), the responders side by side (raw, the maid
+//! agent, the maid agent with its audit trail on, and the Python seed), and the fan-out fleets (`maid-bench
 //! fleet` and the two `maid-bench raw --count` floors).
 //!
 //! Each responder runs in a process of its own so that its CPU time and
@@ -32,6 +32,7 @@ const SEED_PY: &str = include_str!("../../seed.py");
 /// Master topics, one per responder.
 const TOPIC_RAW: &str = "bench-raw";
 pub(super) const TOPIC_MAID: &str = "bench-maid";
+const TOPIC_AUDITED: &str = "bench-audited";
 const TOPIC_SEED: &str = "bench-seed";
 pub(super) const TOPIC_FLEET: &str = "bench-fleet";
 pub(super) const TOPIC_RAW_FLEET: &str = "bench-raw-fleet";
@@ -56,6 +57,9 @@ pub(super) struct Lab {
     /// The measured agent's config: [`AgentSetup::config`], with
     /// `/metrics` served on `metrics_port` under `--agent-metrics`.
     main_config: PathBuf,
+    /// The audited agent's config: [`AgentSetup::config`] with the audit
+    /// trail on, to a file and to its Redis stream.
+    audited_config: PathBuf,
     /// Where the measured agent serves `/metrics` (`--agent-metrics`).
     pub(super) metrics_port: Option<u16>,
     /// The first cold start-up's plugin cache, warm for every later agent.
@@ -103,6 +107,15 @@ impl Lab {
             &main_config,
             agent_config(&url, sizes.in_flight, metrics_port),
         )?;
+        let audited_config = scratch.join("maid-audited.toml");
+        std::fs::write(
+            &audited_config,
+            format!(
+                "{}\n[audit]\npath = {:?}\nstream = true\n",
+                agent_config(&url, sizes.in_flight, None),
+                scratch.join("audit.jsonl"),
+            ),
+        )?;
         let agents = AgentSetup {
             exe: maid,
             config,
@@ -115,6 +128,7 @@ impl Lab {
             admin,
             agents,
             main_config,
+            audited_config,
             metrics_port,
             warm_cache: scratch.join("cache-0"),
             redis_server,
@@ -211,7 +225,7 @@ pub(super) async fn start_responders(
     sizes: &Sizes,
     results: &mut Results,
 ) -> anyhow::Result<Vec<Responder>> {
-    stage("starting the responders: raw, maid, seed");
+    stage("starting the responders: raw, maid, audited maid, seed");
     let mut responders = Vec::new();
     let mut raw = Command::new(&lab.exe);
     raw.args([
@@ -237,6 +251,24 @@ pub(super) async fn start_responders(
                 .agents
                 .command_with("maid", TOPIC_MAID, &lab.warm_cache, &lab.main_config),
             lab.scratch.join("maid.log"),
+        )?,
+        round_trips: sizes.round_trips,
+        jobs: sizes.jobs,
+        measured: Measured::default(),
+    });
+    responders.push(Responder {
+        name: "audited",
+        topic: TOPIC_AUDITED,
+        target: target("audited"),
+        proc: Proc::spawn(
+            "maid agent, audit on",
+            &mut lab.agents.command_with(
+                "audited",
+                TOPIC_AUDITED,
+                &lab.warm_cache,
+                &lab.audited_config,
+            ),
+            lab.scratch.join("audited.log"),
         )?,
         round_trips: sizes.round_trips,
         jobs: sizes.jobs,
@@ -290,8 +322,10 @@ async fn wait_ready(
     for r in responders.iter_mut() {
         wait_subscribed(admin, r.topic, 1, &mut r.proc, READY_TIMEOUT).await?;
     }
-    if let Some(r) = responders.iter_mut().find(|r| r.name == "maid") {
-        check_functions(admin, "maid", &mut r.proc, &["test.ping", "cmd.run"]).await?;
+    for r in responders.iter_mut() {
+        if r.name == "maid" || r.name == "audited" {
+            check_functions(admin, r.name, &mut r.proc, &["test.ping", "cmd.run"]).await?;
+        }
     }
     Ok(())
 }

@@ -63,6 +63,9 @@ pub struct QueryFilter {
     /// A program started (glob on its real path or argv[0]).
     #[arg(long)]
     pub program: Option<String>,
+    /// A host path read, written or changed (glob), e.g. '/etc/*'.
+    #[arg(long)]
+    pub path: Option<String>,
     /// The most recent N records (0: all).
     #[arg(long, default_value_t = trail::DEFAULT_LIMIT)]
     pub limit: usize,
@@ -80,6 +83,7 @@ impl QueryFilter {
             jid: self.jid.clone(),
             capability: self.capability.clone(),
             program: self.program.clone(),
+            path: self.path.clone(),
             limit: Some(self.limit),
         }
     }
@@ -214,7 +218,11 @@ fn print(output: &OutputOpts, records: &[Value], header: bool) {
 fn used(rec: &Value) -> String {
     fn walk(used: &[Value], out: &mut Vec<String>) {
         for u in used {
-            let kind = u.get("kind").and_then(Value::as_str).unwrap_or("?");
+            let kind = match (u.get("kind").and_then(Value::as_str), u.get("access")) {
+                (Some(k), Some(Value::String(a))) => format!("{k}:{a}"),
+                (Some(k), _) => k.to_string(),
+                (None, _) => "?".into(),
+            };
             let what = ["program", "url", "path", "fun", "key"]
                 .iter()
                 .find_map(|k| u.get(*k).and_then(Value::as_str))

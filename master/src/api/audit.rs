@@ -1,7 +1,7 @@
 //! `GET /audit`: the fleet's audit trail, queried as `maid audit query`
 //! queries it (the query string holds the same filters: `since`, `until`,
 //! `minion`, `user`, `fun`, `decision`, `jid`, `capability`, `program`,
-//! `limit`), for users whose permissions hold `@audit`. The records are
+//! `path`, `limit`), for users whose permissions hold `@audit`. The records are
 //! the maids' own, as chained: `{"return": [record, ...]}`.
 
 use axum::extract::{Query, State};
