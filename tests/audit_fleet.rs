@@ -349,6 +349,96 @@ async fn a_fleets_records_reach_streams_and_syslog_and_answer_who_ran_what_where
     // db-1's stream is its own and intact.
     let (code, out, err) = verify_stream("db-1");
     assert_eq!(code, 0, "{out}{err}");
+
+    // --follow prints what was there, then each record as it arrives.
+    let mut follow = crate::common::maid_command()
+        .args([
+            "audit",
+            "query",
+            "--follow",
+            "--minion",
+            "db-1",
+            "--fun",
+            "test.ping",
+        ])
+        .env("MAID_REDIS", &redis)
+        .env_remove("MAID_CONFIG")
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (tx, lines) = std::sync::mpsc::channel();
+    let out = follow.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(out).lines() {
+            let Ok(line) = line else { return };
+            if tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    let mut pings = 0;
+    let mut next_ping = |lines: &std::sync::mpsc::Receiver<String>| loop {
+        let line = lines
+            .recv_timeout(Duration::from_secs(30))
+            .expect("maid audit query --follow printed nothing more");
+        if line.contains(" db-1 ") && line.contains(" test.ping ") {
+            pings += 1;
+            return pings;
+        }
+    };
+    assert_eq!(next_ping(&lines), 1, "the ping already recorded");
+    let r = c
+        .post(format!("{}/", api.url))
+        .header("X-Auth-Token", &alice)
+        .json(&json!({"client": "local", "tgt": "db-1", "fun": "test.ping"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), reqwest::StatusCode::OK);
+    assert_eq!(next_ping(&lines), 2, "the new ping, as it arrived");
+    let _ = follow.kill();
+    let _ = follow.wait();
+
+    // A Redis writer who knows the chain's rules appends a record that
+    // links (seq + 1, prev = the last line's SHA-256): the chain is not
+    // keyed, so it holds until db-1 writes its next record, which then
+    // follows a record db-1 never wrote; both verify and query say so.
+    let entries: Vec<(String, Vec<Vec<u8>>)> = redis::cmd("XRANGE")
+        .arg("maid:audit:db-1")
+        .arg("-")
+        .arg("+")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let last = &entries.last().unwrap().1[3];
+    let head = maid_protocol::auditchain::Head::of_line(last).unwrap();
+    let forged = json!({"seq": head.seq + 1, "prev": head.sha256, "minion": "db-1",
+                        "jid": "forged", "fun": "cmd.run", "user": "mallory", "decision": "ran"});
+    let _: String = redis::cmd("XADD")
+        .arg("maid:audit:db-1")
+        .arg("*")
+        .arg("line")
+        .arg(serde_json::to_vec(&forged).unwrap())
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let r = c
+        .post(format!("{}/", api.url))
+        .header("X-Auth-Token", &alice)
+        .json(&json!({"client": "local", "tgt": "db-1", "fun": "test.ping"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), reqwest::StatusCode::OK);
+    until("db-1's next record after the forged one", || {
+        query(&redis, &["--minion", "db-1", "--limit", "0"], cwd)
+            .iter()
+            .any(|r| r.get("_chain").is_some())
+    })
+    .await;
+    let (code, out, _) = verify_stream("db-1");
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("inserted, moved or replayed"), "{out}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -77,7 +77,9 @@ pub(crate) fn agent(server: &RedisServer, dir: &Path, id: &str, grant: bool) -> 
     };
     let toml = format!(
         "[grains]\nrole = \"{id}\"\n{grant}\n[security]\nrequire_signed = true\n\
-         trusted_keys = [{public:?}]\nstate_dir = {state:?}\n"
+         trusted_keys = [{public:?}]\nstate_dir = {state:?}\n\
+         [audit]\npath = {:?}\n",
+        state.join("audit.jsonl")
     );
     start_agent(&server.config(), id, &toml)
 }
@@ -286,6 +288,17 @@ async fn each_maid_opens_only_its_own_pillar_and_redis_never_sees_one() {
     let item = jobs.iter().find(|j| j["fun"] == "pillar.keys").unwrap();
     assert!(item["pillar_inline"]["pd-two"].is_string(), "{item}");
     assert!(item["kwarg"].get("pillar").is_none(), "{item}");
+    // The maid's record names the pinned record it used, never a value.
+    let audit = std::fs::read_to_string(dir.join("state-pd-one/audit.jsonl")).unwrap();
+    let ls = audit
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|r| r["fun"] == "pillar.ls" && r["decision"] == "ran")
+        .unwrap_or_else(|| panic!("no pillar.ls record in {audit}"));
+    assert_eq!(ls["pillar_sha256"], items["pillar"]["pd-one"], "{ls}");
+    for secret in [ONE, TWO, INLINE] {
+        assert!(!audit.contains(secret), "the audit log holds {secret:?}");
+    }
     for secret in [ONE, TWO, INLINE, "db:tier:back", "tier:fr", "back", "front"] {
         assert!(
             !seen.contains(secret),

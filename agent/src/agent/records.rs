@@ -40,6 +40,7 @@ pub(super) fn of_job(
     let mut rec = Record::new(id, &job.jid, decision);
     rec.fun = Some(job.fun.clone());
     rec.topic = job.topic.clone();
+    rec.pillar_sha256 = job.pillar.get(id).cloned();
     let arg = Value::Array(job.arg.clone());
     let kwarg = Value::Object(job.kwarg.clone());
     rec.args_sha256 = Some(args_digest(&arg, &kwarg));

@@ -140,6 +140,10 @@ pub struct Record {
     /// For a `checkpoint` record: the maid's signature over the chain.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub checkpoint: Option<maid_protocol::auditchain::Checkpoint>,
+    /// The SHA-256 of the sealed pillar record the job pinned for this
+    /// maid (read from Redis, used only with exactly that hash).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pillar_sha256: Option<String>,
     /// For a `gap` record: the sink and the records it lacks.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub gap: Option<GapRecord>,
@@ -224,6 +228,7 @@ impl Record {
             suppressed: None,
             states: None,
             checkpoint: None,
+            pillar_sha256: None,
             gap: None,
         }
     }

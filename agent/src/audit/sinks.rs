@@ -97,6 +97,10 @@ const BATCH: usize = 256;
 /// The first pause after a failure, and the longest.
 const RETRY_FIRST: Duration = Duration::from_millis(200);
 const RETRY_MAX: Duration = Duration::from_secs(30);
+/// How long a connection or a delivery may take before the sink counts
+/// as down: a peer that accepts and never reads must not keep lines
+/// piling up beyond the spool.
+const DELIVER_WITHIN: Duration = Duration::from_secs(10);
 /// While a sink stays down, how often what it gave up is recorded (each
 /// `gap` record takes a place in the full spool, so not at every loss);
 /// it is recorded at once when the sink is back, and at stop.
@@ -330,7 +334,10 @@ async fn run(mut s: Spooler, mut rx: mpsc::UnboundedReceiver<ToSink>) {
             continue;
         }
         if h.link.is_none() {
-            match connect(&s.target).await {
+            let connected = tokio::time::timeout(DELIVER_WITHIN, connect(&s.target))
+                .await
+                .unwrap_or_else(|_| Err("connecting timed out".into()));
+            match connected {
                 Ok(l) => h.link = Some(l),
                 Err(e) => {
                     h.failed(&s, &e);
@@ -341,7 +348,10 @@ async fn run(mut s: Spooler, mut rx: mpsc::UnboundedReceiver<ToSink>) {
         let n = s.held.len().min(BATCH);
         let batch: Vec<Line> = s.held.iter().take(n).cloned().collect();
         let link = h.link.as_mut().expect("connected above");
-        match deliver(&s.target, link, &batch).await {
+        let delivered = tokio::time::timeout(DELIVER_WITHIN, deliver(&s.target, link, &batch))
+            .await
+            .unwrap_or_else(|_| Err("delivery timed out".into()));
+        match delivered {
             Ok(()) => {
                 s.held.drain(..n);
                 let back = h.delivered(&s);

@@ -326,6 +326,12 @@ fn verify(args: VerifyArgs) -> anyhow::Result<ExitCode> {
         "{} records, {} checkpoints: the chain is intact",
         v.records, v.checkpoints
     );
+    if v.repeated > 0 {
+        println!(
+            "{} record(s) delivered twice (a retried delivery), read once",
+            v.repeated
+        );
+    }
     if !v.gaps.is_empty() {
         let ranges: Vec<String> = v.gaps.iter().map(|(a, b)| format!("{a}-{b}")).collect();
         println!(
