@@ -136,6 +136,10 @@ pub struct Verifier {
     recent: std::collections::VecDeque<(u64, String)>,
     /// Records a sink got twice (the same bytes).
     pub repeated: u64,
+    /// Within a repeated run: the next `seq` it must repeat (a retried
+    /// delivery repeats records up to the last one read, in order), and
+    /// where the run began.
+    replaying: Option<(u64, Break)>,
 }
 
 /// How many of a sink's last records a repeat is looked for among.
@@ -159,6 +163,7 @@ impl Verifier {
             gaps: Vec::new(),
             recent: std::collections::VecDeque::new(),
             repeated: 0,
+            replaying: None,
         }
     }
 
@@ -175,6 +180,14 @@ impl Verifier {
     /// After the last line: a hole no `gap` record explained is a break
     /// (the first, since it came before any other break found).
     pub fn finish(&mut self) {
+        if self.first_break.is_none()
+            && let Some((_, at)) = &self.replaying
+        {
+            self.first_break = Some(Break {
+                what: "a record repeated without the records after it: inserted or replayed".into(),
+                ..at.clone()
+            });
+        }
         if let Some((a, b, at)) = self.holes.first() {
             self.first_break = Some(Break {
                 what: format!(
@@ -214,14 +227,32 @@ impl Verifier {
             .get("prev")
             .and_then(Value::as_str)
             .ok_or("a record without `prev`: inserted or altered")?;
-        // A sink may get a record again when a delivery failed halfway
-        // and was retried: the same bytes at a seq already read.
-        if self.sink.is_some() && self.head.as_ref().is_some_and(|h| seq <= h.seq) {
+        // A sink may get records again when a delivery failed halfway
+        // and was retried: the same bytes at the seqs already read, in
+        // order, up to the last one read.
+        if let (Some(_), Some(head)) = (&self.sink, &self.head)
+            && seq <= head.seq
+            && self.replaying.as_ref().is_none_or(|(next, _)| *next == seq)
+        {
             let sha = line_sha256(line);
             if self.recent.iter().any(|(s, h)| *s == seq && *h == sha) {
                 self.repeated += 1;
+                let at = Break {
+                    source: source.into(),
+                    line: line_no,
+                    what: String::new(),
+                };
+                let began = self.replaying.take().map_or(at, |(_, b)| b);
+                if seq < head.seq {
+                    self.replaying = Some((seq + 1, began));
+                }
                 return Ok(());
             }
+        }
+        if self.replaying.take().is_some() {
+            return Err(format!(
+                "record seq {seq} cuts short a run of repeated records: inserted, moved or replayed"
+            ));
         }
         match &self.head {
             // The first record read: the chain is taken up where it is
@@ -497,6 +528,14 @@ mod tests {
         twice.insert(6, delivered[4].clone());
         let v = run(&twice, Some("stream"));
         assert_eq!((v.first_break.clone(), v.repeated), (None, 2));
+        // An old record copied in is no retry: its run never reaches the
+        // last record read.
+        let mut copied = delivered.clone();
+        copied.insert(5, delivered[0].clone());
+        assert!(run(&copied, Some("stream")).first_break.is_some());
+        let mut at_end = delivered.clone();
+        at_end.push(delivered[0].clone());
+        assert!(run(&at_end, Some("stream")).first_break.is_some());
         assert!(run(&lines_with_repeat(&lines), None).first_break.is_some());
         // A record removed beyond the gap's range is found.
         let mut more = delivered.clone();

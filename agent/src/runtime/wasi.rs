@@ -99,6 +99,15 @@ fn audit_filesystem(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
         Ok((dirs,))
     })?;
     let mut t = linker.instance(TYPES)?;
+    wrap_open_at(&mut t)?;
+    wrap_changes(&mut t)?;
+    wrap_links(&mut t)
+}
+
+type Instance<'a> = wasmtime::component::LinkerInstance<'a, HostState>;
+
+/// `open-at`: a read, or a write (create, truncate, write, mutate).
+fn wrap_open_at(t: &mut Instance<'_>) -> wasmtime::Result<()> {
     t.func_wrap_async(
         "[method]descriptor.open-at",
         |mut store: Store<'_>,
@@ -137,6 +146,11 @@ fn audit_filesystem(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
             })
         },
     )?;
+    Ok(())
+}
+
+/// What removes, makes or renames a path.
+fn wrap_changes(t: &mut Instance<'_>) -> wasmtime::Result<()> {
     macro_rules! changes_one_path {
         ($name:literal, $method:ident) => {
             t.func_wrap_async(
@@ -186,6 +200,11 @@ fn audit_filesystem(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
             })
         },
     )?;
+    Ok(())
+}
+
+/// What links a path or sets its times.
+fn wrap_links(t: &mut Instance<'_>) -> wasmtime::Result<()> {
     t.func_wrap_async(
         "[method]descriptor.symlink-at",
         |mut store: Store<'_>, (fd, target, link): (Resource<Descriptor>, String, String)| {
