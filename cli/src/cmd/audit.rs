@@ -209,7 +209,9 @@ fn print(output: &OutputOpts, records: &[Value], header: bool) {
         ));
     }
     if !text.is_empty() {
-        output.out().emit(text.trim_end_matches('\n'));
+        // Whole lines, flushed: `--follow` is read as it prints.
+        output.out().emit(&text);
+        let _ = std::io::Write::flush(&mut std::io::stdout());
     }
 }
 
