@@ -165,6 +165,14 @@ impl Filter {
         }
     }
 
+    /// Keep the most recent of `found` (oldest first), as many as the
+    /// limit allows.
+    pub fn keep_last<T>(&self, found: &mut Vec<T>) {
+        if let Some(limit) = self.limit() {
+            found.drain(..found.len().saturating_sub(limit));
+        }
+    }
+
     /// Whether maid `id`'s stream may hold matching records.
     pub fn wants_minion(&self, id: &str) -> bool {
         glob(&self.query.minion, Some(id))
@@ -336,36 +344,51 @@ pub async fn read(conn: &mut Conn, filter: &Filter) -> Result<Vec<Value>, AuditE
         if !filter.wants_minion(&id) {
             continue;
         }
-        let mut head: Option<Head> = None;
-        for e in entries(conn, &id, None, filter.since_ms, filter.until_ms).await? {
-            let Ok(mut rec) = serde_json::from_slice::<Value>(&e.line) else {
-                continue;
-            };
-            let linked = head.as_ref().is_none_or(|h| h.links(&rec));
-            head = Head::of_line(&e.line);
-            if filter.matches(&rec) {
-                if !linked {
-                    mark_unlinked(&mut rec, &id);
-                }
-                found.push((record_ms(&rec).unwrap_or_default(), e.id, rec));
-            }
+        let got = entries(conn, &id, None, filter.since_ms, filter.until_ms).await?;
+        for (entry, rec) in matching(got, &mut None, &id, filter) {
+            found.push((record_ms(&rec).unwrap_or_default(), entry, rec));
         }
     }
     found.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
-    if let Some(limit) = filter.limit() {
-        let skip = found.len().saturating_sub(limit);
-        found.drain(..skip);
-    }
+    filter.keep_last(&mut found);
     Ok(found.into_iter().map(|(_, _, r)| r).collect())
+}
+
+/// The records of maid `id`'s `entries` that `filter` matches, with
+/// their entry ids, each marked `_chain` when it does not follow the
+/// entry before it (`head`: the last one read before these, kept for
+/// the next call).
+fn matching(
+    entries: Vec<Entry>,
+    head: &mut Option<Head>,
+    id: &str,
+    filter: &Filter,
+) -> Vec<(String, Value)> {
+    let mut out = Vec::new();
+    for e in entries {
+        let Ok(mut rec) = serde_json::from_slice::<Value>(&e.line) else {
+            continue;
+        };
+        let linked = head.as_ref().is_none_or(|h| h.links(&rec));
+        *head = Head::of_line(&e.line);
+        if filter.matches(&rec) {
+            if !linked {
+                mark_unlinked(&mut rec, id);
+            }
+            out.push((e.id, rec));
+        }
+    }
+    out
 }
 
 /// How often [`follow`] looks for new records.
 pub const FOLLOW_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 
-/// Where [`follow`] stands in each stream.
+/// Where [`follow`] stands in each stream: the last entry read and the
+/// chain's head there.
 #[derive(Debug, Default)]
 pub struct Cursor {
-    after: BTreeMap<String, String>,
+    after: BTreeMap<String, (String, Option<Head>)>,
     start_ms: i64,
 }
 
@@ -391,15 +414,18 @@ pub async fn follow(
         if !filter.wants_minion(&id) {
             continue;
         }
-        let after = cursor.after.get(&id).cloned();
+        let (after, head) = cursor.after.get(&id).cloned().unzip();
+        let mut head = head.flatten();
         let since = after.is_none().then_some(cursor.start_ms);
-        for e in entries(conn, &id, after.as_deref(), since, None).await? {
-            cursor.after.insert(id.clone(), e.id.clone());
-            if let Ok(rec) = serde_json::from_slice::<Value>(&e.line)
-                && filter.matches(&rec)
-            {
-                out.push(rec);
-            }
+        let got = entries(conn, &id, after.as_deref(), since, None).await?;
+        let last = got.last().map(|e| e.id.clone());
+        out.extend(
+            matching(got, &mut head, &id, filter)
+                .into_iter()
+                .map(|(_, r)| r),
+        );
+        if let Some(last) = last {
+            cursor.after.insert(id, (last, head));
         }
     }
     Ok(out)

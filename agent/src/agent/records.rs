@@ -8,7 +8,7 @@
 use std::collections::HashSet;
 use std::path::PathBuf;
 
-use serde_json::Value;
+use serde::Serialize;
 
 use super::Shared;
 use crate::audit::{self, Decision, Record};
@@ -20,9 +20,8 @@ use crate::runtime::{Failure, Outcome};
 /// `[arg, kwarg]` (object keys sorted): what a record keeps of them by
 /// default. Anyone holding the arguments (the master's job cache) can
 /// check a record against them; the record does not disclose them.
-pub(crate) fn args_digest(arg: &Value, kwarg: &Value) -> String {
-    let text = serde_json::to_vec(&[arg, kwarg]).unwrap_or_default();
-    hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&text))
+pub(crate) fn args_digest(arg: &impl Serialize, kwarg: &impl Serialize) -> String {
+    crate::runtime::json_sha256(&(arg, kwarg))
 }
 
 /// The record of `job` (signed by `kid`) on maid `id`: what it asked, of
@@ -41,9 +40,7 @@ pub(super) fn of_job(
     rec.fun = Some(job.fun.clone());
     rec.topic = job.topic.clone();
     rec.pillar_sha256 = job.pillar.get(id).cloned();
-    let arg = Value::Array(job.arg.clone());
-    let kwarg = Value::Object(job.kwarg.clone());
-    rec.args_sha256 = Some(args_digest(&arg, &kwarg));
+    rec.args_sha256 = Some(args_digest(&job.arg, &job.kwarg));
     if arguments == AuditArguments::Redacted {
         rec.args = job.arg.clone();
         rec.kwargs = audit::redact(&job.kwarg);

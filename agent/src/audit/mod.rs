@@ -5,8 +5,9 @@
 //! disk never blocks a job: when the queue is full the record is dropped,
 //! counted, and the count is written into the next record that gets
 //! through (`dropped_before`). The file is opened append-only with mode
-//! 0600 and reopened on `reopen()` (SIGHUP) for log rotation. Values of
-//! keyword arguments whose names look like secrets are redacted.
+//! 0600 and reopened on `reopen()` (SIGHUP) for log rotation. A job's
+//! arguments are kept as their digest, or with `arguments = "redacted"`
+//! as values, those of keywords whose names look like secrets redacted.
 //!
 //! Besides the file, records go to a Redis stream and/or syslog as
 //! configured ([`sinks`]): each spools what it cannot deliver and the

@@ -102,6 +102,12 @@ pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
     hex::encode(Sha256::digest(bytes))
 }
 
+/// SHA-256 (hex) of `value` as JSON: what an audit record keeps of a
+/// job's arguments or a program's argv instead of the values.
+pub(crate) fn json_sha256(value: &impl serde::Serialize) -> String {
+    sha256_hex(&serde_json::to_vec(value).unwrap_or_default())
+}
+
 fn is_sha256_hex(s: &str) -> bool {
     s.len() == 64 && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
 }

@@ -121,12 +121,6 @@ impl CapabilityUse {
     }
 }
 
-/// SHA-256 (hex) of `argv` as a JSON array of strings.
-pub(crate) fn argv_digest(argv: &[String]) -> String {
-    let text = serde_json::to_vec(argv).unwrap_or_default();
-    hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&text))
-}
-
 /// The per-call state of a store.
 pub struct HostState {
     /// Keeps the epoch ticking while this store can run guest code (held
@@ -441,7 +435,7 @@ impl wit::Host for HostState {
         .await;
         job.used.push(CapabilityUse::Exec {
             program: started.map(|p| p.to_string_lossy().into_owned()),
-            argv_sha256: argv_digest(&argv),
+            argv_sha256: super::cache::json_sha256(&argv),
             argv: Some(argv),
             allowed: !matches!(result, Err(HostError::Denied(_))),
         });

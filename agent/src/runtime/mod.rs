@@ -52,6 +52,7 @@ use wasmtime::{
 };
 use wasmtime_wasi::{FsPerms, WasiCtxBuilder};
 
+pub(crate) use cache::json_sha256;
 pub use cache::{ArtifactCache, CacheStatus, WASMTIME_VERSION};
 pub use fileuse::{FileAccess, MAX_FILES};
 pub use host::CapabilityUse;

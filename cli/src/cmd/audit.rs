@@ -152,9 +152,7 @@ fn query(args: QueryArgs) -> anyhow::Result<ExitCode> {
                     .filter(|r| filter.matches(r)),
             );
         }
-        if let Some(limit) = filter.limit() {
-            found.drain(..found.len().saturating_sub(limit));
-        }
+        filter.keep_last(&mut found);
         print(&args.output, &found, true);
         return Ok(ExitCode::SUCCESS);
     }
