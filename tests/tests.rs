@@ -27,6 +27,7 @@ mod harness;
 mod identity;
 mod layout;
 mod modules;
+mod package;
 mod pepper;
 mod pillar;
 mod pillar_delivery;

@@ -17,6 +17,7 @@ mod key;
 pub use key::key_list_short;
 mod keygen;
 mod maids;
+mod man;
 mod pillar;
 mod plugin;
 mod plugin_push;
@@ -100,6 +101,9 @@ pub enum Command {
     /// The audit trail: `maid audit verify FILE…` checks a maid's log.
     #[command(subcommand)]
     Audit(audit::AuditCommand),
+    /// Write the manual pages into a directory (for packages).
+    #[command(hide = true)]
+    Man(man::ManArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -164,6 +168,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Api(args) => api::run(args),
         Command::File(FileCommand::Push(args)) => file::push(args),
         Command::Audit(cmd) => audit::run(cmd),
+        Command::Man(args) => man::run(args),
     }
 }
 
