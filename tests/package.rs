@@ -241,6 +241,16 @@ impl Drop for Chroot {
     }
 }
 
+/// The agent as the unit starts it, as maid `pkg-1`.
+const AGENT: &[&str] = &[
+    "maid",
+    "agent",
+    "--config",
+    "/etc/maid/maid.toml",
+    "--id",
+    "pkg-1",
+];
+
 /// Every shipped plugin's module name (plugins/<module>/).
 fn shipped_modules() -> Vec<String> {
     let plugins = Path::new(env!("CARGO_MANIFEST_DIR")).join("../plugins");
@@ -369,14 +379,7 @@ fn the_deb_installs_runs_upgrades_and_purges_in_a_clean_root() {
 
     // The packaged config fails closed: require_signed, and no master's
     // key trusted yet. The agent says what is missing and stops.
-    let refused = root.run(&[
-        "maid",
-        "agent",
-        "--config",
-        "/etc/maid/maid.toml",
-        "--id",
-        "pkg-1",
-    ]);
+    let refused = root.run(AGENT);
     assert!(!refused.status.success(), "{}", text(&refused));
     assert!(
         String::from_utf8_lossy(&refused.stderr).contains("/etc/maid/master.pub"),
@@ -438,15 +441,7 @@ fn trust_a_master_and_serve_a_job(root: &Chroot) -> (String, BTreeMap<String, Ve
 
     let mut agent = Proc::spawn(
         "packaged agent",
-        root.command(&[
-            "maid",
-            "agent",
-            "--config",
-            "/etc/maid/maid.toml",
-            "--id",
-            "pkg-1",
-        ])
-        .env("MAID_LOG", "maid=info"),
+        root.command(AGENT).env("MAID_LOG", "maid=info"),
         work.path().join("agent.log"),
     )
     .unwrap();
