@@ -20,6 +20,7 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use crate::common::guests;
+use crate::common::output_text as text;
 
 /// The repository root.
 fn repo() -> PathBuf {
@@ -45,15 +46,6 @@ fn maid(args: &[&str], cwd: &Path) -> Output {
         .env_remove("MAID_PLUGIN_DIR")
         .output()
         .expect("run maid")
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "status {:?}\n--- stdout\n{}\n--- stderr\n{}",
-        o.status.code(),
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
 }
 
 /// Run `maid`, insist it succeeds, return its stdout.

@@ -21,6 +21,8 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use crate::common::fleet::maid_cli;
+use crate::common::guests;
+use crate::common::output_text as text;
 use crate::common::redis::RedisServer;
 use maid_testkit::proc::Proc;
 
@@ -36,15 +38,6 @@ fn target_and_profile() -> (PathBuf, String) {
         .unwrap()
         .to_string();
     (profile_dir.parent().unwrap().to_path_buf(), profile)
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "status {}\nstdout:\n{}\nstderr:\n{}",
-        o.status,
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
 }
 
 /// Run `cmd`, which must succeed; its output.
@@ -251,17 +244,11 @@ const AGENT: &[&str] = &[
     "pkg-1",
 ];
 
-/// Every shipped plugin's module name (plugins/<module>/).
+/// Every shipped plugin's module name: what the tests built of plugins/.
 fn shipped_modules() -> Vec<String> {
-    let plugins = Path::new(env!("CARGO_MANIFEST_DIR")).join("../plugins");
-    let mut out: Vec<String> = std::fs::read_dir(plugins)
-        .unwrap()
-        .flatten()
-        .filter(|e| e.path().join("Cargo.toml").is_file())
-        .map(|e| e.file_name().into_string().unwrap())
-        .collect();
-    out.sort();
-    out
+    let modules = maid_agent::runtime::modules_in(Path::new(guests::PLUGINS_DIR));
+    assert!(modules.len() > 10, "{modules:?}");
+    modules
 }
 
 /// What a package put in place: the binary, every plugin, the commented

@@ -31,6 +31,16 @@ pub fn maid_command() -> std::process::Command {
     cmd
 }
 
+/// A finished command's status, stdout and stderr, for a failure message.
+pub fn output_text(o: &std::process::Output) -> String {
+    format!(
+        "status {:?}\n--- stdout\n{}\n--- stderr\n{}",
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
 /// The grants `maid init` writes for `module` (its `[plugins.MODULE]` table
 /// in the configuration template).
 pub fn init_grants(module: &str) -> PluginGrants {
