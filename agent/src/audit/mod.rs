@@ -419,6 +419,8 @@ impl Audit {
                 file,
                 sinks,
                 chain: writer::Chain::new(chain, head),
+                held: Vec::new(),
+                shipping: Vec::new(),
             },
             writer::Queues {
                 kept: kept_rx,

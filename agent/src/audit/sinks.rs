@@ -30,7 +30,8 @@ pub(super) struct Line {
 }
 
 enum ToSink {
-    Line(Line),
+    /// Lines in chain order: one burst of the writer's.
+    Lines(Vec<Line>),
     /// Deliver what is held, then answer (or answer at the deadline).
     Flush(oneshot::Sender<()>),
 }
@@ -79,8 +80,8 @@ impl Sink {
         Sink { tx }
     }
 
-    pub fn send(&self, line: Line) {
-        let _ = self.tx.send(ToSink::Line(line));
+    pub fn send(&self, lines: Vec<Line>) {
+        let _ = self.tx.send(ToSink::Lines(lines));
     }
 
     /// Wait until the sink delivered what it was given, or `by`.
@@ -141,24 +142,29 @@ impl Spooler {
                 self.waiting.push(tx);
                 self.record_gaps(true);
             }
-            ToSink::Line(line) => {
-                if self.held.len() >= self.cap {
-                    // Noise first; else the oldest record but a `gap`
-                    // record (the only word the sink gets of what it
-                    // lost); else the oldest.
-                    let at = self
-                        .held
-                        .iter()
-                        .position(|l| !l.keep)
-                        .or_else(|| self.held.iter().position(|l| !l.gap))
-                        .unwrap_or(0);
-                    if let Some(gone) = self.held.remove(at) {
-                        self.give_up(gone.seq);
-                    }
+            ToSink::Lines(lines) => {
+                for line in lines {
+                    self.hold(line);
                 }
-                self.held.push_back(line);
             }
         }
+    }
+
+    fn hold(&mut self, line: Line) {
+        if self.held.len() >= self.cap {
+            // Noise first; else the oldest record but a `gap` record (the
+            // only word the sink gets of what it lost); else the oldest.
+            let at = self
+                .held
+                .iter()
+                .position(|l| !l.keep)
+                .or_else(|| self.held.iter().position(|l| !l.gap))
+                .unwrap_or(0);
+            if let Some(gone) = self.held.remove(at) {
+                self.give_up(gone.seq);
+            }
+        }
+        self.held.push_back(line);
     }
 
     fn give_up(&mut self, seq: u64) {
@@ -370,12 +376,12 @@ mod tests {
     use super::*;
 
     fn line(seq: u64, keep: bool) -> ToSink {
-        ToSink::Line(Line {
+        ToSink::Lines(vec![Line {
             seq,
             keep,
             gap: false,
             bytes: Arc::from(&b"{}"[..]),
-        })
+        }])
     }
 
     #[tokio::test]
@@ -413,12 +419,12 @@ mod tests {
         s.record_gaps(true);
         assert_eq!(rx.try_recv().unwrap().gap.unwrap().from_seq, 4);
         // A gap record in the spool outlasts the records after it.
-        s.take(ToSink::Line(Line {
+        s.take(ToSink::Lines(vec![Line {
             seq: 8,
             keep: true,
             gap: true,
             bytes: Arc::from(&b"{}"[..]),
-        }));
+        }]));
         for seq in 9..12 {
             s.take(line(seq, true));
         }

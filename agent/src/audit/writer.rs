@@ -3,6 +3,14 @@
 //! to the file and hands the same bytes to every other sink, and signs
 //! checkpoints — every [`CHECKPOINT_EVERY`] records or
 //! [`CHECKPOINT_AFTER`], before the file is reopened and at stop.
+//!
+//! Lines leave in bursts: a linked line waits at most [`BATCH_WITHIN`]
+//! (or until [`BATCH_BYTES`] or [`BATCH_LINES`] are held) for those after
+//! it, then the burst is appended to the file in one write and handed to
+//! each sink in one message. A write to a `tokio::fs::File` is a hand-off
+//! to the blocking pool and back, and each message wakes a sink's task;
+//! with a line each, they cost more than the rest of a record. A
+//! checkpoint, a reopen and a stop release what is held first.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -28,6 +36,13 @@ pub const FINISH_WITHIN: std::time::Duration = std::time::Duration::from_secs(5)
 pub const CHECKPOINT_EVERY: u64 = 1_000;
 /// How long records may wait for their checkpoint.
 pub const CHECKPOINT_AFTER: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// How long a linked line may wait for others to leave with it.
+pub const BATCH_WITHIN: std::time::Duration = std::time::Duration::from_millis(5);
+/// Bytes of lines held before they leave, however new.
+pub const BATCH_BYTES: usize = 256 * 1024;
+/// Lines held before they leave, however new.
+pub const BATCH_LINES: usize = 1024;
 
 /// How the summaries of suppressed noise and due checkpoints are looked at.
 const SUMMARY_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
@@ -136,12 +151,14 @@ impl Chain {
         }
     }
 
-    /// `rec` as the next line of the chain (no newline), and its `seq`.
-    fn link(&mut self, mut rec: Record) -> (u64, Vec<u8>) {
+    /// `rec` as the next line of the chain, serialised onto the end of
+    /// `into` (no newline); its `seq`.
+    fn link(&mut self, mut rec: Record, into: &mut Vec<u8>) -> u64 {
         rec.seq = self.head.seq + 1;
-        rec.prev = self.head.sha256.clone();
-        let line = serde_json::to_vec(&rec).expect("records serialise");
-        self.head = Head::after(rec.seq, &line);
+        rec.prev = std::mem::take(&mut self.head.sha256);
+        let start = into.len();
+        serde_json::to_writer(&mut *into, &rec).expect("records serialise");
+        self.head = Head::after(rec.seq, &into[start..]);
         if rec.decision == Decision::Checkpoint {
             self.unsigned = 0;
         } else {
@@ -150,7 +167,7 @@ impl Chain {
             }
             self.unsigned += 1;
         }
-        (rec.seq, line)
+        rec.seq
     }
 
     /// The checkpoint record due now (`force`: at rotation), if the chain
@@ -185,31 +202,69 @@ pub(super) struct Out {
     pub file: Option<LogFile>,
     pub sinks: Vec<Sink>,
     pub chain: Chain,
+    /// Lines linked and not yet appended to the file, each ending in a
+    /// newline (without a file: the line being linked, then nothing).
+    pub held: Vec<u8>,
+    /// The same lines, not yet handed to the sinks (none without sinks).
+    pub shipping: Vec<Line>,
 }
 
 impl Out {
-    async fn write(&mut self, rec: Record) {
+    /// Link `rec` into the chain and hold it for the next release.
+    fn write(&mut self, rec: Record) {
         let keep = must_keep(rec.decision);
         let gap = rec.decision == Decision::Gap;
-        let (seq, mut line) = self.chain.link(rec);
+        let start = self.held.len();
+        let seq = self.chain.link(rec, &mut self.held);
         if !self.sinks.is_empty() {
-            let shipped = Line {
+            self.shipping.push(Line {
                 seq,
                 keep,
                 gap,
-                bytes: Arc::from(line.as_slice()),
-            };
-            for sink in &self.sinks {
-                sink.send(shipped.clone());
+                bytes: Arc::from(&self.held[start..]),
+            });
+        }
+        if self.file.is_some() {
+            self.held.push(b'\n');
+        } else {
+            self.held.clear();
+        }
+    }
+
+    /// Whether linked lines wait to leave.
+    fn holds(&self) -> bool {
+        !self.held.is_empty() || !self.shipping.is_empty()
+    }
+
+    /// Whether what is held must leave now, however new.
+    fn full(&self) -> bool {
+        self.held.len() >= BATCH_BYTES || self.shipping.len() >= BATCH_LINES
+    }
+
+    /// What is held handed to each sink in one message and appended to
+    /// the file in one write.
+    async fn release(&mut self) {
+        if !self.shipping.is_empty() {
+            let lines = std::mem::take(&mut self.shipping);
+            if let Some((last, others)) = self.sinks.split_last() {
+                for sink in others {
+                    sink.send(lines.clone());
+                }
+                last.send(lines);
             }
         }
-        if let Some(f) = &mut self.file {
-            line.push(b'\n');
-            if let Err(e) = f.file.write_all(&line).await {
-                tracing::error!(path = %f.path.display(), cause = %e, "cannot write audit record");
-            }
-            let _ = f.file.flush().await;
+        let Some(f) = &mut self.file else {
+            self.held.clear();
+            return;
+        };
+        if self.held.is_empty() {
+            return;
         }
+        if let Err(e) = f.file.write_all(&self.held).await {
+            tracing::error!(path = %f.path.display(), cause = %e, "cannot write audit records");
+        }
+        let _ = f.file.flush().await;
+        self.held.clear();
     }
 
     /// A checkpoint when one is due, and the head kept beside it.
@@ -217,7 +272,9 @@ impl Out {
         let Some(rec) = self.chain.checkpoint(force) else {
             return;
         };
-        self.write(rec).await;
+        self.write(rec);
+        // The signed lines leave before the head is kept.
+        self.release().await;
         if let Some(f) = &self.chain.settings.head_file {
             let text = serde_json::to_vec(&self.chain.head).expect("a head serialises");
             let tmp = f.with_extension("tmp");
@@ -235,6 +292,7 @@ impl Out {
     /// with the same chain.
     async fn reopen(&mut self) {
         self.checkpoint(true).await;
+        self.release().await;
         let Some(f) = &mut self.file else {
             return;
         };
@@ -253,31 +311,41 @@ impl Out {
     /// given until `by` to deliver what they hold.
     async fn finish(&mut self, q: &mut Queues, by: tokio::time::Instant) {
         while let Ok(rec) = q.kept.try_recv() {
-            self.write(rec).await;
+            self.write(rec);
         }
         while let Ok(rec) = q.noise.try_recv() {
-            self.write(rec).await;
+            self.write(rec);
         }
         self.checkpoint(true).await;
+        self.release().await;
         for sink in &self.sinks {
             sink.flush(by).await;
         }
         // The gaps the sinks recorded as they flushed, signed too.
         while let Ok(rec) = q.kept.try_recv() {
-            self.write(rec).await;
+            self.write(rec);
         }
         self.checkpoint(true).await;
+        self.release().await;
     }
 }
 
 pub(super) async fn writer(mut out: Out, mut q: Queues, audit: Audit) {
     let mut tick = tokio::time::interval(SUMMARY_EVERY);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // When what is held leaves: set as the first line is held.
+    let due = tokio::time::sleep(BATCH_WITHIN);
+    tokio::pin!(due);
     let mut open_queues = 2;
     while open_queues > 0 {
         let rec = tokio::select! {
-            // Kept records first: noise waits while a job's record is due.
+            // Held lines first once due; then kept records: noise waits
+            // while a job's record is due.
             biased;
+            () = &mut due, if out.holds() => {
+                out.release().await;
+                continue;
+            }
             rec = q.kept.recv(), if !q.kept.is_closed() || !q.kept.is_empty() => rec,
             rec = q.noise.recv(), if !q.noise.is_closed() || !q.noise.is_empty() => rec,
             _ = tick.tick() => {
@@ -299,9 +367,18 @@ pub(super) async fn writer(mut out: Out, mut q: Queues, audit: Audit) {
             open_queues = usize::from(!q.kept.is_closed()) + usize::from(!q.noise.is_closed());
             continue;
         };
-        out.write(rec).await;
+        let first = !out.holds();
+        out.write(rec);
+        if first {
+            due.as_mut()
+                .reset(tokio::time::Instant::now() + BATCH_WITHIN);
+        }
+        if out.full() {
+            out.release().await;
+        }
         out.checkpoint(false).await;
     }
     // Stopping: what was written since the last checkpoint is signed.
     out.checkpoint(true).await;
+    out.release().await;
 }
