@@ -301,7 +301,9 @@ async fn work_on(
             shared.pending.fetch_sub(1, Ordering::Relaxed);
             Some((busy_return(shared, job, kid), Teardown::default()))
         }
-        Work::Run => run_job(shared, job, kid).await,
+        // Boxed: the call's future is large, and unboxed it made every
+        // job's task as large, copied whole as it was spawned and ended.
+        Work::Run => Box::pin(run_job(shared, job, kid)).await,
         Work::Nothing => None,
     };
     let Some((mut ret, teardown)) = ret else {
