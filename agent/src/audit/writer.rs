@@ -7,9 +7,12 @@
 //! Lines leave in bursts: a linked line waits at most [`BATCH_WITHIN`]
 //! (or until [`BATCH_BYTES`] or [`BATCH_LINES`] are held) for those after
 //! it, then the burst is appended to the file in one write and handed to
-//! each sink in one message. A write to a `tokio::fs::File` is a hand-off
-//! to the blocking pool and back, and each message wakes a sink's task;
-//! with a line each, they cost more than the rest of a record. A
+//! each sink in one message. While a burst is open the writer does not
+//! watch its queues, so the records sent meanwhile wake nobody; they join
+//! the burst when it is due. A write to a `tokio::fs::File` is a hand-off
+//! to the blocking pool and back, each message wakes a sink's task, and
+//! each record sent to an idle writer woke it: with a line each, they
+//! cost more than the rest of a record. A
 //! checkpoint, a reopen and a stop release what is held first.
 
 use std::path::{Path, PathBuf};
@@ -241,6 +244,21 @@ impl Out {
         self.held.len() >= BATCH_BYTES || self.shipping.len() >= BATCH_LINES
     }
 
+    /// What queued while a burst was open joins it, kept records first;
+    /// at most a burst's worth (the rest opens the next one).
+    async fn gather(&mut self, q: &mut Queues) {
+        for _ in 0..BATCH_LINES {
+            let Ok(rec) = q.kept.try_recv().or_else(|_| q.noise.try_recv()) else {
+                return;
+            };
+            self.write(rec);
+            if self.full() {
+                return;
+            }
+            self.checkpoint(false).await;
+        }
+    }
+
     /// What is held handed to each sink in one message and appended to
     /// the file in one write.
     async fn release(&mut self) {
@@ -339,15 +357,18 @@ pub(super) async fn writer(mut out: Out, mut q: Queues, audit: Audit) {
     let mut open_queues = 2;
     while open_queues > 0 {
         let rec = tokio::select! {
-            // Held lines first once due; then kept records: noise waits
-            // while a job's record is due.
+            // A burst open, the queues are not watched: what is sent
+            // meanwhile wakes nobody, and joins the burst when it is due.
+            // Kept records before noise: noise waits while a job's record
+            // is due.
             biased;
             () = &mut due, if out.holds() => {
+                out.gather(&mut q).await;
                 out.release().await;
                 continue;
             }
-            rec = q.kept.recv(), if !q.kept.is_closed() || !q.kept.is_empty() => rec,
-            rec = q.noise.recv(), if !q.noise.is_closed() || !q.noise.is_empty() => rec,
+            rec = q.kept.recv(), if !out.holds() && (!q.kept.is_closed() || !q.kept.is_empty()) => rec,
+            rec = q.noise.recv(), if !out.holds() && (!q.noise.is_closed() || !q.noise.is_empty()) => rec,
             _ = tick.tick() => {
                 out.checkpoint(false).await;
                 audit.summary()
