@@ -12,8 +12,8 @@
 //! the burst when it is due. A write to a `tokio::fs::File` is a hand-off
 //! to the blocking pool and back, each message wakes a sink's task, and
 //! each record sent to an idle writer woke it: with a line each, they
-//! cost more than the rest of a record. A
-//! checkpoint, a reopen and a stop release what is held first.
+//! cost more than the rest of a record. A checkpoint, a reopen and a stop
+//! release what is held first.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
