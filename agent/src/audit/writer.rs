@@ -371,7 +371,11 @@ pub(super) async fn writer(mut out: Out, mut q: Queues, audit: Audit) {
             rec = q.noise.recv(), if !out.holds() && (!q.noise.is_closed() || !q.noise.is_empty()) => rec,
             _ = tick.tick() => {
                 out.checkpoint(false).await;
-                audit.summary()
+                // Nothing to summarise is no closed queue.
+                let Some(rec) = audit.summary() else {
+                    continue;
+                };
+                Some(rec)
             }
             () = audit.finishing.0.notified() => {
                 let by = tokio::time::Instant::now() + FINISH_WITHIN - SUMMARY_EVERY;
@@ -385,7 +389,11 @@ pub(super) async fn writer(mut out: Out, mut q: Queues, audit: Audit) {
             }
         };
         let Some(rec) = rec else {
-            open_queues = usize::from(!q.kept.is_closed()) + usize::from(!q.noise.is_closed());
+            // A queue is done once closed and drained (a burst may still
+            // have to gather what it holds).
+            let done_with = |closed: bool, empty: bool| usize::from(!(closed && empty));
+            open_queues = done_with(q.kept.is_closed(), q.kept.is_empty())
+                + done_with(q.noise.is_closed(), q.noise.is_empty());
             continue;
         };
         let first = !out.holds();
