@@ -9,7 +9,7 @@ use serde_json::Value;
 use super::{BUSY_RETCODE, Shared, records};
 use crate::outbox::Pending;
 use crate::protocol::Job;
-use crate::runtime::{CallRequest, Failure, Outcome, Teardown};
+use crate::runtime::{CallRequest, Failure, JobData, Outcome, Teardown};
 use crate::sync::{SYNC_ALL, SYNC_MODULES, Syncer};
 
 /// Run one job that targets this maid; the return to deliver (`None` when
@@ -24,7 +24,7 @@ pub(super) async fn run_job(
         return None;
     };
     // Listed for `saltutil.running`/`kill_job` while it runs.
-    let mut listed = shared.runtime.jobs().start(&job.jid, job_data(job));
+    let mut listed = shared.runtime.jobs().start(job_data(job));
     let started = std::time::Instant::now();
     // A job that gave its function pillar returns sealed to its master.
     let mut seal_to = None;
@@ -105,19 +105,16 @@ fn no_pillar(job: &Job, why: &super::pillar::Unavailable, started: std::time::In
     }
 }
 
-/// Salt's job data for `saltutil.running`: what the job asked, and this
-/// agent's pid (jobs run inside it).
-fn job_data(job: &Job) -> Value {
-    serde_json::json!({
-        "jid": job.jid,
-        "fun": job.fun,
-        "arg": job.arg,
-        "tgt": job.tgt,
-        "tgt_type": job.tgt_type,
-        "user": job.user.clone().unwrap_or_default(),
-        "pid": std::process::id(),
-        "ret": "",
-    })
+/// What `saltutil.running` says of the job.
+fn job_data(job: &Job) -> JobData {
+    JobData {
+        jid: job.jid.clone(),
+        fun: job.fun.clone(),
+        arg: job.arg.clone(),
+        tgt: job.tgt.clone(),
+        tgt_type: job.tgt_type.clone(),
+        user: job.user.clone(),
+    }
 }
 
 /// The outcome of a job stopped by `signal`: retcode 128 + the signal, as

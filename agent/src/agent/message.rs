@@ -184,7 +184,10 @@ fn start(
     };
     let shared = shared.clone();
     let done = done.clone();
-    tokio::spawn(async move {
+    // Boxed: the task's future (the job, its PING, its work and relays) is
+    // large, and tokio copies a future it holds inline as it spawns it and
+    // again as it ends; a box is copied once, as it is made.
+    tokio::spawn(Box::pin(async move {
         // The PING goes out before any work: it is queued on the connection
         // first, and the work yields once so the connection's task writes it
         // before the call starts. The return is then published on that same
@@ -219,7 +222,7 @@ fn start(
         let work = work_on(&shared, &job, &kid, work, ping_first, conn.clone(), pinged);
         tokio::join!(pinging, work, relayed);
         drop(done);
-    });
+    }));
 }
 
 /// What a job asks of this maid itself.

@@ -9,18 +9,52 @@
 //! programs, and the job returns saying it was stopped.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
-use serde_json::Value;
+use serde_json::{Value, json};
 use tokio::sync::watch;
+
+/// What Salt's job data says of a running job: what it asked. Kept as it
+/// came and put in Salt's shape only when `saltutil.running` asks, not for
+/// every job.
+pub struct JobData {
+    pub jid: String,
+    pub fun: String,
+    pub arg: Vec<Value>,
+    pub tgt: Value,
+    pub tgt_type: String,
+    pub user: Option<String>,
+}
+
+impl JobData {
+    /// Salt's job data (`jid`, `fun`, `arg`, `tgt`, `tgt_type`, `user`,
+    /// `pid`, `ret`): jobs run inside the agent, so `pid` is its own.
+    fn salt(&self) -> Value {
+        json!({
+            "jid": self.jid,
+            "fun": self.fun,
+            "arg": self.arg,
+            "tgt": self.tgt,
+            "tgt_type": self.tgt_type,
+            "user": self.user.clone().unwrap_or_default(),
+            "pid": pid(),
+            "ret": "",
+        })
+    }
+}
+
+/// This process's id, asked of the kernel once.
+fn pid() -> u32 {
+    static PID: OnceLock<u32> = OnceLock::new();
+    *PID.get_or_init(std::process::id)
+}
 
 /// One running job.
 struct Running {
-    /// Salt's job data (`jid`, `fun`, `arg`, `tgt`, `tgt_type`, `user`,
-    /// `pid`, `ret`).
-    data: Value,
+    /// What it asked.
+    data: JobData,
     /// Process groups of the programs it started that are still running.
     groups: BTreeSet<i32>,
     /// Set to the signal that stops it.
@@ -76,11 +110,12 @@ impl JobTable {
         self.jobs.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// List job `jid` with its Salt job data until the entry is dropped.
-    pub fn start(&self, jid: &str, data: Value) -> JobEntry<'_> {
+    /// List job `data.jid` until the entry is dropped.
+    pub fn start(&self, data: JobData) -> JobEntry<'_> {
         let (stop, stopped) = watch::channel(None);
+        let jid = data.jid.clone();
         self.lock().insert(
-            jid.to_string(),
+            jid.clone(),
             Running {
                 data,
                 groups: BTreeSet::new(),
@@ -89,14 +124,14 @@ impl JobTable {
         );
         JobEntry {
             table: self,
-            jid: jid.to_string(),
+            jid,
             stopped,
         }
     }
 
     /// Salt's job data of every running job, by jid.
     pub fn running(&self) -> Vec<Value> {
-        self.lock().values().map(|r| r.data.clone()).collect()
+        self.lock().values().map(|r| r.data.salt()).collect()
     }
 
     /// A program job `jid` started runs in process group `pgid`.
@@ -131,9 +166,9 @@ impl JobTable {
         for &pgid in &r.groups {
             let _ = killpg(Pid::from_raw(pgid), sig);
         }
-        let pid = r.data.get("pid").cloned().unwrap_or(Value::Null);
         Ok(Some(format!(
-            "Signal {signal} sent to job {jid} at pid {pid}"
+            "Signal {signal} sent to job {jid} at pid {}",
+            pid()
         )))
     }
 }

@@ -56,6 +56,7 @@ pub(crate) use cache::json_sha256;
 pub use cache::{ArtifactCache, CacheStatus, WASMTIME_VERSION};
 pub use fileuse::{FileAccess, MAX_FILES};
 pub use host::CapabilityUse;
+pub use jobs::JobData;
 pub use manifest::{Capability, FunctionDoc, Manifest};
 pub use policy::{GrantSummary, Grants};
 pub use registry::modules_in;
