@@ -83,7 +83,7 @@ fn bench_runs_every_scenario_on_a_tiny_setting() {
     ] {
         assert!(stdout.contains(row), "no row {row:?} in:\n{stdout}");
     }
-    // The goals: exactly these seven, each measured in this run, with its
+    // The goals: exactly these nine, each measured in this run, with its
     // bound and whether it was met (the Markdown copy, so cells split).
     let goals = [
         ("maid p50 / raw p50 (round trip)", "≤ 1.3"),
@@ -100,6 +100,14 @@ fn bench_runs_every_scenario_on_a_tiny_setting() {
         (
             "audit on (file and stream): audited maid throughput / maid throughput",
             "≥ 0.85",
+        ),
+        (
+            "signed jobs and replies: signed maid p50 / maid p50 (round trip)",
+            "≤ 1.2",
+        ),
+        (
+            "signed jobs and replies: maid throughput / signed maid throughput",
+            "≤ 1.2",
         ),
         ("maid idle RSS", "≤ 20 MB"),
     ];
@@ -135,12 +143,18 @@ fn bench_runs_every_scenario_on_a_tiny_setting() {
         .find(|l| l.starts_with("| round trip p50 |"))
         .unwrap();
     let cells: Vec<&str> = round_trips.split('|').map(str::trim).collect();
-    // | label | raw | maid | maid, audit on | seed |
+    // | label | raw | maid | maid, audit on | maid, signed | seed |
     assert_ne!(cells[2], "n/a", "raw measured nothing: {round_trips}");
     assert_ne!(cells[3], "n/a", "maid measured nothing: {round_trips}");
     assert_ne!(
         cells[4], "n/a",
         "audited maid measured nothing: {round_trips}"
+    );
+    // Measured only if each of its jobs went signed, and each of its
+    // replies came back signed (the bench fails otherwise).
+    assert_ne!(
+        cells[5], "n/a",
+        "signed maid measured nothing: {round_trips}"
     );
     // Every fan-out came back: maid's, the raw floor and the protocol's.
     for ratio in ["raw", "protocol raw"] {
@@ -155,9 +169,9 @@ fn bench_runs_every_scenario_on_a_tiny_setting() {
         );
     }
     if seed {
-        assert_ne!(cells[5], "n/a", "seed measured nothing: {round_trips}");
+        assert_ne!(cells[6], "n/a", "seed measured nothing: {round_trips}");
     } else {
-        assert_eq!(cells[5], "n/a", "{round_trips}");
+        assert_eq!(cells[6], "n/a", "{round_trips}");
     }
 }
 

@@ -119,6 +119,20 @@ pub(super) fn goals(r: &Results) -> Vec<Goal> {
             show: fmt_ratio,
         },
         Goal {
+            what: "signed jobs and replies: signed maid p50 / maid p50 (round trip)".into(),
+            measured: ratio(r.round_trip_p50("signed"), r.round_trip_p50("maid")),
+            bound: Bound::AtMost(1.2),
+            unit: "",
+            show: fmt_ratio,
+        },
+        Goal {
+            what: "signed jobs and replies: maid throughput / signed maid throughput".into(),
+            measured: ratio(throughput("maid"), throughput("signed")),
+            bound: Bound::AtMost(1.2),
+            unit: "",
+            show: fmt_ratio,
+        },
+        Goal {
             what: "maid idle RSS".into(),
             measured: r
                 .measured("maid")
@@ -151,7 +165,7 @@ mod tests {
         }
     }
 
-    /// The seven goals, each from figures of the same run: `cmd.run`'s
+    /// The nine goals, each from figures of the same run: `cmd.run`'s
     /// own share takes the `test.ping` round trip and the direct spawn
     /// out, the fan-out is held against the protocol floor.
     #[test]
@@ -161,6 +175,7 @@ mod tests {
                 ("raw", Some(responder(100, 1000, 10_000))),
                 ("maid", Some(responder(120, 400, 18_000))),
                 ("audited", Some(responder(130, 360, 18_500))),
+                ("signed", Some(responder(150, 320, 18_600))),
                 ("seed", Some(responder(6000, 10, 30_000))),
             ],
             cmd_run: us(1000),
@@ -172,14 +187,16 @@ mod tests {
         };
         let rows: Vec<Vec<String>> = goals(&r).iter().map(|g| g.cells()).collect();
         let row = |i: usize| rows[i].iter().map(String::as_str).collect::<Vec<_>>();
-        assert_eq!(rows.len(), 7, "{rows:?}");
+        assert_eq!(rows.len(), 9, "{rows:?}");
         assert_eq!(row(0)[1..], ["1.20", "≤ 1.3", "met"]);
         assert_eq!(row(1)[1..], ["0.40", "≥ 0.5", "MISSED"]);
         assert_eq!(row(2)[1..], ["50", "≥ 30", "met"]);
         assert_eq!(row(3)[1..], ["1.10", "≤ 1.2", "met"]);
         assert_eq!(row(4)[1..], ["80 µs", "≤ 100 µs", "met"]);
         assert_eq!(row(5)[1..], ["0.90", "≥ 0.85", "met"]);
-        assert_eq!(row(6)[1..], ["18.4 MB", "≤ 20 MB", "met"]);
+        assert_eq!(row(6)[1..], ["1.25", "≤ 1.2", "MISSED"]);
+        assert_eq!(row(7)[1..], ["1.25", "≤ 1.2", "MISSED"]);
+        assert_eq!(row(8)[1..], ["18.4 MB", "≤ 20 MB", "met"]);
     }
 
     /// What a run did not measure is n/a, never met.

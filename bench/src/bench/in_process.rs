@@ -23,7 +23,8 @@ pub(super) async fn in_process_runtime(
     setup: &Setup,
     plugin_dir: &Path,
 ) -> anyhow::Result<std::sync::Arc<maid_agent::runtime::Runtime>> {
-    let agent: maid_config::Config = toml::from_str(&agent_config("redis://unused", 1, None))?;
+    let agent: maid_config::Config =
+        toml::from_str(&agent_config("redis://unused", 1, None, None))?;
     let mut config = setup.config.clone();
     config.plugins = agent.plugins;
     let setup = Setup {

@@ -11,11 +11,13 @@ use std::pin::Pin;
 use std::time::{Duration, Instant};
 
 use anyhow::bail;
+use ed25519_dalek::SigningKey;
 use futures_util::{Stream, StreamExt};
 use redis::aio::MultiplexedConnection;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use maid_protocol::trust::{Envelope, sign};
 use maid_testkit::Proc;
 
 use super::procfs::running;
@@ -50,6 +52,22 @@ pub(super) struct ReplyHead {
     pub(super) minions: Option<Vec<String>>,
 }
 
+impl ReplyHead {
+    /// The head of a reply message, and whether it came sealed in an
+    /// envelope (a maid with a key signs its replies, §3.4) or bare. The
+    /// envelope's signature is not checked: what a master spends verifying
+    /// is its own cost, not the maid's. `None` for what is no reply.
+    fn of(bytes: &[u8]) -> Option<(ReplyHead, bool)> {
+        match serde_json::from_slice::<ReplyHead>(bytes) {
+            Ok(head) => Some((head, false)),
+            Err(_) => {
+                let envelope: Envelope = serde_json::from_slice(bytes).ok()?;
+                Some((serde_json::from_str(&envelope.payload).ok()?, true))
+            }
+        }
+    }
+}
+
 /// A failed return or a reject: the benchmark measures nothing but success.
 fn refused(head: &ReplyHead) -> anyhow::Error {
     if head.kind == "reject" {
@@ -63,6 +81,17 @@ fn refused(head: &ReplyHead) -> anyhow::Error {
             head.ret
         )
     }
+}
+
+/// A bare reply to a signed job: the maid that takes signed jobs signs its
+/// replies, or the scenario measures less than it says.
+fn unsealed(head: &ReplyHead) -> anyhow::Error {
+    anyhow::anyhow!(
+        "{} sent its {} for signed job {} unsigned",
+        head.sub_ip,
+        head.kind,
+        head.jid
+    )
 }
 
 /// Whom a job targets.
@@ -142,6 +171,8 @@ pub(super) struct Master {
     reply_topic: String,
     prefix: String,
     seq: u64,
+    /// The master topics whose jobs are signed, each with its key.
+    signing: HashMap<String, SigningKey>,
 }
 
 async fn publish(
@@ -170,14 +201,23 @@ impl Master {
             reply_topic,
             prefix: format!("bench{}-", std::process::id()),
             seq: 0,
+            signing: HashMap::new(),
         })
     }
 
-    /// A new job: its jid and its JSON.
-    fn job(&mut self, fun: &str, arg: &Value, target: &Target) -> (String, String) {
+    /// Sign every job published on `topic` with `key`, as `maid run` does
+    /// with its `[master] key`.
+    pub(super) fn sign_on(&mut self, topic: &str, key: SigningKey) {
+        self.signing.insert(topic.to_string(), key);
+    }
+
+    /// A new job on `topic`: its jid and its JSON, signed where the
+    /// topic's jobs are (with the time it was issued and the topic inside,
+    /// as PROTOCOL §6 asks).
+    fn job(&mut self, topic: &str, fun: &str, arg: &Value, target: &Target) -> (String, String) {
         self.seq += 1;
         let jid = format!("{}{}", self.prefix, self.seq);
-        let job = json!({
+        let mut job = json!({
             "jid": jid,
             "tempTopic": self.reply_topic,
             "fun": fun,
@@ -187,7 +227,17 @@ impl Master {
             "timeout": REPLY_TIMEOUT.as_secs(),
             "user": "bench",
         });
-        (jid, job.to_string())
+        let Some(key) = self.signing.get(topic) else {
+            return (jid, job.to_string());
+        };
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+        job["issued_at"] = json!(now.map_or(0, |d| d.as_millis() as u64));
+        job["topic"] = json!(topic);
+        let envelope = sign(job.to_string(), key);
+        (
+            jid,
+            serde_json::to_string(&envelope).expect("envelopes serialise"),
+        )
     }
 
     /// Publish one job on `topic` and wait until `expect` responders have
@@ -201,7 +251,8 @@ impl Master {
         target: &Target,
         expect: usize,
     ) -> anyhow::Result<Trip> {
-        let (jid, payload) = self.job(fun, arg, target);
+        let (jid, payload) = self.job(topic, fun, arg, target);
+        let signed = self.signing.contains_key(topic);
         let mut conn = self.conn.clone();
         let replies = &mut self.replies;
         let watch = &self.watch;
@@ -221,11 +272,14 @@ impl Master {
                         returns.len()
                     ),
                 };
-                let Ok(head) = serde_json::from_slice::<ReplyHead>(msg.get_payload_bytes()) else {
+                let Some((head, sealed)) = ReplyHead::of(msg.get_payload_bytes()) else {
                     continue;
                 };
                 if head.jid != jid {
                     continue;
+                }
+                if signed && !sealed {
+                    return Err(unsealed(&head));
                 }
                 match head.kind.as_str() {
                     "ping" => {
@@ -261,6 +315,7 @@ impl Master {
         in_flight: usize,
     ) -> anyhow::Result<Duration> {
         let arg = json!([]);
+        let signed = self.signing.contains_key(topic);
         let mut out: HashMap<String, u8> = HashMap::with_capacity(in_flight * 2);
         let mut sent = 0;
         let mut done = 0;
@@ -277,12 +332,15 @@ impl Master {
                     "{fun} on {topic}: {done}/{total} jobs done, nothing came back for {REPLY_TIMEOUT:?}"
                 ),
             };
-            let Ok(head) = serde_json::from_slice::<ReplyHead>(msg.get_payload_bytes()) else {
+            let Some((head, sealed)) = ReplyHead::of(msg.get_payload_bytes()) else {
                 continue;
             };
             let Some(seen) = out.get_mut(&head.jid) else {
                 continue;
             };
+            if signed && !sealed {
+                return Err(unsealed(&head));
+            }
             match head.kind.as_str() {
                 "ping" => *seen |= 1,
                 "return" if head.retcode == 0 => *seen |= 2,
@@ -310,7 +368,7 @@ impl Master {
         target: &Target,
         out: &mut HashMap<String, u8>,
     ) {
-        let (jid, payload) = self.job(fun, arg, target);
+        let (jid, payload) = self.job(topic, fun, arg, target);
         out.insert(jid, 0);
         let mut conn = self.conn.clone();
         let topic = topic.to_string();
@@ -370,7 +428,8 @@ pub(super) async fn check_functions(
             .query_async(conn)
             .await?;
         if let Some(json) = entry {
-            let reg: Value = serde_json::from_str(&json)?;
+            // Bare, or sealed by a maid with a key of its own.
+            let reg = maid_protocol::registry::read::<Value>(&json)?.value;
             let functions: Vec<&str> = reg["functions"]
                 .as_array()
                 .map(|a| a.iter().filter_map(Value::as_str).collect())

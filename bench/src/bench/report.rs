@@ -54,11 +54,11 @@ fn responders_table(r: &Results) -> Table {
     let cell = |name: &str, f: &dyn Fn(&Measured) -> String| {
         r.measured(name).map(f).unwrap_or_else(|| "n/a".into())
     };
-    let names = ["raw", "maid", "audited", "seed"];
+    let names = ["raw", "maid", "audited", "signed", "seed"];
 
     let mut t1 = Table::new(
         "Round trip (master publish → last reply), test.ping",
-        &["", "raw", "maid", "maid, audit on", "seed"],
+        &["", "raw", "maid", "maid, audit on", "maid, signed", "seed"],
     );
     type Metric<'a> = (String, Box<dyn Fn(&Measured) -> String + 'a>);
     let flight = r.in_flight;

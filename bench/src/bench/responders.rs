@@ -1,7 +1,9 @@
 //! The processes `maid-bench run` starts, and how: its private
 //! `redis-server` ([`Lab`]), the responders side by side (raw, the maid
-//! agent, the maid agent with its audit trail on, and the Python seed), and the fan-out fleets (`maid-bench
-//! fleet` and the two `maid-bench raw --count` floors).
+//! agent, the maid agent with its audit trail on, the maid agent taking
+//! signed jobs only and signing its replies, and the Python seed), and the
+//! fan-out fleets (`maid-bench fleet` and the two `maid-bench raw --count`
+//! floors).
 //!
 //! Each responder runs in a process of its own so that its CPU time and
 //! memory can be read from `/proc/<pid>`. Every process is a [`Proc`],
@@ -14,7 +16,10 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use anyhow::Context;
+use ed25519_dalek::SigningKey;
 use redis::aio::MultiplexedConnection;
+
+use maid_protocol::trust::{encode_verifying, generate};
 
 use maid_testkit::Proc;
 use maid_testkit::redis::{RedisServer, free_port};
@@ -33,6 +38,7 @@ const SEED_PY: &str = include_str!("../../seed.py");
 const TOPIC_RAW: &str = "bench-raw";
 pub(super) const TOPIC_MAID: &str = "bench-maid";
 const TOPIC_AUDITED: &str = "bench-audited";
+pub(super) const TOPIC_SIGNED: &str = "bench-signed";
 const TOPIC_SEED: &str = "bench-seed";
 pub(super) const TOPIC_FLEET: &str = "bench-fleet";
 pub(super) const TOPIC_RAW_FLEET: &str = "bench-raw-fleet";
@@ -60,6 +66,12 @@ pub(super) struct Lab {
     /// The audited agent's config: [`AgentSetup::config`] with the audit
     /// trail on, to a file and to its Redis stream.
     audited_config: PathBuf,
+    /// The signed agent's config: [`AgentSetup::config`] requiring jobs
+    /// signed by [`Lab::master_key`], with a state directory, and so a key
+    /// of its own that signs its replies: the production setting.
+    signed_config: PathBuf,
+    /// The key the master signs the signed agent's jobs with.
+    pub(super) master_key: SigningKey,
     /// Where the measured agent serves `/metrics` (`--agent-metrics`).
     pub(super) metrics_port: Option<u16>,
     /// The first cold start-up's plugin cache, warm for every later agent.
@@ -94,7 +106,7 @@ impl Lab {
         let client = redis::Client::open(url.as_str())?;
         let admin = client.get_multiplexed_async_connection().await?;
         let config = scratch.join("maid.toml");
-        std::fs::write(&config, agent_config(&url, sizes.in_flight, None))?;
+        std::fs::write(&config, agent_config(&url, sizes.in_flight, None, None))?;
         // The measured agent's config; with --agent-metrics it also serves
         // /metrics, read around the maid runs.
         let metrics_port = if args.agent_metrics {
@@ -105,16 +117,26 @@ impl Lab {
         let main_config = scratch.join("maid-main.toml");
         std::fs::write(
             &main_config,
-            agent_config(&url, sizes.in_flight, metrics_port),
+            agent_config(&url, sizes.in_flight, metrics_port, None),
         )?;
         let audited_config = scratch.join("maid-audited.toml");
         std::fs::write(
             &audited_config,
             format!(
                 "{}\n[audit]\npath = {:?}\nstream = true\n",
-                agent_config(&url, sizes.in_flight, None),
+                agent_config(&url, sizes.in_flight, None, None),
                 scratch.join("audit.jsonl"),
             ),
+        )?;
+        let master_key = generate().context("a master key for the signed agent")?;
+        let signed_config = scratch.join("maid-signed.toml");
+        let signed = Signed {
+            master: encode_verifying(&master_key.verifying_key()),
+            state_dir: scratch.join("signed-state"),
+        };
+        std::fs::write(
+            &signed_config,
+            agent_config(&url, sizes.in_flight, None, Some(&signed)),
         )?;
         let agents = AgentSetup {
             exe: maid,
@@ -129,6 +151,8 @@ impl Lab {
             agents,
             main_config,
             audited_config,
+            signed_config,
+            master_key,
             metrics_port,
             warm_cache: scratch.join("cache-0"),
             redis_server,
@@ -225,7 +249,7 @@ pub(super) async fn start_responders(
     sizes: &Sizes,
     results: &mut Results,
 ) -> anyhow::Result<Vec<Responder>> {
-    stage("starting the responders: raw, maid, audited maid, seed");
+    stage("starting the responders: raw, maid, audited maid, signed maid, seed");
     let mut responders = Vec::new();
     let mut raw = Command::new(&lab.exe);
     raw.args([
@@ -269,6 +293,24 @@ pub(super) async fn start_responders(
                 &lab.audited_config,
             ),
             lab.scratch.join("audited.log"),
+        )?,
+        round_trips: sizes.round_trips,
+        jobs: sizes.jobs,
+        measured: Measured::default(),
+    });
+    responders.push(Responder {
+        name: "signed",
+        topic: TOPIC_SIGNED,
+        target: target("signed"),
+        proc: Proc::spawn(
+            "maid agent, signed jobs and replies",
+            &mut lab.agents.command_with(
+                "signed",
+                TOPIC_SIGNED,
+                &lab.warm_cache,
+                &lab.signed_config,
+            ),
+            lab.scratch.join("signed.log"),
         )?,
         round_trips: sizes.round_trips,
         jobs: sizes.jobs,
@@ -323,7 +365,7 @@ async fn wait_ready(
         wait_subscribed(admin, r.topic, 1, &mut r.proc, READY_TIMEOUT).await?;
     }
     for r in responders.iter_mut() {
-        if r.name == "maid" || r.name == "audited" {
+        if matches!(r.name, "maid" | "audited" | "signed") {
             check_functions(admin, r.name, &mut r.proc, &["test.ping", "cmd.run"]).await?;
         }
     }
@@ -373,18 +415,38 @@ impl AgentSetup {
     }
 }
 
+/// What an agent that takes signed jobs only is given: the master's
+/// public key (base64) and its state directory, where it keeps the jids
+/// of signed jobs and makes the key it signs its replies with.
+pub(super) struct Signed {
+    master: String,
+    state_dir: PathBuf,
+}
+
 /// The agents' config: every default, except the grants `cmd.run 'true'`
 /// needs, room for all the jobs in flight, and unsigned jobs (the bench's
-/// master sends them, as the raw and seed baselines do).
-pub(super) fn agent_config(url: &str, in_flight: usize, http: Option<u16>) -> String {
+/// master sends them, as the raw and seed baselines do) unless `signed`.
+pub(super) fn agent_config(
+    url: &str,
+    in_flight: usize,
+    http: Option<u16>,
+    signed: Option<&Signed>,
+) -> String {
     let http = http
         .map(|port| format!("http = \"127.0.0.1:{port}\"\n"))
         .unwrap_or_default();
+    let security = match signed {
+        None => "require_signed = false\n".to_string(),
+        Some(s) => format!(
+            "require_signed = true\ntrusted_keys = [{:?}]\nstate_dir = {:?}\n",
+            s.master, s.state_dir
+        ),
+    };
     format!(
         "master_topics = [\"{TOPIC_MAID}\"]\n\n\
          [redis]\nurl = \"{url}\"\n\n\
          [agent]\nconcurrency = {in_flight}\n{http}\n\
-         [security]\nrequire_signed = false\n\n\
+         [security]\n{security}\n\
          [plugins.cmd]\nexec = [\"*\"]\nshell = true\nenv = [\"PATH\"]\n"
     )
 }

@@ -54,7 +54,7 @@ use maid_cli::setup::{RuntimeOpts, Setup, modules_in};
 use super::in_process::{in_process_calls, in_process_runtime};
 use super::master::{Master, TgtType};
 use super::report::render;
-use super::responders::{Lab, into_results, start_responders};
+use super::responders::{Lab, TOPIC_SIGNED, into_results, start_responders};
 use super::results::Results;
 use super::{scenarios, stage};
 
@@ -258,6 +258,7 @@ async fn run_all(
     let mut responders = start_responders(&mut lab, args, sizes, &mut results).await?;
     scenarios::idle_rss(&mut responders).await;
     let mut master = Master::connect(&lab.client).await?;
+    master.sign_on(TOPIC_SIGNED, lab.master_key.clone());
     scenarios::warm_up(&mut master, &mut responders, sizes).await?;
     for block in 0..sizes.blocks {
         scenarios::block(
