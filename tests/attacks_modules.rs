@@ -712,6 +712,53 @@ async fn a_fetch_grant_holds_whatever_the_url_spells_in_every_environment() {
     assert_eq!(r.ret, json!([]), "{r:?}");
 }
 
+/// A plugin that computes without end, several jobs of it at once, on an
+/// agent on its default single worker thread: the guest is interrupted
+/// every epoch tick and yields the thread, so the agent answers
+/// `test.ping` meanwhile, long before the spinning jobs reach their time
+/// limit, which then ends each of them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plugin_that_computes_without_end_holds_no_agent_thread() {
+    let server = RedisServer::start();
+    let bus = Bus::new(&server.config()).unwrap();
+    let _agent = start_agent(
+        &server.config(),
+        "spinner",
+        "[agent]\nconcurrency = 8\n[limits]\ntimeout_secs = 4\n",
+    );
+    wait_registered(&bus, &["spinner"]).await;
+    let spin = || {
+        let bus = &bus;
+        async move {
+            let r = one_return(bus, "spinner", "hostile.spin", json!([]), json!({})).await;
+            (r, std::time::Instant::now())
+        }
+    };
+    let pinged = async {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let sent = std::time::Instant::now();
+        let r = one_return(&bus, "spinner", "test.ping", json!([]), json!({})).await;
+        (r, sent.elapsed(), std::time::Instant::now())
+    };
+    let (spun, (ping, took, ping_end)) = tokio::join!(
+        futures_util::future::join_all((0..4).map(|_| spin())),
+        pinged
+    );
+    assert_eq!(ping.ret, json!(true), "{ping:?}");
+    assert!(
+        took < Duration::from_secs(2),
+        "test.ping took {took:?} beside four spinning jobs"
+    );
+    for (r, end) in &spun {
+        assert_eq!(r.retcode, 124, "a spinning job was not stopped: {r:?}");
+        assert_eq!(r.ret, json!("Timed out after 4 seconds"), "{r:?}");
+        assert!(
+            *end > ping_end,
+            "a spinning job ended before the ping did: the ping waited behind it"
+        );
+    }
+}
+
 /// A plugin's file system call that blocks forever — reading a FIFO under
 /// a granted directory, which nothing writes — holds no agent thread: the
 /// agent hands WASI's file calls to blocking threads (only `maid call`,

@@ -382,7 +382,17 @@ pub struct AgentSettings {
     /// Check the plugin directory for changes every this many seconds (0:
     /// only on SIGHUP).
     pub plugin_poll_secs: u64,
+    /// Threads that run the agent's work: reading jobs, PINGs, signatures
+    /// and the plugin calls (0: one per CPU). A plugin's file-system calls
+    /// and the programs it starts run beside them, never on them. One
+    /// thread spends the least CPU on each job and answers soonest; more
+    /// let many jobs that compute, or many signature checks at once, use
+    /// more cores.
+    pub workers: usize,
 }
+
+/// The most threads `agent.workers` may ask for.
+pub const MAX_WORKERS: usize = 1024;
 
 impl Default for AgentSettings {
     fn default() -> Self {
@@ -399,6 +409,17 @@ impl Default for AgentSettings {
             spill_file: None,
             http: None,
             plugin_poll_secs: 5,
+            workers: 1,
+        }
+    }
+}
+
+impl AgentSettings {
+    /// The agent's worker threads: `workers`, or one per CPU for 0.
+    pub fn worker_threads(&self) -> usize {
+        match self.workers {
+            0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+            n => n,
         }
     }
 }
@@ -618,6 +639,11 @@ impl Config {
                     .into(),
             ));
         }
+        if a.workers > MAX_WORKERS {
+            return Err(ConfigError::Invalid(format!(
+                "agent.workers must be at most {MAX_WORKERS} (0: one per CPU)"
+            )));
+        }
         if !seconds_in_range(a.shutdown_grace_secs) {
             return Err(ConfigError::Invalid(
                 "agent.shutdown_grace_secs must be a number of seconds, at most a year".into(),
@@ -732,6 +758,20 @@ mod tests {
         let err = parse(salt).unwrap_err().to_string();
         assert!(err.contains("password"), "{err}");
         assert!(parse(&format!("[syndic]\nrefresh_secs = 0\n{redis}")).is_err());
+    }
+
+    #[test]
+    fn the_agent_works_on_one_thread_unless_told_otherwise() {
+        let parse = |t: &str| toml::from_str::<Config>(t).unwrap();
+        let agent = parse("").agent;
+        assert_eq!((agent.workers, agent.worker_threads()), (1, 1));
+        assert_eq!(parse("[agent]\nworkers = 3\n").agent.worker_threads(), 3);
+        // 0: one per CPU.
+        let cpus = std::thread::available_parallelism().unwrap().get();
+        assert_eq!(parse("[agent]\nworkers = 0\n").agent.worker_threads(), cpus);
+        let err = parse("[agent]\nworkers = 100000\n").validate().unwrap_err();
+        assert!(err.to_string().contains("agent.workers"), "{err}");
+        assert!(toml::from_str::<Config>("[agent]\nworkers = -1\n").is_err());
     }
 
     #[test]

@@ -40,6 +40,7 @@ pub fn agent(args: AgentArgs) -> anyhow::Result<ExitCode> {
     }
     // `--file-root` directories come before the config's own base ones.
     config.file_roots.prepend("base", args.file_root.clone());
-    crate::rt::block_on_workers(maid_agent::agent::run(config, shutdown_signal()))??;
+    let workers = config.agent.worker_threads();
+    crate::rt::block_on_workers(workers, maid_agent::agent::run(config, shutdown_signal()))??;
     Ok(ExitCode::SUCCESS)
 }
