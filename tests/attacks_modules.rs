@@ -712,6 +712,71 @@ async fn a_fetch_grant_holds_whatever_the_url_spells_in_every_environment() {
     assert_eq!(r.ret, json!([]), "{r:?}");
 }
 
+/// The host's own file system calls (`read-file` here) run off the agent's
+/// worker as WASI's do: a granted file replaced by a FIFO nobody writes,
+/// read by more jobs than the agent has workers, holds none of them; each
+/// read ends at its time limit and `test.ping` is answered meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_granted_file_that_blocks_holds_no_agent_thread() {
+    let work = tempfile::tempdir().unwrap();
+    let fifo = work.path().join("pipe");
+    let made = Command::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(made.success());
+    let server = RedisServer::start();
+    let bus = Bus::new(&server.config()).unwrap();
+    let _agent = start_agent(
+        &server.config(),
+        "granted-fifo",
+        &format!(
+            "[agent]\nconcurrency = 8\n[limits]\ntimeout_secs = 3\n\
+             [plugins.hostile]\nfiles = [{}]\n",
+            toml_str(&fifo)
+        ),
+    );
+    wait_registered(&bus, &["granted-fifo"]).await;
+    let path = fifo.display().to_string();
+    let read = || {
+        let (bus, path) = (&bus, &path);
+        async move {
+            let r = one_return(
+                bus,
+                "granted-fifo",
+                "hostile.read_granted",
+                json!([path]),
+                json!({}),
+            )
+            .await;
+            (r, std::time::Instant::now())
+        }
+    };
+    let pinged = async {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let r = one_return(&bus, "granted-fifo", "test.ping", json!([]), json!({})).await;
+        (r, std::time::Instant::now())
+    };
+    let (stuck, (ping, ping_end)) = tokio::join!(
+        futures_util::future::join_all((0..3).map(|_| read())),
+        pinged
+    );
+    assert_eq!(ping.ret, json!(true), "{ping:?}");
+    for (r, end) in &stuck {
+        assert_eq!(r.retcode, 124, "a read of a FIFO nobody writes: {r:?}");
+        assert!(
+            *end > ping_end,
+            "a blocked read ended before the ping did: the ping waited behind it"
+        );
+    }
+    // Let the blocked threads go.
+    let w = std::os::unix::fs::OpenOptionsExt::custom_flags(
+        std::fs::OpenOptions::new().write(true),
+        0o4000, // O_NONBLOCK
+    )
+    .open(&fifo);
+    if let Ok(mut w) = w {
+        let _ = std::io::Write::write_all(&mut w, b"x");
+    }
+}
+
 /// A plugin that computes without end, several jobs of it at once, on an
 /// agent on its default single worker thread: the guest is interrupted
 /// every epoch tick and yields the thread, so the agent answers

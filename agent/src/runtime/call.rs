@@ -152,6 +152,7 @@ impl Runtime {
             depth: 0,
             minion_id: Arc::from(""),
             user: None,
+            fs_on_call_thread: self.settings.fs_on_call_thread,
         }
     }
 

@@ -16,7 +16,6 @@ use cap_std::fs::{Dir, FileTypeExt, MetadataExt, Permissions, PermissionsExt};
 use super::bindings::maid::plugin::host::{FileStat, HostError};
 use super::denied::Denied;
 use super::policy::Grants;
-use crate::config::Limits;
 
 /// An I/O error as the plugin sees it: escaping the granted directory is a
 /// denial, the rest are failures.
@@ -201,10 +200,10 @@ pub(crate) fn symlink(grants: &Grants, target: &str, link: &str) -> Result<(), H
 }
 
 /// The whole of a file the grants name (`files`), up to the plugin's
-/// output limit.
+/// output limit (`max_output_bytes`).
 pub(crate) fn read_file(
     grants: &Grants,
-    limits: &Limits,
+    max_output_bytes: usize,
     path: &str,
 ) -> Result<Vec<u8>, HostError> {
     use std::io::Read;
@@ -221,7 +220,7 @@ pub(crate) fn read_file(
         Err(denied) => return Err(denied.into()),
     };
     let file = std::fs::File::open(&real).map_err(|e| io_error(path, e))?;
-    let cap = u64::try_from(limits.max_output_bytes).unwrap_or(u64::MAX);
+    let cap = u64::try_from(max_output_bytes).unwrap_or(u64::MAX);
     let mut out = Vec::new();
     file.take(cap.saturating_add(1))
         .read_to_end(&mut out)
@@ -247,17 +246,23 @@ mod tests {
             ..Default::default()
         };
         let g = Grants::effective(&[super::super::Capability::FsRead], &granted).unwrap();
-        let limits = Limits::default();
+        let limits = crate::config::Limits::default();
         let path = |name: &str| dir.path().join(name).display().to_string();
-        assert_eq!(read_file(&g, &limits, &path("there")).unwrap(), b"x");
-        match read_file(&g, &limits, &path("missing")) {
+        assert_eq!(
+            read_file(&g, limits.max_output_bytes, &path("there")).unwrap(),
+            b"x"
+        );
+        match read_file(&g, limits.max_output_bytes, &path("missing")) {
             Err(HostError::Failed(why)) => assert!(why.ends_with("(os error 2)"), "{why}"),
             other => panic!("{other:?}"),
         }
         // Not granted: refused before anything is resolved, there or not.
         for outside in ["/etc/hostname", "/nonexistent/maid"] {
             assert!(
-                matches!(read_file(&g, &limits, outside), Err(HostError::Denied(_))),
+                matches!(
+                    read_file(&g, limits.max_output_bytes, outside),
+                    Err(HostError::Denied(_))
+                ),
                 "{outside}"
             );
         }

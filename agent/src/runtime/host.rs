@@ -180,9 +180,31 @@ pub(crate) struct JobState {
     /// The minion and the user the call runs for, passed on by `call`.
     pub minion_id: Arc<str>,
     pub user: Option<String>,
+    /// The host's own file system calls (`read-file`, `stat`, `set-mode`,
+    /// `symlink`) run on the calling thread, as WASI's do there
+    /// ([`super::RuntimeSettings::fs_on_call_thread`]).
+    pub fs_on_call_thread: bool,
 }
 
 impl JobState {
+    /// Run `f`, one of the host's own file system calls, where WASI runs
+    /// its own: in an agent on a blocking thread, so a call stuck in the
+    /// file system (a FIFO where a granted file was, a hung network mount)
+    /// holds no worker, and the call's time limit still ends the job;
+    /// on the calling thread for `maid call`.
+    async fn in_file_system<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Grants) -> Result<T, HostError> + Send + 'static,
+    ) -> Result<T, HostError> {
+        if self.fs_on_call_thread {
+            return f(&self.grants);
+        }
+        let grants = self.grants.clone();
+        tokio::task::spawn_blocking(move || f(&grants))
+            .await
+            .unwrap_or_else(|e| Err(HostError::Failed(format!("file system call failed: {e}"))))
+    }
+
     /// A file use through WASI (see [`FileUses::add`]).
     pub(crate) fn file_used(&mut self, path: String, access: FileAccess, allowed: bool) {
         self.files.add(&mut self.used, path, access, allowed);
@@ -463,14 +485,22 @@ impl wit::Host for HostState {
     }
 
     async fn stat(&mut self, path: String, follow: bool) -> Result<wit::FileStat, HostError> {
-        let result = files::stat(&self.job.grants, &path, follow);
+        let p = path.clone();
+        let result = self
+            .job
+            .in_file_system(move |grants| files::stat(grants, &p, follow))
+            .await;
         self.job
             .audit(&result, |allowed| CapabilityUse::Stat { path, allowed });
         result
     }
 
     async fn set_mode(&mut self, path: String, mode: u32) -> Result<(), HostError> {
-        let result = files::set_mode(&self.job.grants, &path, mode);
+        let p = path.clone();
+        let result = self
+            .job
+            .in_file_system(move |grants| files::set_mode(grants, &p, mode))
+            .await;
         self.job.audit(&result, |allowed| CapabilityUse::SetMode {
             path,
             mode,
@@ -480,7 +510,11 @@ impl wit::Host for HostState {
     }
 
     async fn symlink(&mut self, target: String, link: String) -> Result<(), HostError> {
-        let result = files::symlink(&self.job.grants, &target, &link);
+        let (t, l) = (target.clone(), link.clone());
+        let result = self
+            .job
+            .in_file_system(move |grants| files::symlink(grants, &t, &l))
+            .await;
         self.job.audit(&result, |allowed| CapabilityUse::Symlink {
             target,
             link,
@@ -490,7 +524,11 @@ impl wit::Host for HostState {
     }
 
     async fn read_file(&mut self, path: String) -> Result<Vec<u8>, HostError> {
-        let result = files::read_file(&self.job.grants, &self.job.limits, &path);
+        let (p, max) = (path.clone(), self.job.limits.max_output_bytes);
+        let result = self
+            .job
+            .in_file_system(move |grants| files::read_file(grants, max, &p))
+            .await;
         self.job
             .audit(&result, |allowed| CapabilityUse::ReadFile { path, allowed });
         result
