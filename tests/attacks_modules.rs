@@ -13,7 +13,9 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use crate::common::fleet::{request, run, start_agent, wait_registered};
+use crate::common::fleet::{
+    Agent, request, run, start_agent, start_agent_with_plugins, wait_registered,
+};
 use crate::common::redis::RedisServer;
 use maid_agent::protocol::Return;
 use maid_bus::Bus;
@@ -712,6 +714,22 @@ async fn a_fetch_grant_holds_whatever_the_url_spells_in_every_environment() {
     assert_eq!(r.ret, json!([]), "{r:?}");
 }
 
+/// An agent `id` with `test` and the hostile fixture as its plugins; the
+/// directory they are in, kept while it runs.
+fn hostile_agent(
+    redis: &maid_bus::RedisConfig,
+    id: &str,
+    extra_toml: &str,
+) -> (Agent, tempfile::TempDir) {
+    let plugins = tempfile::tempdir().unwrap();
+    let shipped = Path::new(crate::common::guests::PLUGINS_DIR).join("test.wasm");
+    std::fs::copy(shipped, plugins.path().join("test.wasm")).unwrap();
+    let hostile = crate::common::guests::FIXTURE_HOSTILE;
+    std::fs::copy(hostile, plugins.path().join("hostile.wasm")).unwrap();
+    let agent = start_agent_with_plugins(redis, id, extra_toml, plugins.path());
+    (agent, plugins)
+}
+
 /// The host's own file system calls (`read-file` here) run off the agent's
 /// worker as WASI's do: a granted file replaced by a FIFO nobody writes,
 /// read by more jobs than the agent has workers, holds none of them; each
@@ -724,7 +742,7 @@ async fn a_granted_file_that_blocks_holds_no_agent_thread() {
     assert!(made.success());
     let server = RedisServer::start();
     let bus = Bus::new(&server.config()).unwrap();
-    let _agent = start_agent(
+    let _agent = hostile_agent(
         &server.config(),
         "granted-fifo",
         &format!(
@@ -786,7 +804,7 @@ async fn a_granted_file_that_blocks_holds_no_agent_thread() {
 async fn a_plugin_that_computes_without_end_holds_no_agent_thread() {
     let server = RedisServer::start();
     let bus = Bus::new(&server.config()).unwrap();
-    let _agent = start_agent(
+    let _agent = hostile_agent(
         &server.config(),
         "spinner",
         "[agent]\nconcurrency = 8\n[limits]\ntimeout_secs = 4\n",
