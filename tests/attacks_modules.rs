@@ -730,16 +730,72 @@ fn hostile_agent(
     (agent, plugins)
 }
 
+/// A FIFO in a new directory (kept while it is used), which nothing writes.
+fn fifo() -> (tempfile::TempDir, std::path::PathBuf) {
+    let work = tempfile::tempdir().unwrap();
+    let fifo = work.path().join("pipe");
+    let made = Command::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(made.success());
+    (work, fifo)
+}
+
+/// Let what still waits to open `fifo` go, without waiting for a reader.
+fn release(fifo: &Path) {
+    let w = std::os::unix::fs::OpenOptionsExt::custom_flags(
+        std::fs::OpenOptions::new().write(true),
+        0o4000, // O_NONBLOCK
+    )
+    .open(fifo);
+    if let Ok(mut w) = w {
+        let _ = std::io::Write::write_all(&mut w, b"x");
+    }
+}
+
+/// `n` jobs of `fun` (`arg`) to agent `id`, meant to hold it, and a
+/// `test.ping` half a second after them, which must be answered, and
+/// before any of them ends: the ping waited behind none. Their returns,
+/// and how long the ping took.
+async fn held_jobs_beside_a_ping(
+    bus: &Bus,
+    id: &str,
+    n: usize,
+    fun: &str,
+    arg: Value,
+) -> (Vec<Return>, Duration) {
+    let held = || {
+        let arg = arg.clone();
+        async move {
+            let r = one_return(bus, id, fun, arg, json!({})).await;
+            (r, std::time::Instant::now())
+        }
+    };
+    let pinged = async {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let sent = std::time::Instant::now();
+        let r = one_return(bus, id, "test.ping", json!([]), json!({})).await;
+        (r, sent.elapsed(), std::time::Instant::now())
+    };
+    let (held, (ping, took, ping_end)) = tokio::join!(
+        futures_util::future::join_all((0..n).map(|_| held())),
+        pinged
+    );
+    assert_eq!(ping.ret, json!(true), "{ping:?}");
+    for (r, end) in &held {
+        assert!(
+            *end > ping_end,
+            "{fun} ended before the ping did: the ping waited behind it: {r:?}"
+        );
+    }
+    (held.into_iter().map(|(r, _)| r).collect(), took)
+}
+
 /// The host's own file system calls (`read-file` here) run off the agent's
 /// worker as WASI's do: a granted file replaced by a FIFO nobody writes,
 /// read by more jobs than the agent has workers, holds none of them; each
 /// read ends at its time limit and `test.ping` is answered meanwhile.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_granted_file_that_blocks_holds_no_agent_thread() {
-    let work = tempfile::tempdir().unwrap();
-    let fifo = work.path().join("pipe");
-    let made = Command::new("mkfifo").arg(&fifo).status().unwrap();
-    assert!(made.success());
+    let (_work, fifo) = fifo();
     let server = RedisServer::start();
     let bus = Bus::new(&server.config()).unwrap();
     let _agent = hostile_agent(
@@ -753,46 +809,12 @@ async fn a_granted_file_that_blocks_holds_no_agent_thread() {
     );
     wait_registered(&bus, &["granted-fifo"]).await;
     let path = fifo.display().to_string();
-    let read = || {
-        let (bus, path) = (&bus, &path);
-        async move {
-            let r = one_return(
-                bus,
-                "granted-fifo",
-                "hostile.read_granted",
-                json!([path]),
-                json!({}),
-            )
-            .await;
-            (r, std::time::Instant::now())
-        }
-    };
-    let pinged = async {
-        tokio::time::sleep(Duration::from_millis(500)).await;
-        let r = one_return(&bus, "granted-fifo", "test.ping", json!([]), json!({})).await;
-        (r, std::time::Instant::now())
-    };
-    let (stuck, (ping, ping_end)) = tokio::join!(
-        futures_util::future::join_all((0..3).map(|_| read())),
-        pinged
-    );
-    assert_eq!(ping.ret, json!(true), "{ping:?}");
-    for (r, end) in &stuck {
+    let read = "hostile.read_granted";
+    let (stuck, _) = held_jobs_beside_a_ping(&bus, "granted-fifo", 3, read, json!([path])).await;
+    for r in &stuck {
         assert_eq!(r.retcode, 124, "a read of a FIFO nobody writes: {r:?}");
-        assert!(
-            *end > ping_end,
-            "a blocked read ended before the ping did: the ping waited behind it"
-        );
     }
-    // Let the blocked threads go.
-    let w = std::os::unix::fs::OpenOptionsExt::custom_flags(
-        std::fs::OpenOptions::new().write(true),
-        0o4000, // O_NONBLOCK
-    )
-    .open(&fifo);
-    if let Ok(mut w) = w {
-        let _ = std::io::Write::write_all(&mut w, b"x");
-    }
+    release(&fifo);
 }
 
 /// A plugin that computes without end, several jobs of it at once, on an
@@ -810,35 +832,14 @@ async fn a_plugin_that_computes_without_end_holds_no_agent_thread() {
         "[agent]\nconcurrency = 8\n[limits]\ntimeout_secs = 4\n",
     );
     wait_registered(&bus, &["spinner"]).await;
-    let spin = || {
-        let bus = &bus;
-        async move {
-            let r = one_return(bus, "spinner", "hostile.spin", json!([]), json!({})).await;
-            (r, std::time::Instant::now())
-        }
-    };
-    let pinged = async {
-        tokio::time::sleep(Duration::from_millis(500)).await;
-        let sent = std::time::Instant::now();
-        let r = one_return(&bus, "spinner", "test.ping", json!([]), json!({})).await;
-        (r, sent.elapsed(), std::time::Instant::now())
-    };
-    let (spun, (ping, took, ping_end)) = tokio::join!(
-        futures_util::future::join_all((0..4).map(|_| spin())),
-        pinged
-    );
-    assert_eq!(ping.ret, json!(true), "{ping:?}");
+    let (spun, took) = held_jobs_beside_a_ping(&bus, "spinner", 4, "hostile.spin", json!([])).await;
     assert!(
         took < Duration::from_secs(2),
         "test.ping took {took:?} beside four spinning jobs"
     );
-    for (r, end) in &spun {
+    for r in &spun {
         assert_eq!(r.retcode, 124, "a spinning job was not stopped: {r:?}");
         assert_eq!(r.ret, json!("Timed out after 4 seconds"), "{r:?}");
-        assert!(
-            *end > ping_end,
-            "a spinning job ended before the ping did: the ping waited behind it"
-        );
     }
 }
 
@@ -850,10 +851,7 @@ async fn a_plugin_that_computes_without_end_holds_no_agent_thread() {
 /// limit, and the agent answers `test.ping` meanwhile.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_plugin_blocked_in_the_file_system_holds_no_agent_thread() {
-    let work = tempfile::tempdir().unwrap();
-    let fifo = work.path().join("pipe");
-    let made = Command::new("mkfifo").arg(&fifo).status().unwrap();
-    assert!(made.success());
+    let (work, fifo) = fifo();
     let server = RedisServer::start();
     let bus = Bus::new(&server.config()).unwrap();
     let _agent = start_agent(
@@ -867,41 +865,12 @@ async fn a_plugin_blocked_in_the_file_system_holds_no_agent_thread() {
     );
     wait_registered(&bus, &["fifo"]).await;
     let path = fifo.display().to_string();
-    // Each read's end, and the ping's: the ping must end first.
-    let read = || {
-        let (bus, path) = (&bus, &path);
-        async move {
-            let r = one_return(bus, "fifo", "file.read", json!([path]), json!({})).await;
-            (r, std::time::Instant::now())
-        }
-    };
-    let pinged = async {
-        tokio::time::sleep(Duration::from_millis(500)).await;
-        let r = one_return(&bus, "fifo", "test.ping", json!([]), json!({})).await;
-        (r, std::time::Instant::now())
-    };
-    let (stuck, (ping, ping_end)) = tokio::join!(
-        futures_util::future::join_all((0..4).map(|_| read())),
-        pinged
-    );
-    assert_eq!(ping.ret, json!(true), "{ping:?}");
-    for (r, end) in &stuck {
+    let (stuck, _) = held_jobs_beside_a_ping(&bus, "fifo", 4, "file.read", json!([path])).await;
+    for r in &stuck {
         assert_ne!(
             r.retcode, 0,
             "a read of a FIFO nobody writes returned: {r:?}"
         );
-        assert!(
-            *end > ping_end,
-            "a blocked read ended before the ping did: the ping waited behind it"
-        );
     }
-    // Let the blocked threads go (without waiting for a reader).
-    let w = std::os::unix::fs::OpenOptionsExt::custom_flags(
-        std::fs::OpenOptions::new().write(true),
-        0o4000, // O_NONBLOCK
-    )
-    .open(&fifo);
-    if let Ok(mut w) = w {
-        let _ = std::io::Write::write_all(&mut w, b"x");
-    }
+    release(&fifo);
 }

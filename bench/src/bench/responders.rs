@@ -256,66 +256,39 @@ pub(super) async fn start_responders(
         "raw", "--redis", &lab.url, "--topic", TOPIC_RAW, "--id", "raw",
     ]);
     let target = |id: &str| Target::new(args.tgt_type, &[id.to_string()]);
-    responders.push(Responder {
-        name: "raw",
-        topic: TOPIC_RAW,
-        target: target("raw"),
-        proc: Proc::spawn("raw responder", &mut raw, lab.scratch.join("raw.log"))?,
+    let responder = |name, topic, proc| Responder {
+        name,
+        topic,
+        target: target(name),
+        proc,
         round_trips: sizes.round_trips,
         jobs: sizes.jobs,
         measured: Measured::default(),
-    });
-    responders.push(Responder {
-        name: "maid",
-        topic: TOPIC_MAID,
-        target: target("maid"),
-        proc: Proc::spawn(
-            "maid agent",
-            &mut lab
-                .agents
-                .command_with("maid", TOPIC_MAID, &lab.warm_cache, &lab.main_config),
-            lab.scratch.join("maid.log"),
-        )?,
-        round_trips: sizes.round_trips,
-        jobs: sizes.jobs,
-        measured: Measured::default(),
-    });
-    responders.push(Responder {
-        name: "audited",
-        topic: TOPIC_AUDITED,
-        target: target("audited"),
-        proc: Proc::spawn(
+    };
+    let raw = Proc::spawn("raw responder", &mut raw, lab.scratch.join("raw.log"))?;
+    responders.push(responder("raw", TOPIC_RAW, raw));
+    // The agents: each with its config, on the warm plugin cache.
+    for (name, topic, config, what) in [
+        ("maid", TOPIC_MAID, &lab.main_config, "maid agent"),
+        (
+            "audited",
+            TOPIC_AUDITED,
+            &lab.audited_config,
             "maid agent, audit on",
-            &mut lab.agents.command_with(
-                "audited",
-                TOPIC_AUDITED,
-                &lab.warm_cache,
-                &lab.audited_config,
-            ),
-            lab.scratch.join("audited.log"),
-        )?,
-        round_trips: sizes.round_trips,
-        jobs: sizes.jobs,
-        measured: Measured::default(),
-    });
-    responders.push(Responder {
-        name: "signed",
-        topic: TOPIC_SIGNED,
-        target: target("signed"),
-        proc: Proc::spawn(
+        ),
+        (
+            "signed",
+            TOPIC_SIGNED,
+            &lab.signed_config,
             "maid agent, signed jobs and replies",
-            &mut lab.agents.command_with(
-                "signed",
-                TOPIC_SIGNED,
-                &lab.warm_cache,
-                &lab.signed_config,
-            ),
-            lab.scratch.join("signed.log"),
-        )?,
-        round_trips: sizes.round_trips,
-        jobs: sizes.jobs,
-        measured: Measured::default(),
-    });
+        ),
+    ] {
+        let mut cmd = lab
+            .agents
+            .command_with(name, topic, &lab.warm_cache, config);
+        let proc = Proc::spawn(what, &mut cmd, lab.scratch.join(&format!("{name}.log")))?;
+        responders.push(responder(name, topic, proc));
+    }
     if args.no_seed {
         results.seed_skipped = Some("--no-seed".into());
     } else {
