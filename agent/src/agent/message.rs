@@ -304,8 +304,9 @@ async fn work_on(
             shared.pending.fetch_sub(1, Ordering::Relaxed);
             Some((busy_return(shared, job, kid), Teardown::default()))
         }
-        // Boxed: the call's future is large, and unboxed it made every
-        // job's task as large, copied whole as it was spawned and ended.
+        // Boxed: the call's future is large, and only a job this maid runs
+        // needs it; inline it would make the task of every job, also one
+        // only PINGed or handed down, as large to allocate and copy.
         Work::Run => Box::pin(run_job(shared, job, kid)).await,
         Work::Nothing => None,
     };
