@@ -366,6 +366,91 @@ fn plugin_list_and_inspect() {
     );
 }
 
+/// `maid plugin compile` compiles a plugin directory ahead, as a package
+/// ships it: a first `maid call` on a fresh cache then compiles nothing
+/// (its compiler is never set up), where without them it compiles.
+#[test]
+fn plugins_compiled_ahead_spare_a_fresh_cache_compiling() {
+    let tmp = tempfile::tempdir().unwrap();
+    let plugins = tmp.path().join("plugins");
+    std::fs::create_dir(&plugins).unwrap();
+    for module in ["test", "cmd"] {
+        let file = format!("{module}.wasm");
+        std::fs::copy(
+            Path::new(guests::PLUGINS_DIR).join(&file),
+            plugins.join(&file),
+        )
+        .unwrap();
+    }
+    let dir = plugins.to_str().unwrap();
+    let o = maid(&["plugin", "compile", "--plugin-dir", dir], tmp.path());
+    let text = stdout(&o);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{text}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 3, "{text}");
+    assert!(
+        lines[0].starts_with("cmd ") && lines[0].ends_with(" compiled"),
+        "{text}"
+    );
+    assert!(
+        lines[1].starts_with("test ") && lines[1].ends_with(" compiled"),
+        "{text}"
+    );
+    assert_eq!(
+        lines[2],
+        format!(
+            "2 plugins compiled for any {} CPU in {dir}/precompiled",
+            std::env::consts::ARCH
+        )
+    );
+    let again = stdout(&maid(
+        &["plugin", "compile", "--plugin-dir", dir],
+        tmp.path(),
+    ));
+    assert!(
+        again.lines().next().unwrap().ends_with(" already compiled"),
+        "{again}"
+    );
+
+    // A first call on a fresh cache, with the compiled plugins and then
+    // without: only the second sets its compiler up.
+    let first_call = |cache: &str| {
+        let o = crate::common::maid_command()
+            .args([
+                "call",
+                "--local",
+                "--plugin-dir",
+                dir,
+                "--cache-dir",
+                cache,
+                "test.ping",
+            ])
+            .current_dir(tmp.path())
+            .env_remove("MAID_CONFIG")
+            .env("MAID_LOG", "maid_agent=debug")
+            .output()
+            .expect("run maid");
+        assert_eq!(stdout(&o), "local:\n    True\n");
+        String::from_utf8_lossy(&o.stderr).contains("setting up the compiler")
+    };
+    let cache = tmp.path().join("cache-1");
+    assert!(
+        !first_call(cache.to_str().unwrap()),
+        "compiled though compiled ahead"
+    );
+    std::fs::remove_dir_all(plugins.join("precompiled")).unwrap();
+    let cache = tmp.path().join("cache-2");
+    assert!(
+        first_call(cache.to_str().unwrap()),
+        "the control run did not compile"
+    );
+}
+
 #[test]
 fn init_writes_a_config_the_agent_accepts() {
     let tmp = tempfile::tempdir().unwrap();

@@ -263,6 +263,16 @@ fn assert_installed(root: &Chroot) {
             "plugin {module} is not installed"
         );
     }
+    // Each compiled ahead: its code, checksum and manifest.
+    let precompiled: Vec<_> = std::fs::read_dir(root.path("/usr/lib/maid/plugins/precompiled"))
+        .unwrap()
+        .flatten()
+        .collect();
+    assert_eq!(
+        precompiled.len(),
+        3 * shipped_modules().len(),
+        "{precompiled:?}"
+    );
     let config = std::fs::read_to_string(root.path("/etc/maid/maid.toml")).unwrap();
     assert_eq!(config, maid_config::TEMPLATE);
     assert_eq!(root.mode("/etc/maid/maid.toml"), 0o640);
@@ -324,10 +334,28 @@ fn assert_root_only(listing: &str, owner_at: (usize, usize)) {
 }
 
 /// `maid call --local test.ping` from the packaged files (no
-/// --plugin-dir: /usr/lib/maid/plugins).
+/// --plugin-dir: /usr/lib/maid/plugins), its plugin compiled ahead by the
+/// package: the call sets no compiler up.
 fn assert_runs_locally(root: &Chroot) {
-    let ping = root.ok(&["maid", "call", "--local", "test.ping"]);
-    assert!(ping.contains("True"), "{ping}");
+    let ping = root.run(&[
+        "env",
+        "MAID_LOG=maid_agent=debug",
+        "maid",
+        "call",
+        "--local",
+        "test.ping",
+    ]);
+    assert!(ping.status.success(), "{}", text(&ping));
+    assert!(
+        String::from_utf8_lossy(&ping.stdout).contains("True"),
+        "{}",
+        text(&ping)
+    );
+    assert!(
+        !String::from_utf8_lossy(&ping.stderr).contains("setting up the compiler"),
+        "compiled though the package ships its plugins compiled: {}",
+        text(&ping)
+    );
 }
 
 /// Wait up to 60 s for `id` to be alive in the registry of `redis`.

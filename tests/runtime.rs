@@ -600,9 +600,16 @@ fn bare_runtime(cache: &Path) -> Arc<Runtime> {
 
 /// No grants, no plugins loaded, `instances` pool slots.
 fn runtime_of(cache: &Path, instances: u32) -> Arc<Runtime> {
+    runtime_shipped(cache, None, instances)
+}
+
+/// [`runtime_of`], reading the plugins compiled ahead in `shipped`.
+fn runtime_shipped(cache: &Path, shipped: Option<&Path>, instances: u32) -> Arc<Runtime> {
     Runtime::new(RuntimeSettings {
         config: Arc::new(Config::default()),
         cache_dir: Some(cache.to_path_buf()),
+        shipped_dir: shipped.map(Path::to_path_buf),
+        compile_for: Default::default(),
         services: Arc::new(Services {
             grains: Arc::new(maid_agent::grains::GrainStore::new(
                 Default::default(),
@@ -799,7 +806,9 @@ async fn compiled_plugins_are_cached_and_corrupt_entries_rebuilt() {
     let first = rt.load_file(wasm).await.unwrap();
     assert_eq!(first.cache, CacheStatus::Miss);
     assert!(rt.compiler_set_up());
-    assert_eq!(first.artifact(), Some(CacheStatus::Miss));
+    // Its code, once compiled and described, is not kept: the cache has
+    // it, and it is loaded from there at its first call.
+    assert_eq!(first.artifact(), None);
     // A warm cache: loaded from the manifest kept with the artifact, no
     // code loaded until the first call, which loads it from the cache
     // without ever setting the compiler up.
@@ -875,6 +884,153 @@ async fn compiled_plugins_are_cached_and_corrupt_entries_rebuilt() {
     assert_eq!(sixth.cache, CacheStatus::Hit);
 }
 
+/// Plugins compiled ahead (`maid plugin compile`, shipped beside them):
+/// an agent on a fresh cache loads them without setting its compiler up,
+/// and copies them into its cache. Compiled code is run only when it is
+/// intact and only root or the agent's user could have written it:
+/// anything else is compiled here instead, never loaded.
+#[tokio::test]
+async fn plugins_compiled_ahead_load_without_compiling_and_only_when_trusted() {
+    use std::os::unix::fs::PermissionsExt;
+    let plugins = tempfile::tempdir().unwrap();
+    let wasm = plugins.path().join("test.wasm");
+    std::fs::copy(guests::PLUGIN_TEST, &wasm).unwrap();
+    let shipped = plugins.path().join(maid_agent::runtime::SHIPPED_DIR);
+    // A stale entry of a plugin no longer there is removed.
+    let stale = shipped.join(format!("{}-stale.cwasm", "0".repeat(64)));
+    std::fs::create_dir_all(&shipped).unwrap();
+    std::fs::write(&stale, b"old").unwrap();
+    let done = Runtime::compile_ahead(plugins.path(), &shipped)
+        .await
+        .unwrap();
+    assert!(done.failed.is_empty(), "{:?}", done.failed);
+    assert_eq!(done.plugins.len(), 1);
+    assert_eq!(
+        (done.plugins[0].0.as_str(), done.plugins[0].2),
+        ("test", CacheStatus::Miss)
+    );
+    assert_eq!(done.removed, [stale]);
+    let mut files: Vec<String> = std::fs::read_dir(&shipped)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    files.sort();
+    let sha = &done.plugins[0].1;
+    assert_eq!(
+        files,
+        [
+            format!(
+                "{sha}-wasmtime{}-e1.cwasm",
+                maid_agent::runtime::WASMTIME_VERSION
+            ),
+            format!(
+                "{sha}-wasmtime{}-e1.cwasm.sha256",
+                maid_agent::runtime::WASMTIME_VERSION
+            ),
+            format!(
+                "{sha}-wasmtime{}-e1.manifest.json",
+                maid_agent::runtime::WASMTIME_VERSION
+            ),
+        ]
+    );
+    // Again: nothing to compile, nothing removed.
+    let again = Runtime::compile_ahead(plugins.path(), &shipped)
+        .await
+        .unwrap();
+    assert_eq!(again.plugins[0].2, CacheStatus::Hit);
+    assert!(again.removed.is_empty());
+
+    // A fresh cache: described from the shipped manifest, its code loaded
+    // from the shipped artifact at the first call, no compiler set up.
+    let first_call = |cache: &Path| {
+        let rt = runtime_shipped(cache, Some(&shipped), RuntimeSettings::instances_for(4));
+        let wasm = wasm.clone();
+        async move {
+            let plugin = rt.load_file(&wasm).await.unwrap();
+            let out = call(&rt, "test.ping", json!([]), json!({})).await;
+            assert_eq!((out.ret, out.retcode), (json!(true), 0));
+            (
+                plugin.cache,
+                plugin.artifact().unwrap(),
+                rt.compiler_set_up(),
+            )
+        }
+    };
+    let cache = tempfile::tempdir().unwrap();
+    assert_eq!(
+        first_call(cache.path()).await,
+        (CacheStatus::Deferred, CacheStatus::Shipped, false)
+    );
+    // Copied into the cache: the next start finds it there.
+    assert_eq!(
+        first_call(cache.path()).await,
+        (CacheStatus::Deferred, CacheStatus::Hit, false)
+    );
+
+    let artifact = shipped.join(&files[0]);
+    let sum = shipped.join(&files[1]);
+    let fresh = || tempfile::tempdir().unwrap();
+    let compiled_here = (CacheStatus::Deferred, CacheStatus::Miss, true);
+
+    // The directory or the plugin directory above it writable by others:
+    // nothing shipped is read, not even the manifest (the plugin is
+    // described, so compiled, at load). The artifact writable by others:
+    // its manifest is read, its code compiled here at the first call.
+    let at_load = (CacheStatus::Miss, CacheStatus::Hit, true);
+    for (path, expected) in [
+        (shipped.clone(), at_load),
+        (plugins.path().to_path_buf(), at_load),
+        (artifact.clone(), compiled_here),
+    ] {
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode | 0o002)).unwrap();
+        assert_eq!(
+            first_call(fresh().path()).await,
+            expected,
+            "{}",
+            path.display()
+        );
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+    }
+    // Written by a user that is neither root nor the agent's: not run.
+    if nix::unistd::geteuid().is_root() {
+        std::os::unix::fs::chown(&artifact, Some(65534), None).unwrap();
+        assert_eq!(first_call(fresh().path()).await, compiled_here);
+        std::os::unix::fs::chown(&artifact, Some(0), None).unwrap();
+    }
+    // A symbolic link in its place (even to the real artifact): not
+    // followed.
+    let real = plugins.path().join("real.cwasm");
+    std::fs::rename(&artifact, &real).unwrap();
+    std::os::unix::fs::symlink(&real, &artifact).unwrap();
+    assert_eq!(first_call(fresh().path()).await, compiled_here);
+    std::fs::remove_file(&artifact).unwrap();
+    std::fs::rename(&real, &artifact).unwrap();
+    assert_eq!(first_call(fresh().path()).await.1, CacheStatus::Shipped);
+
+    // Bytes flipped in the artifact: its checksum no longer matches.
+    let good = std::fs::read(&artifact).unwrap();
+    let mut bad = good.clone();
+    let mid = bad.len() / 2;
+    for b in &mut bad[mid..mid + 64] {
+        *b ^= 0xff;
+    }
+    std::fs::write(&artifact, &bad).unwrap();
+    assert_eq!(first_call(fresh().path()).await, compiled_here);
+    // The same plugin compiled under other engine settings, its checksum
+    // made to match: wasmtime refuses it for this engine.
+    let foreign = wasmtime::Engine::default()
+        .precompile_component(&std::fs::read(&wasm).unwrap())
+        .unwrap();
+    std::fs::write(&artifact, &foreign).unwrap();
+    std::fs::write(&sum, sha256_hex(&foreign)).unwrap();
+    assert_eq!(first_call(fresh().path()).await, compiled_here);
+    // Put back as shipped: loaded again.
+    std::fs::write(&artifact, &good).unwrap();
+    std::fs::write(&sum, sha256_hex(&good)).unwrap();
+    assert_eq!(first_call(fresh().path()).await.1, CacheStatus::Shipped);
+}
+
 /// What the cache did for the code of `wasm`, loaded into a new runtime
 /// over `cache` and called once.
 async fn first_call_artifact(cache: &Path, wasm: &Path) -> CacheStatus {
@@ -888,7 +1044,13 @@ async fn first_call_artifact_of(cache: &Path, wasm: &Path, deferred: bool) -> Ca
     assert_eq!(plugin.cache == CacheStatus::Deferred, deferred);
     let out = call(&rt, "test.ping", json!([]), json!({})).await;
     assert_eq!(out.ret, json!(true));
-    plugin.artifact().unwrap()
+    // Described at load: what the cache did then (its code is loaded from
+    // the cache at the call).
+    if plugin.cache == CacheStatus::Deferred {
+        plugin.artifact().unwrap()
+    } else {
+        plugin.cache
+    }
 }
 
 #[tokio::test]

@@ -30,7 +30,8 @@ pub struct RuntimeOpts {
     #[arg(long, env = "MAID_CACHE_DIR")]
     pub cache_dir: Option<PathBuf>,
 
-    /// Compile plugins in memory only; never read or write the cache.
+    /// Compile plugins in memory only; never read or write the cache, nor
+    /// read the plugins compiled ahead.
     #[arg(long)]
     pub no_cache: bool,
 }

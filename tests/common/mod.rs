@@ -97,6 +97,8 @@ pub async fn runtime_with(config: Config, file_root: Option<&Path>) -> Arc<Runti
     let rt = Runtime::new(RuntimeSettings {
         config: config.clone(),
         cache_dir: Some(shared_cache()),
+        shipped_dir: None,
+        compile_for: Default::default(),
         services: Arc::new(Services {
             grains: Arc::new(maid_agent::grains::GrainStore::new(grains, None)),
             files,

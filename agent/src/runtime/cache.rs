@@ -12,6 +12,19 @@
 //! fits the engine it is loaded into (version, settings, the CPU features
 //! it was compiled for); an entry that does not is rebuilt too.
 //!
+//! An install can ship its plugins compiled (`maid plugin compile`, run
+//! by the package build): a directory of entries in the cache's own
+//! format beside the `.wasm` files ([`SHIPPED_DIR`]), compiled for any CPU
+//! of the architecture. A plugin that is not in the cache is looked up
+//! there before it is compiled, so the first start of a fresh install (or
+//! after an upgrade) compiles nothing. The shipped directory is read only:
+//! an entry taken from it is checked as a cache entry is (its SHA-256, then
+//! wasmtime's checks) and copied into the cache. It is compiled code the
+//! agent will run, so it is trusted only as the plugin directory and the
+//! binary are: the directory, the plugin directory above it and each file
+//! must belong to root (or the agent's own user) and be writable by their
+//! owner alone, else it is not read at all.
+//!
 //! The engine that runs plugins has no compiler. Compiling is done by a
 //! second engine with the same settings, built the first time a plugin is
 //! not in the cache: an agent started on a warm cache never sets Cranelift
@@ -37,6 +50,10 @@ pub const WASMTIME_VERSION: &str = "48.0.8";
 /// it is loaded, and rebuilt.)
 pub const ENGINE_SETTINGS: &str = "e1";
 
+/// The directory, inside the plugin directory, of the plugins compiled
+/// ahead and shipped with them (see the module's header).
+pub const SHIPPED_DIR: &str = "precompiled";
+
 /// What the cache did for one load.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -52,12 +69,29 @@ pub enum CacheStatus {
     /// Loaded from the manifest kept beside the artifact: the compiled code
     /// is loaded (or compiled) at the plugin's first call.
     Deferred,
+    /// Not in the cache: loaded from the plugins compiled ahead and shipped
+    /// beside the `.wasm` files, and copied into the cache.
+    Shipped,
+}
+
+/// For which CPUs a compiler makes code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum CompileFor {
+    /// This host's CPU, every feature it has (the cache).
+    #[default]
+    Host,
+    /// Any CPU of this architecture: Cranelift's baseline features, which
+    /// wasmtime accepts on every host (what `maid plugin compile` ships).
+    AnyCpu,
 }
 
 /// A directory of compiled plugins, and the compiler that fills it.
 #[derive(Debug, Clone)]
 pub struct ArtifactCache {
     dir: Option<PathBuf>,
+    /// The plugins compiled ahead (see the module's header), when their
+    /// directory exists and is trusted.
+    shipped: Option<PathBuf>,
     compiler: Arc<Compiler>,
 }
 
@@ -67,6 +101,8 @@ pub struct ArtifactCache {
 struct Compiler {
     config: EngineConfig,
     engine: Mutex<Option<Engine>>,
+    /// Whether it was ever set up (it is dropped after loading).
+    set_up: std::sync::atomic::AtomicBool,
 }
 
 impl Compiler {
@@ -89,6 +125,8 @@ impl Compiler {
                 None => {
                     tracing::debug!("setting up the compiler");
                     let engine = Engine::new(&self.config)?;
+                    self.set_up
+                        .store(true, std::sync::atomic::Ordering::Relaxed);
                     *slot = Some(engine.clone());
                     engine
                 }
@@ -121,30 +159,137 @@ enum Unusable {
     Checksum,
     #[error("{0}")]
     Artifact(wasmtime::Error),
+    #[error("{0}")]
+    Untrusted(String),
+}
+
+/// Why the file or directory at `path` (whose metadata is `m`) is not
+/// trusted to hold compiled code: not root's nor the agent user's, or
+/// writable by its group or others.
+fn untrusted(path: &Path, m: &std::fs::Metadata) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    let euid = nix::unistd::geteuid().as_raw();
+    if m.uid() != 0 && m.uid() != euid {
+        return Some(format!(
+            "{} belongs to uid {}, neither root nor this agent's user",
+            path.display(),
+            m.uid()
+        ));
+    }
+    if m.mode() & 0o022 != 0 {
+        return Some(format!(
+            "{} is writable by its group or others (mode {:o})",
+            path.display(),
+            m.mode() & 0o7777
+        ));
+    }
+    None
+}
+
+/// `dir` when it is a directory that may hold compiled code, and so is the
+/// directory it is in; `None` (and a warning, unless it does not exist)
+/// otherwise.
+fn trusted_dir(dir: &Path) -> Option<PathBuf> {
+    let m = match std::fs::metadata(dir) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
+        Err(e) => {
+            tracing::warn!(dir = %dir.display(), cause = %e, "precompiled plugins not read");
+            return None;
+        }
+    };
+    let parent = dir
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let why = if !m.is_dir() {
+        Some(format!("{} is not a directory", dir.display()))
+    } else {
+        untrusted(dir, &m).or_else(|| match std::fs::metadata(parent) {
+            Ok(pm) => untrusted(parent, &pm),
+            Err(e) => Some(format!("{}: {e}", parent.display())),
+        })
+    };
+    match why {
+        None => Some(dir.to_path_buf()),
+        Some(why) => {
+            tracing::warn!(
+                dir = %dir.display(),
+                "precompiled plugins not read (every plugin is compiled here): {why}"
+            );
+            None
+        }
+    }
+}
+
+/// The bytes of the shipped file at `path`, when it is a regular file that
+/// may hold compiled code (checked on the file opened, so what is checked is
+/// what is read).
+fn read_shipped(path: &Path) -> Result<Vec<u8>, Unusable> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK)
+        .open(path)?;
+    let m = file.metadata()?;
+    if !m.is_file() {
+        return Err(Unusable::Untrusted(format!(
+            "{} is not a regular file",
+            path.display()
+        )));
+    }
+    if let Some(why) = untrusted(path, &m) {
+        return Err(Unusable::Untrusted(why));
+    }
+    let mut bytes = Vec::with_capacity(usize::try_from(m.len()).unwrap_or(0));
+    file.read_to_end(&mut bytes)?;
+    Ok(bytes)
 }
 
 impl ArtifactCache {
-    /// A cache in `dir` (created when missing), or none; what it compiles
-    /// is compiled with `settings` (the runtime engine's, before its
-    /// instance pool and without its compiler).
-    pub fn new(dir: Option<PathBuf>, settings: EngineConfig) -> Self {
-        Self {
+    /// A cache in `dir` (created when missing), or none, backed by the
+    /// plugins compiled ahead in `shipped` (when that directory exists and
+    /// is trusted); what it compiles is compiled with `settings` (the
+    /// runtime engine's, before its instance pool and without its
+    /// compiler), for `target`.
+    pub fn new(
+        dir: Option<PathBuf>,
+        shipped: Option<&Path>,
+        mut settings: EngineConfig,
+        target: CompileFor,
+    ) -> wasmtime::Result<Self> {
+        if target == CompileFor::AnyCpu {
+            // A target named, even this host's, is compiled for with
+            // Cranelift's baseline flags instead of the host's features.
+            settings.target(&target_lexicon::HOST.to_string())?;
+        }
+        // No cache (`--no-cache`): everything is compiled in memory, nothing
+        // compiled ahead is read either.
+        let shipped = shipped.filter(|_| dir.is_some()).and_then(trusted_dir);
+        Ok(Self {
             dir,
+            shipped,
             compiler: Arc::new(Compiler {
                 config: settings,
                 engine: Mutex::new(None),
+                set_up: Default::default(),
             }),
-        }
+        })
     }
 
-    /// Whether the compiler was set up: only when a plugin was not in the
-    /// cache.
+    /// Whether compiled code is kept on disk (there is a cache directory):
+    /// a loaded plugin's code can then be dropped and loaded again.
+    pub fn keeps_code(&self) -> bool {
+        self.dir.is_some()
+    }
+
+    /// Whether the compiler was ever set up: only when a plugin was not
+    /// in the cache.
     pub fn compiler_set_up(&self) -> bool {
         self.compiler
-            .engine
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .is_some()
+            .set_up
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// The manifest `describe` gave for a wasm with this hash, kept when it
@@ -152,8 +297,27 @@ impl ArtifactCache {
     /// code. `None` when there is none or it does not parse (the plugin is
     /// then loaded and described now).
     pub fn manifest(&self, wasm_sha256: &str) -> Option<super::Manifest> {
-        let path = self.dir.as_ref()?.join(Self::manifest_key(wasm_sha256));
-        let bytes = std::fs::read(path).ok()?;
+        let key = Self::manifest_key(wasm_sha256);
+        let cached = self
+            .dir
+            .as_ref()
+            .and_then(|dir| std::fs::read(dir.join(&key)).ok());
+        let bytes = match cached {
+            Some(bytes) => bytes,
+            None => {
+                let path = self.shipped.as_ref()?.join(&key);
+                match read_shipped(&path) {
+                    Ok(bytes) => bytes,
+                    Err(Unusable::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => {
+                        return None;
+                    }
+                    Err(why) => {
+                        tracing::warn!(file = %path.display(), "shipped manifest not read: {why}");
+                        return None;
+                    }
+                }
+            }
+        };
         serde_json::from_slice(&bytes).ok()
     }
 
@@ -209,11 +373,66 @@ impl ArtifactCache {
                 }
             }
         }
+        if let Some(shipped) = &self.shipped {
+            let from = shipped.join(Self::key(wasm_sha256));
+            match Self::read_shipped_artifact(engine, &from) {
+                Ok((component, compiled)) => {
+                    if let Err(e) = Self::write(dir, &entry, &compiled) {
+                        tracing::warn!(entry = %entry.display(), cause = %e, "cannot write cache entry");
+                    }
+                    return Ok((component, CacheStatus::Shipped));
+                }
+                Err(Unusable::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(why) => {
+                    tracing::warn!(file = %from.display(), "shipped plugin not loaded, compiling it: {why}");
+                }
+            }
+        }
         let (component, compiled) = self.compiler.compile(engine, &wasm()?)?;
         if let Err(e) = Self::write(dir, &entry, &compiled) {
             tracing::warn!(entry = %entry.display(), cause = %e, "cannot write cache entry");
         }
         Ok((component, status))
+    }
+
+    /// Drop the compiler, and with it the memory it keeps between
+    /// compilations (Cranelift's contexts, one per thread that compiled):
+    /// tens of MiB after a start that compiled every plugin. It is set up
+    /// again if a plugin must be compiled later.
+    pub fn release_compiler(&self) {
+        self.compiler
+            .engine
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+    }
+
+    /// The shipped artifact at `path`, once it is known to be what `maid
+    /// plugin compile` wrote (its SHA-256 is the one shipped beside it) and
+    /// wasmtime takes it for this engine; with its bytes.
+    fn read_shipped_artifact(
+        engine: &Engine,
+        path: &Path,
+    ) -> Result<(Component, Vec<u8>), Unusable> {
+        let bytes = read_shipped(path)?;
+        let expected = String::from_utf8_lossy(&read_shipped(&Self::sum_path(path))?)
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .trim()
+            .to_string();
+        if sha256_hex(&bytes) != expected {
+            return Err(Unusable::Checksum);
+        }
+        // SAFETY: the bytes are what `maid plugin compile` wrote (their
+        // checksum is the one it wrote with them) in a directory, and files,
+        // only root or this agent's user can write: as trusted as the
+        // binary and the plugin directory (see the module's header). wasmtime
+        // additionally checks that the artifact matches this engine's
+        // version, configuration and this CPU's features.
+        let component =
+            unsafe { Component::deserialize(engine, &bytes) }.map_err(Unusable::Artifact)?;
+        Ok((component, bytes))
     }
 
     fn sum_path(entry: &Path) -> PathBuf {
@@ -304,6 +523,46 @@ impl ArtifactCache {
     fn wasm_id_key(path: &Path) -> String {
         use std::os::unix::ffi::OsStrExt;
         format!("{}.wasm-id", sha256_hex(path.as_os_str().as_bytes()))
+    }
+
+    /// Remove from the cache directory every entry (compiled code, its
+    /// checksum, manifest) of a wasm whose hash is not in `keep`, of
+    /// another wasmtime or engine settings, and every kept plugin-file
+    /// hash: what `maid plugin compile` leaves is exactly its plugins'
+    /// entries. Files of other names are left alone. The removed files.
+    pub(crate) fn retain(
+        &self,
+        keep: &std::collections::BTreeSet<String>,
+    ) -> std::io::Result<Vec<PathBuf>> {
+        let Some(dir) = &self.dir else {
+            return Ok(Vec::new());
+        };
+        let wanted: std::collections::BTreeSet<String> = keep
+            .iter()
+            .flat_map(|sha| {
+                let key = Self::key(sha);
+                [format!("{key}.sha256"), key, Self::manifest_key(sha)]
+            })
+            .collect();
+        let ours = |name: &str| {
+            [".cwasm", ".cwasm.sha256", ".manifest.json", ".wasm-id"]
+                .iter()
+                .any(|suffix| name.ends_with(suffix))
+        };
+        let mut removed = Vec::new();
+        for entry in std::fs::read_dir(dir)? {
+            let entry = entry?;
+            let name = entry.file_name();
+            let Some(name) = name.to_str() else {
+                continue;
+            };
+            if ours(name) && !wanted.contains(name) {
+                std::fs::remove_file(entry.path())?;
+                removed.push(entry.path());
+            }
+        }
+        removed.sort();
+        Ok(removed)
     }
 
     fn write(dir: &Path, entry: &Path, compiled: &[u8]) -> std::io::Result<()> {

@@ -18,6 +18,7 @@
 //! and what its grants allow, [`programs`] which programs start without
 //! the shell grant.
 
+mod ahead;
 mod bindings;
 mod cache;
 mod call;
@@ -52,8 +53,9 @@ use wasmtime::{
 };
 use wasmtime_wasi::{FsPerms, WasiCtxBuilder};
 
+pub use ahead::CompiledAhead;
 pub(crate) use cache::json_sha256;
-pub use cache::{ArtifactCache, CacheStatus, WASMTIME_VERSION};
+pub use cache::{ArtifactCache, CacheStatus, CompileFor, SHIPPED_DIR, WASMTIME_VERSION};
 pub use fileuse::{FileAccess, MAX_FILES};
 pub use host::CapabilityUse;
 pub use jobs::JobData;
@@ -61,7 +63,7 @@ pub use manifest::{Capability, FunctionDoc, Manifest};
 pub use policy::{GrantSummary, Grants};
 pub use registry::modules_in;
 
-use pool::{pool, release_free_heap};
+use pool::{bound_free_heap, pool, release_free_heap};
 use spare::Spare;
 use ticker::Ticker;
 pub(crate) use ticker::Ticking;
@@ -146,7 +148,9 @@ pub struct LoadedPlugin {
 
 impl LoadedPlugin {
     /// What the compiled-artifact cache did for this plugin's code, once
-    /// it was loaded (at load, or at the first call of a deferred plugin).
+    /// it was loaded: at its first call (also after it was compiled and
+    /// described at load: its code is then kept in the cache, not in
+    /// memory), or at load without a cache.
     pub fn artifact(&self) -> Option<CacheStatus> {
         self.pre.get().map(|(_, status)| *status)
     }
@@ -269,6 +273,13 @@ pub struct RuntimeSettings {
     pub config: Arc<Config>,
     /// Compiled-artifact cache directory; `None` compiles in memory.
     pub cache_dir: Option<PathBuf>,
+    /// The plugins compiled ahead and shipped beside them
+    /// (`<plugin_dir>/precompiled`, see [`cache::SHIPPED_DIR`]): read when
+    /// a plugin is not in the cache, before it is compiled.
+    pub shipped_dir: Option<PathBuf>,
+    /// Which CPUs what this runtime compiles is for: this host's (an
+    /// agent's cache), or any of its architecture (`maid plugin compile`).
+    pub compile_for: CompileFor,
     /// Grains and the file server.
     pub services: Arc<Services>,
     /// Plugin instances alive at once, across all plugins: the slots of the
@@ -345,6 +356,23 @@ impl Runtime {
         instances: u32,
         fs_on_call_thread: bool,
     ) -> Result<Arc<Runtime>, SetupError> {
+        Runtime::new(Self::settings_for(
+            config,
+            grains,
+            fallback,
+            instances,
+            fs_on_call_thread,
+        ))
+    }
+
+    /// [`Runtime::for_config`]'s settings.
+    fn settings_for(
+        config: &Config,
+        grains: &Map<String, Value>,
+        fallback: Option<Arc<dyn FileServer>>,
+        instances: u32,
+        fs_on_call_thread: bool,
+    ) -> RuntimeSettings {
         let mut servers: Vec<Arc<dyn FileServer>> = Vec::new();
         if !config.file_roots.is_empty() {
             servers.push(Arc::new(LocalRoots::new(config.file_roots.clone())));
@@ -363,17 +391,20 @@ impl Runtime {
             files,
             jobs: Default::default(),
         });
-        Runtime::new(RuntimeSettings {
+        RuntimeSettings {
             config: Arc::new(config.clone()),
             cache_dir: config.cache_dir.clone(),
+            shipped_dir: config.plugin_dir.as_ref().map(|d| d.join(SHIPPED_DIR)),
+            compile_for: CompileFor::Host,
             services,
             instances,
             fs_on_call_thread,
-        })
+        }
     }
 
     /// A runtime with no plugins loaded yet.
     pub fn new(settings: RuntimeSettings) -> Result<Arc<Self>, SetupError> {
+        bound_free_heap();
         // What compiled code depends on; the cache's compiler uses the same
         // (bump `cache::ENGINE_SETTINGS` when changing it).
         let mut base = EngineConfig::new();
@@ -404,11 +435,17 @@ impl Runtime {
         let mut linker = Linker::new(&engine);
         link_wasi(&mut linker)?;
         PluginBindings::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |s| s)?;
+        let cache = ArtifactCache::new(
+            settings.cache_dir.clone(),
+            settings.shipped_dir.as_deref(),
+            base,
+            settings.compile_for,
+        )?;
         Ok(Arc::new_cyclic(|me| Self {
             engine,
             ticker,
             linker,
-            cache: ArtifactCache::new(settings.cache_dir.clone(), base),
+            cache,
             plugins: Arc::default(),
             failed: RwLock::new(BTreeMap::new()),
             slots: Arc::new(tokio::sync::Semaphore::new(settings.pool_slots() as usize)),

@@ -1,12 +1,13 @@
 //! `maid plugin list` and `maid plugin inspect`: what each plugin is, asks
-//! for and is granted, in a form a reviewer can read and diff. The author's
-//! commands (`new`, `build`, `test`) live in `author.rs`.
+//! for and is granted, in a form a reviewer can read and diff;
+//! `maid plugin compile`: the plugins compiled ahead, for a package to ship.
+//! The author's commands (`new`, `build`, `test`) live in `author.rs`.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Subcommand, ValueEnum};
-use maid_agent::runtime::{GrantSummary, LoadError, LoadedPlugin};
+use maid_agent::runtime::{CacheStatus, GrantSummary, LoadError, LoadedPlugin};
 use serde::Serialize;
 
 use crate::setup::RuntimeOpts;
@@ -18,6 +19,10 @@ pub enum PluginCommand {
     List(ListArgs),
     /// Show a plugin's manifest, hash, requested and granted capabilities.
     Inspect(InspectArgs),
+    /// Compile every plugin ahead, for any CPU of this architecture, into
+    /// PLUGIN_DIR/precompiled: shipped beside the plugins, it spares a
+    /// fresh install (or an upgrade) compiling them at its first start.
+    Compile(CompileArgs),
     /// Create a plugin project (Rust, Python or JavaScript).
     New(super::author::NewArgs),
     /// Build a plugin project into NAME.wasm.
@@ -52,6 +57,16 @@ pub struct InspectArgs {
     pub file: PathBuf,
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
+    #[command(flatten)]
+    pub runtime: RuntimeOpts,
+}
+
+#[derive(Debug, Args)]
+pub struct CompileArgs {
+    /// Where to write the compiled plugins [default: PLUGIN_DIR/precompiled,
+    /// where an agent reads them].
+    #[arg(long)]
+    pub out: Option<PathBuf>,
     #[command(flatten)]
     pub runtime: RuntimeOpts,
 }
@@ -192,6 +207,7 @@ pub fn run(cmd: PluginCommand) -> anyhow::Result<ExitCode> {
             }
             Ok(report_failures(&failed))
         }
+        PluginCommand::Compile(args) => compile(args),
         PluginCommand::Inspect(args) => {
             let setup = Setup::resolve(&args.runtime, false)?;
             let runtime = setup.runtime(&setup.grains("local"), &[])?;
@@ -204,6 +220,37 @@ pub fn run(cmd: PluginCommand) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+/// `maid plugin compile`: one line per plugin, its module, the start of
+/// its hash and whether it was compiled now or already; exit 1 when one
+/// did not load.
+fn compile(args: CompileArgs) -> anyhow::Result<ExitCode> {
+    let setup = Setup::resolve(&args.runtime, false)?;
+    let out = args
+        .out
+        .unwrap_or_else(|| setup.plugin_dir.join(maid_agent::runtime::SHIPPED_DIR));
+    let done = crate::rt::block_on(maid_agent::runtime::Runtime::compile_ahead(
+        &setup.plugin_dir,
+        &out,
+    ))??;
+    for (module, sha256, status) in &done.plugins {
+        let what = match status {
+            CacheStatus::Hit => "already compiled",
+            _ => "compiled",
+        };
+        println!("{module:<12} {} {what}", &sha256[..16]);
+    }
+    for path in &done.removed {
+        println!("removed {}", path.display());
+    }
+    println!(
+        "{} plugins compiled for any {} CPU in {}",
+        done.plugins.len(),
+        std::env::consts::ARCH,
+        out.display()
+    );
+    Ok(report_failures(&done.failed))
 }
 
 #[derive(Debug, Args)]
