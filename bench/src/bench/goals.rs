@@ -133,6 +133,22 @@ pub(super) fn goals(r: &Results) -> Vec<Goal> {
             show: fmt_ratio,
         },
         Goal {
+            what: "start-up to ready: cold cache, plugins compiled ahead / warm cache (p50s)"
+                .into(),
+            measured: r.cold_over_warm(),
+            bound: Bound::AtMost(10.0),
+            unit: "",
+            show: fmt_ratio,
+        },
+        Goal {
+            what: "idle RSS after a cold start, plugins compiled ahead / after a warm start (p50s)"
+                .into(),
+            measured: r.rss_over_warm(&r.cold_rss_kib),
+            bound: Bound::AtMost(1.5),
+            unit: "",
+            show: fmt_ratio,
+        },
+        Goal {
             what: "maid idle RSS".into(),
             measured: r
                 .measured("maid")
@@ -165,7 +181,7 @@ mod tests {
         }
     }
 
-    /// The nine goals, each from figures of the same run: `cmd.run`'s
+    /// The eleven goals, each from figures of the same run: `cmd.run`'s
     /// own share takes the `test.ping` round trip and the direct spawn
     /// out, the fan-out is held against the protocol floor.
     #[test]
@@ -183,11 +199,16 @@ mod tests {
             fanout: us(55_000),
             protocol_fanout: us(50_000),
             raw_fanout: us(40_000),
+            cold: vec![Duration::from_millis(60), Duration::from_millis(80)],
+            warm: vec![Duration::from_millis(10); 3],
+            cold_rss_kib: vec![21_000, 32_000],
+            compiling_rss_kib: vec![33_000],
+            warm_rss_kib: vec![20_000, 21_000, 22_000],
             ..Results::default()
         };
         let rows: Vec<Vec<String>> = goals(&r).iter().map(|g| g.cells()).collect();
         let row = |i: usize| rows[i].iter().map(String::as_str).collect::<Vec<_>>();
-        assert_eq!(rows.len(), 9, "{rows:?}");
+        assert_eq!(rows.len(), 11, "{rows:?}");
         assert_eq!(row(0)[1..], ["1.20", "≤ 1.3", "met"]);
         assert_eq!(row(1)[1..], ["0.40", "≥ 0.5", "MISSED"]);
         assert_eq!(row(2)[1..], ["50", "≥ 30", "met"]);
@@ -196,7 +217,10 @@ mod tests {
         assert_eq!(row(5)[1..], ["0.90", "≥ 0.85", "met"]);
         assert_eq!(row(6)[1..], ["1.25", "≤ 1.2", "MISSED"]);
         assert_eq!(row(7)[1..], ["1.25", "≤ 1.2", "MISSED"]);
-        assert_eq!(row(8)[1..], ["18.4 MB", "≤ 20 MB", "met"]);
+        // p50s: the lower middle of two.
+        assert_eq!(row(8)[1..], ["6.00", "≤ 10", "met"]);
+        assert_eq!(row(9)[1..], ["1.00", "≤ 1.5", "met"]);
+        assert_eq!(row(10)[1..], ["18.4 MB", "≤ 20 MB", "met"]);
     }
 
     /// What a run did not measure is n/a, never met.

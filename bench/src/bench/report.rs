@@ -12,7 +12,7 @@ use super::goals::goals;
 use super::master::TgtType;
 use super::measure::{MeanOf, Measured, percentile, sorted};
 use super::procfs::machine;
-use super::results::{MAID, PROTOCOL, RAW, Results};
+use super::results::{MAID, PROTOCOL, RAW, Results, median_kib};
 use super::run::Sizes;
 use super::table::{Table, fmt_count, fmt_dur, fmt_mb, fmt_ratio, fmt_signed_us};
 
@@ -236,23 +236,52 @@ fn cmd_rows(t3: &mut Table, r: &Results) {
     }
 }
 
-/// Agent start-up with a cold and a warm cache, and the fleet's.
+/// Agent start-up with a cold cache (the plugins compiled ahead, then
+/// compiling them) and a warm one, the RSS after each, and the fleet's.
 fn start_up_rows(t3: &mut Table, r: &Results) {
-    t3.row(dist(
+    t3.row(single(
         format!(
-            "start-up to ready, cold cache, {} plugins ({})",
-            r.plugins,
-            r.cold.len()
+            "`maid plugin compile`: {} plugins compiled ahead",
+            r.plugins
         ),
-        &r.cold,
+        fmt_dur(r.compile_ahead),
     ));
-    t3.row(dist(
-        format!(
-            "start-up to ready, warm cache, {} plugins ({})",
-            r.plugins,
-            r.warm.len()
+    let starts = [
+        (
+            "cold cache, plugins compiled ahead",
+            &r.cold,
+            &r.cold_rss_kib,
         ),
-        &r.warm,
+        (
+            "cold cache, compiling every plugin",
+            &r.compiling,
+            &r.compiling_rss_kib,
+        ),
+        ("warm cache", &r.warm, &r.warm_rss_kib),
+    ];
+    for (what, times, _) in starts {
+        t3.row(dist(
+            format!(
+                "start-up to ready, {what}, {} plugins ({})",
+                r.plugins,
+                times.len()
+            ),
+            times,
+        ));
+    }
+    for (what, _, rss) in starts {
+        t3.row(single(
+            format!("RSS once ready, {what}"),
+            median_kib(rss)
+                .map(|kib| fmt_mb(kib as u64))
+                .unwrap_or_else(|| "n/a".into()),
+        ));
+    }
+    t3.row(single(
+        "RSS once ready: compiling every plugin / warm cache (p50s)".into(),
+        r.rss_over_warm(&r.compiling_rss_kib)
+            .map(fmt_ratio)
+            .unwrap_or_else(|| "n/a".into()),
     ));
     t3.row(single(
         format!("bench-fleet: spawn to {} agents subscribed", r.agents),
@@ -345,7 +374,7 @@ fn agent_table(r: &Results) -> Table {
 fn notes(r: &Results, sizes: &Sizes) -> Vec<String> {
     let mut notes = vec![format!("machine: {}", machine(&redis_server_bin()))];
     notes.push(format!(
-        "command: `{}` (jobs target {}; {} + {} seed round trips, {} + {} seed jobs at {} in flight in {} blocks, {} agents × {} rounds, fan-out runtime: {}, {} cmd.run, {} in-process calls, {} cold + {} warm start-ups)",
+        "command: `{}` (jobs target {}; {} + {} seed round trips, {} + {} seed jobs at {} in flight in {} blocks, {} agents × {} rounds, fan-out runtime: {}, {} cmd.run, {} in-process calls, {} cold + {} cold compiling + {} warm start-ups)",
         command_line(),
         match r.tgt_type {
             TgtType::Glob => "`*` (glob)",
@@ -367,6 +396,7 @@ fn notes(r: &Results, sizes: &Sizes) -> Vec<String> {
         sizes.cmd_runs,
         sizes.calls,
         sizes.cold_starts,
+        sizes.compiling_starts,
         sizes.warm_starts,
     ));
     notes.push(

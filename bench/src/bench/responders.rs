@@ -76,6 +76,11 @@ pub(super) struct Lab {
     pub(super) metrics_port: Option<u16>,
     /// The first cold start-up's plugin cache, warm for every later agent.
     pub(super) warm_cache: PathBuf,
+    /// The same plugins with nothing compiled ahead: what a start-up that
+    /// compiles them all is given.
+    pub(super) bare_plugins: PathBuf,
+    /// How long `maid plugin compile` took for the plugins.
+    pub(super) compile_ahead: Duration,
     /// Keyspace events on: start-up readiness is an agent's
     /// `SET maid:alive:<id>`.
     pub(super) redis_server: RedisServer,
@@ -138,10 +143,11 @@ impl Lab {
             &signed_config,
             agent_config(&url, sizes.in_flight, None, Some(&signed)),
         )?;
+        let (shipped, bare_plugins, compile_ahead) = plugin_dirs(&maid, plugin_dir, &scratch)?;
         let agents = AgentSetup {
             exe: maid,
             config,
-            plugin_dir: plugin_dir.to_path_buf(),
+            plugin_dir: shipped,
         };
         Ok(Lab {
             exe,
@@ -155,6 +161,8 @@ impl Lab {
             master_key,
             metrics_port,
             warm_cache: scratch.join("cache-0"),
+            bare_plugins,
+            compile_ahead,
             redis_server,
             scratch,
         })
@@ -372,20 +380,81 @@ pub(super) struct AgentSetup {
 }
 
 impl AgentSetup {
-    pub(super) fn command(&self, id: &str, topic: &str, cache: &Path) -> Command {
-        self.command_with(id, topic, cache, &self.config)
+    /// An agent on `plugins` (its own plugin directory, unless given).
+    pub(super) fn command(
+        &self,
+        id: &str,
+        topic: &str,
+        cache: &Path,
+        plugins: Option<&Path>,
+    ) -> Command {
+        self.command_in(
+            id,
+            topic,
+            cache,
+            &self.config,
+            plugins.unwrap_or(&self.plugin_dir),
+        )
     }
 
     fn command_with(&self, id: &str, topic: &str, cache: &Path, config: &Path) -> Command {
+        self.command_in(id, topic, cache, config, &self.plugin_dir)
+    }
+
+    fn command_in(
+        &self,
+        id: &str,
+        topic: &str,
+        cache: &Path,
+        config: &Path,
+        plugins: &Path,
+    ) -> Command {
         let mut cmd = Command::new(&self.exe);
         cmd.args(["agent", "--id", id, "--master-topic", topic, "-c"])
             .arg(config)
             .arg("--plugin-dir")
-            .arg(&self.plugin_dir)
+            .arg(plugins)
             .arg("--cache-dir")
             .arg(cache);
         cmd
     }
+}
+
+/// The plugins of `plugin_dir` twice in `scratch`: compiled ahead by
+/// `maid plugin compile` (as a package ships them; every agent runs from
+/// there), and bare; with how long compiling them took.
+fn plugin_dirs(
+    maid: &Path,
+    plugin_dir: &Path,
+    scratch: &Scratch,
+) -> anyhow::Result<(PathBuf, PathBuf, Duration)> {
+    let (shipped, bare) = (scratch.join("plugins"), scratch.join("plugins-bare"));
+    for dir in [&shipped, &bare] {
+        std::fs::create_dir_all(dir)?;
+        for module in maid_cli::setup::modules_in(plugin_dir) {
+            let file = format!("{module}.wasm");
+            std::fs::copy(plugin_dir.join(&file), dir.join(&file))
+                .with_context(|| format!("copy {file} from {}", plugin_dir.display()))?;
+        }
+    }
+    stage("compiling the plugins ahead (`maid plugin compile`)");
+    let started = std::time::Instant::now();
+    let out = Command::new(maid)
+        .args(["plugin", "compile", "--plugin-dir"])
+        .arg(&shipped)
+        .stdin(Stdio::null())
+        .output()
+        .with_context(|| format!("run {} plugin compile", maid.display()))?;
+    let took = started.elapsed();
+    if !out.status.success() {
+        anyhow::bail!(
+            "maid plugin compile failed ({}):\n{}{}",
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    Ok((shipped, bare, took))
 }
 
 /// What an agent that takes signed jobs only is given: the master's

@@ -16,14 +16,31 @@ pub(super) const RAW: usize = 0;
 pub(super) const MAID: usize = 1;
 pub(super) const PROTOCOL: usize = 2;
 
+/// The median of RSS samples in KiB (the lower middle one of an even
+/// count, as [`p50`]), `None` of none.
+pub(super) fn median_kib(samples: &[u64]) -> Option<f64> {
+    let mut v = samples.to_vec();
+    v.sort_unstable();
+    v.get(v.len().checked_sub(1)? / 2).map(|&k| k as f64)
+}
+
 /// Everything measured, for the tables.
 #[derive(Default)]
 pub(super) struct Results {
     pub(super) responders: Vec<(&'static str, Option<Measured>)>,
     pub(super) seed_skipped: Option<String>,
     pub(super) ticks: f64,
+    /// Start-ups on a cold cache, the plugins compiled ahead.
     pub(super) cold: Vec<Duration>,
+    /// Start-ups on a cold cache, nothing compiled ahead.
+    pub(super) compiling: Vec<Duration>,
     pub(super) warm: Vec<Duration>,
+    /// Each start-up's RSS once ready and settled, in the same order.
+    pub(super) cold_rss_kib: Vec<u64>,
+    pub(super) compiling_rss_kib: Vec<u64>,
+    pub(super) warm_rss_kib: Vec<u64>,
+    /// How long `maid plugin compile` took for the plugins.
+    pub(super) compile_ahead: Duration,
     pub(super) plugins: usize,
     pub(super) cmd_run: Vec<Duration>,
     /// `test.ping` through `Runtime::call` in this process.
@@ -104,6 +121,23 @@ impl Results {
     /// less spawning `true` directly (the kernel's share), p50s in µs.
     pub(super) fn cmd_own_us(&self) -> Option<f64> {
         Some(self.cmd_over_spawn_us()? - self.round_trip_p50("maid")? * 1e6)
+    }
+
+    /// The p50 start-up on a cold cache, the plugins compiled ahead, over
+    /// the p50 start-up on a warm one.
+    pub(super) fn cold_over_warm(&self) -> Option<f64> {
+        let cold = p50(&self.cold)?.as_secs_f64();
+        let warm = p50(&self.warm)?.as_secs_f64();
+        (warm > 0.0).then(|| cold / warm)
+    }
+
+    /// The RSS once ready after a cold start (`cold`: the plugins
+    /// compiled ahead, or a start that compiled them all) over the RSS
+    /// after a warm one, p50s.
+    pub(super) fn rss_over_warm(&self, cold: &[u64]) -> Option<f64> {
+        let warm = median_kib(&self.warm_rss_kib)?;
+        let cold = median_kib(cold)?;
+        (warm > 0.0).then(|| cold / warm)
     }
 
     /// maid's fan-out round over a floor's, p50s.

@@ -105,9 +105,15 @@ pub struct BenchArgs {
     /// Agent start-ups with a warm plugin cache [default: 10; --tiny: 1].
     #[arg(long)]
     pub warm_starts: Option<usize>,
-    /// Agent start-ups with a cold (empty) plugin cache [default: 2; --tiny: 1].
+    /// Agent start-ups with a cold (empty) plugin cache, the plugins
+    /// compiled ahead beside them (`maid plugin compile`, as a package
+    /// ships them) [default: 2; --tiny: 1].
     #[arg(long)]
     pub cold_starts: Option<usize>,
+    /// Agent start-ups with a cold plugin cache and nothing compiled
+    /// ahead: every plugin compiled at start [default: 1; --tiny: 1].
+    #[arg(long)]
+    pub compiling_starts: Option<usize>,
     /// How the jobs target: `glob` sends `*` (what `maid run '*'` sends);
     /// `list` sends the responders' ids, which the agent matches without
     /// compiling a pattern.
@@ -153,6 +159,7 @@ pub(super) struct Sizes {
     pub(super) calls: usize,
     pub(super) warm_starts: usize,
     pub(super) cold_starts: usize,
+    pub(super) compiling_starts: usize,
     pub(super) warmup: usize,
 }
 
@@ -180,6 +187,7 @@ impl Sizes {
             calls: pick(a.calls, 20_000, 20),
             warm_starts: pick(a.warm_starts, 10, 1),
             cold_starts: pick(a.cold_starts, 2, 1),
+            compiling_starts: pick(a.compiling_starts, 1, 1),
             warmup: if a.tiny { 2 } else { 100 },
         }
     }

@@ -30,8 +30,10 @@ use super::run::Sizes;
 use super::scratch::Scratch;
 use super::stage;
 
-/// Agent start-up to ready: cold caches first; the first one is then the
-/// warm cache every later agent uses.
+/// Agent start-up to ready: cold caches first, the plugins compiled ahead
+/// (the first one is then the warm cache every later agent uses), then
+/// cold with nothing compiled ahead, then warm; each agent's RSS read
+/// once it is ready and settled.
 pub(super) async fn start_ups(
     lab: &Lab,
     sizes: &Sizes,
@@ -39,32 +41,50 @@ pub(super) async fn start_ups(
     results: &mut Results,
 ) -> anyhow::Result<()> {
     stage(&format!(
-        "agent start-up to ready: {} cold, {} warm ({plugins} plugins)",
-        sizes.cold_starts, sizes.warm_starts
+        "agent start-up to ready: {} cold, {} cold compiling, {} warm ({plugins} plugins)",
+        sizes.cold_starts, sizes.compiling_starts, sizes.warm_starts
     ));
+    results.compile_ahead = lab.compile_ahead;
     let (client, agents, scratch) = (&lab.client, &lab.agents, &lab.scratch);
     for i in 0..sizes.cold_starts {
         let cache = scratch.join(&format!("cache-{i}"));
-        let t = start_up(client, agents, scratch, &format!("bench-cold-{i}"), &cache).await?;
+        let id = format!("bench-cold-{i}");
+        let (t, rss) = start_up(client, agents, scratch, &id, &cache, None).await?;
         results.cold.push(t);
+        results.cold_rss_kib.push(rss);
+    }
+    for i in 0..sizes.compiling_starts {
+        let cache = scratch.join(&format!("cache-compiling-{i}"));
+        let id = format!("bench-compiling-{i}");
+        let bare = Some(lab.bare_plugins.as_path());
+        let (t, rss) = start_up(client, agents, scratch, &id, &cache, bare).await?;
+        results.compiling.push(t);
+        results.compiling_rss_kib.push(rss);
     }
     for i in 0..sizes.warm_starts {
         let id = format!("bench-warm-{i}");
-        let t = start_up(client, agents, scratch, &id, &lab.warm_cache).await?;
+        let (t, rss) = start_up(client, agents, scratch, &id, &lab.warm_cache, None).await?;
         results.warm.push(t);
+        results.warm_rss_kib.push(rss);
     }
     Ok(())
 }
 
-/// Time from spawning an agent to its `SET maid:alive:<id>` (it has
-/// loaded its plugins, subscribed and registered).
+/// How long an agent started runs before its idle RSS is read: as
+/// [`idle_rss`] waits.
+const SETTLE: Duration = Duration::from_millis(500);
+
+/// Time from spawning an agent (on `plugins`, else its own plugin
+/// directory) to its `SET maid:alive:<id>` (it has loaded its plugins,
+/// subscribed and registered), and its RSS in KiB [`SETTLE`] after.
 async fn start_up(
     client: &redis::Client,
     agents: &AgentSetup,
     scratch: &Scratch,
     id: &str,
     cache: &Path,
-) -> anyhow::Result<Duration> {
+    plugins: Option<&Path>,
+) -> anyhow::Result<(Duration, u64)> {
     let mut pubsub = client.get_async_pubsub().await?;
     pubsub
         .subscribe(format!("__keyspace@0__:maid:alive:{id}"))
@@ -73,12 +93,17 @@ async fn start_up(
     let started = Instant::now();
     let mut proc = Proc::spawn(
         id,
-        &mut agents.command(id, TOPIC_START, cache),
+        &mut agents.command(id, TOPIC_START, cache, plugins),
         scratch.join(&format!("{id}.log")),
     )?;
     loop {
         match tokio::time::timeout(Duration::from_millis(200), events.next()).await {
-            Ok(Some(_)) => return Ok(started.elapsed()),
+            Ok(Some(_)) => {
+                let ready = started.elapsed();
+                tokio::time::sleep(SETTLE).await;
+                proc.check_alive()?;
+                return Ok((ready, rss_kib(proc.pid())));
+            }
             Ok(None) => bail!("keyspace subscription closed"),
             Err(_) => {
                 proc.check_alive()?;
@@ -96,7 +121,7 @@ async fn start_up(
 /// Each responder's RSS once started and settled, all of it and its
 /// anonymous part.
 pub(super) async fn idle_rss(responders: &mut [Responder]) {
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    tokio::time::sleep(SETTLE).await;
     for r in responders {
         r.measured.rss_idle_kib = rss_kib(r.proc.pid());
         r.measured.rss_idle_anon_kib = rss_anon_kib(r.proc.pid());
