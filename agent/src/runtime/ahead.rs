@@ -52,15 +52,14 @@ impl Runtime {
         })?;
         let mut done = CompiledAhead::default();
         let mut keep = BTreeSet::new();
-        for path in wasm_files(plugin_dir).map_err(io(plugin_dir))? {
+        for path in super::registry::wasm_files(plugin_dir).map_err(io(plugin_dir))? {
             match runtime.inspect_file(&path).await {
                 Ok(plugin) => {
                     keep.insert(plugin.sha256.clone());
-                    let status = plugin.artifact().unwrap_or(plugin.cache);
                     done.plugins.push((
                         plugin.manifest.module.clone(),
                         plugin.sha256.clone(),
-                        status,
+                        plugin.cache,
                     ));
                 }
                 Err(e) => done.failed.push(e),
@@ -69,14 +68,4 @@ impl Runtime {
         done.removed = runtime.cache.retain(&keep).map_err(io(out))?;
         Ok(done)
     }
-}
-
-/// The `*.wasm` files in `dir`, sorted.
-pub(super) fn wasm_files(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
-    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "wasm"))
-        .collect();
-    entries.sort();
-    Ok(entries)
 }

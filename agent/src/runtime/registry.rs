@@ -60,16 +60,25 @@ struct Identified {
     id: Option<FileId>,
 }
 
+/// The `*.wasm` files in `dir`, sorted.
+pub(super) fn wasm_files(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
+    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "wasm"))
+        .collect();
+    entries.sort();
+    Ok(entries)
+}
+
 /// Module names of the `*.wasm` files in `dir`, sorted (none when it
 /// cannot be read).
 pub fn modules_in(dir: &Path) -> Vec<String> {
-    let mut out: Vec<String> = std::fs::read_dir(dir)
-        .into_iter()
-        .flatten()
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "wasm"))
+    let mut out: Vec<String> = wasm_files(dir)
+        .unwrap_or_default()
+        .iter()
         .filter_map(|p| p.file_stem()?.to_str().map(str::to_string))
         .collect();
+    // By name, not by file name ("a" before "a-b").
     out.sort();
     out
 }
@@ -78,7 +87,7 @@ impl Runtime {
     /// Load every `*.wasm` in `dir`. A plugin that fails to load is
     /// reported and skipped; the others still load.
     pub async fn load_dir(&self, dir: &Path) -> Result<Vec<LoadError>, LoadError> {
-        let entries = super::ahead::wasm_files(dir).map_err(|error| LoadError::Io {
+        let entries = wasm_files(dir).map_err(|error| LoadError::Io {
             path: dir.to_path_buf(),
             error,
         })?;

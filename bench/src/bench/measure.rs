@@ -24,9 +24,9 @@ pub(super) const PING_DURATION: &str = "maid_job_duration_seconds{fun=\"test.pin
 pub(super) const CMD_DURATION: &str = "maid_job_duration_seconds{fun=\"cmd.run\"}";
 
 /// Nearest-rank percentile of sorted samples.
-pub(super) fn percentile(sorted: &[Duration], p: f64) -> Duration {
+pub(super) fn percentile<T: Copy + Default>(sorted: &[T], p: f64) -> T {
     if sorted.is_empty() {
-        return Duration::ZERO;
+        return T::default();
     }
     let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
     sorted[rank.clamp(1, sorted.len()) - 1]

@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use super::master::TgtType;
-use super::measure::{MeanOf, Measured, RoundCpu, p50};
+use super::measure::{MeanOf, Measured, RoundCpu, p50, percentile};
 use super::procfs::clock_ticks;
 use super::run::{BenchArgs, Sizes};
 
@@ -16,12 +16,12 @@ pub(super) const RAW: usize = 0;
 pub(super) const MAID: usize = 1;
 pub(super) const PROTOCOL: usize = 2;
 
-/// The median of RSS samples in KiB (the lower middle one of an even
-/// count, as [`p50`]), `None` of none.
+/// The p50 of RSS samples in KiB (by [`percentile`]'s rank, as [`p50`]),
+/// `None` of none.
 pub(super) fn median_kib(samples: &[u64]) -> Option<f64> {
     let mut v = samples.to_vec();
     v.sort_unstable();
-    v.get(v.len().checked_sub(1)? / 2).map(|&k| k as f64)
+    (!v.is_empty()).then(|| percentile(&v, 50.0) as f64)
 }
 
 /// Everything measured, for the tables.
