@@ -213,6 +213,70 @@ async fn overload_is_answered_busy_never_silence() {
     assert_eq!(codes, [0, 0, 75, 75, 75]);
 }
 
+/// A burst of jobs arriving together at an agent on its default single
+/// worker (where the jobs that arrived together have their PINGs, then
+/// their returns, written in one go): each job is PINGed before it
+/// returns, and each is answered exactly once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_of_jobs_is_each_pinged_before_it_returns_and_answered_once() {
+    use maid_agent::protocol::Reply;
+    const JOBS: usize = 300;
+    let server = RedisServer::start();
+    let redis = server.config();
+    let bus = Bus::new(&redis).unwrap();
+    let _a = start_agent(&redis, "burst", "");
+    wait_registered(&bus, &["burst"]).await;
+
+    let topic = "burst.replies".to_string();
+    let replies = bus.subscribe(std::slice::from_ref(&topic)).await.unwrap();
+    let mut replies = replies.into_on_message();
+    // Every job in one write: they reach the agent together.
+    let mut pipe = redis::pipe();
+    for i in 0..JOBS {
+        let job = json!({"jid": format!("burst-{i}"), "tempTopic": topic,
+                         "fun": "test.ping", "arg": [], "tgt": "*"});
+        pipe.cmd("PUBLISH")
+            .arg(crate::common::fleet::TOPIC)
+            .arg(job.to_string())
+            .ignore();
+    }
+    let mut conn = bus.connect().await.unwrap();
+    let () = pipe.query_async(&mut conn).await.unwrap();
+
+    // jid -> (PINGs seen, returns seen); a return counts only after a PING.
+    let mut seen: std::collections::HashMap<String, (usize, usize)> = Default::default();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while seen.values().filter(|(_, r)| *r > 0).count() < JOBS {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let msg = tokio::time::timeout(left, futures_util::StreamExt::next(&mut replies))
+            .await
+            .unwrap_or_else(|_| panic!("only {} of {JOBS} jobs returned", seen.len()))
+            .unwrap();
+        match serde_json::from_slice::<Reply>(msg.get_payload_bytes()).unwrap() {
+            Reply::Ping(p) => {
+                assert!(p.matched, "{p:?}");
+                seen.entry(p.jid).or_default().0 += 1;
+            }
+            Reply::Return(r) => {
+                let (pings, returns) = seen.entry(r.jid.clone()).or_default();
+                assert_eq!(*pings, 1, "{} returned before its PING", r.jid);
+                *returns += 1;
+                assert_eq!(*returns, 1, "{} returned twice", r.jid);
+                assert_eq!((r.ret, r.retcode), (json!(true), 0));
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    // Nothing more comes: no second PING or return for any job.
+    let late = tokio::time::timeout(LATE, futures_util::StreamExt::next(&mut replies)).await;
+    assert!(late.is_err(), "a reply after every job returned: {late:?}");
+    assert_eq!(seen.len(), JOBS);
+    assert!(seen.values().all(|&c| c == (1, 1)), "{seen:?}");
+}
+
+/// How long a test waits to see that nothing more arrives.
+const LATE: Duration = Duration::from_millis(500);
+
 fn http_get(port: u16, path: &str) -> (u16, String) {
     let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
     write!(
