@@ -29,10 +29,16 @@ pub(super) async fn run_job(
     // A job that gave its function pillar returns sealed to its master.
     let mut seal_to = None;
     let (outcome, teardown) = match &shared.sync {
-        Some(sync) if job.fun == SYNC_MODULES || job.fun == SYNC_ALL => {
-            (sync_modules(shared, sync, job).await, Teardown::default())
-        }
-        _ if job.fun == REFRESH_GRAINS => (refresh_grains(shared, job).await, Teardown::default()),
+        // The agent's own functions are boxed: seldom run, they would make
+        // every job's future larger.
+        Some(sync) if job.fun == SYNC_MODULES || job.fun == SYNC_ALL => (
+            Box::pin(sync_modules(shared, sync, job)).await,
+            Teardown::default(),
+        ),
+        _ if job.fun == REFRESH_GRAINS => (
+            Box::pin(refresh_grains(shared, job)).await,
+            Teardown::default(),
+        ),
         _ => match super::pillar::for_job(shared, job, kid).await {
             Err(why) => (no_pillar(job, &why, started), Teardown::default()),
             Ok(opened) => {

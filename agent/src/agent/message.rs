@@ -324,8 +324,13 @@ async fn work_on(
     };
     let (delivered, ()) = tokio::join!(shared.try_deliver(conn, &mut ret), teardown);
     if !delivered {
-        let _ = pinged.wait_for(|p| *p).await;
-        shared.deliver(ret).await;
+        // Boxed, as this is seldom taken: inline it would make every job's
+        // task larger to allocate and copy.
+        Box::pin(async move {
+            let _ = pinged.wait_for(|p| *p).await;
+            shared.deliver(ret).await;
+        })
+        .await;
     }
 }
 

@@ -63,6 +63,18 @@ impl Runtime {
         let Ok(slot) = self.slots.clone().try_acquire_owned() else {
             return;
         };
+        // Boxed: instantiating is a large future, and every job's task
+        // holds this one, which under load returns above.
+        Box::pin(self.make_spare(module, plugin, slot)).await;
+    }
+
+    /// Instantiate `plugin` in `slot` and keep it as the spare.
+    async fn make_spare(
+        &self,
+        module: &str,
+        plugin: Arc<LoadedPlugin>,
+        slot: tokio::sync::OwnedSemaphorePermit,
+    ) {
         let limit = Duration::from_secs_f64(plugin.limits.timeout_secs);
         let deadline = Instant::now() + limit;
         let job = self.job_state(
