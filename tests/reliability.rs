@@ -246,11 +246,14 @@ async fn a_burst_of_jobs_is_each_pinged_before_it_returns_and_answered_once() {
     // jid -> (PINGs seen, returns seen); a return counts only after a PING.
     let mut seen: std::collections::HashMap<String, (usize, usize)> = Default::default();
     let deadline = Instant::now() + Duration::from_secs(60);
-    while seen.values().filter(|(_, r)| *r > 0).count() < JOBS {
+    let returned = |seen: &std::collections::HashMap<String, (usize, usize)>| {
+        seen.values().filter(|(_, r)| *r > 0).count()
+    };
+    while returned(&seen) < JOBS {
         let left = deadline.saturating_duration_since(Instant::now());
         let msg = tokio::time::timeout(left, futures_util::StreamExt::next(&mut replies))
             .await
-            .unwrap_or_else(|_| panic!("only {} of {JOBS} jobs returned", seen.len()))
+            .unwrap_or_else(|_| panic!("only {} of {JOBS} jobs returned", returned(&seen)))
             .unwrap();
         match serde_json::from_slice::<Reply>(msg.get_payload_bytes()).unwrap() {
             Reply::Ping(p) => {
