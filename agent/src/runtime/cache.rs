@@ -415,24 +415,39 @@ impl ArtifactCache {
         path: &Path,
     ) -> Result<(Component, Vec<u8>), Unusable> {
         let bytes = read_shipped(path)?;
-        let expected = String::from_utf8_lossy(&read_shipped(&Self::sum_path(path))?)
-            .lines()
-            .next()
-            .unwrap_or_default()
-            .trim()
-            .to_string();
-        if sha256_hex(&bytes) != expected {
+        let sum = String::from_utf8_lossy(&read_shipped(&Self::sum_path(path))?).into_owned();
+        let expected = sum.lines().next().unwrap_or_default().trim();
+        // SAFETY: `maid plugin compile` writes only output of
+        // `Engine::precompile_component` there, in a directory, and files,
+        // only root or this agent's user can write: as trusted as the
+        // binary and the plugin directory (see the module's header).
+        let component = unsafe { Self::deserialize_checked(engine, &bytes, expected) }?;
+        Ok((component, bytes))
+    }
+
+    /// `bytes` as a component of `engine`, once their SHA-256 is
+    /// `expected` (the first line of the checksum file written with them):
+    /// what was written is what is read. wasmtime additionally checks that
+    /// the artifact matches this engine's version, configuration and this
+    /// CPU's features.
+    ///
+    /// # Safety
+    ///
+    /// The checksum file must have been written, beside them, by a writer
+    /// that only stores output of `Engine::precompile_component` (this
+    /// cache's `write`, or `maid plugin compile`), where no one less
+    /// trusted can write.
+    unsafe fn deserialize_checked(
+        engine: &Engine,
+        bytes: &[u8],
+        expected: &str,
+    ) -> Result<Component, Unusable> {
+        if sha256_hex(bytes) != expected {
             return Err(Unusable::Checksum);
         }
-        // SAFETY: the bytes are what `maid plugin compile` wrote (their
-        // checksum is the one it wrote with them) in a directory, and files,
-        // only root or this agent's user can write: as trusted as the
-        // binary and the plugin directory (see the module's header). wasmtime
-        // additionally checks that the artifact matches this engine's
-        // version, configuration and this CPU's features.
-        let component =
-            unsafe { Component::deserialize(engine, &bytes) }.map_err(Unusable::Artifact)?;
-        Ok((component, bytes))
+        // SAFETY: the bytes are the compiled code the caller vouches for
+        // (the checksum written with them says so).
+        unsafe { Component::deserialize(engine, bytes) }.map_err(Unusable::Artifact)
     }
 
     fn sum_path(entry: &Path) -> PathBuf {
@@ -463,16 +478,9 @@ impl ArtifactCache {
         }
         let settled = FileId::settled(entry);
         let bytes = std::fs::read(entry)?;
-        if sha256_hex(&bytes) != expected {
-            return Err(Unusable::Checksum);
-        }
-        // SAFETY: the bytes are exactly what `write` stored (checked above
-        // against the checksum written with them), and `write` only stores
-        // output of `Engine::precompile_component`; wasmtime additionally
-        // checks that the artifact matches this engine's version and
-        // configuration.
-        let component =
-            unsafe { Component::deserialize(engine, &bytes) }.map_err(Unusable::Artifact)?;
+        // SAFETY: `write` stored the checksum beside the entry, and it
+        // only stores output of `Engine::precompile_component`.
+        let component = unsafe { Self::deserialize_checked(engine, &bytes, expected) }?;
         // Checked, and settled since before it was read: its id vouches for
         // it next time (best effort: a cache that cannot be written is only
         // slower).
