@@ -161,19 +161,41 @@ fn bench_runs_every_scenario_on_a_tiny_setting() {
         .find(|l| l.starts_with("| round trip p50 |"))
         .unwrap();
     let cells: Vec<&str> = round_trips.split('|').map(str::trim).collect();
-    // | label | raw | maid | maid, audit on | maid, signed | seed |
+    // | label | raw | protocol floor | maid | maid, audit on | maid, signed | seed |
     assert_ne!(cells[2], "n/a", "raw measured nothing: {round_trips}");
-    assert_ne!(cells[3], "n/a", "maid measured nothing: {round_trips}");
     assert_ne!(
-        cells[4], "n/a",
+        cells[3], "n/a",
+        "the protocol floor measured nothing: {round_trips}"
+    );
+    assert_ne!(cells[4], "n/a", "maid measured nothing: {round_trips}");
+    assert_ne!(
+        cells[5], "n/a",
         "audited maid measured nothing: {round_trips}"
     );
     // Measured only if each of its jobs went signed, and each of its
     // replies came back signed (the bench fails otherwise).
     assert_ne!(
-        cells[5], "n/a",
+        cells[6], "n/a",
         "signed maid measured nothing: {round_trips}"
     );
+    // maid against the protocol floor: each ratio of times measured (CPU
+    // per job, in clock ticks, can be none at all in a run this small).
+    for (label, measured) in [
+        ("round trip: protocol floor p50 / raw p50", true),
+        ("round trip: maid p50 / protocol floor p50", true),
+        ("throughput: protocol floor / raw", true),
+        ("throughput: maid / protocol floor", true),
+        ("CPU per job: protocol floor / raw", false),
+        ("CPU per job: maid / protocol floor", false),
+    ] {
+        let row = stdout
+            .lines()
+            .find(|l| l.starts_with(&format!("| {label} |")))
+            .unwrap_or_else(|| panic!("no row {label:?} in:\n{stdout}"));
+        if measured {
+            assert_ne!(row.split('|').nth(2).map(str::trim), Some("n/a"), "{row}");
+        }
+    }
     // Every fan-out came back: maid's, the raw floor and the protocol's.
     for ratio in ["raw", "protocol raw"] {
         let fan_out = stdout
@@ -187,9 +209,9 @@ fn bench_runs_every_scenario_on_a_tiny_setting() {
         );
     }
     if seed {
-        assert_ne!(cells[6], "n/a", "seed measured nothing: {round_trips}");
+        assert_ne!(cells[7], "n/a", "seed measured nothing: {round_trips}");
     } else {
-        assert_eq!(cells[6], "n/a", "{round_trips}");
+        assert_eq!(cells[7], "n/a", "{round_trips}");
     }
 }
 

@@ -48,17 +48,26 @@ pub(super) fn render(r: &Results, sizes: &Sizes) -> (String, String) {
     (text, md)
 }
 
-/// The round trips, throughput, CPU and memory of raw, maid, maid with
-/// its audit trail on (file and stream) and the seed, side by side.
+/// The round trips, throughput, CPU and memory of raw, the protocol
+/// floor, maid, maid with its audit trail on (file and stream), maid
+/// signed and the seed, side by side.
 fn responders_table(r: &Results) -> Table {
     let cell = |name: &str, f: &dyn Fn(&Measured) -> String| {
         r.measured(name).map(f).unwrap_or_else(|| "n/a".into())
     };
-    let names = ["raw", "maid", "audited", "signed", "seed"];
+    let names = ["raw", "protocol", "maid", "audited", "signed", "seed"];
 
     let mut t1 = Table::new(
         "Round trip (master publish → last reply), test.ping",
-        &["", "raw", "maid", "maid, audit on", "maid, signed", "seed"],
+        &[
+            "",
+            "raw",
+            "protocol floor",
+            "maid",
+            "maid, audit on",
+            "maid, signed",
+            "seed",
+        ],
     );
     type Metric<'a> = (String, Box<dyn Fn(&Measured) -> String + 'a>);
     let flight = r.in_flight;
@@ -144,11 +153,50 @@ fn single(label: String, value: String) -> Vec<String> {
 /// calls, the spawns, start-up, and the fleets' CPU and memory.
 fn other_table(r: &Results) -> Table {
     let mut t3 = Table::new("Other measurements", &["", "p50", "p99", "max"]);
+    protocol_rows(&mut t3, r);
     fan_out_rows(&mut t3, r);
     cmd_rows(&mut t3, r);
     start_up_rows(&mut t3, r);
     fleet_rows(&mut t3, r);
     t3
+}
+
+/// One agent's figures against the protocol floor's: how much of maid's
+/// ratio to raw the wire itself sets (the floor over raw), and how much
+/// is maid's job handling and plugin call (maid over the floor).
+fn protocol_rows(t3: &mut Table, r: &Results) {
+    let rows = [
+        (
+            "round trip: protocol floor p50 / raw p50",
+            r.p50_over("protocol", "raw"),
+        ),
+        (
+            "round trip: maid p50 / protocol floor p50",
+            r.p50_over("maid", "protocol"),
+        ),
+        (
+            "throughput: protocol floor / raw",
+            r.throughput_over("protocol", "raw"),
+        ),
+        (
+            "throughput: maid / protocol floor",
+            r.throughput_over("maid", "protocol"),
+        ),
+        (
+            "CPU per job: protocol floor / raw",
+            r.cpu_over("protocol", "raw"),
+        ),
+        (
+            "CPU per job: maid / protocol floor",
+            r.cpu_over("maid", "protocol"),
+        ),
+    ];
+    for (label, value) in rows {
+        t3.row(single(
+            label.into(),
+            value.map(fmt_ratio).unwrap_or_else(|| "n/a".into()),
+        ));
+    }
 }
 
 /// maid's fan-out, then each floor's and maid's over it.

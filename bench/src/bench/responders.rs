@@ -1,7 +1,8 @@
 //! The processes `maid-bench run` starts, and how: its private
-//! `redis-server` ([`Lab`]), the responders side by side (raw, the maid
-//! agent, the maid agent with its audit trail on, the maid agent taking
-//! signed jobs only and signing its replies, and the Python seed), and the
+//! `redis-server` ([`Lab`]), the responders side by side (raw, the
+//! protocol floor, the maid agent, the maid agent with its audit trail on,
+//! the maid agent taking signed jobs only and signing its replies, and the
+//! Python seed), and the
 //! fan-out fleets (`maid-bench fleet` and the two `maid-bench raw --count`
 //! floors).
 //!
@@ -36,6 +37,7 @@ const SEED_PY: &str = include_str!("../../seed.py");
 
 /// Master topics, one per responder.
 const TOPIC_RAW: &str = "bench-raw";
+const TOPIC_PROTOCOL: &str = "bench-protocol";
 pub(super) const TOPIC_MAID: &str = "bench-maid";
 const TOPIC_AUDITED: &str = "bench-audited";
 pub(super) const TOPIC_SIGNED: &str = "bench-signed";
@@ -248,16 +250,17 @@ pub(super) struct Responder {
     pub(super) measured: Measured,
 }
 
-/// Start the responders side by side (raw, maid, and the seed unless it
-/// is left out or cannot run: `results` says why), and wait until each
-/// has subscribed and the maid agent has registered its functions.
+/// Start the responders side by side (raw, the protocol floor, the maid
+/// agents, and the seed unless it is left out or cannot run: `results`
+/// says why), and wait until each has subscribed and the maid agents have
+/// registered their functions.
 pub(super) async fn start_responders(
     lab: &mut Lab,
     args: &BenchArgs,
     sizes: &Sizes,
     results: &mut Results,
 ) -> anyhow::Result<Vec<Responder>> {
-    stage("starting the responders: raw, maid, audited maid, signed maid, seed");
+    stage("starting the responders: raw, protocol floor, maid, audited maid, signed maid, seed");
     let mut responders = Vec::new();
     let mut raw = Command::new(&lab.exe);
     raw.args([
@@ -275,6 +278,19 @@ pub(super) async fn start_responders(
     };
     let raw = Proc::spawn("raw responder", &mut raw, lab.scratch.join("raw.log"))?;
     responders.push(responder("raw", TOPIC_RAW, raw));
+    // What the protocol asks of any maid (the PING in a write of its own,
+    // the return with its job-cache write), with no job handling and no
+    // plugin call: the share of maid's ratios the wire itself sets.
+    let mut protocol = Command::new(&lab.exe);
+    protocol
+        .args(["raw", "--redis", &lab.url, "--topic", TOPIC_PROTOCOL])
+        .args(["--id", "protocol", "--protocol"]);
+    let protocol = Proc::spawn(
+        "protocol floor responder",
+        &mut protocol,
+        lab.scratch.join("protocol.log"),
+    )?;
+    responders.push(responder("protocol", TOPIC_PROTOCOL, protocol));
     // The agents: each with its config, on the warm plugin cache.
     for (name, topic, config, what) in [
         ("maid", TOPIC_MAID, &lab.main_config, "maid agent"),

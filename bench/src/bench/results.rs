@@ -108,6 +108,26 @@ impl Results {
         self.measured(name).map(|m| m.p(50.0).as_secs_f64())
     }
 
+    /// Responder `a`'s round-trip p50 over `b`'s.
+    pub(super) fn p50_over(&self, a: &str, b: &str) -> Option<f64> {
+        over(self.round_trip_p50(a)?, self.round_trip_p50(b)?)
+    }
+
+    /// Responder `a`'s throughput over `b`'s.
+    pub(super) fn throughput_over(&self, a: &str, b: &str) -> Option<f64> {
+        let of = |name| self.measured(name).map(Measured::throughput);
+        over(of(a)?, of(b)?)
+    }
+
+    /// Responder `a`'s CPU per job in the throughput run over `b`'s.
+    pub(super) fn cpu_over(&self, a: &str, b: &str) -> Option<f64> {
+        let of = |name| {
+            self.measured(name)
+                .map(|m| m.cpu_per_job(self.ticks).as_secs_f64())
+        };
+        over(of(a)?, of(b)?)
+    }
+
     /// `cmd.run 'true'`'s round trip over spawning `true` directly (p50s,
     /// µs): the old absolute goal, which counts a whole pub/sub round trip.
     pub(super) fn cmd_over_spawn_us(&self) -> Option<f64> {
@@ -146,4 +166,9 @@ impl Results {
         let floor = p50(floor)?.as_secs_f64();
         (floor > 0.0).then(|| maid / floor)
     }
+}
+
+/// `a / b`, `None` when `b` is not above zero (nothing measured).
+fn over(a: f64, b: f64) -> Option<f64> {
+    (b > 0.0).then(|| a / b)
 }
