@@ -165,37 +165,24 @@ fn other_table(r: &Results) -> Table {
 /// ratio to raw the wire itself sets (the floor over raw), and how much
 /// is maid's job handling and plugin call (maid over the floor).
 fn protocol_rows(t3: &mut Table, r: &Results) {
-    let rows = [
-        (
-            "round trip: protocol floor p50 / raw p50",
-            r.p50_over("protocol", "raw"),
-        ),
-        (
-            "round trip: maid p50 / protocol floor p50",
-            r.p50_over("maid", "protocol"),
-        ),
-        (
-            "throughput: protocol floor / raw",
-            r.throughput_over("protocol", "raw"),
-        ),
-        (
-            "throughput: maid / protocol floor",
-            r.throughput_over("maid", "protocol"),
-        ),
-        (
-            "CPU per job: protocol floor / raw",
-            r.cpu_over("protocol", "raw"),
-        ),
-        (
-            "CPU per job: maid / protocol floor",
-            r.cpu_over("maid", "protocol"),
-        ),
+    type Over = fn(&Results, &str, &str) -> Option<f64>;
+    let measures: [(&str, &str, Over); 3] = [
+        ("round trip", " p50", Results::p50_over),
+        ("throughput", "", Results::throughput_over),
+        ("CPU per job", "", Results::cpu_over),
     ];
-    for (label, value) in rows {
-        t3.row(single(
-            label.into(),
-            value.map(fmt_ratio).unwrap_or_else(|| "n/a".into()),
-        ));
+    // (responder, over responder, as each is named in the label)
+    let pairs = [
+        ("protocol", "raw", "protocol floor", "raw"),
+        ("maid", "protocol", "maid", "protocol floor"),
+    ];
+    for (what, p50, over) in measures {
+        for (a, b, a_named, b_named) in pairs {
+            t3.row(single(
+                format!("{what}: {a_named}{p50} / {b_named}{p50}"),
+                over(r, a, b).map(fmt_ratio).unwrap_or_else(|| "n/a".into()),
+            ));
+        }
     }
 }
 
