@@ -2,9 +2,8 @@
 //! `redis-server` ([`Lab`]), the responders side by side (raw, the
 //! protocol floor, the maid agent, the maid agent with its audit trail on,
 //! the maid agent taking signed jobs only and signing its replies, and the
-//! Python seed), and the
-//! fan-out fleets (`maid-bench fleet` and the two `maid-bench raw --count`
-//! floors).
+//! Python seed), and the fan-out fleets (`maid-bench fleet` and the two
+//! `maid-bench raw --count` floors).
 //!
 //! Each responder runs in a process of its own so that its CPU time and
 //! memory can be read from `/proc/<pid>`. Every process is a [`Proc`],
