@@ -223,10 +223,8 @@ impl Lab {
     ) -> anyhow::Result<Proc> {
         let threads = sizes.fanout_threads.to_string();
         let count = sizes.agents.to_string();
-        let mut cmd = Command::new(&self.exe);
-        cmd.args(["raw", "--redis", &self.url, "--topic", topic])
-            .args(["--id", prefix, "--count", &count, "--threads", &threads])
-            .args(protocol.then_some("--protocol"));
+        let mut cmd = self.raw_command(topic, prefix, protocol);
+        cmd.args(["--count", &count, "--threads", &threads]);
         let name = if protocol {
             "maid-bench raw --count --protocol"
         } else {
@@ -235,6 +233,15 @@ impl Lab {
         let mut proc = Proc::spawn(name, &mut cmd, self.scratch.join(log))?;
         wait_subscribed(&mut self.admin, topic, sizes.agents, &mut proc, timeout).await?;
         Ok(proc)
+    }
+
+    /// `maid-bench raw` answering on `topic` as `id` (with `--count`, the
+    /// prefix of its ids), keeping the protocol with `protocol`.
+    fn raw_command(&self, topic: &str, id: &str, protocol: bool) -> Command {
+        let mut cmd = Command::new(&self.exe);
+        cmd.args(["raw", "--redis", &self.url, "--topic", topic, "--id", id])
+            .args(protocol.then_some("--protocol"));
+        cmd
     }
 }
 
@@ -261,10 +268,6 @@ pub(super) async fn start_responders(
 ) -> anyhow::Result<Vec<Responder>> {
     stage("starting the responders: raw, protocol floor, maid, audited maid, signed maid, seed");
     let mut responders = Vec::new();
-    let mut raw = Command::new(&lab.exe);
-    raw.args([
-        "raw", "--redis", &lab.url, "--topic", TOPIC_RAW, "--id", "raw",
-    ]);
     let target = |id: &str| Target::new(args.tgt_type, &[id.to_string()]);
     let responder = |name, topic, proc| Responder {
         name,
@@ -275,21 +278,18 @@ pub(super) async fn start_responders(
         jobs: sizes.jobs,
         measured: Measured::default(),
     };
-    let raw = Proc::spawn("raw responder", &mut raw, lab.scratch.join("raw.log"))?;
-    responders.push(responder("raw", TOPIC_RAW, raw));
-    // What the protocol asks of any maid (the PING in a write of its own,
-    // the return with its job-cache write), with no job handling and no
-    // plugin call: the share of maid's ratios the wire itself sets.
-    let mut protocol = Command::new(&lab.exe);
-    protocol
-        .args(["raw", "--redis", &lab.url, "--topic", TOPIC_PROTOCOL])
-        .args(["--id", "protocol", "--protocol"]);
-    let protocol = Proc::spawn(
-        "protocol floor responder",
-        &mut protocol,
-        lab.scratch.join("protocol.log"),
-    )?;
-    responders.push(responder("protocol", TOPIC_PROTOCOL, protocol));
+    // raw, and the protocol floor: what the protocol asks of any maid (the
+    // PING in a write of its own, the return with its job-cache write),
+    // with no job handling and no plugin call, the share of maid's ratios
+    // the wire itself sets.
+    for (name, topic, protocol, what) in [
+        ("raw", TOPIC_RAW, false, "raw responder"),
+        ("protocol", TOPIC_PROTOCOL, true, "protocol floor responder"),
+    ] {
+        let mut cmd = lab.raw_command(topic, name, protocol);
+        let proc = Proc::spawn(what, &mut cmd, lab.scratch.join(&format!("{name}.log")))?;
+        responders.push(responder(name, topic, proc));
+    }
     // The agents: each with its config, on the warm plugin cache.
     for (name, topic, config, what) in [
         ("maid", TOPIC_MAID, &lab.main_config, "maid agent"),
