@@ -204,6 +204,9 @@ pub struct Auth {
     /// Recent failures by user name and by client address.
     by_user: Mutex<Failures>,
     by_address: Mutex<Failures>,
+    /// Bumped at every logout, so an open event stream checks its token
+    /// at once and ends when it was the one logged out.
+    logouts: tokio::sync::watch::Sender<u64>,
 }
 
 impl Auth {
@@ -219,7 +222,14 @@ impl Auth {
             ),
             by_user: Mutex::new(Failures::default()),
             by_address: Mutex::new(Failures::default()),
+            logouts: tokio::sync::watch::Sender::new(0),
         })
+    }
+
+    /// A receiver that changes at every logout (see [`Auth::check`] for
+    /// whether a given token survived it).
+    pub fn logouts(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.logouts.subscribe()
     }
 
     /// [`Auth::login`] from `address`, throttled: a user name or address
@@ -320,10 +330,14 @@ impl Auth {
 
     /// Forget `token` (`/logout`).
     pub fn logout(&self, token: &str) {
-        self.tokens
+        let removed = self
+            .tokens
             .lock()
             .expect("token table poisoned")
             .remove(token);
+        if removed.is_some() {
+            self.logouts.send_modify(|n| *n = n.wrapping_add(1));
+        }
     }
 }
 

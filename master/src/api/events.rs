@@ -27,7 +27,7 @@ use tokio::sync::broadcast::error::RecvError;
 use super::Api;
 use super::error::ApiError;
 use super::hub::Event;
-use super::login::User;
+use super::login::{Token, User};
 use super::perms;
 
 /// How soon a client reconnects after the stream ends (the SSE `retry`,
@@ -50,37 +50,24 @@ fn to_sse(event: &Event) -> String {
 
 /// The event stream of the jobs `user` may see: their own, or every job
 /// with `@jobs`. The token came as `X-Auth-Token`, `?token=` or the
-/// `session_id` cookie `/login` set ([`super::login::require_token`]).
-pub async fn stream(State(api): State<Api>, Extension(User(user)): Extension<User>) -> Response {
-    let rx = api.hub.events();
-    let stop = api.stopping.clone();
+/// `session_id` cookie `/login` set ([`super::login::require_token`]);
+/// the stream ends when that token is logged out or expires, before
+/// another event is sent.
+pub async fn stream(
+    State(api): State<Api>,
+    Extension(User(user)): Extension<User>,
+    Extension(Token(token)): Extension<Token>,
+) -> Response {
     let hello = futures_util::stream::once(async { Ok(format!("retry: {RETRY_MS}\n")) });
-    let visible = visible_to(&api, user);
-    let state = (rx, stop, visible);
-    let events =
-        futures_util::stream::unfold(state, move |(mut rx, mut stop, visible)| async move {
-            let out = loop {
-                let received: Option<Result<Arc<Event>, RecvError>> = tokio::select! {
-                    // The server is shutting down: end the stream so the
-                    // graceful shutdown does not wait on it for ever.
-                    _ = stop.wait_for(|s| *s) => return None,
-                    // Idle: a comment keeps the stream open through proxies.
-                    () = tokio::time::sleep(KEEP_ALIVE) => None,
-                    r = rx.recv() => Some(r),
-                };
-                match received {
-                    Some(Ok(event)) if !visible(&event) => continue,
-                    other => break other,
-                }
-            };
-            let out = match out {
-                None => ":\n\n".to_string(),
-                Some(Ok(event)) => to_sse(&event),
-                Some(Err(RecvError::Lagged(n))) => format!(": missed {n} events\n\n"),
-                Some(Err(RecvError::Closed)) => return None,
-            };
-            Some((Ok::<_, Infallible>(out), (rx, stop, visible)))
-        });
+    let listener = Listener::new(&api, user, token);
+    let events = futures_util::stream::unfold(listener, |mut l| async move {
+        let out = match l.next().await? {
+            None => ":\n\n".to_string(),
+            Some(Ok(event)) => to_sse(&event),
+            Some(Err(n)) => format!(": missed {n} events\n\n"),
+        };
+        Some((Ok::<_, Infallible>(out), l))
+    });
     let body = Body::from_stream(futures_util::StreamExt::chain(hello, events));
     (
         [
@@ -90,6 +77,75 @@ pub async fn stream(State(api): State<Api>, Extension(User(user)): Extension<Use
         body,
     )
         .into_response()
+}
+
+/// What a [`Listener`] heard while it waited.
+enum Heard {
+    /// A logout, anyone's (`false`: the sessions are gone with the API).
+    Logout(bool),
+    /// Nothing for [`KEEP_ALIVE`].
+    Nothing,
+    Event(Result<Arc<Event>, RecvError>),
+}
+
+/// One open event stream: what it hears, and what ends it.
+struct Listener {
+    /// The hub's events, every job's.
+    rx: tokio::sync::broadcast::Receiver<Arc<Event>>,
+    /// The server shutting down: the stream ends, so the graceful
+    /// shutdown does not wait on it for ever.
+    stop: tokio::sync::watch::Receiver<bool>,
+    /// Changes at every logout: the token is checked again at once.
+    logouts: tokio::sync::watch::Receiver<u64>,
+    /// Which events the user may see.
+    visible: Box<dyn Fn(&Event) -> bool + Send>,
+    /// The session's token, checked before anything is sent.
+    token: String,
+    api: Api,
+}
+
+impl Listener {
+    fn new(api: &Api, user: String, token: String) -> Listener {
+        Listener {
+            rx: api.hub.events(),
+            stop: api.stopping.clone(),
+            logouts: api.auth.logouts(),
+            visible: Box::new(visible_to(api, user)),
+            token,
+            api: api.clone(),
+        }
+    }
+
+    /// The next thing to send: `Some(None)` when idle for [`KEEP_ALIVE`]
+    /// (a comment keeps the stream open through proxies), an event the
+    /// user may see, or how many events a slow listener missed. `None`
+    /// ends the stream: the server stops, the hub is gone, or the
+    /// session is over.
+    async fn next(&mut self) -> Option<Option<Result<Arc<Event>, u64>>> {
+        let out = loop {
+            let received = tokio::select! {
+                _ = self.stop.wait_for(|s| *s) => return None,
+                changed = self.logouts.changed() => Heard::Logout(changed.is_ok()),
+                () = tokio::time::sleep(KEEP_ALIVE) => Heard::Nothing,
+                r = self.rx.recv() => Heard::Event(r),
+            };
+            match received {
+                Heard::Logout(true) if self.live() => continue,
+                Heard::Logout(_) => return None,
+                Heard::Event(Ok(event)) if !(self.visible)(&event) => continue,
+                Heard::Event(Ok(event)) => break Some(Ok(event)),
+                Heard::Event(Err(RecvError::Lagged(n))) => break Some(Err(n)),
+                Heard::Event(Err(RecvError::Closed)) => return None,
+                Heard::Nothing => break None,
+            }
+        };
+        // A token that expired while the stream waited gets nothing more.
+        self.live().then_some(out)
+    }
+
+    fn live(&self) -> bool {
+        self.api.auth.check(&self.token).is_some()
+    }
 }
 
 /// Which events `user` is sent: every job's with `@jobs` (decided once,
@@ -105,10 +161,11 @@ fn visible_to(api: &Api, user: String) -> impl Fn(&Event) -> bool + Send + use<>
 pub async fn websocket(
     State(api): State<Api>,
     Extension(User(user)): Extension<User>,
+    Extension(Token(token)): Extension<Token>,
     Query(query): Query<HashMap<String, String>>,
     ws: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> Result<Response, ApiError> {
-    upgrade(api, user, &query, ws)
+    upgrade(api, user, token, &query, ws)
 }
 
 /// `GET /ws/{token}`: the token in the path, for browsers, whose
@@ -122,16 +179,18 @@ pub async fn websocket_with_token(
     let user = api.auth.check(&token).ok_or(ApiError::Unauthorized(
         "token unknown or expired; log in again",
     ))?;
-    upgrade(api, user, &query, ws)
+    upgrade(api, user, token, &query, ws)
 }
 
 /// As salt-api's `WebsocketEndpoint`: once the client has sent a first
 /// message (`websocket client ready`), each event `user` may see goes out
 /// as a text message `data: {"tag", "data"}` and a blank line. The stream
-/// ends when the client closes it or the server shuts down.
+/// ends when the client closes it, the server shuts down, or the token is
+/// logged out or expires.
 fn upgrade(
     api: Api,
     user: String,
+    token: String,
     query: &HashMap<String, String>,
     ws: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> Result<Response, ApiError> {
@@ -142,10 +201,10 @@ fn upgrade(
         ));
     }
     let ws = ws.map_err(|e| ApiError::bad("Upgrade", e.body_text()))?;
-    Ok(ws.on_upgrade(move |socket| forward(socket, api, user)))
+    Ok(ws.on_upgrade(move |socket| forward(socket, api, user, token)))
 }
 
-async fn forward(mut socket: WebSocket, api: Api, user: String) {
+async fn forward(mut socket: WebSocket, api: Api, user: String, token: String) {
     let mut stop = api.stopping.clone();
     // Nothing is sent before the client says it is ready.
     loop {
@@ -158,26 +217,21 @@ async fn forward(mut socket: WebSocket, api: Api, user: String) {
             },
         }
     }
-    let mut rx = api.hub.events();
-    let visible = visible_to(&api, user);
+    let mut listener = Listener::new(&api, user, token);
     loop {
         let event = tokio::select! {
-            _ = stop.wait_for(|s| *s) => break,
             message = socket.recv() => match message {
                 Some(Ok(Message::Close(_))) | Some(Err(_)) | None => return,
                 Some(Ok(_)) => continue,
             },
-            received = rx.recv() => match received {
-                Ok(event) => event,
-                // A listener too slow for the stream misses events; the
-                // others do not wait for it.
-                Err(RecvError::Lagged(_)) => continue,
-                Err(RecvError::Closed) => break,
+            next = listener.next() => match next {
+                Some(Some(Ok(event))) => event,
+                // Idle, or too slow for the stream (the others do not
+                // wait for it): nothing to send.
+                Some(_) => continue,
+                None => break,
             },
         };
-        if !visible(&event) {
-            continue;
-        }
         let text = format!(
             "data: {}\n\n",
             serde_json::to_string(&*event).expect("events serialise")

@@ -238,6 +238,21 @@ async fn run_chunks(
 /// publish to ([`perms::reach`]); else 403 naming the function and
 /// target, and nothing runs.
 async fn authorize(api: &Api, chunks: &[Chunk], users: &[String]) -> Result<(), ApiError> {
+    // Before anything is read: a target that reads pillar is refused to
+    // a user who may not read every minion's pillar, the same way
+    // whatever the pillar, the registry or the quota hold.
+    for (chunk, user) in chunks.iter().zip(users) {
+        let target = match chunk.client {
+            Client::Master(Form::Runner) | Client::MasterAsync(Form::Runner) => {
+                runner_target(chunk)
+            }
+            Client::Master(_) | Client::MasterAsync(_) => None,
+            _ => Some((chunk.tgt.clone(), chunk.tgt_type)),
+        };
+        if let Some((tgt, tgt_type)) = target {
+            may_target(api, user, &tgt, tgt_type)?;
+        }
+    }
     let mut conn = api.hub.conn().await?;
     let registry = jobs::Registry::read(&mut conn, api.pki.as_ref())
         .await
@@ -287,6 +302,40 @@ async fn authorize(api: &Api, chunks: &[Chunk], users: &[String]) -> Result<(), 
     Ok(())
 }
 
+/// Refuse `tgt` of `tgt_type` to `user` when it reads pillar and they may
+/// not read every minion's pillar ([`perms::reads_every_pillar`]): one
+/// 403, whose words name neither the target's value nor whom it would
+/// select.
+fn may_target(
+    api: &Api,
+    user: &str,
+    tgt: &Value,
+    tgt_type: crate::target::TargetType,
+) -> Result<(), ApiError> {
+    if !crate::target::reads_pillar(tgt, tgt_type) || perms::reads_every_pillar(&api.perms.of(user))
+    {
+        return Ok(());
+    }
+    tracing::warn!(%user, "refused: a pillar target without pillar.items on every minion");
+    Err(ApiError::Forbidden(format!(
+        "user {user:?} may not target by pillar: a target that reads pillar \
+         (pillar, pillar_pcre, I@, J@) needs {} on every minion",
+        perms::PILLAR_READ
+    )))
+}
+
+/// The target of a runner that runs a job on minions (`manage.up`, …),
+/// from its bound arguments; `None` for any other runner, or arguments
+/// that do not bind (reported when it runs).
+fn runner_target(chunk: &Chunk) -> Option<(Value, crate::target::TargetType)> {
+    crate::runners::asks(&chunk.fun)?;
+    let Some(Ok(bound)) = &chunk.bound else {
+        return None;
+    };
+    let target = manage::ManageTarget::of(bound).ok()?;
+    Some((target.tgt, target.tgt_type))
+}
+
 fn request(api: &Api, chunk: &Chunk, user: &str, timeout: std::time::Duration) -> JobRequest {
     let mut kwarg = chunk.kwarg.clone();
     let pillar = crate::pillar::deliver::Plan::for_job(api.pillar.as_ref(), &chunk.fun, &mut kwarg);
@@ -326,9 +375,17 @@ fn announce<'m>(
         api.owners.insert(jid, user);
     }
     let minions: Vec<&String> = minions.into_iter().collect();
+    // A target that reads pillar is announced as the list it selected, as
+    // the job cache keeps it: beside the minions, the expression would
+    // tell every `@jobs` reader of the stream a value of their pillar.
+    let (tgt, tgt_type) = if req.targets_pillar() {
+        (json!(minions), "list")
+    } else {
+        (req.tgt.clone(), req.tgt_type.as_str())
+    };
     let data = json!({
         "jid": jid, "fun": req.fun, "arg": req.arg, "kwarg": req.kwarg,
-        "tgt": req.tgt, "tgt_type": req.tgt_type, "user": req.user,
+        "tgt": tgt, "tgt_type": tgt_type, "user": req.user,
         "minions": minions,
     });
     api.hub.announce(Event::new_job(jid, data));

@@ -21,6 +21,11 @@ pub const TOKEN_HEADER: &str = "x-auth-token";
 #[derive(Debug, Clone)]
 pub struct User(pub String);
 
+/// The token a request came with: what a long-lived answer (an event
+/// stream) checks again while it lasts, so it ends with the session.
+#[derive(Clone)]
+pub struct Token(pub String);
+
 fn string_field(body: &Value, name: &str) -> Result<String, ApiError> {
     match body.get(name) {
         Some(Value::String(s)) => Ok(s.clone()),
@@ -262,6 +267,7 @@ pub async fn require_token(
         "token unknown or expired; log in again",
     ))?;
     request.extensions_mut().insert(User(user));
+    request.extensions_mut().insert(Token(token));
     Ok(next.run(request).await)
 }
 

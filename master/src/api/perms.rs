@@ -124,6 +124,27 @@ pub fn allows(entries: &[PermEntry], fun: &str, targeted: &Targets, registry: &R
     })
 }
 
+/// The function whose permission on every minion lets a user target by
+/// pillar: the one that answers a minion's whole pillar.
+pub const PILLAR_READ: &str = "pillar.items";
+
+/// Whether `entries` let their user read the pillar of every minion,
+/// known now or later: an entry allowing [`PILLAR_READ`] with no target,
+/// or with the target `*`. Only such a user may target by pillar (`-I`,
+/// `-J`, `I@`, `J@`): whom such a target selects answers, minion by
+/// minion, whether a pillar value matches a pattern, and a pattern can be
+/// narrowed a character at a time. Decided from the permissions alone —
+/// never from the registry or the pillar — so the refusal is the same
+/// whatever the pillar holds.
+pub fn reads_every_pillar(entries: &[PermEntry]) -> bool {
+    entries.iter().any(|entry| match entry {
+        PermEntry::Fun(f) => fun_allowed(std::slice::from_ref(f), PILLAR_READ),
+        PermEntry::Targeted(table) => table
+            .iter()
+            .any(|(target, funs)| target == "*" && fun_allowed(funs, PILLAR_READ)),
+    })
+}
+
 /// Whom `tgt` of type `tgt_type` reaches over `registry`, as a job to it
 /// would ([`Registry::targets`]).
 pub fn reach(
