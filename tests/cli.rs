@@ -692,3 +692,75 @@ fn the_demo_passes_ten_times_in_a_row() {
         }
     }
 }
+
+/// A reader that goes away (`maid call … | head -1`) ends the printing
+/// quietly: no panic, no message, and the command's own status, as Salt's
+/// `print_cli` passes over `EPIPE` (`print!` panicked there: rc 101 and
+/// "failed printing to stdout: Broken pipe" on stderr).
+#[test]
+fn a_reader_that_goes_away_ends_the_printing_quietly() {
+    use std::io::Read;
+    let tmp = tempfile::tempdir().unwrap();
+    let mut child = crate::common::maid_command()
+        // Far more than a pipe holds, so the reader's going is met.
+        .args(["call", "--local", "cmd.run", "seq 100000"])
+        .current_dir(tmp.path())
+        .env("MAID_PLUGIN_DIR", guests::PLUGINS_DIR)
+        .env("MAID_CACHE_DIR", crate::common::shared_cache())
+        .env_remove("MAID_CONFIG")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run maid");
+    let mut stdout = child.stdout.take().unwrap();
+    let mut first = [0u8; 64];
+    let n = stdout.read(&mut first).unwrap();
+    assert!(n > 0, "maid printed nothing");
+    drop(stdout);
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        !stderr.contains("panicked") && !stderr.contains("Broken pipe"),
+        "{stderr}"
+    );
+}
+
+/// An error is said once, and a Redis that refuses is named (without its
+/// password): `Connection refused (os error 111)` was printed three times
+/// and the URL not at all; a config mistake twice.
+#[test]
+fn errors_are_said_once_and_name_the_redis_refusing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let o = maid(
+        &[
+            "run",
+            "*",
+            "test.ping",
+            "--redis",
+            "redis://:s3cret@127.0.0.1:1/",
+            "--verify-replies",
+            "false",
+        ],
+        tmp.path(),
+    );
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("maid: error: cannot connect to Redis at 127.0.0.1:1: "),
+        "{stderr}"
+    );
+    assert_eq!(stderr.matches("Connection refused").count(), 1, "{stderr}");
+    assert!(!stderr.contains("s3cret"), "{stderr}");
+    let config = tmp.path().join("maid.toml");
+    std::fs::write(&config, "[security]\nrequire_signed = true\n").unwrap();
+    let o = maid(&["agent", "-c", config.to_str().unwrap()], tmp.path());
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(
+        stderr
+            .matches("require_signed needs security.trusted_keys")
+            .count(),
+        1,
+        "{stderr}"
+    );
+}

@@ -95,6 +95,13 @@ async fn maid_key_lists_accepts_rejects_and_deletes_as_salt_key_does() {
                  Proceed? [n/Y] ";
     assert_eq!(key(&["-a", "key-a"], "n\n"), asked);
     assert!(Pki::new(&pki).accepted().unwrap().is_empty());
+    // The end of standard input answers no, whatever the default (it
+    // answered yes to `[n/Y]`).
+    assert_eq!(key(&["-a", "key-a"], ""), format!("{asked}\n"));
+    assert!(
+        Pki::new(&pki).accepted().unwrap().is_empty(),
+        "end of input accepted a key"
+    );
     assert_eq!(
         key(&["-a", "key-a"], "y\n"),
         format!("{asked}Key for minion key-a accepted.\n")

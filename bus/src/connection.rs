@@ -82,6 +82,9 @@ pub enum BusError {
     Redis(#[from] redis::RedisError),
     #[error("redis: connection timed out")]
     Timeout,
+    /// No connection could be made: where to (never a password) and why.
+    #[error("cannot connect to Redis at {at}: {reason}")]
+    Unreachable { at: String, reason: String },
 }
 
 #[derive(Debug, Clone)]
@@ -143,6 +146,17 @@ impl ConnectionLike for Conn {
             Conn::Single(c) => c.get_db(),
             Conn::Cluster(c, _) => c.get_db(),
         }
+    }
+}
+
+/// `url` without the `user:password@` of its authority.
+fn without_userinfo(url: &str) -> String {
+    let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
+    let authority_end = rest.find('/').unwrap_or(rest.len());
+    match rest[..authority_end].rfind('@') {
+        Some(at) if scheme.is_empty() => rest[at + 1..].to_string(),
+        Some(at) => format!("{scheme}://{}", &rest[at + 1..]),
+        None => url.to_string(),
     }
 }
 
@@ -327,12 +341,54 @@ impl Bus {
             .response_timeout(RESPONSE_TIMEOUT))
     }
 
+    /// Where this bus connects, for messages: the server's address, or
+    /// the Sentinels' or cluster nodes' URLs, without a password.
+    pub fn endpoint(&self) -> String {
+        match &self.endpoint {
+            Endpoint::Single(c) => c.get_connection_info().addr().to_string(),
+            Endpoint::Sentinel {
+                sentinels, service, ..
+            } => format!(
+                "the Sentinels {} (service {service})",
+                sentinels
+                    .iter()
+                    .map(|u| without_userinfo(u))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            Endpoint::Cluster { nodes, .. } => format!(
+                "the cluster nodes {}",
+                nodes
+                    .iter()
+                    .map(|u| without_userinfo(u))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        }
+    }
+
+    /// `e`, met while connecting, as [`BusError::Unreachable`]: it names
+    /// where the connection was to go.
+    fn unreachable(&self, e: BusError) -> BusError {
+        let reason = match e {
+            BusError::Redis(e) => e.to_string(),
+            BusError::Timeout => "connection timed out".into(),
+            other => return other,
+        };
+        BusError::Unreachable {
+            at: self.endpoint(),
+            reason,
+        }
+    }
+
     /// Open a command connection.
     pub async fn connect(&self) -> Result<Conn, BusError> {
         match &self.endpoint {
             Endpoint::Cluster { nodes, password } => {
                 let client = Self::cluster_builder(nodes, password)?.build()?;
-                let mut conn = timed(client.get_async_connection()).await?;
+                let mut conn = timed(client.get_async_connection())
+                    .await
+                    .map_err(|e| self.unreachable(e))?;
                 let sharded = *self
                     .sharded
                     .get_or_try_init(|| every_node_has_sharded_pubsub(&mut conn))
@@ -340,12 +396,14 @@ impl Bus {
                 Ok(Conn::Cluster(conn, sharded))
             }
             _ => {
-                let client = self.node_client().await?;
+                let client = self.node_client().await.map_err(|e| self.unreachable(e))?;
                 let config = redis::AsyncConnectionConfig::new()
                     .set_connection_timeout(Some(CONNECT_TIMEOUT))
                     .set_response_timeout(Some(RESPONSE_TIMEOUT));
                 Ok(Conn::Single(
-                    timed(client.get_multiplexed_async_connection_with_config(&config)).await?,
+                    timed(client.get_multiplexed_async_connection_with_config(&config))
+                        .await
+                        .map_err(|e| self.unreachable(e))?,
                 ))
             }
         }
@@ -353,8 +411,10 @@ impl Bus {
 
     /// Open a pub/sub connection subscribed to `topics`.
     pub async fn subscribe(&self, topics: &[String]) -> Result<PubSub, BusError> {
-        let client = self.node_client().await?;
-        let mut pubsub = timed(client.get_async_pubsub()).await?;
+        let client = self.node_client().await.map_err(|e| self.unreachable(e))?;
+        let mut pubsub = timed(client.get_async_pubsub())
+            .await
+            .map_err(|e| self.unreachable(e))?;
         for topic in topics {
             timed(pubsub.subscribe(topic)).await?;
         }
@@ -508,4 +568,45 @@ pub fn command(args: &[&[u8]]) -> Cmd {
         cmd.arg(*arg);
     }
     cmd
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn endpoints_are_named_without_their_password() {
+        assert_eq!(
+            without_userinfo("redis://:s3cret@10.0.0.1:6379/0"),
+            "redis://10.0.0.1:6379/0"
+        );
+        assert_eq!(
+            without_userinfo("rediss://maid:p@ss@host:6380/"),
+            "rediss://host:6380/"
+        );
+        assert_eq!(without_userinfo("redis://host:1/a@b"), "redis://host:1/a@b");
+        let bus = Bus::from_url("redis://:s3cret@127.0.0.1:1/").unwrap();
+        assert_eq!(bus.endpoint(), "127.0.0.1:1");
+        let bus = Bus::new(&RedisConfig {
+            cluster: vec!["redis://:s3cret@127.0.0.1:7000".into()],
+            ..Default::default()
+        })
+        .unwrap();
+        assert!(!bus.endpoint().contains("s3cret"), "{}", bus.endpoint());
+    }
+
+    #[tokio::test]
+    async fn a_refused_connection_names_where_it_was_to_go() {
+        // Port 1 on loopback: nothing listens there.
+        let bus = Bus::from_url("redis://:s3cret@127.0.0.1:1/").unwrap();
+        let Err(e) = bus.connect().await else {
+            panic!("connected to port 1");
+        };
+        let text = e.to_string();
+        assert!(
+            text.starts_with("cannot connect to Redis at 127.0.0.1:1: "),
+            "{text}"
+        );
+        assert!(!text.contains("s3cret"), "{text}");
+    }
 }

@@ -1,7 +1,9 @@
 //! Salt's output options (`OutputOptionsMixIn`) as every command that
 //! prints through an outputter takes them, and printing what an outputter
 //! rendered: to stdout, or to `--out-file`. The outputters themselves are
-//! `maid-salt`'s and return strings.
+//! `maid-salt`'s and return strings. Everything a command prints on
+//! standard output goes through [`stdout_fmt`] (the `out!` and `outln!`
+//! macros), so a reader that goes away ends the printing quietly.
 
 use std::path::PathBuf;
 
@@ -173,7 +175,7 @@ impl Printer {
     pub fn emit(&self, text: &str) {
         use std::io::Write;
         let Some(path) = &self.file else {
-            print!("{text}");
+            out!("{text}");
             return;
         };
         if text.is_empty() {
@@ -186,6 +188,31 @@ impl Printer {
             .and_then(|mut f| f.write_all(text.as_bytes()));
         if let Err(e) = written {
             eprintln!("ERROR: {}: {e}", path.display());
+        }
+    }
+}
+
+/// Set once standard output's reader has gone away.
+static STDOUT_GONE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Write `args` to standard output, as `print!` does, except that a reader
+/// that went away (`maid run '*' grains.items | head -3`) ends the printing
+/// quietly and the command goes on to finish with its own status, as
+/// Salt's `print_cli` and `display_output` pass over `EPIPE`. (`print!`
+/// panicked there, exiting 101 with a message on stderr.)
+pub fn stdout_fmt(args: std::fmt::Arguments<'_>) {
+    use std::io::Write;
+    use std::sync::atomic::Ordering;
+    if STDOUT_GONE.load(Ordering::Relaxed) {
+        return;
+    }
+    let mut out = std::io::stdout().lock();
+    // A pipe's reader can go between the write and the flush.
+    if let Err(e) = out.write_fmt(args).and_then(|()| out.flush()) {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            STDOUT_GONE.store(true, Ordering::Relaxed);
+        } else {
+            panic!("failed printing to stdout: {e}");
         }
     }
 }

@@ -250,7 +250,7 @@ pub fn run(args: AclArgs) -> anyhow::Result<ExitCode> {
     };
     if let Some(id) = &args.password_for {
         maid_id(id)?;
-        println!("{}", maid_password(&secret(AGENT_PASSWORD_ENV)?, id));
+        outln!("{}", maid_password(&secret(AGENT_PASSWORD_ENV)?, id));
         return Ok(ExitCode::SUCCESS);
     }
     let agent_secret = secret(AGENT_PASSWORD_ENV)?;
@@ -266,7 +266,7 @@ pub fn run(args: AclArgs) -> anyhow::Result<ExitCode> {
         &topics,
         &maids,
     )?;
-    print!("{text}");
+    out!("{text}");
     Ok(ExitCode::SUCCESS)
 }
 

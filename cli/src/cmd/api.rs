@@ -54,7 +54,7 @@ fn hash_password() -> anyhow::Result<ExitCode> {
     if password.is_empty() {
         bail!("no password on standard input");
     }
-    println!("{}", maid_master::api::auth::hash_password(password)?);
+    outln!("{}", maid_master::api::auth::hash_password(password)?);
     Ok(ExitCode::SUCCESS)
 }
 
@@ -96,7 +96,7 @@ fn serve(args: ApiArgs) -> anyhow::Result<ExitCode> {
             .await
             .with_context(|| format!("listen on {}", settings.listen))?;
         let scheme = if tls.is_some() { "https" } else { "http" };
-        println!(
+        outln!(
             "maid api listening on {scheme}://{}",
             listener.local_addr()?
         );

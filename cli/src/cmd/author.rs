@@ -343,7 +343,7 @@ pub fn new(args: NewArgs) -> anyhow::Result<ExitCode> {
         Lang::Js => "node --test",
     };
     let d = dir.display();
-    println!(
+    outln!(
         "created {d}: the `{name}` module with one function, {name}.greet\n\n\
          next:\n  (cd {d} && {test})        # unit tests\n  \
          maid plugin build {d}             # -> {d}/{name}.wasm\n  \
@@ -424,7 +424,7 @@ pub fn build(args: BuildArgs) -> anyhow::Result<ExitCode> {
         .iter()
         .map(|f| f.name.as_str())
         .collect();
-    println!(
+    outln!(
         "built {} ({} {}, sha256 {}): {}",
         out.display(),
         plugin.manifest.module,

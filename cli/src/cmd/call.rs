@@ -245,8 +245,8 @@ fn bad_arguments(
     )))?;
     // Python prints a function without a docstring's `None`.
     match docs.ret.get(fun).and_then(Value::as_str) {
-        Some(doc) => println!("{doc}"),
-        None => println!("None"),
+        Some(doc) => outln!("{doc}"),
+        None => outln!("None"),
     }
     Ok(ExitCode::FAILURE)
 }
@@ -261,7 +261,7 @@ fn print_docs(prefix: &str, docs: &Value) {
         if let Some(text) = doc.as_str().filter(|t| !t.is_empty())
             && name.starts_with(prefix)
         {
-            println!("{name}:\n{text}\n");
+            outln!("{name}:\n{text}\n");
         }
     }
 }

@@ -103,7 +103,7 @@ pub fn cp(args: CpArgs, verbose: bool) -> anyhow::Result<ExitCode> {
         for src in sources {
             let path = Path::new(src);
             if path.is_dir() {
-                println!(
+                outln!(
                     "{src} is a directory, only files are supported in non-chunked mode. \
                      Use \"--chunked\" command line argument."
                 );
@@ -139,7 +139,7 @@ pub fn cp(args: CpArgs, verbose: bool) -> anyhow::Result<ExitCode> {
     let copy = match prepare(&args.master, &args.report, spec)? {
         Prepared::Done(code) => return Ok(code),
         Prepared::NoMatch => {
-            println!("{NO_MATCH}");
+            outln!("{NO_MATCH}");
             return Ok(ExitCode::SUCCESS);
         }
         Prepared::Ready(ready) => {

@@ -56,7 +56,7 @@ pub fn push(args: PushArgs) -> anyhow::Result<ExitCode> {
         )
     })??;
     let url = maid_salt::files::url(&pushed.name, &args.saltenv);
-    println!("{url} {} {}", pushed.sha256, pushed.size);
+    outln!("{url} {} {}", pushed.sha256, pushed.size);
     if pushed.kid.is_none() {
         eprintln!(
             "maid: salt://{} is not signed (no --key or master.key): agents that require \

@@ -240,9 +240,9 @@ fn print_listing(
     color: bool,
 ) -> anyhow::Result<()> {
     match out {
-        KeyOut::Key => print!("{}", render(listing, every, color)),
-        KeyOut::Json => println!("{}", salt_json(&as_json(listing))),
-        KeyOut::Yaml => print!("{}", salt_yaml(&as_json(listing))?),
+        KeyOut::Key => out!("{}", render(listing, every, color)),
+        KeyOut::Json => outln!("{}", salt_json(&as_json(listing))),
+        KeyOut::Yaml => out!("{}", salt_yaml(&as_json(listing))?),
     }
     Ok(())
 }
@@ -267,12 +267,20 @@ fn salt_yaml(value: &Value) -> anyhow::Result<String> {
 }
 
 /// Ask `question` on the terminal; `default` is the answer to an empty
-/// line.
+/// line. The end of standard input (closed, `</dev/null`, a script's pipe)
+/// answers no, whatever the default: nothing is accepted or deleted that
+/// nobody agreed to. Salt's `input()` raises there, so salt-key says
+/// `Error: EOF when reading a line`, changes nothing and exits 0; so does
+/// this, in words of its own.
 fn confirm(question: &str, default: bool) -> anyhow::Result<bool> {
-    print!("{question}");
-    std::io::stdout().flush()?;
+    out!("{question}");
+    let _ = std::io::stdout().flush();
     let mut line = String::new();
-    std::io::stdin().lock().read_line(&mut line)?;
+    if std::io::stdin().lock().read_line(&mut line)? == 0 {
+        outln!();
+        eprintln!("maid: no answer (end of standard input): nothing changed; -y answers yes");
+        return Ok(false);
+    }
     let answer = line.trim();
     Ok(if answer.is_empty() {
         default
@@ -446,15 +454,15 @@ fn show(
     if args.out == KeyOut::Key {
         if !local_keys.is_empty() {
             let color = args.color.on();
-            println!("{}", tinted(color, colors::LIGHT_MAGENTA, "Local Keys:"));
+            outln!("{}", tinted(color, colors::LIGHT_MAGENTA, "Local Keys:"));
             for (name, fp) in &local_keys {
-                println!(
+                outln!(
                     "{}",
                     tinted(color, colors::MAGENTA, &format!("{name}:  {fp}"))
                 );
             }
         }
-        print!("{}", render(&shown, false, args.color.on()));
+        out!("{}", render(&shown, false, args.color.on()));
     } else {
         let mut json = as_json(&shown);
         if !local_keys.is_empty() {
@@ -466,8 +474,8 @@ fn show(
             );
         }
         match args.out {
-            KeyOut::Yaml => print!("{}", salt_yaml(&json)?),
-            _ => println!("{}", salt_json(&json)),
+            KeyOut::Yaml => out!("{}", salt_yaml(&json)?),
+            _ => outln!("{}", salt_json(&json)),
         }
     }
     Ok(ExitCode::SUCCESS)
@@ -487,7 +495,7 @@ fn apply(pki: &Pki, args: &KeyArgs, change: Change, pattern: &str) -> anyhow::Re
         }
     }
     if matched.is_empty() {
-        println!(
+        outln!(
             "The key glob '{pattern}' does not match any {} keys.",
             change.described(args)
         );
@@ -497,8 +505,8 @@ fn apply(pki: &Pki, args: &KeyArgs, change: Change, pattern: &str) -> anyhow::Re
         warn_of_syndic_roles(pki, &matched)?;
     }
     if !args.yes {
-        println!("The following keys are going to be {}:", change.verb());
-        print!("{}", render(&matched, false, args.color.on()));
+        outln!("The following keys are going to be {}:", change.verb());
+        out!("{}", render(&matched, false, args.color.on()));
         let proceed = match change {
             Change::Delete => confirm("Proceed? [N/y] ", false)?,
             _ => confirm("Proceed? [n/Y] ", true)?,
@@ -515,7 +523,7 @@ fn apply(pki: &Pki, args: &KeyArgs, change: Change, pattern: &str) -> anyhow::Re
                 Change::Delete => pki.delete(*state, id)?,
             };
             if done {
-                println!("Key for minion {id} {}.", change.verb());
+                outln!("Key for minion {id} {}.", change.verb());
             }
         }
     }

@@ -42,7 +42,7 @@ pub fn keygen(args: KeygenArgs) -> anyhow::Result<ExitCode> {
             .with_context(|| format!("write {} (pass --force to replace it)", path.display()))?;
         writeln!(f, "{text}")?;
     }
-    println!(
+    outln!(
         "{} {} (kid {})",
         private.display(),
         public.display(),

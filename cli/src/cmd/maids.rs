@@ -75,12 +75,17 @@ pub fn maids(args: MaidsArgs) -> anyhow::Result<ExitCode> {
                 entry
             })
             .collect();
-        println!("{}", serde_json::to_string_pretty(&v)?);
+        outln!("{}", serde_json::to_string_pretty(&v)?);
         return Ok(ExitCode::SUCCESS);
     }
-    println!(
+    outln!(
         "{:<24} {:<6} {:<9} {:<8} {:<8} {:<27} FUNCTIONS",
-        "ID", "ALIVE", "KEY", "ROLE", "VERSION", "LAST SEEN"
+        "ID",
+        "ALIVE",
+        "KEY",
+        "ROLE",
+        "VERSION",
+        "LAST SEEN"
     );
     for (id, (alive, reg)) in &maids {
         let (version, seen, funs) = match reg {
@@ -91,7 +96,7 @@ pub fn maids(args: MaidsArgs) -> anyhow::Result<ExitCode> {
             ),
             None => ("?".into(), "?".into(), "?".into()),
         };
-        println!(
+        outln!(
             "{id:<24} {:<6} {:<9} {:<8} {version:<8} {seen:<27} {funs}",
             if *alive { "yes" } else { "no" },
             key_of(id),

@@ -81,9 +81,10 @@ pub fn push(args: PushArgs) -> anyhow::Result<ExitCode> {
             let mut conn = bus.connect().await?;
             anyhow::Ok(plugin_store::remove(&mut conn, module, &key).await?)
         })??;
-        println!(
+        outln!(
             "{} removed, signed by {}",
-            signed.manifest.module, signed.kid
+            signed.manifest.module,
+            signed.kid
         );
         note(&key_file, &signed.manifest)?;
         return Ok(ExitCode::SUCCESS);
@@ -102,7 +103,7 @@ pub fn push(args: PushArgs) -> anyhow::Result<ExitCode> {
         anyhow::Ok(plugin_store::push(&mut conn, &file, &module, &key).await?)
     })??;
     let m = &signed.manifest;
-    println!(
+    outln!(
         "{} {} {} signed by {}",
         m.module,
         m.sha256.as_deref().unwrap_or_default(),

@@ -110,7 +110,7 @@ fn run_and_report(
             // `--subset` asks (`sys.list_functions`) before it runs: the
             // question matches nobody either.
             if subset && batch.is_none() {
-                println!("{NO_MATCH}");
+                outln!("{NO_MATCH}");
             }
             return Ok(no_match(report_opts, batch.is_some()));
         }
@@ -118,7 +118,7 @@ fn run_and_report(
     };
     // As `salt --batch-safe-limit`: a target too wide runs as a batch.
     if batch.is_none() && mode.safe_limit > 1 && ready.selected.len() >= mode.safe_limit {
-        println!("\nNOTICE: Too many minions targeted, switching to batch execution.");
+        outln!("\nNOTICE: Too many minions targeted, switching to batch execution.");
         batch = Some(mode.safe_size.clone());
     }
     let jid = maid_protocol::jid::new_jid();
@@ -149,7 +149,7 @@ fn run_and_report(
     }
     if report_opts.run_async {
         block_on(jobs::submit(&ready.bus, &ready.req, &jid, ready.selected))??;
-        println!("Executed command with job ID: {jid}");
+        outln!("Executed command with job ID: {jid}");
         return Ok(ExitCode::SUCCESS);
     }
     // As Salt's `get_cli_event_returns`: `-v` heads the returns with the
@@ -167,14 +167,14 @@ fn run_and_report(
 /// As `salt` when no minion matches: nothing is published, and the
 /// outputter shows `{}` (a batch, `batch`, says it once more).
 fn no_match(report_opts: &ReportOpts, batch: bool) -> ExitCode {
-    println!("{NO_MATCH}");
+    outln!("{NO_MATCH}");
     if batch && !report_opts.run_async {
-        println!("No minions matched the target.");
+        outln!("No minions matched the target.");
         eprintln!("ERROR: No return received");
         return ExitCode::from(2);
     }
     if report_opts.run_async {
-        println!("Executed command with job ID: 0");
+        outln!("Executed command with job ID: 0");
         return ExitCode::SUCCESS;
     }
     report_opts
@@ -193,9 +193,9 @@ fn announce_jid(report_opts: &ReportOpts, heading: bool, jid: &str) {
     }
     if heading {
         let head = format!("Executing job with jid {jid}");
-        println!("{head}\n{}\n", "-".repeat(head.len()));
+        outln!("{head}\n{}\n", "-".repeat(head.len()));
     } else if report_opts.show_jid {
-        println!("jid: {jid}");
+        outln!("jid: {jid}");
     }
 }
 
@@ -278,7 +278,7 @@ fn conclude(report: &Report, report_opts: &ReportOpts, verbose: bool) -> ExitCod
         // Salt's block, as `salt --summary` prints it: only when no
         // outputter was named.
         if report_opts.output.out.is_none() {
-            print!("\n\n{}", salt_summary(report, verbose));
+            out!("\n\n{}", salt_summary(report, verbose));
         }
         eprint!("{}", accounting(report));
     }
@@ -348,7 +348,7 @@ fn run_docs(ready: &Ready, jid: String, report_opts: &ReportOpts) -> anyhow::Res
                 Value::String(s) => s.clone(),
                 other => maid_salt::python::str(other),
             };
-            println!("{fun}:\n{text}\n");
+            outln!("{fun}:\n{text}\n");
         }
     }
     Ok(ExitCode::SUCCESS)
@@ -370,7 +370,7 @@ fn run_with_progress(ready: &Ready, jid: String, verbose: bool) -> anyhow::Resul
     // Salt draws its bar at the first return and, when none came, stops
     // there without a word (its outputter cannot start): so does this.
     if bar.is_some() {
-        print!("\n\n{}", salt_summary(&report, verbose));
+        out!("\n\n{}", salt_summary(&report, verbose));
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -450,7 +450,7 @@ fn run_batch(
     };
     if !quiet {
         for id in &down {
-            println!("Minion {id} did not respond. No job will be sent.");
+            outln!("Minion {id} did not respond. No job will be sent.");
         }
     }
     let mut gathered = Map::new();
@@ -473,7 +473,7 @@ fn run_batch(
         |next| {
             if !quiet {
                 let ids = Value::Array(next.iter().cloned().map(Value::String).collect());
-                println!("\nExecuting run on {}\n", maid_salt::python::repr(&ids));
+                outln!("\nExecuting run on {}\n", maid_salt::python::repr(&ids));
             }
         },
         |r| {

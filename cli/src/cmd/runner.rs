@@ -122,7 +122,7 @@ fn manage_job(
     // As Salt's `manage._ping` (through `LocalClient.run_job`): a target
     // that selects nobody, or of a type there is none of, is said so.
     let no_match = || {
-        println!("{}", fleet::NO_MATCH);
+        outln!("{}", fleet::NO_MATCH);
         Ok(None)
     };
     let Ok(target) = manage::ManageTarget::of(bound) else {
