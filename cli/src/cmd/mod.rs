@@ -63,7 +63,7 @@ pub enum LogFormat {
 pub enum Command {
     /// Run one function on this machine, as `salt-call --local` does.
     Call(call::CallArgs),
-    /// List and inspect plugins.
+    /// List, inspect, create, build, test, compile ahead and push plugins.
     #[command(subcommand)]
     Plugin(plugin::PluginCommand),
     /// Write a commented configuration file.
