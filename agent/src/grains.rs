@@ -102,10 +102,8 @@ pub fn interfaces() -> Value {
     Value::Object(out)
 }
 
-/// The Salt release whose minion maid answers as: the `saltversion` and
-/// `saltversioninfo` grains, what tools that key on them compare against
-/// (maid's own version is the `maidversion` grain and `test.version`).
-pub const SALT_VERSION: &str = "3008.4";
+/// The Salt release whose minion maid answers as ([`maid_salt::SALT_VERSION`]).
+pub use maid_salt::SALT_VERSION;
 
 /// The grains the agent knows of itself rather than reads from the host:
 /// its id, where its jobs come from (`master`: the host of each Redis it

@@ -18,6 +18,12 @@
 //!
 //! Pure: no Redis, no WebAssembly runtime, no HTTP.
 
+/// The Salt release maid implements and answers as, minion and master
+/// alike: the `saltversion` grains, `test.version`, `manage.versions`, what
+/// consoles (SaltGUI) compare minions against. maid's own version is the
+/// `maidversion` grain and `test.versions_information`'s `Maid`.
+pub const SALT_VERSION: &str = "3008.4";
+
 pub mod data;
 pub mod dictupdate;
 pub mod python;

@@ -245,7 +245,9 @@ pub fn answer(
 ) -> Value {
     if fun == "manage.versions" {
         let (returns, missing) = answered(selected, report);
-        return versions_answer(env!("CARGO_PKG_VERSION"), &returns, &missing);
+        // The master answers as the Salt release it implements, as its
+        // maids' `test.version` does: consoles compare the two.
+        return versions_answer(maid_salt::SALT_VERSION, &returns, &missing);
     }
     let (up, down) = up_down(selected, report);
     manage_answer(fun, up, down)

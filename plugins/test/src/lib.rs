@@ -272,6 +272,7 @@ fn versions_information() -> Value {
     let grains = host::grains();
     let g = |k: &str| grains.get(k).cloned().unwrap_or(Value::Null);
     json!({
+        "Salt Version": {"Salt": g("saltversion")},
         "Maid Version": {"Maid": g("maidversion")},
         "Modules": module_versions(),
         "System Versions": {
@@ -399,11 +400,14 @@ fn providers() -> Result<Value, Error> {
     Ok(Value::Object(ret))
 }
 
-/// Return the version of maid on the minion
+/// Return the version of Salt the minion answers as (maid's own is the
+/// `maidversion` grain and `test.versions_information`)
 #[function]
 fn version() -> Result<Value, Error> {
+    // Salt's `salt.version.__version__`: the release maid implements, which
+    // `manage.versions` and consoles compare against the master's.
     Ok(host::grains()
-        .get("maidversion")
+        .get("saltversion")
         .cloned()
         .unwrap_or(Value::Null))
 }
