@@ -4,8 +4,9 @@
 //! where Redis and the master topic are, which key signs, which keys
 //! replies are verified against.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
+use anyhow::Context;
 use clap::Args;
 
 use maid_bus::Bus;
@@ -25,7 +26,8 @@ pub const UNVERIFIED_TARGET: &str = "maid::unverified";
 /// Where Redis and the master topic are (master-side commands).
 #[derive(Debug, Clone, Default, Args)]
 pub struct MasterOpts {
-    /// Configuration file (its [redis] table and master_topics).
+    /// Configuration file (its [redis] table, master_topics and [master])
+    /// [default: /etc/maid/maid.toml when it exists].
     #[arg(long, short = 'c', env = "MAID_CONFIG")]
     pub config: Option<PathBuf>,
     /// Redis URL (`redis://`, `rediss://`), overriding the config.
@@ -48,12 +50,29 @@ pub struct MasterOpts {
     pub verify_replies: Option<bool>,
 }
 
+/// The configuration a master command reads when none is named (`-c`,
+/// `MAID_CONFIG`): the package's, as Salt's tools read `/etc/salt/master`.
+pub const SYSTEM_CONFIG: &str = "/etc/maid/maid.toml";
+
+/// The configuration at `given`, else at `system` when that exists, else
+/// the defaults. A default file that exists and cannot be read or does
+/// not validate is an error that names it: it is the operator's.
+fn load_config(given: Option<&Path>, system: &Path) -> anyhow::Result<Config> {
+    match given {
+        Some(p) => Ok(Config::load(p)?),
+        None if system.exists() => Config::load(system).with_context(|| {
+            format!(
+                "the default configuration {} (-c or MAID_CONFIG names another)",
+                system.display()
+            )
+        }),
+        None => Ok(Config::default()),
+    }
+}
+
 impl MasterOpts {
     pub(super) fn config(&self) -> anyhow::Result<Config> {
-        let mut config = match &self.config {
-            Some(p) => Config::load(p)?,
-            None => Config::default(),
-        };
+        let mut config = load_config(self.config.as_deref(), Path::new(SYSTEM_CONFIG))?;
         if let Some(url) = &self.redis {
             config.redis = config.redis.with_url(url);
         }
@@ -122,5 +141,32 @@ impl MasterOpts {
             .clone()
             .or_else(|| config.master_topics.first().cloned())
             .unwrap_or_else(|| "master".into())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::load_config;
+
+    #[test]
+    fn the_system_config_is_read_when_none_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let system = dir.path().join("maid.toml");
+        let named = dir.path().join("named.toml");
+        // No default file: the defaults.
+        let config = load_config(None, &system).unwrap();
+        assert!(config.master.pki_dir.is_none());
+        std::fs::write(&system, "[master]\npki_dir = \"/srv/pki\"\n").unwrap();
+        std::fs::write(&named, "[master]\npki_dir = \"/named/pki\"\n").unwrap();
+        let config = load_config(None, &system).unwrap();
+        assert_eq!(config.master.pki_dir.unwrap().to_str(), Some("/srv/pki"));
+        // A named file wins.
+        let config = load_config(Some(&named), &system).unwrap();
+        assert_eq!(config.master.pki_dir.unwrap().to_str(), Some("/named/pki"));
+        // A default file that does not validate is an error naming it.
+        std::fs::write(&system, "[master]\nno_such_key = 1\n").unwrap();
+        let err = format!("{:#}", load_config(None, &system).unwrap_err());
+        assert!(err.contains("the default configuration"), "{err}");
+        assert!(err.contains(system.to_str().unwrap()), "{err}");
     }
 }
