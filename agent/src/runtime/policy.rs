@@ -470,6 +470,14 @@ impl Grants {
                     .into(),
             );
         }
+        if self.set_grains {
+            out.push(
+                "set_grains lets jobs that reach this plugin set this maid's grains, which \
+                 targeting, grain-targeted API permissions (G@role:db) and pillar top files \
+                 believe: whoever may call it here can widen what those give them"
+                    .into(),
+            );
+        }
         for p in self.env.patterns() {
             if has_glob(p) {
                 let blocked: Vec<&str> = HIJACK_ENV

@@ -6,7 +6,9 @@
 //! plugin has no `fetch`, so the caller — the state plugin, which does —
 //! hands over the source's (rendered) bytes as `maid_source` (base64), or
 //! names a local source file as `sfn`, which is read under this plugin's
-//! grants. Every write goes to a file in a directory granted read-write.
+//! grants. Every write goes to a file in a directory granted read-write,
+//! and only after the host has said it will set the modes asked for
+//! (`mode::may_set_mode`): a refused mode leaves nothing written.
 
 use std::io::Write;
 use std::path::Path;
@@ -18,12 +20,12 @@ use serde_json::{Map, Value, json};
 
 use crate::difflib::{binary_replace, readlines, unified_diff_named};
 use crate::inspect::stats;
-use crate::mode::{mode_text, parse_mode};
+use crate::mode::{may_set_mode, mode_text, parse_mode};
 use crate::paths::{
     exists, failed, io, is_dir, is_link, readable, readable_file, text, writable, writable_file,
 };
 use crate::perms::{
-    Want, changes, check_perms, fresh, new_owner_is, no_attrs, normalize_mode, owner_is,
+    Want, changes, check_perms, fresh, mode_bits, new_owner_is, no_attrs, normalize_mode, owner_is,
 };
 use crate::tree::{makedirs_perms, yes_value};
 
@@ -260,10 +262,12 @@ fn manage_existing(job: &Job<'_>, mut ret: Map<String, Value>) -> Result<Value, 
     Ok(Value::Object(ret))
 }
 
-/// `_set_mode_and_make_dirs`: the parents of `name`, with `dir_mode`, or
-/// `mode` with an execute bit for each digit that is not 0.
-fn make_dirs(job: &Job<'_>) -> Result<(), Error> {
-    let dir_mode = match (normalize_mode(&job.a.dir_mode), &job.mode) {
+/// The mode `_set_mode_and_make_dirs` gives the parents it makes:
+/// `dir_mode`, or `mode` with an execute bit for each digit that is not 0.
+/// Salt's makedirs_perms sets it through check_perms, whose failure it
+/// drops: a mode that is not octal leaves the umask's (`None`).
+fn dir_mode_bits(dir_mode: &Value, mode: &Option<String>) -> Option<u32> {
+    let dir_mode = match (normalize_mode(dir_mode), mode) {
         (Some(d), _) => Some(d),
         (None, Some(m)) => {
             let digits: Vec<char> = m.chars().collect();
@@ -276,10 +280,43 @@ fn make_dirs(job: &Job<'_>) -> Result<(), Error> {
         }
         (None, None) => None,
     };
-    // Salt's makedirs_perms sets the mode through check_perms, whose
-    // failure it drops: a mode that is not octal leaves the umask's.
-    let bits = dir_mode.and_then(|d| parse_mode(&json!(d)));
+    dir_mode.and_then(|d| parse_mode(&json!(d)))
+}
+
+/// `_set_mode_and_make_dirs`: the parents of `name`, with
+/// [`dir_mode_bits`].
+fn make_dirs(job: &Job<'_>) -> Result<(), Error> {
+    let bits = dir_mode_bits(&job.a.dir_mode, &job.mode);
     makedirs_perms(&normalize(Path::new(&dirname(&job.name))), bits)
+}
+
+/// Refuse, before anything is written or made, the modes this would set
+/// that the host refuses (set-uid, set-gid or world-writable without the
+/// `special_modes` grant): `mode` for the file where it differs from the
+/// `current` one (`None`: a new file; a link not followed keeps its
+/// own, as `check_perms` does), and the parents' mode where `makedirs`
+/// will make them. Otherwise the file would be written (a new one at
+/// 0600, an old one with its new content) and only then refused its mode.
+fn modes_may_be_set(
+    name: &str,
+    mode: &Option<String>,
+    current: Option<&Value>,
+    makedirs: &Value,
+    dir_mode: &Value,
+) -> Result<(), Error> {
+    if let Some(m) = mode
+        && current.is_none_or(|c| *c != json!(m))
+        && let Some(bits) = mode_bits(m)
+    {
+        may_set_mode(name, bits)?;
+    }
+    if python::truthy(makedirs)
+        && !is_dir(Path::new(&dirname(name)))
+        && let Some(bits) = dir_mode_bits(dir_mode, mode)
+    {
+        may_set_mode(&dirname(name), bits)?;
+    }
+    Ok(())
 }
 
 /// The target does not exist: make it, from the source, the contents, or
@@ -400,11 +437,16 @@ pub(crate) fn manage_file(a: ManageFile) -> Result<Value, Error> {
     }
     let target = exists(&p) && !is_dir(&p) || is_link(&p);
     if target {
-        let st = stats(&name, None, python::truthy(&a.follow_symlinks))?;
+        let follow = python::truthy(&a.follow_symlinks);
+        let st = stats(&name, None, follow)?;
         owner_is(&name, &st, &a.user, &a.group)?;
+        // A link not followed is replaced by a new file, whose mode is set.
+        let current = (!is_link(&p) || follow).then_some(&st["mode"]);
+        modes_may_be_set(&name, &job.mode, current, &Value::Null, &Value::Null)?;
         manage_existing(&job, ret)
     } else {
         new_owner_is(&name, &a.user, &a.group)?;
+        modes_may_be_set(&name, &job.mode, None, &a.makedirs, &a.dir_mode)?;
         manage_new(&job, ret)
     }
 }
@@ -431,6 +473,13 @@ pub(crate) struct CheckManaged {
     new_file_diff: Value,
     #[serde(default)]
     maid_source: Value,
+    /// The state's `makedirs` and `dir_mode` (`manage_file`'s), which
+    /// Salt's `check_managed_changes` does not take: with them the
+    /// prediction refuses a parents' mode as the run would.
+    #[serde(default)]
+    maid_makedirs: Value,
+    #[serde(default)]
+    maid_dir_mode: Value,
 }
 
 /// Salt's `check_file_meta`: the changes `manage_file` would make.
@@ -511,6 +560,8 @@ fn check_file_meta(
     "ignore_comment_characters=null",
     "new_file_diff=false",
     "maid_source=null",
+    "maid_makedirs=false",
+    "maid_dir_mode=null",
     "**kwargs",
 ])]
 pub(crate) fn check_managed_changes(a: CheckManaged) -> Result<Value, Error> {
@@ -526,8 +577,14 @@ pub(crate) fn check_managed_changes(a: CheckManaged) -> Result<Value, Error> {
             ]));
         }
     }
+    let mode = normalize_mode(&a.mode);
+    let follow = python::truthy(&a.follow_symlinks);
     if lstat_missing(&name)? {
         new_owner_is(&name, &a.user, &a.group)?;
+        modes_may_be_set(&name, &mode, None, &a.maid_makedirs, &a.maid_dir_mode)?;
+    } else if let Ok(st) = stats(&name, None, follow) {
+        let current = (!is_link(Path::new(&name)) || follow).then_some(&st["mode"]);
+        modes_may_be_set(&name, &mode, current, &Value::Null, &Value::Null)?;
     }
     Ok(Value::Object(check_file_meta(&a, &name, data.as_deref())?))
 }

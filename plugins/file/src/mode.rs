@@ -23,6 +23,65 @@ pub(crate) fn parse_mode(mode: &Value) -> Option<u32> {
     }
     u32::from_str_radix(t, 8).ok().filter(|m| *m <= 0o7777)
 }
+/// Bits the host sets only for a plugin granted `special_modes`:
+/// set-uid, set-gid and world-writable (`SPECIAL_MODE_BITS` in the
+/// agent's `runtime/files.rs`). A mode without them is never refused for
+/// itself, so only a mode with them is asked about ahead.
+const SPECIAL_MODE_BITS: u32 = 0o6002;
+
+/// Refuse (`Denied`) a mode the host would refuse to set on `path`,
+/// before the caller writes anything: a state whose mode is refused must
+/// leave nothing behind, neither a new file nor new content in an old
+/// one. Only the host knows the grant, so it is asked to set `mode` on an
+/// empty scratch file in the granted directory that holds `path`, which
+/// is removed whatever the answer. Where that directory is not writable
+/// nothing is asked: the place itself is refused.
+pub(crate) fn may_set_mode(path: &str, mode: u32) -> Result<(), Error> {
+    if mode & SPECIAL_MODE_BITS == 0 {
+        return Ok(());
+    }
+    let Some(dir) = maid_sdk::fs::granted_dir(std::path::Path::new(path)) else {
+        return Ok(());
+    };
+    if !dir.writable {
+        return Ok(());
+    }
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let mut made = None;
+    for n in 0..8 {
+        let scratch = dir.path.join(format!(".maid-mode-{stamp:x}-{n}"));
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&scratch)
+        {
+            Ok(_) => {
+                made = Some(scratch);
+                break;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(crate::paths::io(&scratch, e)),
+        }
+    }
+    let Some(scratch) = made else {
+        return Err(failed(format!(
+            "{}: no scratch file could be made to ask whether mode {} may be set",
+            dir.path.display(),
+            mode_text(mode)
+        )));
+    };
+    let shown = scratch.display().to_string();
+    let asked = host::set_mode(&shown, mode);
+    let _ = std::fs::remove_file(&scratch);
+    match asked {
+        Err(e) if e.kind == maid_sdk::ErrorKind::Denied => {
+            Err(Error::denied(e.message.replace(&shown, path)))
+        }
+        _ => Ok(()),
+    }
+}
 pub(crate) fn mode_arg(mode: &Option<Value>) -> Result<Option<u32>, Error> {
     match mode {
         None | Some(Value::Null) => Ok(None),

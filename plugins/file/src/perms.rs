@@ -32,13 +32,19 @@ pub(crate) fn normalize_mode(mode: &Value) -> Option<String> {
 /// octal sets nothing ("Invalid Mode", which the caller then sees as a
 /// mode that did not change).
 pub(crate) fn set_mode_text(path: &str, mode: &str) -> Result<(), Error> {
+    match mode_bits(mode) {
+        Some(bits) => host::set_mode(path, bits),
+        None => Ok(()),
+    }
+}
+
+/// The bits [`set_mode_text`] sets for `mode`; `None` for a mode that is
+/// not octal, which sets nothing.
+pub(crate) fn mode_bits(mode: &str) -> Option<u32> {
     let m = mode.trim_start_matches(['0', 'O', 'o']);
     let m = if m.is_empty() { "0" } else { m };
-    match u32::from_str_radix(m, 8) {
-        // chmod(2) keeps the permission bits and no others.
-        Ok(bits) => host::set_mode(path, bits & 0o7777),
-        Err(_) => Ok(()),
-    }
+    // chmod(2) keeps the permission bits and no others.
+    u32::from_str_radix(m, 8).ok().map(|bits| bits & 0o7777)
 }
 
 /// An owner asked for (`user`, or `group`) that a path with this name

@@ -432,12 +432,19 @@ impl<'a> Runner<'a> {
         let checks = ["unless", "onlyif", "creates"]
             .iter()
             .any(|k| low.contains_key(*k));
+        let mut refused = false;
         if checks && !states::has_mod_run_check(&state) {
-            for (k, v) in states::run_check(low, self.env) {
-                ret.insert(k, v);
+            match states::run_check(low, self.env) {
+                Ok(checked) => ret.extend(checked),
+                Err(why) => {
+                    ret = states::ret(low, json!(false), &format!("Denied: {why}"));
+                    refused = true;
+                }
             }
         }
-        if ret.get("result") == Some(&Value::Bool(false)) || !ret.contains_key("result") {
+        if !refused
+            && (ret.get("result") == Some(&Value::Bool(false)) || !ret.contains_key("result"))
+        {
             ret = match states::call(low, self.env) {
                 Ok(r) => r,
                 Err(e) => {

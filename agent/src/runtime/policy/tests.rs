@@ -141,6 +141,26 @@ fn special_modes_are_granted_by_the_config_to_plugins_that_write() {
 }
 
 #[test]
+fn policy_says_whom_grains_a_plugin_sets_are_believed_by() {
+    let g = PluginGrants {
+        set_grains: true,
+        ..Default::default()
+    };
+    let w = Grants::effective(&[], &g).unwrap().summary().warnings;
+    assert!(
+        w.iter().any(|w| w.starts_with("set_grains")
+            && w.contains("API permissions (G@")
+            && w.contains("pillar top files")),
+        "{w:?}"
+    );
+    let w = Grants::effective(&[], &PluginGrants::default())
+        .unwrap()
+        .summary()
+        .warnings;
+    assert!(!w.iter().any(|w| w.contains("set_grains")), "{w:?}");
+}
+
+#[test]
 fn undeclared_capabilities_are_not_granted() {
     let g = PluginGrants {
         exec: vec!["*".into()],

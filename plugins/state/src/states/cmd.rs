@@ -4,7 +4,7 @@
 
 use serde_json::{Map, Value, json};
 
-use super::{Env, name_of, ret, salt};
+use super::{CallError, Env, name_of, ret, salt};
 use crate::compile::Obj;
 use crate::py::{py_str, truthy};
 
@@ -41,21 +41,38 @@ fn listed(v: &Value) -> Vec<Value> {
     }
 }
 
-/// A check command's retcode; `fallback` when it could not run.
-fn retcode(cmd: &str, opts: &[(&str, Value)], env: &mut Env, fallback: i64) -> i64 {
+/// A check's outcome, `(result, comment, skip_watch)`, or `Err` with why
+/// the grants refused the check: a refused check is no answer either way,
+/// so the state fails `Denied` rather than run or be skipped.
+pub type Checked = Result<(bool, String, Option<bool>), String>;
+
+/// A check command's retcode; `fallback` when it raised (Salt's
+/// `CommandExecutionError`); `Err` when the grants refused it.
+fn retcode(cmd: &str, opts: &[(&str, Value)], env: &mut Env, fallback: i64) -> Result<i64, String> {
     let mut kw: Vec<(&str, Value)> = vec![
         ("ignore_retcode", json!(true)),
         ("python_shell", json!(true)),
     ];
     kw.extend(opts.iter().cloned());
     match salt(env, "cmd.retcode", &[json!(cmd)], &kw) {
-        Ok(v) => v.as_i64().unwrap_or(fallback),
-        Err(_) => fallback,
+        Ok(v) => Ok(v.as_i64().unwrap_or(fallback)),
+        Err(CallError::Denied(why)) => Err(why),
+        Err(CallError::Failed(_)) => Ok(fallback),
+    }
+}
+
+/// A check function's return: `null` when it raised; `Err` when the
+/// grants refused it.
+fn check_return(entry: &Map<String, Value>, env: &mut Env) -> Result<Value, String> {
+    match check_function(entry, env) {
+        Ok(v) => Ok(v),
+        Err(CallError::Denied(why)) => Err(why),
+        Err(CallError::Failed(_)) => Ok(Value::Null),
     }
 }
 
 /// A check given as `{fun: ..., args: [...], ...}`: its return.
-fn check_function(entry: &Map<String, Value>, env: &mut Env) -> Result<Value, String> {
+fn check_function(entry: &Map<String, Value>, env: &mut Env) -> Result<Value, CallError> {
     let mut entry = entry.clone();
     let fun = entry
         .shift_remove("fun")
@@ -67,7 +84,7 @@ fn check_function(entry: &Map<String, Value>, env: &mut Env) -> Result<Value, St
     };
     let get_return = entry.shift_remove("get_return");
     let kw: Vec<(&str, Value)> = entry.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
-    let result = salt(env, &fun, &args, &kw).map_err(|e| e.to_string())?;
+    let result = salt(env, &fun, &args, &kw)?;
     Ok(match get_return {
         Some(path) => traverse(&result, &py_str(&path)),
         None => result,
@@ -92,70 +109,72 @@ fn traverse(v: &Value, path: &str) -> Value {
     cur.clone()
 }
 
-/// `_run_check_onlyif`: `(result, comment, skip_watch)`.
-pub fn onlyif(v: &Value, opts: &[(&str, Value)], env: &mut Env) -> (bool, String, Option<bool>) {
+/// `_run_check_onlyif`: `(result, comment, skip_watch)`; `Err` when the
+/// grants refused a check.
+pub fn onlyif(v: &Value, opts: &[(&str, Value)], env: &mut Env) -> Checked {
     let mut state = (false, String::new(), None);
     for entry in listed(v) {
         match &entry {
             Value::String(cmd) => {
-                let rc = retcode(cmd, opts, env, 100);
+                let rc = retcode(cmd, opts, env, 100)?;
                 if rc != 0 && !state.0 {
-                    return (true, "onlyif condition is false".into(), Some(true));
+                    return Ok((true, "onlyif condition is false".into(), Some(true)));
                 } else if rc == 0 {
                     state = (false, "onlyif condition is true".into(), state.2);
                 }
             }
             Value::Object(o) => {
                 if !o.contains_key("fun") {
-                    return (
+                    return Ok((
                         state.0,
                         format!("no `fun` argument in onlyif: {}", crate::py::repr(&entry)),
                         state.2,
-                    );
+                    ));
                 }
-                let result = check_function(o, env).unwrap_or(Value::Null);
+                let result = check_return(o, env)?;
                 if !truthy(&result) {
-                    return (true, "onlyif condition is false".into(), Some(true));
+                    return Ok((true, "onlyif condition is false".into(), Some(true)));
                 }
                 state = (false, "onlyif condition is true".into(), state.2);
             }
             _ => {
-                return (
+                return Ok((
                     false,
                     "onlyif execution failed, bad type passed".into(),
                     state.2,
-                );
+                ));
             }
         }
     }
-    state
+    Ok(state)
 }
 
-/// `_run_check_unless`: `(result, comment, skip_watch)`.
-pub fn unless(v: &Value, opts: &[(&str, Value)], env: &mut Env) -> (bool, String, Option<bool>) {
+/// `_run_check_unless`: `(result, comment, skip_watch)`; `Err` when the
+/// grants refused a check.
+pub fn unless(v: &Value, opts: &[(&str, Value)], env: &mut Env) -> Checked {
     let mut state = (false, String::new(), None);
     for entry in listed(v) {
         match &entry {
             Value::String(cmd) => {
-                if retcode(cmd, opts, env, 0) == 0 {
+                if retcode(cmd, opts, env, 0)? == 0 {
                     state = (true, "unless condition is true".into(), Some(true));
                 } else {
-                    return (false, "unless condition is false".into(), None);
+                    return Ok((false, "unless condition is false".into(), None));
                 }
             }
             Value::Object(o) => {
                 if !o.contains_key("fun") {
-                    return (
+                    return Ok((
                         state.0,
                         format!("no `fun` argument in unless: {}", crate::py::repr(&entry)),
                         state.2,
-                    );
+                    ));
                 }
-                let result = check_function(o, env).unwrap_or(Value::Null);
+                let result = check_return(o, env)?;
                 if truthy(&result) {
                     state = (true, "unless condition is true".into(), Some(true));
                 } else {
-                    return (false, "unless condition is false".into(), state.2);
+                    return Ok((false, "unless condition is false".into(), state.2));
                 }
             }
             _ => {
@@ -167,7 +186,7 @@ pub fn unless(v: &Value, opts: &[(&str, Value)], env: &mut Env) -> (bool, String
             }
         }
     }
-    state
+    Ok(state)
 }
 
 /// Salt's check of `env`: a list, a dict, or none at all.

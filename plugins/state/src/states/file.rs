@@ -34,22 +34,45 @@ pub use link::{absent, symlink};
 pub use managed::managed;
 pub use recurse::recurse;
 
-fn exists(path: &str, env: &mut Env) -> bool {
+/// Whether `path` exists; `Err` when the grants refused the question.
+fn exists(path: &str, env: &mut Env) -> Result<bool, String> {
     let arg = [json!(path)];
-    let yes = |v: Result<Value, _>| matches!(v, Ok(Value::Bool(true)));
-    yes(salt(env, "file.file_exists", &arg, &[]))
-        || yes(salt(env, "file.directory_exists", &arg, &[]))
+    for fun in ["file.file_exists", "file.directory_exists"] {
+        match salt(env, fun, &arg, &[]) {
+            Ok(Value::Bool(true)) => return Ok(true),
+            Err(CallError::Denied(why)) => return Err(why),
+            _ => {}
+        }
+    }
+    Ok(false)
 }
 
-/// `_run_check_creates`: `(result, comment, skip_watch)`.
-pub fn creates(v: &Value, env: &mut Env) -> (bool, String, Option<bool>) {
-    match v {
-        Value::String(p) if exists(p, env) => (true, format!("{p} exists"), Some(true)),
-        Value::Array(paths) if paths.iter().all(|p| exists(&py_str(p), env)) => {
-            (true, "All files in creates exist".into(), Some(true))
+/// `_run_check_creates`: `(result, comment, skip_watch)`; `Err` when the
+/// grants refused the check (no answer either way).
+pub fn creates(v: &Value, env: &mut Env) -> super::cmd::Checked {
+    let all = match v {
+        Value::String(p) => {
+            if exists(p, env)? {
+                return Ok((true, format!("{p} exists"), Some(true)));
+            }
+            false
         }
-        _ => (false, "Creates files not found".into(), None),
+        Value::Array(paths) => {
+            let mut all = true;
+            for p in paths {
+                if !exists(&py_str(p), env)? {
+                    all = false;
+                    break;
+                }
+            }
+            all
+        }
+        _ => false,
+    };
+    if all {
+        return Ok((true, "All files in creates exist".into(), Some(true)));
     }
+    Ok((false, "Creates files not found".into(), None))
 }
 
 /// `__salt__['file.<fun>'](**kwargs)`.

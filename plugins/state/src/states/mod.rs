@@ -298,8 +298,11 @@ pub fn salt(
 
 /// `State._run_check`: `onlyif`, `unless` and `creates`, each through
 /// `cmd.retcode` or the function it names; the keys to merge into the
-/// return (`result` True: the state is not run).
-pub fn run_check(low: &Obj, env: &mut Env) -> Obj {
+/// return (`result` True: the state is not run). `Err` when the grants
+/// refused a check: that is no answer, so the state neither runs nor is
+/// skipped, but fails `Denied` (maid's own case; Salt's checks are never
+/// refused).
+pub fn run_check(low: &Obj, env: &mut Env) -> Result<Obj, String> {
     let mut ret = Obj::new();
     ret.insert("result".into(), json!(false));
     ret.insert("comment".into(), json!([]));
@@ -310,7 +313,7 @@ pub fn run_check(low: &Obj, env: &mut Env) -> Obj {
     let mut comments = Vec::new();
     let mut skip_watch: Option<bool> = None;
     if let Some(onlyif) = low.get("onlyif") {
-        let (result, comment, skip) = cmd::onlyif(onlyif, &opts, env);
+        let (result, comment, skip) = cmd::onlyif(onlyif, &opts, env)?;
         ret.insert("result".into(), json!(result));
         comments.push(json!(comment));
         if skip.is_some() {
@@ -318,7 +321,7 @@ pub fn run_check(low: &Obj, env: &mut Env) -> Obj {
         }
     }
     if let Some(unless) = low.get("unless") {
-        let (result, comment, skip) = cmd::unless(unless, &opts, env);
+        let (result, comment, skip) = cmd::unless(unless, &opts, env)?;
         let before = ret.get("result").is_some_and(truthy);
         ret.insert("result".into(), json!(result || before));
         comments.push(json!(comment));
@@ -327,7 +330,7 @@ pub fn run_check(low: &Obj, env: &mut Env) -> Obj {
         }
     }
     if let Some(creates) = low.get("creates") {
-        let (result, comment, skip) = file::creates(creates, env);
+        let (result, comment, skip) = file::creates(creates, env)?;
         let before = ret.get("result").is_some_and(truthy);
         ret.insert("result".into(), json!(result || before));
         comments.push(json!(comment));
@@ -339,5 +342,5 @@ pub fn run_check(low: &Obj, env: &mut Env) -> Obj {
     if let Some(s) = skip_watch {
         ret.insert("skip_watch".into(), json!(s));
     }
-    ret
+    Ok(ret)
 }

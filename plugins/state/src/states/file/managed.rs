@@ -453,6 +453,9 @@ fn predict(
     };
     let mut kw = file_args(a, source, &contents, &got);
     kw.push(("new_file_diff", json!(flag(a.low, "new_file_diff", false))));
+    // So that a parents' mode the run would be refused is refused here.
+    kw.push(("maid_makedirs", json!(flag(a.low, "makedirs", false))));
+    kw.push(("maid_dir_mode", arg(a.low, "dir_mode").clone()));
     let check = match call(env, "check_managed_changes", &kw) {
         Ok(c) => c,
         Err(e) => return Ok(error(ret, format!("Unable to manage file: {}", denied(e)?))),
