@@ -181,16 +181,19 @@ pub fn run(cmd: PluginCommand) -> anyhow::Result<ExitCode> {
             let setup = Setup::resolve(&args.runtime, false)?;
             let (reports, failed) = load_reports(&setup)?;
             match args.format {
-                Format::Json => println!("{}", serde_json::to_string_pretty(&reports)?),
+                Format::Json => outln!("{}", serde_json::to_string_pretty(&reports)?),
                 Format::Text => {
-                    println!(
+                    outln!(
                         "{:<12} {:<10} {:<16} {:<28} FUNCTIONS",
-                        "MODULE", "VERSION", "SHA256", "REQUESTS"
+                        "MODULE",
+                        "VERSION",
+                        "SHA256",
+                        "REQUESTS"
                     );
                     for r in &reports {
                         let names: Vec<&str> =
                             r.functions.iter().map(|f| f.name.as_str()).collect();
-                        println!(
+                        outln!(
                             "{:<12} {:<10} {:<16} {:<28} {}",
                             r.module,
                             r.version,
@@ -214,8 +217,8 @@ pub fn run(cmd: PluginCommand) -> anyhow::Result<ExitCode> {
             let plugin = crate::rt::block_on(runtime.inspect_file(&args.file))??;
             let r = report(&plugin);
             match args.format {
-                Format::Json => println!("{}", serde_json::to_string_pretty(&r)?),
-                Format::Text => print!("{}", text(&r)),
+                Format::Json => outln!("{}", serde_json::to_string_pretty(&r)?),
+                Format::Text => out!("{}", text(&r)),
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -239,12 +242,12 @@ fn compile(args: CompileArgs) -> anyhow::Result<ExitCode> {
             CacheStatus::Hit => "already compiled",
             _ => "compiled",
         };
-        println!("{module:<12} {} {what}", &sha256[..16]);
+        outln!("{module:<12} {} {what}", &sha256[..16]);
     }
     for path in &done.removed {
-        println!("removed {}", path.display());
+        outln!("removed {}", path.display());
     }
-    println!(
+    outln!(
         "{} plugins compiled for any {} CPU in {}",
         done.plugins.len(),
         std::env::consts::ARCH,
@@ -292,12 +295,12 @@ pub fn policy(args: PolicyArgs) -> anyhow::Result<ExitCode> {
     };
     let (reports, failed) = load_reports(&setup)?;
     match args.format {
-        Format::Json => println!(
+        Format::Json => outln!(
             "{}",
             serde_json::to_string_pretty(&serde_json::json!({"trust": trust, "plugins": reports}))?
         ),
         Format::Text => {
-            println!(
+            outln!(
                 "require_signed: {}\ntrusted keys:   {}\nmax skew:       {} s\naudit log:      {}\n",
                 if trust.require_signed {
                     "yes"
@@ -309,7 +312,7 @@ pub fn policy(args: PolicyArgs) -> anyhow::Result<ExitCode> {
                 trust.audit_log.as_deref().unwrap_or("-"),
             );
             for r in &reports {
-                println!("{}", text(r));
+                outln!("{}", text(r));
             }
         }
     }
