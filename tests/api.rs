@@ -496,10 +496,12 @@ async fn a_state_run_through_the_api_reads_the_masters_file_roots() {
     assert_eq!(record["fun"], "state.apply", "{record}");
     assert_eq!(record["user"], USER, "{record}");
     assert!(record["signer"].is_string(), "{record}");
+    // The state's id and name as digests, as arguments are.
+    let sha = |s: &str| hex::encode(<sha2::Sha256 as sha2::Digest>::digest(format!("{s:?}")));
     assert_eq!(
         record["states"],
-        json!([{"function": "test.succeed_with_changes", "id": "hello",
-                "name": "from the master", "result": true, "changed": ["testing"]}]),
+        json!([{"function": "test.succeed_with_changes", "id_sha256": sha("hello"),
+                "name_sha256": sha("from the master"), "result": true, "changed": ["testing"]}]),
         "{record}"
     );
 }

@@ -3,6 +3,14 @@
 //! [`read`] gathers them across the fleet for a [`Query`] — by time,
 //! maid, user, function, decision, job and capability — for `maid audit`
 //! and the API's `GET /audit`. [`follow`] reads what arrives after.
+//!
+//! A stream is its maid's: `--minion` picks streams, and a record in a
+//! stream that names another maid is shown marked (`_minion`), never as
+//! the other maid's. A record that does not chain to the one before it
+//! is marked `_chain`. [`removal`] tells what Redis says of entries gone
+//! from a stream, for `maid audit verify --stream`.
+
+pub mod removal;
 
 use std::collections::BTreeMap;
 
@@ -12,7 +20,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use maid_bus::Conn;
-use maid_protocol::auditchain::{Head, stream_key};
+use maid_protocol::auditchain::{Head, names_other, owner_of, stream_key};
 use maid_protocol::protocol::REGISTRY_KEY;
 use maid_salt::target::fnmatch;
 
@@ -180,6 +188,13 @@ impl Filter {
 
     /// Whether `rec` is one asked for.
     pub fn matches(&self, rec: &Value) -> bool {
+        self.matches_of(rec, None)
+    }
+
+    /// Whether `rec`, a record of maid `owner`'s stream or file, is one
+    /// asked for: `minion` is matched against whose records they are, not
+    /// what a record says (which anyone appending to them chooses).
+    pub fn matches_of(&self, rec: &Value, owner: Option<&str>) -> bool {
         let s = |k: &str| rec.get(k).and_then(Value::as_str);
         let q = &self.query;
         if self.since_ms.is_some() || self.until_ms.is_some() {
@@ -192,7 +207,7 @@ impl Filter {
                 return false;
             }
         }
-        glob(&q.minion, s("minion"))
+        glob(&q.minion, owner.or(s("minion")))
             && glob(&q.user, s("user"))
             && glob(&q.fun, s("fun"))
             && q.decision
@@ -285,21 +300,41 @@ pub async fn entries(
     since_ms: Option<i64>,
     end_ms: Option<i64>,
 ) -> Result<Vec<Entry>, AuditError> {
-    let key = stream_key(id);
-    let mut start = match (after, since_ms) {
+    let start = match (after, since_ms) {
         (Some(a), _) => format!("({a}"),
         (None, Some(ms)) => format!("{}-0", ms.max(0)),
         (None, None) => "-".into(),
     };
     // An id of milliseconds alone ends at that millisecond's last entry.
     let end = end_ms.map_or("+".to_string(), |ms| ms.max(0).to_string());
+    range(conn, id, start, &end).await
+}
+
+/// Every entry of maid `id`'s stream up to entry `last` (inclusive), as
+/// `XINFO STREAM` named it: what was there when Redis counted.
+pub async fn entries_through(
+    conn: &mut Conn,
+    id: &str,
+    last: &str,
+) -> Result<Vec<Entry>, AuditError> {
+    range(conn, id, "-".into(), last).await
+}
+
+/// `XRANGE` of maid `id`'s stream from `start` to `end`, by pages.
+async fn range(
+    conn: &mut Conn,
+    id: &str,
+    mut start: String,
+    end: &str,
+) -> Result<Vec<Entry>, AuditError> {
+    let key = stream_key(id);
     let mut out = Vec::new();
     loop {
         // Each entry: its id and its fields and values, flat.
         let page: Vec<(String, Vec<Vec<u8>>)> = redis::cmd("XRANGE")
             .arg(&key)
             .arg(&start)
-            .arg(&end)
+            .arg(end)
             .arg("COUNT")
             .arg(PAGE)
             .query_async(conn)
@@ -321,18 +356,80 @@ pub async fn entries(
     }
 }
 
+/// Where records were read: maid `id`'s stream, or a file.
+#[derive(Debug, Clone, Copy)]
+pub enum Source<'a> {
+    Stream(&'a str),
+    File(&'a str),
+}
+
+impl Source<'_> {
+    /// How `maid audit verify` checks this source.
+    fn verify(&self) -> String {
+        match self {
+            Source::Stream(id) => format!("maid audit verify --stream {id}"),
+            Source::File(f) => format!("maid audit verify {f}"),
+        }
+    }
+
+    fn name(&self) -> String {
+        match self {
+            Source::Stream(id) => stream_key(id),
+            Source::File(f) => f.to_string(),
+        }
+    }
+}
+
 /// A record that does not follow the entry before it in its stream: an
 /// entry was added, removed or altered there (or the maid recorded a
 /// gap). The reader is told, not spared: `_chain` says so.
-fn mark_unlinked(rec: &mut Value, id: &str) {
+fn mark_unlinked(rec: &mut Value, from: Source) {
     if let Value::Object(map) = rec {
         map.insert(
             "_chain".into(),
             Value::String(format!(
-                "does not follow the entry before it: check with `maid audit verify --stream {id}`"
+                "does not follow the entry before it: check with `{}`",
+                from.verify()
             )),
         );
     }
+}
+
+/// A record that names a maid other than the one whose records hold it:
+/// whoever may append to them wrote it (the chain is not keyed), so it is
+/// not the other maid's, whatever it says. `_minion` says so.
+fn mark_foreign(rec: &mut Value, from: Source, owner: &str, named: &str) {
+    if let Value::Object(map) = rec {
+        map.insert(
+            "_minion".into(),
+            Value::String(format!(
+                "names maid {named:?} but stands in {}, {owner}'s records: written in \
+                 another maid's name; check with `{}`",
+                from.name(),
+                from.verify()
+            )),
+        );
+    }
+}
+
+/// The records of one maid's audit file (or syslog capture: `lines` are
+/// the records in it) that `filter` matches, oldest first, marked as
+/// [`read`] marks a stream's: the file's maid is the one its checkpoints
+/// name ([`owner_of`]).
+pub fn read_lines(lines: &[&[u8]], file: &str, filter: &Filter) -> Vec<Value> {
+    let owner = owner_of(lines.iter().copied());
+    let entries = lines
+        .iter()
+        .map(|l| Entry {
+            id: String::new(),
+            line: l.to_vec(),
+        })
+        .collect();
+    let from = Source::File(file);
+    matching(entries, &mut None, owner.as_deref(), from, filter)
+        .into_iter()
+        .map(|(_, r)| r)
+        .collect()
 }
 
 /// Every record of the fleet's streams that `filter` matches, oldest
@@ -345,7 +442,8 @@ pub async fn read(conn: &mut Conn, filter: &Filter) -> Result<Vec<Value>, AuditE
             continue;
         }
         let got = entries(conn, &id, None, filter.since_ms, filter.until_ms).await?;
-        for (entry, rec) in matching(got, &mut None, &id, filter) {
+        let from = Source::Stream(&id);
+        for (entry, rec) in matching(got, &mut None, Some(&id), from, filter) {
             found.push((record_ms(&rec).unwrap_or_default(), entry, rec));
         }
     }
@@ -354,14 +452,16 @@ pub async fn read(conn: &mut Conn, filter: &Filter) -> Result<Vec<Value>, AuditE
     Ok(found.into_iter().map(|(_, _, r)| r).collect())
 }
 
-/// The records of maid `id`'s `entries` that `filter` matches, with
-/// their entry ids, each marked `_chain` when it does not follow the
-/// entry before it (`head`: the last one read before these, kept for
-/// the next call).
+/// The records of `owner`'s `entries` (read `from` a stream or file)
+/// that `filter` matches, with their entry ids, each marked `_chain`
+/// when it does not follow the entry before it (`head`: the last one
+/// read before these, kept for the next call) and `_minion` when it
+/// names a maid other than `owner`.
 fn matching(
     entries: Vec<Entry>,
     head: &mut Option<Head>,
-    id: &str,
+    owner: Option<&str>,
+    from: Source,
     filter: &Filter,
 ) -> Vec<(String, Value)> {
     let mut out = Vec::new();
@@ -371,9 +471,14 @@ fn matching(
         };
         let linked = head.as_ref().is_none_or(|h| h.links(&rec));
         *head = Head::of_line(&e.line);
-        if filter.matches(&rec) {
+        if filter.matches_of(&rec, owner) {
             if !linked {
-                mark_unlinked(&mut rec, id);
+                mark_unlinked(&mut rec, from);
+            }
+            if let Some(owner) = owner
+                && let Some(named) = names_other(&rec, owner)
+            {
+                mark_foreign(&mut rec, from, owner, &named);
             }
             out.push((e.id, rec));
         }
@@ -420,7 +525,7 @@ pub async fn follow(
         let got = entries(conn, &id, after.as_deref(), since, None).await?;
         let last = got.last().map(|e| e.id.clone());
         out.extend(
-            matching(got, &mut head, &id, filter)
+            matching(got, &mut head, Some(&id), Source::Stream(&id), filter)
                 .into_iter()
                 .map(|(_, r)| r),
         );
@@ -495,5 +600,34 @@ mod tests {
                 .is_err()
         );
         assert!(serde_json::from_value::<Query>(json!({"sql": "1"})).is_err());
+    }
+
+    #[test]
+    fn a_record_is_its_files_maids_and_one_in_another_name_is_marked() {
+        let line = |v: Value| serde_json::to_vec(&v).unwrap();
+        let lines = [
+            line(
+                json!({"minion": "web-1", "seq": 1, "prev": "x", "decision": "ran", "user": "alice"}),
+            ),
+            line(json!({"minion": "web-1", "seq": 2, "prev": "y", "decision": "checkpoint"})),
+            line(
+                json!({"minion": "db-1", "seq": 3, "prev": "z", "decision": "ran", "user": "mallory"}),
+            ),
+        ];
+        let lines: Vec<&[u8]> = lines.iter().map(Vec::as_slice).collect();
+        let found = read_lines(&lines, "a.log", &filter(json!({"user": "mallory"})));
+        assert_eq!(found.len(), 1);
+        let mark = found[0]["_minion"].as_str().unwrap();
+        assert!(
+            mark.contains("\"db-1\"") && mark.contains("web-1's"),
+            "{mark}"
+        );
+        // Asked for db-1's records, the file (web-1's) has none; asked
+        // for web-1's, the forged one is among them, marked.
+        assert!(read_lines(&lines, "a.log", &filter(json!({"minion": "db-1"}))).is_empty());
+        let web = read_lines(&lines, "a.log", &filter(json!({"minion": "web-1"})));
+        assert_eq!(web.len(), 3);
+        assert!(web[2]["_minion"].is_string() && web[2]["_chain"].is_string());
+        assert!(web[0].get("_minion").is_none());
     }
 }

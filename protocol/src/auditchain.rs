@@ -8,7 +8,14 @@
 //! that key no longer verifies at the next checkpoint.
 //!
 //! [`Verifier`] reads records in order (a rotated file's, then the next)
-//! and names the first place the chain breaks.
+//! and names the first place the chain breaks. A chain is one maid's:
+//! given whose it is ([`Verifier::owned_by`]; a stream `maid:audit:<id>`
+//! is `<id>`'s, a file its checkpoints' maid's, see [`owner_of`]), a
+//! record naming another maid is a break too, since the chain is not
+//! keyed and whoever may append to a stream can link a record to it.
+//!
+//! Records hold what senders chose (a job's `fun`, a reject's reason):
+//! whatever prints them shows them through [`escape_controls`].
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as B64;
@@ -88,6 +95,105 @@ pub fn checkpoint(key: &SigningKey, minion: &str, seq: u64, prev: &str) -> Check
     }
 }
 
+/// `text` with every character that could steer a terminal shown
+/// escaped: C0 controls (newline and tab too: a record's field is one
+/// line of a table), DEL, C1 controls (U+009B is a CSI on its own to
+/// some terminals) and Unicode's bidirectional formatting characters,
+/// which reorder what is read. `\u{1b}`, `\n`, `\t`, `\r`, as Rust
+/// writes them; the rest of the text as it is.
+pub fn escape_controls(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.chars().any(steers) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        match c {
+            '\n' => out.push_str("\\n"),
+            '\t' => out.push_str("\\t"),
+            '\r' => out.push_str("\\r"),
+            c if steers(c) => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
+/// JSON text (serde_json's: C0 controls escaped in strings, and outside
+/// them only whitespace) with every other character [`steers`] names
+/// written `\uXXXX` too. They can only
+/// stand inside its strings, where the escape means the same character:
+/// the JSON reads back exactly, and prints nothing a terminal obeys.
+pub fn escape_json_controls(json: &str) -> std::borrow::Cow<'_, str> {
+    // C0 stands in JSON only as the whitespace between its tokens.
+    let escaped = |c: char| steers(c) && c >= ' ';
+    if !json.chars().any(escaped) {
+        return std::borrow::Cow::Borrowed(json);
+    }
+    let mut out = String::with_capacity(json.len() + 16);
+    for c in json.chars() {
+        if escaped(c) {
+            // Each is in the Basic Multilingual Plane: one escape.
+            out.push_str(&format!("\\u{:04x}", c as u32));
+        } else {
+            out.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
+/// Whether `c` is a character [`escape_controls`] escapes.
+pub fn steers(c: char) -> bool {
+    c.is_control()
+        || matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+}
+
+/// Whose records `lines` (one maid's chain) are: the maid its first
+/// `checkpoint` names — what the maid signed, when a key checks it —
+/// else the first record that names one.
+pub fn owner_of<'a>(lines: impl IntoIterator<Item = &'a [u8]> + Clone) -> Option<String> {
+    let named = |checkpoint: bool| {
+        lines
+            .clone()
+            .into_iter()
+            .filter_map(|l| serde_json::from_slice::<Value>(l).ok())
+            .filter(|v| {
+                !checkpoint || v.get("decision").and_then(Value::as_str) == Some("checkpoint")
+            })
+            .find_map(|v| {
+                v.get("minion")
+                    .and_then(Value::as_str)
+                    .filter(|m| !m.is_empty())
+                    .map(String::from)
+            })
+    };
+    named(true).or_else(|| named(false))
+}
+
+/// The maid `rec` names, when it names one other than `owner`: a record
+/// in another maid's name.
+pub fn names_other(rec: &Value, owner: &str) -> Option<String> {
+    rec.get("minion")
+        .and_then(Value::as_str)
+        .filter(|m| !m.is_empty() && *m != owner)
+        .map(String::from)
+}
+
+/// Whether `rec` names no maid where a maid's record names one. Every
+/// record a maid writes names it; those it wrote before it named itself
+/// in every record (`suppressed` and `gap` carried an empty `minion`)
+/// are the exception.
+pub fn names_nobody(rec: &Value) -> bool {
+    let unnamed_ok = matches!(
+        rec.get("decision").and_then(Value::as_str),
+        Some("suppressed" | "gap")
+    );
+    !unnamed_ok
+        && rec
+            .get("minion")
+            .and_then(Value::as_str)
+            .is_none_or(str::is_empty)
+}
+
 /// The Redis stream maid `id` appends its records to.
 pub fn stream_key(id: &str) -> String {
     format!("maid:audit:{id}")
@@ -103,8 +209,15 @@ pub struct Break {
 }
 
 impl std::fmt::Display for Break {
+    /// Escaped: a break's words quote what a record says.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} line {}: {}", self.source, self.line, self.what)
+        write!(
+            f,
+            "{} line {}: {}",
+            escape_controls(&self.source),
+            self.line,
+            escape_controls(&self.what)
+        )
     }
 }
 
@@ -112,6 +225,8 @@ impl std::fmt::Display for Break {
 #[derive(Debug)]
 pub struct Verifier {
     key: Option<VerifyingKey>,
+    /// Whose chain this is: every record must name this maid.
+    owner: Option<String>,
     head: Option<Head>,
     /// Where the previous record was: for naming an altered one.
     last_at: Option<(String, usize)>,
@@ -151,6 +266,7 @@ impl Verifier {
     pub fn new(key: Option<VerifyingKey>) -> Self {
         Verifier {
             key,
+            owner: None,
             head: None,
             last_at: None,
             records: 0,
@@ -174,6 +290,14 @@ impl Verifier {
         Verifier {
             sink: Some(sink.into()),
             ..Self::new(key)
+        }
+    }
+
+    /// Every record must name `minion`: the chain is its alone.
+    pub fn owned_by(self, minion: impl Into<String>) -> Self {
+        Verifier {
+            owner: Some(minion.into()),
+            ..self
         }
     }
 
@@ -297,6 +421,21 @@ impl Verifier {
                     head.seq + 1
                 ));
             }
+        }
+        if self.owner.is_some() && names_nobody(&v) {
+            return Err(format!(
+                "record seq {seq} names no maid, and every record a maid writes names it: \
+                 inserted or altered"
+            ));
+        }
+        if let Some(owner) = &self.owner
+            && let Some(other) = names_other(&v, owner)
+        {
+            return Err(format!(
+                "record seq {seq} names maid {other:?}, in a chain of {owner:?}'s: \
+                 written in another maid's name (whoever may append to {owner}'s \
+                 records can link a record to them)"
+            ));
         }
         match v.get("decision").and_then(Value::as_str) {
             Some("checkpoint") => self.checkpoint(&v, seq, prev)?,
@@ -478,6 +617,57 @@ mod tests {
         let mut junk = lines.clone();
         junk[2] = b"{oops".to_vec();
         assert_eq!(verify(&junk, &key).first_break.unwrap().line, 3);
+    }
+
+    #[test]
+    fn a_record_in_another_maids_name_breaks_the_chain_where_it_stands() {
+        let key = SigningKey::from_bytes(&[6; 32]);
+        let mut lines = chain(&key, 6, 4);
+        assert_eq!(
+            owner_of(lines.iter().map(Vec::as_slice)).as_deref(),
+            Some("m1")
+        );
+        // Linked, signed by nobody, in db-1's name.
+        let head = Head::of_line(lines.last().unwrap()).unwrap();
+        let forged = json!({"minion": "db-1", "seq": head.seq + 1, "prev": head.sha256,
+                            "decision": "ran"});
+        lines.push(serde_json::to_vec(&forged).unwrap());
+        let mut v = Verifier::new(Some(key.verifying_key())).owned_by("m1");
+        for (i, l) in lines.iter().enumerate() {
+            v.push("s", i + 1, l);
+        }
+        let b = v.first_break.unwrap();
+        assert_eq!(b.line, 7);
+        assert!(b.what.contains("names maid \"db-1\""), "{b}");
+        // Without an owner the chain alone is checked: it links.
+        assert!(verify(&lines, &key).first_break.is_none());
+        // A record of an older maid's that named nobody is no one else's,
+        // and was written so; any other record names its maid.
+        let unnamed = json!({"minion": "", "decision": "suppressed"});
+        assert_eq!(names_other(&unnamed, "m1"), None);
+        assert!(!names_nobody(&unnamed));
+        assert!(names_nobody(&json!({"decision": "ran"})));
+        assert!(names_nobody(&json!({"minion": "", "decision": "ran"})));
+        assert!(!names_nobody(&json!({"minion": "m1", "decision": "ran"})));
+    }
+
+    #[test]
+    fn control_characters_are_shown_escaped() {
+        assert_eq!(escape_controls("web-1 ran"), "web-1 ran");
+        assert_eq!(
+            escape_controls("a\u{1b}]0;x\u{7}\u{1b}[2K\u{9b}1m\u{7f}\n\t\u{202e}z"),
+            "a\\u{1b}]0;x\\u{7}\\u{1b}[2K\\u{9b}1m\\u{7f}\\n\\t\\u{202e}z"
+        );
+        let b = Break {
+            source: "f\u{1b}".into(),
+            line: 1,
+            what: "names maid \"\u{7}\"".into(),
+        };
+        assert!(!b.to_string().chars().any(steers), "{b}");
+        let v = json!({"fun": "x\u{1b}]0;t\u{7}\u{9b}2K\u{7f}\u{202e}"});
+        let text = escape_json_controls(&serde_json::to_string(&v).unwrap()).into_owned();
+        assert!(!text.chars().any(steers), "{text}");
+        assert_eq!(serde_json::from_str::<Value>(&text).unwrap(), v);
     }
 
     fn lines_with_repeat(lines: &[Vec<u8>]) -> Vec<Vec<u8>> {

@@ -112,6 +112,11 @@ pub(super) fn ran(shared: &Shared, job: &Job, kid: &Option<String>, outcome: &Ou
         rec.retcode = Some(outcome.retcode);
         if job.fun.starts_with("state.") {
             rec.states = audit::StateRecord::of_return(&outcome.ret);
+            if arguments == AuditArguments::Digest {
+                for state in rec.states.iter_mut().flatten() {
+                    state.keep_digests_only();
+                }
+            }
         }
         rec
     });

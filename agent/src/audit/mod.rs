@@ -7,7 +7,9 @@
 //! through (`dropped_before`). The file is opened append-only with mode
 //! 0600 and reopened on `reopen()` (SIGHUP) for log rotation. A job's
 //! arguments are kept as their digest, or with `arguments = "redacted"`
-//! as values, those of keywords whose names look like secrets redacted.
+//! as values, those of keywords whose names look like secrets redacted;
+//! so are a state run's state ids and names ([`StateRecord`]). Every
+//! record names its maid: a verifier holds a chain's records to it.
 //!
 //! Besides the file, records go to a Redis stream and/or syslog as
 //! configured ([`sinks`]): each spools what it cannot deliver and the
@@ -153,12 +155,34 @@ pub struct Record {
 /// One state of a state run, as the audit trail keeps it: which state
 /// function ran on what, its result, and the names of what it changed —
 /// never the changes themselves, since a diff may hold a secret.
+///
+/// A state's `id` and `name` are kept as their digests, as a job's
+/// arguments are, and in clear only with `arguments = "redacted"`
+/// ([`StateRecord::keep_digests_only`]). They are arguments in all but
+/// name: rendered from the SLS and pillar (`cmd.run`'s name is its
+/// command line, `git.latest`'s a URL that may carry a token), or sent
+/// in the job itself (`state.single cmd.run name='mysql -pSECRET'`).
+/// Every state's are digested, not a list of command-running functions:
+/// any state module (a custom one too) may take a secret for its name,
+/// and what a state changed on the host is in the record anyway, in
+/// clear where it is no argument — the paths it wrote, the programs it
+/// started, the `salt://` files it read — under `capabilities`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct StateRecord {
     /// `file.managed`, from the return's tag.
     pub function: String,
-    pub id: String,
-    pub name: String,
+    /// Hex SHA-256 of the state's id as a JSON string (`"print_it"`), as
+    /// `args_sha256` is of the arguments: whoever holds the rendered
+    /// states (`state.show_sls`) can tell which state this was.
+    pub id_sha256: String,
+    /// Hex SHA-256 of its name as a JSON string.
+    pub name_sha256: String,
+    /// The id itself, with `arguments = "redacted"`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    /// The name itself, with `arguments = "redacted"`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
     /// `true`, `false`, or `None` (test mode: would change).
     pub result: Option<bool>,
     /// The keys of its `changes` (`diff`, `mode`, `stdout`, ...).
@@ -186,13 +210,21 @@ impl StateRecord {
             };
             out.push(StateRecord {
                 function: format!("{state}.{fun}"),
-                id: id.to_string(),
-                name: name.to_string(),
+                id_sha256: crate::runtime::json_sha256(&id),
+                name_sha256: crate::runtime::json_sha256(&name),
+                id: Some(id.to_string()),
+                name: Some(name.to_string()),
                 result: r.get("result").and_then(Value::as_bool),
                 changed,
             });
         }
         Some(out)
+    }
+
+    /// Drop the id and name, keep their digests (`arguments = "digest"`).
+    pub fn keep_digests_only(&mut self) {
+        self.id = None;
+        self.name = None;
     }
 }
 
@@ -574,19 +606,39 @@ mod tests {
             },
             "test_|-ok_|-ok_|-nop": {"result": true, "comment": "Success!", "changes": {}}
         });
-        let states = StateRecord::of_return(&ret).unwrap();
+        let digest = |s: &str| crate::runtime::json_sha256(&s);
+        let mut states = StateRecord::of_return(&ret).unwrap();
+        // `arguments = "redacted"`: the ids and names in clear too.
         let as_json = serde_json::to_value(&states).unwrap();
         assert_eq!(
             as_json,
             json!([
-                {"function": "file.managed", "id": "conf", "name": "/etc/app.conf", "result": true, "changed": ["diff", "mode"]},
-                {"function": "cmd.run", "id": "restart", "name": "systemctl restart app", "result": null, "changed": ["cmd"]},
-                {"function": "test.nop", "id": "ok", "name": "ok", "result": true, "changed": []}
+                {"function": "file.managed", "id_sha256": digest("conf"), "name_sha256": digest("/etc/app.conf"),
+                 "id": "conf", "name": "/etc/app.conf", "result": true, "changed": ["diff", "mode"]},
+                {"function": "cmd.run", "id_sha256": digest("restart"), "name_sha256": digest("systemctl restart app"),
+                 "id": "restart", "name": "systemctl restart app", "result": null, "changed": ["cmd"]},
+                {"function": "test.nop", "id_sha256": digest("ok"), "name_sha256": digest("ok"),
+                 "id": "ok", "name": "ok", "result": true, "changed": []}
             ])
         );
         assert!(
             !as_json.to_string().contains("password"),
             "a change's content is never kept"
+        );
+        // `arguments = "digest"`, the default: a command line is no more
+        // in the record than a job's arguments are.
+        states.iter_mut().for_each(StateRecord::keep_digests_only);
+        let as_json = serde_json::to_value(&states).unwrap();
+        assert!(!as_json.to_string().contains("systemctl"), "{as_json}");
+        assert_eq!(
+            as_json[1],
+            json!({"function": "cmd.run", "id_sha256": digest("restart"),
+                   "name_sha256": digest("systemctl restart app"), "result": null, "changed": ["cmd"]})
+        );
+        // "restart" as JSON: what `echo -n '"restart"' | sha256sum` says.
+        assert_eq!(
+            digest("restart"),
+            hex::encode(<sha2::Sha256 as sha2::Digest>::digest(b"\"restart\""))
         );
         // A compile error is a list: no states ran.
         assert_eq!(
@@ -644,6 +696,36 @@ mod tests {
             }
         }
         panic!("the kept records never arrived");
+    }
+
+    #[tokio::test]
+    async fn every_record_names_the_maid_whose_chain_it_is_in() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.jsonl");
+        let chain = ChainSettings {
+            minion: "web-1".into(),
+            ..ChainSettings::default()
+        };
+        let audit = Audit::open(Some(path.clone()), Vec::new(), (16, 1), chain)
+            .await
+            .unwrap();
+        // A gap and a summary of noise are made without a maid's name.
+        audit.record(Record::new("", "", Decision::Gap));
+        audit.record(Record::new("web-1", "1", Decision::Ran));
+        drop(audit);
+        for _ in 0..100 {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            let text = std::fs::read_to_string(&path).unwrap();
+            let named: Vec<Value> = text
+                .lines()
+                .map(|l| serde_json::from_str::<Value>(l).unwrap()["minion"].clone())
+                .collect();
+            if named.len() == 2 {
+                assert_eq!(named, [json!("web-1"), json!("web-1")]);
+                return;
+            }
+        }
+        panic!("the records never arrived");
     }
 
     #[tokio::test]

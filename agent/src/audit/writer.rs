@@ -157,6 +157,12 @@ impl Chain {
     /// `rec` as the next line of the chain, serialised onto the end of
     /// `into` (no newline); its `seq`.
     fn link(&mut self, mut rec: Record, into: &mut Vec<u8>) -> u64 {
+        // Every record names its maid, those made without one (a gap, a
+        // summary of noise) too: a verifier holds each record of a chain
+        // to the chain's maid.
+        if rec.minion.is_empty() {
+            rec.minion.clone_from(&self.settings.minion);
+        }
         rec.seq = self.head.seq + 1;
         rec.prev = std::mem::take(&mut self.head.sha256);
         let start = into.len();

@@ -2,17 +2,24 @@
 //! maids append to their Redis streams (or audit files) — by time, maid,
 //! user, function, decision, job and capability — as a table, JSON or an
 //! outputter, and `--follow` tails them; `verify` checks one maid's
-//! records (files, a syslog capture or its stream): its hash chain and
-//! the checkpoints its key signed, naming the first record that was
-//! altered, removed, inserted or moved.
+//! records (files, a syslog capture or its stream): its hash chain, the
+//! checkpoints its key signed, and that every record names that maid,
+//! naming the first record that was altered, removed, inserted, moved or
+//! written in another maid's name; for a stream, also what Redis's counts
+//! and the last checkpoint verified there (`--state-dir`) say of entries
+//! gone from its head, or of the stream itself.
+//!
+//! Records hold words their senders chose (a job's `fun`): everything
+//! printed here shows control characters escaped, never raw.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::{Args, Subcommand};
+use maid_master::audit::removal::{self, Read, Seen};
 use maid_master::audit::{self as trail, Query};
-use maid_protocol::auditchain::Verifier;
+use maid_protocol::auditchain::{Head, Verifier, escape_controls, escape_json_controls, owner_of};
 use serde_json::Value;
 
 use crate::master::MasterOpts;
@@ -124,6 +131,17 @@ pub struct VerifyArgs {
     /// records name checks the checkpoints.
     #[arg(long, env = "MAID_PKI_DIR")]
     pub pki_dir: Option<PathBuf>,
+    /// The maid whose records the files are (default: the one their first
+    /// checkpoint names, else their first record). Every record must name
+    /// it; a stream's maid is its ID.
+    #[arg(long, value_name = "ID", conflicts_with = "stream")]
+    pub minion: Option<String>,
+    /// Where --stream remembers, per maid, the last checkpoint it verified
+    /// (`DIR/ID.json`), so a stream deleted, or begun after that
+    /// checkpoint where trimming cannot explain it, fails (default: the
+    /// `audit_verified` directory in --pki-dir).
+    #[arg(long, value_name = "DIR", requires = "stream")]
+    pub state_dir: Option<PathBuf>,
     /// Configuration file (its [redis] table), for --stream.
     #[arg(long, short = 'c', env = "MAID_CONFIG")]
     pub config: Option<PathBuf>,
@@ -146,11 +164,12 @@ fn query(args: QueryArgs) -> anyhow::Result<ExitCode> {
         let mut found = Vec::new();
         for f in &args.files {
             let bytes = std::fs::read(f).with_context(|| format!("reading {}", f.display()))?;
-            found.extend(
-                lines(&bytes)
-                    .filter_map(|l| serde_json::from_slice::<Value>(record_of(l)).ok())
-                    .filter(|r| filter.matches(r)),
-            );
+            let records: Vec<&[u8]> = lines(&bytes).map(record_of).collect();
+            found.extend(trail::read_lines(
+                &records,
+                &f.display().to_string(),
+                &filter,
+            ));
         }
         filter.keep_last(&mut found);
         print(&args.output, &found, true);
@@ -174,13 +193,23 @@ fn query(args: QueryArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Records as a table (no --out), else through the outputter.
+/// Records as a table (no --out), else through the outputter; control
+/// characters escaped either way (JSON's own way in JSON, so it reads
+/// back exactly).
 fn print(output: &OutputOpts, records: &[Value], header: bool) {
     if output.out.is_some() {
         if !records.is_empty() || header {
-            output
-                .out()
-                .display_value(&Value::Array(records.to_vec()), output.out_indent);
+            let records = Value::Array(records.to_vec());
+            let printer = output.out();
+            if output.name() == "json" {
+                if let Some(w) = printer.warning() {
+                    eprintln!("{w}");
+                }
+                let text = printer.render_ret(&records, output.out_indent, 0);
+                printer.emit(&escape_json_controls(&text));
+            } else {
+                printer.display_value(&escaped(records), output.out_indent);
+            }
         }
         return;
     }
@@ -189,21 +218,26 @@ fn print(output: &OutputOpts, records: &[Value], header: bool) {
         text.push_str("TIME                        MINION           USER       JID                   FUN                  DECISION       RC   USED\n");
     }
     for r in records {
-        let s = |k: &str| r.get(k).and_then(Value::as_str).unwrap_or("-");
+        let s = |k: &str| escape_controls(r.get(k).and_then(Value::as_str).unwrap_or("-"));
         let rc = r
             .get("retcode")
             .and_then(Value::as_i64)
             .map_or("-".to_string(), |c| c.to_string());
+        // A record in another maid's name is not that maid's: `?`.
+        let mut minion = s("minion").into_owned();
+        if r.get("_minion").is_some() {
+            minion.push('?');
+        }
         text.push_str(&format!(
             "{:<27} {:<16} {:<10} {:<21} {:<20} {:<14} {:<4} {}\n",
             s("time"),
-            s("minion"),
+            minion,
             s("user"),
             s("jid"),
             s("fun"),
             s("decision"),
             rc,
-            used(r)
+            escape_controls(&used(r))
         ));
     }
     if !text.is_empty() {
@@ -246,6 +280,21 @@ fn used(rec: &Value) -> String {
     out.join(", ")
 }
 
+/// `v` with every string in it (keys too) shown with its control
+/// characters escaped, for outputters that print strings as they are.
+fn escaped(v: Value) -> Value {
+    match v {
+        Value::String(s) => Value::String(escape_controls(&s).into_owned()),
+        Value::Array(a) => Value::Array(a.into_iter().map(escaped).collect()),
+        Value::Object(m) => Value::Object(
+            m.into_iter()
+                .map(|(k, v)| (escape_controls(&k).into_owned(), escaped(v)))
+                .collect(),
+        ),
+        other => other,
+    }
+}
+
 /// The non-empty lines of `bytes`.
 fn lines(bytes: &[u8]) -> impl Iterator<Item = &[u8]> {
     bytes.split(|b| *b == b'\n').filter(|l| !l.is_empty())
@@ -266,6 +315,8 @@ fn record_of(line: &[u8]) -> &[u8] {
 
 fn verify(args: VerifyArgs) -> anyhow::Result<ExitCode> {
     let mut texts: Vec<(String, Vec<Vec<u8>>)> = Vec::new();
+    // For --stream: what Redis says of it, and its entries' ids.
+    let mut stream: Option<(Option<removal::StreamInfo>, Vec<String>)> = None;
     if let Some(id) = &args.stream {
         let opts = MasterOpts {
             config: args.config.clone(),
@@ -273,34 +324,52 @@ fn verify(args: VerifyArgs) -> anyhow::Result<ExitCode> {
             ..MasterOpts::default()
         };
         let (bus, _) = opts.bus()?;
-        let entries = block_on(async {
+        let (info, entries) = block_on(async {
             let mut conn = bus.connect().await?;
-            anyhow::Ok(trail::entries(&mut conn, id, None, None, None).await?)
+            // Counted first, then read up to the last entry counted: the
+            // entries are those the counts are of (trimming meanwhile
+            // takes only older ones).
+            let info = removal::stream_info(&mut conn, id).await?;
+            let entries = match &info {
+                Some(i) => trail::entries_through(&mut conn, id, &i.last_id).await?,
+                None => Vec::new(),
+            };
+            anyhow::Ok((info, entries))
         })??;
         let key = maid_protocol::auditchain::stream_key(id);
+        let ids = entries.iter().map(|e| e.id.clone()).collect();
         texts.push((key, entries.into_iter().map(|e| e.line).collect()));
+        stream = Some((info, ids));
     }
     for f in &args.files {
         let bytes = std::fs::read(f).with_context(|| format!("reading {}", f.display()))?;
         let records = lines(&bytes).map(|l| record_of(l).to_vec()).collect();
         texts.push((f.display().to_string(), records));
     }
+    // Whose records these are: every one must name this maid.
+    let owner = args.stream.clone().or(args.minion.clone()).or_else(|| {
+        owner_of(
+            texts
+                .iter()
+                .flat_map(|(_, records)| records.iter().map(Vec::as_slice)),
+        )
+    });
     let key = match (&args.key, &args.pki_dir) {
         (Some(path), _) => Some(maid_protocol::trust::read_verifying_key(
             path.to_str().context("the key's path is not UTF-8")?,
         )?),
         (None, Some(dir)) => {
-            let minion = args
-                .stream
+            let minion = owner
                 .clone()
-                .or_else(|| first_minion(&texts))
                 .context("no record names its maid: give the maid's key with --key")?;
             let accepted = maid_master::pki::Pki::new(dir.clone()).accepted()?;
-            Some(
-                *accepted
-                    .get(&minion)
-                    .with_context(|| format!("{}: no key accepted for {minion}", dir.display()))?,
-            )
+            Some(*accepted.get(&minion).with_context(|| {
+                format!(
+                    "{}: no key accepted for {}",
+                    dir.display(),
+                    escape_controls(&minion)
+                )
+            })?)
         }
         (None, None) => None,
     };
@@ -310,6 +379,9 @@ fn verify(args: VerifyArgs) -> anyhow::Result<ExitCode> {
         (None, true) => Verifier::for_sink(key, "syslog"),
         (None, false) => Verifier::new(key),
     };
+    if let Some(owner) = &owner {
+        v = v.owned_by(owner.clone());
+    }
     // A file's line numbers count its blank lines too; a stream's are
     // entry numbers.
     for (name, records) in &texts {
@@ -322,10 +394,61 @@ fn verify(args: VerifyArgs) -> anyhow::Result<ExitCode> {
         println!("{b}");
         return Ok(ExitCode::from(1));
     }
+    // What the chain cannot see: a stream's head, or the stream, gone.
+    let mut notes = Vec::new();
+    if let (Some(id), Some((info, ids))) = (&args.stream, &stream) {
+        let read: Vec<Read> = ids
+            .iter()
+            .zip(&texts[0].1)
+            .filter_map(|(entry, line)| {
+                Head::of_line(line).map(|h| Read {
+                    entry: entry.clone(),
+                    seq: h.seq,
+                    sha256: h.sha256,
+                })
+            })
+            .collect();
+        let state_dir = args
+            .state_dir
+            .clone()
+            .or_else(|| args.pki_dir.as_ref().map(|d| d.join("audit_verified")));
+        let seen = match &state_dir {
+            Some(dir) => Seen::load(dir, id)?,
+            None => None,
+        };
+        let judged = removal::judge(
+            &removal::Stream {
+                id,
+                info: info.as_ref(),
+                read: &read,
+                gaps: &v.gaps,
+            },
+            seen.as_ref(),
+        );
+        match judged {
+            Err(why) => {
+                println!("{}", escape_controls(&why));
+                return Ok(ExitCode::from(1));
+            }
+            Ok(n) => notes = n,
+        }
+        if let (Some(dir), Some(info)) = (&state_dir, info) {
+            let now = removal::now();
+            if let Some(next) =
+                removal::remember(info, &read, v.vouched_through, seen.as_ref(), &now)
+                && seen.as_ref() != Some(&next)
+            {
+                next.store(dir, id)?;
+            }
+        }
+    }
     println!(
         "{} records, {} checkpoints: the chain is intact",
         v.records, v.checkpoints
     );
+    for n in &notes {
+        println!("{}", escape_controls(n));
+    }
     if v.repeated > 0 {
         println!(
             "{} record(s) delivered twice (a retried delivery), read once",
@@ -353,18 +476,4 @@ fn verify(args: VerifyArgs) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// The maid the first record names.
-fn first_minion(texts: &[(String, Vec<Vec<u8>>)]) -> Option<String> {
-    texts
-        .iter()
-        .flat_map(|(_, records)| records.iter())
-        .filter_map(|l| serde_json::from_slice::<Value>(l).ok())
-        .find_map(|v| {
-            v.get("minion")
-                .and_then(Value::as_str)
-                .filter(|m| !m.is_empty())
-                .map(String::from)
-        })
 }
