@@ -41,7 +41,7 @@ fn ids(items: &[&str]) -> BTreeSet<String> {
 fn return_for(jid: &str, sub_ip: &str, id: &str) -> String {
     json!({"type": "return", "sub_ip": sub_ip, "jid": jid, "id": id, "fun": "test.sleep",
         "fun_args": [], "return": true, "retcode": 0, "success": true, "out": "nested",
-        "_stamp": "2026-11-27T00:00:00.000000"})
+        "_stamp": "2026-11-27T00:00:00.000000", "ret_": {id: true}})
     .to_string()
 }
 
@@ -385,4 +385,117 @@ async fn a_second_maid_on_a_state_dir_is_refused() {
     )
     .await;
     assert_eq!(r.returns.len(), 1, "{r:?}");
+}
+
+/// Anyone who can publish on the Redis beneath a syndic maid sent 2 000
+/// forged returns on a running job's reply topic there — bare, signed by a
+/// stranger, for minions nobody listed, in the syndic maid's own name —
+/// and the syndic maid relayed every one upstream, one for one. It now
+/// relays only what the maids the job went to sent: a reply for one of
+/// them, from it (or a syndic maid beneath that lists it), signed by the
+/// key it registered with, once per minion. The rest is dropped and
+/// counted; the genuine return goes up and is counted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forged_replies_beneath_a_syndic_maid_are_not_relayed_upstream() {
+    let top = RedisServer::start();
+    let low = RedisServer::start();
+    let bus = Bus::new(&top.config()).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let _leaf = keyed(&low, "leaf-a", dir.path(), "");
+    let _bare = start_agent(&low.config(), "leaf-0", "");
+    let _syn = keyed(&top, "syn", dir.path(), &syndic(&low));
+    wait_registered(&Bus::new(&low.config()).unwrap(), &["leaf-a", "leaf-0"]).await;
+    wait_registered(&bus, &["syn"]).await;
+    wait_beneath(&top, "syn", &["leaf-a", "leaf-0"]).await;
+    let pki = dir.path().join("pki");
+    accept_all(&top.url(), &pki);
+    accept_all(&top.url(), &pki);
+    assert!(Pki::new(&pki).accepted().unwrap().contains_key("leaf-a"));
+    let mut req = request("leaf-a", "glob", "test.sleep", json!([2]), json!({}));
+    req.collect.pki = Some(Pki::new(&pki));
+    req.collect.timeout = Duration::from_secs(10);
+
+    let jid = maid_agent::jid::new_jid();
+    let topic = maid_master::jobs::temp_topic(&jid);
+    // What reaches the Redis above on the job's reply topic.
+    let mut above = top.client().get_async_pubsub().await.unwrap();
+    above.subscribe(&topic).await.unwrap();
+    let heard = tokio::spawn(async move {
+        let mut stream = above.on_message();
+        let mut n = 0usize;
+        while tokio::time::timeout(
+            Duration::from_secs(3),
+            futures_util::StreamExt::next(&mut stream),
+        )
+        .await
+        .is_ok_and(|m| m.is_some())
+        {
+            n += 1;
+        }
+        n
+    });
+    let replies = bus.replies(&topic).await.unwrap();
+    let mut conn = bus.connect().await.unwrap();
+    let job = tokio::spawn({
+        let (jid, topic, req) = (jid.clone(), topic.clone(), req.clone());
+        async move {
+            maid_master::jobs::run_on(&mut conn, replies, jid, &topic, &req, |_| {})
+                .await
+                .unwrap()
+        }
+    });
+    // Once the syndic maid listens beneath, the attacker floods the topic.
+    let mut below = low
+        .client()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let (_, subscribers): (String, i64) = redis::cmd("PUBSUB")
+            .arg("NUMSUB")
+            .arg(&topic)
+            .query_async(&mut below)
+            .await
+            .unwrap();
+        if subscribers > 0 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the job never went down"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let stranger = maid_agent::trust::generate().unwrap();
+    let mut flood = redis::pipe();
+    for n in 0..2000 {
+        let msg = match n % 5 {
+            0 => return_for(&jid, "leaf-a", "leaf-a"),
+            1 => maid_agent::replies::seal(return_for(&jid, "leaf-a", "leaf-a"), &stranger),
+            2 => return_for(&jid, &format!("phantom-{n}"), &format!("phantom-{n}")),
+            3 => return_for(&jid, "syn", "leaf-a"),
+            _ => return_for(&jid, "leaf-0", "leaf-0"),
+        };
+        flood.publish(&topic, msg).ignore();
+    }
+    let () = flood.query_async(&mut below).await.unwrap();
+    let r = job.await.unwrap();
+    let heard = heard.await.unwrap();
+    let returned: BTreeSet<String> = r.returns.iter().map(|r| r.id.clone()).collect();
+    assert_eq!(returned, ids(&["leaf-a"]), "{r:?}");
+    assert_eq!(r.returns[0].ret, json!(true), "{r:?}");
+    assert_eq!(r.returns[0].sub_ip, "leaf-a", "{r:?}");
+    assert!(r.forged.is_empty(), "{r:?}");
+    assert!(r.repeated.is_empty(), "{r:?}");
+    // The syndic maid's PING and leaf-a's return: nothing of the flood.
+    assert!(heard <= 3, "{heard} messages relayed upstream");
+    // The job cache above holds leaf-a's own return.
+    let mut conn = bus.connect().await.unwrap();
+    let cached = maid_master::jobs::cached(&mut conn, &jid, Some(&Pki::new(&pki)), None)
+        .await
+        .unwrap();
+    assert_eq!(cached.returns.len(), 1, "{cached:?}");
+    assert_eq!(cached.returns[0].ret, json!(true), "{cached:?}");
+    assert!(cached.forged.is_empty(), "{cached:?}");
 }

@@ -428,8 +428,9 @@ async fn signed_jobs_reach_the_maids_beneath_and_their_replies_verify_end_to_end
     assert!(!r.rejected.contains_key("leaf-a"), "{r:?}");
 
     // Someone who can publish on the Redis beneath sends a return for
-    // leaf-a while its job runs: relayed, but not as genuine, and it does
-    // not cut short the wait for the real one.
+    // leaf-a while its job runs: not signed by leaf-a's key, the syndic
+    // maid does not relay it, and it does not cut short the wait for the
+    // real one.
     let req = {
         let mut req = request("leaf-a", "glob", "test.sleep", json!([1]), json!({}));
         req.key = Some(master.clone());
@@ -446,7 +447,7 @@ async fn signed_jobs_reach_the_maids_beneath_and_their_replies_verify_end_to_end
     let r = run_injecting(&bus, &req, &low, |jid| forged(jid, "leaf-a")).await;
     assert_eq!(returned(&r), set(&["leaf-a"]), "{r:?}");
     assert_eq!(r.returns[0].ret, json!(true), "{r:?}");
-    assert!(r.forged["syn"].contains("unsigned"), "{r:?}");
+    assert!(r.forged.is_empty(), "{r:?}");
     assert!(r.missed_minions.is_empty(), "{r:?}");
 
     // Nor can the syndic maid itself, with its own key, answer for a
@@ -539,4 +540,83 @@ async fn a_syndic_maid_over_a_real_salt_master_relays_its_minions() {
     );
     assert_eq!(String::from_utf8_lossy(&out.stdout), "sm1:\n    True\n");
     assert_eq!(out.status.code(), Some(0));
+}
+
+/// A maid beneath whose key the master has not accepted — one that joined
+/// since the operator last accepted keys, or one with no key at all — is
+/// its syndic maid's to answer for (PROTOCOL §7). Its genuine return was
+/// counted as forged: a signed one went up as it was signed, and the
+/// master held no key for it; an unsigned one went up under the syndic
+/// maid's id but bare, and a master that keeps keys takes that only when
+/// the syndic maid's key signed it. Each run must count every return;
+/// a key the operator rejected is still refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_maid_beneath_whose_key_is_not_accepted_yet_is_answered_for_by_its_syndic_maid() {
+    let top = RedisServer::start();
+    let low = RedisServer::start();
+    let bus = Bus::new(&top.config()).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let keyed = |id: &str| {
+        format!(
+            "[security]\nrequire_signed = false\nstate_dir = {:?}\n",
+            dir.path().join(format!("state-{id}"))
+        )
+    };
+    let _agents = [
+        start_agent(&low.config(), "leaf-new", &keyed("leaf-new")),
+        start_agent(&low.config(), "leaf-bad", &keyed("leaf-bad")),
+        start_agent(&low.config(), "leaf-bare", ""),
+        start_agent(
+            &top.config(),
+            "syn",
+            &format!("{}{}", keyed("syn"), syndic(&low)),
+        ),
+    ];
+    let beneath = ["leaf-new", "leaf-bad", "leaf-bare"];
+    wait_registered(&Bus::new(&low.config()).unwrap(), &beneath).await;
+    wait_registered(&bus, &["syn"]).await;
+    wait_beneath(&top, "syn", &beneath).await;
+    // The operator accepts the syndic maid (with its role); the maids
+    // beneath it have no accepted key yet.
+    let pki_dir = dir.path().join("pki");
+    accept_all(&top.url(), &pki_dir);
+    let pki = maid_master::pki::Pki::new(&pki_dir);
+    let accepted = pki.accepted().unwrap();
+    assert_eq!(
+        accepted.keys().cloned().collect::<BTreeSet<_>>(),
+        set(&["syn"])
+    );
+    let mut req = ping("*", "glob", 10);
+    req.collect.pki = Some(pki.clone());
+    let all = set(&["syn", "leaf-new", "leaf-bad", "leaf-bare"]);
+    for round in 0..3 {
+        let r = run(&bus, &req).await;
+        assert_eq!(returned(&r), all, "round {round}: {r:?}");
+        assert!(r.forged.is_empty(), "round {round}: {r:?}");
+        assert!(r.missed_minions.is_empty(), "round {round}: {r:?}");
+        // Signed by the maid beneath, as the syndic maid listed its key;
+        // a maid with no key is vouched for by the syndic maid's own.
+        assert_eq!(sent_by(&r, "leaf-new"), "leaf-new");
+        assert_eq!(sent_by(&r, "leaf-bare"), "syn");
+    }
+    // The operator rejects leaf-bad's key and accepts the rest: leaf-bad's
+    // returns are refused, leaf-new's verify with its accepted key.
+    assert!(
+        pki.transfer(
+            "leaf-bad",
+            maid_master::pki::KeyState::Pending,
+            maid_master::pki::KeyState::Rejected
+        )
+        .unwrap()
+    );
+    accept_all(&top.url(), &pki_dir);
+    assert!(pki.accepted().unwrap().contains_key("leaf-new"));
+    let r = run(&bus, &req).await;
+    assert_eq!(
+        returned(&r),
+        set(&["syn", "leaf-new", "leaf-bare"]),
+        "{r:?}"
+    );
+    assert!(r.forged.contains_key("leaf-bad"), "{r:?}");
+    assert_eq!(sent_by(&r, "leaf-new"), "leaf-new");
 }

@@ -177,11 +177,13 @@ impl<'r> Collector<'r> {
     /// Take in a reply; a minion's first return is handed back, for the
     /// caller to show as it comes.
     pub fn receive(&mut self, received: Received) -> Option<&Return> {
+        let by_syndic = self.vouched_beneath(&received);
         if let Some(f) = &mut self.finding
             && received.reply.jid() == f.jid
         {
-            if let Some(Reply::Return(r)) = genuine(
+            if let Some(Reply::Return(r)) = counted(
                 received,
+                by_syndic,
                 &f.jid,
                 self.registry.accepted.as_ref(),
                 self.key.as_ref(),
@@ -335,14 +337,60 @@ impl<'r> Collector<'r> {
         if received.reply.jid() != self.report.jid {
             return None;
         }
-        genuine(
+        let by_syndic = self.vouched_beneath(&received);
+        counted(
             received,
+            by_syndic,
             &self.report.jid,
             self.registry.accepted.as_ref(),
             self.key.as_ref(),
             &mut self.report.forged,
         )
     }
+
+    /// Whether `received` comes from a minion beneath a syndic maid that
+    /// has no accepted key of its own, signed by the key its syndic maid
+    /// listed for it ([`Registry::vouched`]), after that syndic maid listed
+    /// it in its PING for this job: the syndic maid answers for it
+    /// (PROTOCOL §7), as it does for a minion with no key at all.
+    fn vouched_beneath(&self, received: &Received) -> bool {
+        let maid = received.maid();
+        let Some(accepted) = &self.registry.accepted else {
+            return false;
+        };
+        if accepted.contains_key(maid) {
+            return false;
+        }
+        let (Some(key), Some((syndic, _))) = (
+            self.registry.vouched.get(maid),
+            self.registry.beneath.get(maid),
+        ) else {
+            return false;
+        };
+        self.registry.syndics.contains(syndic)
+            && self.listed.get(syndic).is_some_and(|l| l.contains(maid))
+            && crate::wire_registry::verify_envelope(received.envelope.as_ref(), key, maid).is_ok()
+    }
+}
+
+/// `received`'s reply when it counts: vouched for by its syndic maid
+/// (`by_syndic`,
+/// [`Collector::vouched_beneath`]), or [`genuine`].
+fn counted(
+    received: Received,
+    by_syndic: bool,
+    jid: &str,
+    accepted: Option<&AcceptedKeys>,
+    key: Option<&ed25519_dalek::SigningKey>,
+    forged: &mut BTreeMap<String, String>,
+) -> Option<Reply> {
+    if !by_syndic {
+        return genuine(received, jid, accepted, key, forged);
+    }
+    Some(match received.reply {
+        Reply::Return(r) => Reply::Return(r.unsealed(key)),
+        other => other,
+    })
 }
 
 /// `received`'s reply when, with `accepted`, the key accepted for its maid
@@ -431,6 +479,7 @@ mod tests {
             beneath: Default::default(),
             syndics: syndics.iter().map(|s| s.to_string()).collect(),
             accepted: None,
+            vouched: Default::default(),
             pillar: None,
         }
     }
@@ -730,5 +779,45 @@ mod tests {
         );
         assert_eq!(c.next(t), Step::Done);
         assert!(c.finish(Duration::ZERO).forged.contains_key("web1"));
+    }
+
+    #[test]
+    fn a_minion_beneath_without_an_accepted_key_counts_signed_with_the_key_listed_for_it() {
+        let syn = SigningKey::from_bytes(&[5; 32]);
+        let leaf = SigningKey::from_bytes(&[6; 32]);
+        let other = SigningKey::from_bytes(&[7; 32]);
+        let t = Instant::now();
+        let mut reg = registry(&["syn"], &["syn"]);
+        let listed: crate::protocol::Registration = serde_json::from_value(json!({
+            "id": "leaf", "version": "1", "master_topics": [], "functions": [],
+            "grains": {}, "started_at": "", "last_seen": "",
+        }))
+        .unwrap();
+        reg.beneath.insert("leaf".into(), ("syn".into(), listed));
+        reg.accepted = Some([("syn".to_string(), syn.verifying_key())].into());
+        reg.vouched = [("leaf".to_string(), leaf.verifying_key())].into();
+        let signed = |v: Value, k: &SigningKey| receive(seal(v.to_string(), k).as_bytes()).unwrap();
+        let ret = |k: &SigningKey| signed(ret_of(JID, "leaf", "leaf", json!(true)), k);
+        let mut c = collector(&reg, None, t);
+        assert!(
+            c.receive(ret(&leaf)).is_none(),
+            "its syndic maid has not listed it"
+        );
+        let p = json!({"type": "ping", "sub_ip": "syn", "jid": JID, "match": true,
+            "minions": ["syn", "leaf"]});
+        c.receive(signed(p, &syn));
+        assert!(c.receive(ret(&other)).is_none(), "another key");
+        assert!(
+            c.receive(reply(ret_of(JID, "leaf", "leaf", json!(true))))
+                .is_none(),
+            "unsigned"
+        );
+        assert!(c.receive(ret(&leaf)).is_some());
+        c.receive(signed(ret_of(JID, "syn", "syn", json!(true)), &syn));
+        assert_eq!(c.next(t), Step::Done);
+        let report = c.finish(Duration::ZERO);
+        assert_eq!(ids(&report.targeted), ["leaf", "syn"]);
+        assert_eq!(report.returns.len(), 2, "{report:?}");
+        assert!(report.forged.contains_key("leaf"));
     }
 }

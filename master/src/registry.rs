@@ -21,7 +21,7 @@ use redis::AsyncCommands;
 use serde_json::{Map, Value};
 
 use crate::bus::{BusError, Conn};
-use crate::pki::{Pki, PkiError, Submitted};
+use crate::pki::{KeyState, Pki, PkiError, Submitted};
 use crate::protocol::{self, Registration};
 use crate::replies::AcceptedKeys;
 use crate::wire_registry::Signed;
@@ -109,6 +109,14 @@ pub struct Registry {
     /// The accepted keys, when the master keeps keys: then only the maids
     /// they name are expected, and only replies they sign count.
     pub accepted: Option<AcceptedKeys>,
+    /// The keys of minions beneath accepted syndic maids that have no
+    /// accepted key of their own, each as its syndic maid listed it (in a
+    /// list that syndic maid's accepted key signed) while it is the key
+    /// pending for the id: such a minion is its syndic maid's to answer
+    /// for (PROTOCOL §7), so a reply it signed with that key counts when
+    /// its syndic maid listed it in the job's PING. A key the operator
+    /// rejected, or one other than the key filed for the id, is in none.
+    pub vouched: AcceptedKeys,
     /// Each known minion's pillar, compiled when a target reads it
     /// (`-I`, `J@`), as Salt's master reads its pillar cache: pillar
     /// values never leave the master for targeting (PROTOCOL §8).
@@ -145,6 +153,7 @@ impl Registry {
                 beneath,
                 syndics,
                 accepted: None,
+                vouched: AcceptedKeys::new(),
                 pillar: None,
             });
         };
@@ -164,11 +173,13 @@ impl Registry {
             tracing::error!(cause = %e, "cannot file the keys of the minions beneath");
         }
         let accepted = pki.accepted().unwrap_or(accepted);
+        let vouched = vouched_keys(pki, &beneath, &accepted);
         Ok(Self {
             maids,
             beneath,
             syndics,
             accepted: Some(accepted),
+            vouched,
             pillar: None,
         })
     }
@@ -484,6 +495,28 @@ fn file_registered_keys(pki: &Pki, maids: &Maids) -> Result<(), PkiError> {
             .iter()
             .filter_map(|(id, (_, reg))| reg.as_ref().map(|r| (id, r))),
     )
+}
+
+/// The keys of the minions `beneath` that have no key in `accepted`, as
+/// their syndic maids listed them, where that key is the one filed as
+/// pending for the id ([`Registry::vouched`]). Filing runs first, so a
+/// minion listed for the first time is pending by now, unless its id was
+/// rejected or another key was filed for it.
+fn vouched_keys(pki: &Pki, beneath: &Beneath, accepted: &AcceptedKeys) -> AcceptedKeys {
+    beneath
+        .iter()
+        .filter(|(id, _)| !accepted.contains_key(*id))
+        .filter_map(|(id, (_, reg))| {
+            let listed = reg.pubkey.as_deref()?.trim();
+            let pending = pki.key(KeyState::Pending, id).ok().flatten()?;
+            let rejected = pki.key(KeyState::Rejected, id).ok()?.is_some();
+            if pending != listed || rejected {
+                return None;
+            }
+            let key = crate::trust::decode_verifying_key(listed).ok()?;
+            Some((id.clone(), key))
+        })
+        .collect()
 }
 
 /// File every key the registry presents — each a maid's submission, a
