@@ -391,7 +391,7 @@ fn verify(args: VerifyArgs) -> anyhow::Result<ExitCode> {
     }
     v.finish();
     if let Some(b) = &v.first_break {
-        println!("{b}");
+        outln!("{b}");
         return Ok(ExitCode::from(1));
     }
     // What the chain cannot see: a stream's head, or the stream, gone.
@@ -427,7 +427,7 @@ fn verify(args: VerifyArgs) -> anyhow::Result<ExitCode> {
         );
         match judged {
             Err(why) => {
-                println!("{}", escape_controls(&why));
+                outln!("{}", escape_controls(&why));
                 return Ok(ExitCode::from(1));
             }
             Ok(n) => notes = n,
@@ -442,37 +442,38 @@ fn verify(args: VerifyArgs) -> anyhow::Result<ExitCode> {
             }
         }
     }
-    println!(
+    outln!(
         "{} records, {} checkpoints: the chain is intact",
-        v.records, v.checkpoints
+        v.records,
+        v.checkpoints
     );
     for n in &notes {
-        println!("{}", escape_controls(n));
+        outln!("{}", escape_controls(n));
     }
     if v.repeated > 0 {
-        println!(
+        outln!(
             "{} record(s) delivered twice (a retried delivery), read once",
             v.repeated
         );
     }
     if !v.gaps.is_empty() {
         let ranges: Vec<String> = v.gaps.iter().map(|(a, b)| format!("{a}-{b}")).collect();
-        println!(
+        outln!(
             "never delivered here, as the maid's gap records say: seq {}",
             ranges.join(", ")
         );
     }
     if !checked {
-        println!("checkpoints not checked: no --key or --pki-dir");
+        outln!("checkpoints not checked: no --key or --pki-dir");
     } else {
         let last = v.head().map_or(0, |h| h.seq);
         match v.vouched_through {
-            Some(seq) if seq == last => println!("signed through seq {seq}, the last"),
-            Some(seq) => println!(
+            Some(seq) if seq == last => outln!("signed through seq {seq}, the last"),
+            Some(seq) => outln!(
                 "signed through seq {seq}; seq {} to {last} wait for the next checkpoint",
                 seq + 1
             ),
-            None => println!("no checkpoint yet: nothing is signed"),
+            None => outln!("no checkpoint yet: nothing is signed"),
         }
     }
     Ok(ExitCode::SUCCESS)
