@@ -51,6 +51,7 @@ async fn fleet_with_a_secret() -> (Fleet, ApiServer) {
         format!(
             "master_topics = [\"{}\"]\n[redis]\nurl = \"{}\"\n[master]\nkey = \"{}\"\n\
              pki_dir = {pki:?}\npillar_roots = [{root:?}]\n\
+             nodegroups = {{ right = \"I@db:password:hun*\", wrong = \"I@db:password:zzz*\" }}\n\
              [api]\n[api.users]\n{users}\
              [api.perms]\nadmin = [\".*\"]\ntester = [\"test.*\"]\n\
              intern = [{{ \"web-*\" = [\"test.*\"] }}]\nwatcher = [\"@runner\"]\n\
@@ -135,6 +136,22 @@ async fn pillar_is_never_read_through_targeting() {
             assert!(!body.to_string().contains("db-1"), "{body}");
         }
     }
+    // Every client that targets, and a nodegroup that holds `I@`.
+    let tester = token_of(&c, &api, "tester").await;
+    for client in ["local_async", "local_batch", "local_subset"] {
+        let ask = |tgt: &str| json!({"client": client, "tgt": tgt, "tgt_type": "pillar", "fun": "test.ping"});
+        let (status, body) = lowstate(&c, &api, &tester, &ask("db:password:hun*")).await;
+        let (status_wrong, body_wrong) =
+            lowstate(&c, &api, &tester, &ask("db:password:zzz*")).await;
+        assert_eq!(status, StatusCode::FORBIDDEN, "{client}: {body}");
+        assert_eq!((status, &body), (status_wrong, &body_wrong), "{client}");
+    }
+    let ask = |group: &str| json!({"client": "local", "tgt": group, "tgt_type": "nodegroup", "fun": "test.ping"});
+    let (status, body) = lowstate(&c, &api, &tester, &ask("right")).await;
+    let (status_wrong, body_wrong) = lowstate(&c, &api, &tester, &ask("wrong")).await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "nodegroup: {body}");
+    assert_eq!((status, &body), (status_wrong, &body_wrong), "nodegroup");
+
     let watcher = token_of(&c, &api, "watcher").await;
     for (tgt_type, right, wrong) in guesses() {
         let ask = |tgt: &str| json!({"client": "runner", "fun": "manage.up", "tgt": tgt, "tgt_type": tgt_type});
@@ -149,7 +166,6 @@ async fn pillar_is_never_read_through_targeting() {
     }
     // The refusal is the permission's, not the registry's: the same for
     // a target that could only ever select web-1.
-    let tester = token_of(&c, &api, "tester").await;
     let (status, _) = lowstate(
         &c,
         &api,
