@@ -119,6 +119,21 @@ impl Fleet {
         )
     }
 
+    /// Accept every maid's key, as `maid key -A -y` does, into a key store
+    /// of the fleet's own: its directory.
+    pub(crate) fn accept_keys(&self) -> std::path::PathBuf {
+        let pki = self.dir.path().join("pki");
+        let accepted = crate::common::maid_command()
+            .args(["key", "-A", "-y", "--pki-dir"])
+            .arg(&pki)
+            .env("MAID_REDIS", self.redis.url.as_deref().unwrap())
+            .env_remove("MAID_CONFIG")
+            .output()
+            .unwrap();
+        assert!(accepted.status.success(), "{accepted:?}");
+        pki
+    }
+
     /// Start `maid api` with `[api]` lines `api_toml` and `extra_args`.
     pub(crate) fn api(&self, api_toml: &str, extra_args: &[&str]) -> ApiServer {
         self.api_with("", api_toml, extra_args)
@@ -207,6 +222,18 @@ pub(crate) async fn login(c: &reqwest::Client, api: &ApiServer) -> String {
     assert_eq!(token, header);
     assert_eq!(body["return"][0]["user"], USER);
     token
+}
+
+/// Log in to the API at `url` as `user` (with [`PASSWORD`]): the token.
+pub(crate) async fn token_for(c: &reqwest::Client, url: &str, user: &str) -> String {
+    let r = c
+        .post(format!("{url}/login"))
+        .json(&json!({"username": user, "password": PASSWORD, "eauth": "pam"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::OK, "login as {user}");
+    r.headers()["x-auth-token"].to_str().unwrap().to_string()
 }
 
 /// `POST /` with `body`; the status and the JSON answer.

@@ -6,20 +6,8 @@
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use crate::api::{Fleet, INTERN, PASSWORD, client, login, lowstate};
+use crate::api::{Fleet, INTERN, client, login, lowstate, token_for};
 use crate::common::fleet::wait_registered;
-
-/// `POST /login` as `user`: the token.
-async fn login_as(c: &reqwest::Client, url: &str, user: &str) -> String {
-    let r = c
-        .post(format!("{url}/login"))
-        .json(&json!({"username": user, "password": PASSWORD, "eauth": "pam"}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), StatusCode::OK);
-    r.headers()["x-auth-token"].to_str().unwrap().to_string()
-}
 
 fn ids(body: &Value) -> Vec<String> {
     let mut ids: Vec<String> = body["return"][0]
@@ -43,15 +31,7 @@ async fn api_targets_on_pillar_and_holds_users_to_whom_it_reaches() {
         fleet.agents.push(agent);
     }
     wait_registered(&fleet.bus, &["web-1", "db-1"]).await;
-    let pki = fleet.dir.path().join("pki");
-    let accepted = crate::common::maid_command()
-        .args(["key", "-A", "-y", "--pki-dir"])
-        .arg(&pki)
-        .env("MAID_REDIS", fleet.redis.url.as_deref().unwrap())
-        .env_remove("MAID_CONFIG")
-        .output()
-        .unwrap();
-    assert!(accepted.status.success(), "{accepted:?}");
+    let pki = fleet.accept_keys();
     let api = fleet.api_with(
         &format!("pki_dir = {pki:?}\npillar_roots = [{root:?}]"),
         "",
@@ -108,7 +88,7 @@ async fn api_targets_on_pillar_and_holds_users_to_whom_it_reaches() {
     // The intern may run test.* on web* alone, and may not read pillar:
     // a pillar target is refused whomever it would reach
     // (tests/attacks_targeting.rs proves the answer says nothing of it).
-    let intern = login_as(&c, &api.url, INTERN).await;
+    let intern = token_for(&c, &api.url, INTERN).await;
     for (tgt, tgt_type) in [("tier:db", "pillar"), ("I@tier:web", "compound")] {
         let (status, body) = lowstate(&c, &api, &intern, &ping(tgt, tgt_type)).await;
         assert_eq!(status, StatusCode::FORBIDDEN, "{body}");

@@ -121,15 +121,7 @@ fn client() -> reqwest::Client {
 }
 
 async fn login(c: &reqwest::Client, api: &Api, user: &str) -> String {
-    let r = c
-        .post(format!("{}/login", api.url))
-        .json(&json!({"username": user, "password": PASSWORD, "eauth": "pam"}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), StatusCode::OK, "{user}");
-    let body: Value = r.json().await.unwrap();
-    body["return"][0]["token"].as_str().unwrap().to_string()
+    crate::api::token_for(c, &api.url, user).await
 }
 
 /// `POST /` as the holder of `token`: the status, the `Retry-After`

@@ -7,7 +7,7 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 
 use crate::api::{
-    ApiServer, Fleet, PASSWORD, client, lowstate, open_events, read_events, start_api,
+    ApiServer, Fleet, PASSWORD, client, lowstate, open_events, read_events, start_api, token_for,
 };
 use crate::common::fleet::wait_registered;
 
@@ -30,15 +30,7 @@ async fn fleet_with_a_secret() -> (Fleet, ApiServer) {
         fleet.agents.push(agent);
     }
     wait_registered(&fleet.bus, &["web-1", "db-1"]).await;
-    let pki = fleet.dir.path().join("pki");
-    let accepted = crate::common::maid_command()
-        .args(["key", "-A", "-y", "--pki-dir"])
-        .arg(&pki)
-        .env("MAID_REDIS", fleet.redis.url.as_deref().unwrap())
-        .env_remove("MAID_CONFIG")
-        .output()
-        .unwrap();
-    assert!(accepted.status.success(), "{accepted:?}");
+    let pki = fleet.accept_keys();
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("maid.toml");
     let hash = maid_master::api::auth::hash_password(PASSWORD).unwrap();
@@ -64,17 +56,6 @@ async fn fleet_with_a_secret() -> (Fleet, ApiServer) {
     .unwrap();
     let api = start_api(dir, &config, &[]);
     (fleet, api)
-}
-
-async fn token_of(c: &reqwest::Client, api: &ApiServer, user: &str) -> String {
-    let r = c
-        .post(format!("{}/login", api.url))
-        .json(&json!({"username": user, "password": PASSWORD, "eauth": "pam"}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), StatusCode::OK, "login as {user}");
-    r.headers()["x-auth-token"].to_str().unwrap().to_string()
 }
 
 /// Each way to target on pillar, as (`tgt_type`, a target that holds for
@@ -118,7 +99,7 @@ async fn pillar_is_never_read_through_targeting() {
     let (_fleet, api) = fleet_with_a_secret().await;
     let c = client();
     for user in ["tester", "intern"] {
-        let token = token_of(&c, &api, user).await;
+        let token = token_for(&c, &api.url, user).await;
         for (tgt_type, right, wrong) in guesses() {
             let ask = |tgt: &str| json!({"client": "local", "tgt": tgt, "tgt_type": tgt_type, "fun": "test.ping"});
             let (status, body) = lowstate(&c, &api, &token, &ask(&right)).await;
@@ -137,7 +118,7 @@ async fn pillar_is_never_read_through_targeting() {
         }
     }
     // Every client that targets, and a nodegroup that holds `I@`.
-    let tester = token_of(&c, &api, "tester").await;
+    let tester = token_for(&c, &api.url, "tester").await;
     for client in ["local_async", "local_batch", "local_subset"] {
         let ask = |tgt: &str| json!({"client": client, "tgt": tgt, "tgt_type": "pillar", "fun": "test.ping"});
         let (status, body) = lowstate(&c, &api, &tester, &ask("db:password:hun*")).await;
@@ -152,7 +133,7 @@ async fn pillar_is_never_read_through_targeting() {
     assert_eq!(status, StatusCode::FORBIDDEN, "nodegroup: {body}");
     assert_eq!((status, &body), (status_wrong, &body_wrong), "nodegroup");
 
-    let watcher = token_of(&c, &api, "watcher").await;
+    let watcher = token_for(&c, &api.url, "watcher").await;
     for (tgt_type, right, wrong) in guesses() {
         let ask = |tgt: &str| json!({"client": "runner", "fun": "manage.up", "tgt": tgt, "tgt_type": tgt_type});
         let (status, body) = lowstate(&c, &api, &watcher, &ask(&right)).await;
@@ -176,8 +157,8 @@ async fn pillar_is_never_read_through_targeting() {
     assert_eq!(status, StatusCode::FORBIDDEN);
 
     // Whoever may read every pillar targets on it as Salt does.
-    let admin = token_of(&c, &api, "admin").await;
-    let auditor = token_of(&c, &api, "auditor").await;
+    let admin = token_for(&c, &api.url, "admin").await;
+    let auditor = token_for(&c, &api.url, "auditor").await;
     let mut events = open_events(&c, &api, &auditor).await;
     let (status, body) = lowstate(
         &c,
@@ -217,8 +198,8 @@ async fn pillar_is_never_read_through_targeting() {
 async fn a_logged_out_token_hears_no_more_events() {
     let (_fleet, api) = fleet_with_a_secret().await;
     let c = client();
-    let admin = token_of(&c, &api, "admin").await;
-    let auditor = token_of(&c, &api, "auditor").await;
+    let admin = token_for(&c, &api.url, "admin").await;
+    let auditor = token_for(&c, &api.url, "auditor").await;
     let mut events = open_events(&c, &api, &auditor).await;
     let ping = json!({"client": "local", "tgt": "*", "fun": "test.ping"});
     let (status, body) = lowstate(&c, &api, &admin, &ping).await;
