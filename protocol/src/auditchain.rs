@@ -340,6 +340,27 @@ impl Verifier {
         self.last_at = Some((source.into(), line_no));
     }
 
+    /// Record `v` (seq `seq`) names the chain's maid, where it has one.
+    fn owned(&self, v: &Value, seq: u64) -> Result<(), String> {
+        let Some(owner) = &self.owner else {
+            return Ok(());
+        };
+        if names_nobody(v) {
+            return Err(format!(
+                "record seq {seq} names no maid, and every record a maid writes names it: \
+                 inserted or altered"
+            ));
+        }
+        if let Some(other) = names_other(v, owner) {
+            return Err(format!(
+                "record seq {seq} names maid {other:?}, in a chain of {owner:?}'s: \
+                 written in another maid's name (whoever may append to {owner}'s \
+                 records can link a record to them)"
+            ));
+        }
+        Ok(())
+    }
+
     fn check(&mut self, source: &str, line_no: usize, line: &[u8]) -> Result<(), String> {
         let v: Value = serde_json::from_slice(line)
             .map_err(|_| "not a record (the line is not JSON): inserted or altered".to_string())?;
@@ -422,21 +443,7 @@ impl Verifier {
                 ));
             }
         }
-        if self.owner.is_some() && names_nobody(&v) {
-            return Err(format!(
-                "record seq {seq} names no maid, and every record a maid writes names it: \
-                 inserted or altered"
-            ));
-        }
-        if let Some(owner) = &self.owner
-            && let Some(other) = names_other(&v, owner)
-        {
-            return Err(format!(
-                "record seq {seq} names maid {other:?}, in a chain of {owner:?}'s: \
-                 written in another maid's name (whoever may append to {owner}'s \
-                 records can link a record to them)"
-            ));
-        }
+        self.owned(&v, seq)?;
         match v.get("decision").and_then(Value::as_str) {
             Some("checkpoint") => self.checkpoint(&v, seq, prev)?,
             Some("gap") => self.gap(&v),

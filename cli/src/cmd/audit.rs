@@ -318,27 +318,8 @@ fn verify(args: VerifyArgs) -> anyhow::Result<ExitCode> {
     // For --stream: what Redis says of it, and its entries' ids.
     let mut stream: Option<(Option<removal::StreamInfo>, Vec<String>)> = None;
     if let Some(id) = &args.stream {
-        let opts = MasterOpts {
-            config: args.config.clone(),
-            redis: args.redis.clone(),
-            ..MasterOpts::default()
-        };
-        let (bus, _) = opts.bus()?;
-        let (info, entries) = block_on(async {
-            let mut conn = bus.connect().await?;
-            // Counted first, then read up to the last entry counted: the
-            // entries are those the counts are of (trimming meanwhile
-            // takes only older ones).
-            let info = removal::stream_info(&mut conn, id).await?;
-            let entries = match &info {
-                Some(i) => trail::entries_through(&mut conn, id, &i.last_id).await?,
-                None => Vec::new(),
-            };
-            anyhow::Ok((info, entries))
-        })??;
-        let key = maid_protocol::auditchain::stream_key(id);
-        let ids = entries.iter().map(|e| e.id.clone()).collect();
-        texts.push((key, entries.into_iter().map(|e| e.line).collect()));
+        let (key, records, info, ids) = read_stream(&args, id)?;
+        texts.push((key, records));
         stream = Some((info, ids));
     }
     for f in &args.files {
@@ -354,25 +335,7 @@ fn verify(args: VerifyArgs) -> anyhow::Result<ExitCode> {
                 .flat_map(|(_, records)| records.iter().map(Vec::as_slice)),
         )
     });
-    let key = match (&args.key, &args.pki_dir) {
-        (Some(path), _) => Some(maid_protocol::trust::read_verifying_key(
-            path.to_str().context("the key's path is not UTF-8")?,
-        )?),
-        (None, Some(dir)) => {
-            let minion = owner
-                .clone()
-                .context("no record names its maid: give the maid's key with --key")?;
-            let accepted = maid_master::pki::Pki::new(dir.clone()).accepted()?;
-            Some(*accepted.get(&minion).with_context(|| {
-                format!(
-                    "{}: no key accepted for {}",
-                    dir.display(),
-                    escape_controls(&minion)
-                )
-            })?)
-        }
-        (None, None) => None,
-    };
+    let key = chain_key(&args, owner.as_deref())?;
     let checked = key.is_some();
     let mut v = match (&args.stream, args.syslog) {
         (Some(_), _) => Verifier::for_sink(key, "stream"),
@@ -397,49 +360,12 @@ fn verify(args: VerifyArgs) -> anyhow::Result<ExitCode> {
     // What the chain cannot see: a stream's head, or the stream, gone.
     let mut notes = Vec::new();
     if let (Some(id), Some((info, ids))) = (&args.stream, &stream) {
-        let read: Vec<Read> = ids
-            .iter()
-            .zip(&texts[0].1)
-            .filter_map(|(entry, line)| {
-                Head::of_line(line).map(|h| Read {
-                    entry: entry.clone(),
-                    seq: h.seq,
-                    sha256: h.sha256,
-                })
-            })
-            .collect();
-        let state_dir = args
-            .state_dir
-            .clone()
-            .or_else(|| args.pki_dir.as_ref().map(|d| d.join("audit_verified")));
-        let seen = match &state_dir {
-            Some(dir) => Seen::load(dir, id)?,
-            None => None,
-        };
-        let judged = removal::judge(
-            &removal::Stream {
-                id,
-                info: info.as_ref(),
-                read: &read,
-                gaps: &v.gaps,
-            },
-            seen.as_ref(),
-        );
-        match judged {
+        match judge_stream(&args, id, info.as_ref(), ids, &texts[0].1, &v)? {
             Err(why) => {
-                outln!("{}", escape_controls(&why));
+                outln!("{}", escape_controls(&why.0));
                 return Ok(ExitCode::from(1));
             }
             Ok(n) => notes = n,
-        }
-        if let (Some(dir), Some(info)) = (&state_dir, info) {
-            let now = removal::now();
-            if let Some(next) =
-                removal::remember(info, &read, v.vouched_through, seen.as_ref(), &now)
-                && seen.as_ref() != Some(&next)
-            {
-                next.store(dir, id)?;
-            }
         }
     }
     outln!(
@@ -477,4 +403,124 @@ fn verify(args: VerifyArgs) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The key the maid's checkpoints are checked with: `--key`, else the
+/// key `--pki-dir` accepted for `owner`; none without either.
+fn chain_key(
+    args: &VerifyArgs,
+    owner: Option<&str>,
+) -> anyhow::Result<Option<ed25519_dalek::VerifyingKey>> {
+    Ok(match (&args.key, &args.pki_dir) {
+        (Some(path), _) => Some(maid_protocol::trust::read_verifying_key(
+            path.to_str().context("the key's path is not UTF-8")?,
+        )?),
+        (None, Some(dir)) => {
+            let minion = owner
+                .map(str::to_string)
+                .context("no record names its maid: give the maid's key with --key")?;
+            let accepted = maid_master::pki::Pki::new(dir.clone()).accepted()?;
+            Some(*accepted.get(&minion).with_context(|| {
+                format!(
+                    "{}: no key accepted for {}",
+                    dir.display(),
+                    escape_controls(&minion)
+                )
+            })?)
+        }
+        (None, None) => None,
+    })
+}
+
+/// Stream `id`'s records, as `verify --stream` reads them: its key, its
+/// lines, what Redis says of it and its entries' ids.
+#[allow(clippy::type_complexity)]
+fn read_stream(
+    args: &VerifyArgs,
+    id: &str,
+) -> anyhow::Result<(
+    String,
+    Vec<Vec<u8>>,
+    Option<removal::StreamInfo>,
+    Vec<String>,
+)> {
+    let opts = MasterOpts {
+        config: args.config.clone(),
+        redis: args.redis.clone(),
+        ..MasterOpts::default()
+    };
+    let (bus, _) = opts.bus()?;
+    let (info, entries) = block_on(async {
+        let mut conn = bus.connect().await?;
+        // Counted first, then read up to the last entry counted: the
+        // entries are those the counts are of (trimming meanwhile
+        // takes only older ones).
+        let info = removal::stream_info(&mut conn, id).await?;
+        let entries = match &info {
+            Some(i) => trail::entries_through(&mut conn, id, &i.last_id).await?,
+            None => Vec::new(),
+        };
+        anyhow::Ok((info, entries))
+    })??;
+    let key = maid_protocol::auditchain::stream_key(id);
+    let ids = entries.iter().map(|e| e.id.clone()).collect();
+    Ok((
+        key,
+        entries.into_iter().map(|e| e.line).collect(),
+        info,
+        ids,
+    ))
+}
+
+/// Whether entries left stream `id` other than by trimming
+/// ([`removal::judge`]), from `records` (its lines, entry ids `ids`) as
+/// `v` verified them; a verdict that finds nothing gone is remembered in
+/// the state directory for the next verify.
+fn judge_stream(
+    args: &VerifyArgs,
+    id: &str,
+    info: Option<&removal::StreamInfo>,
+    ids: &[String],
+    records: &[Vec<u8>],
+    v: &Verifier,
+) -> anyhow::Result<Result<Vec<String>, removal::Deleted>> {
+    let read: Vec<Read> = ids
+        .iter()
+        .zip(records)
+        .filter_map(|(entry, line)| {
+            Head::of_line(line).map(|h| Read {
+                entry: entry.clone(),
+                seq: h.seq,
+                sha256: h.sha256,
+            })
+        })
+        .collect();
+    let state_dir = args
+        .state_dir
+        .clone()
+        .or_else(|| args.pki_dir.as_ref().map(|d| d.join("audit_verified")));
+    let seen = match &state_dir {
+        Some(dir) => Seen::load(dir, id)?,
+        None => None,
+    };
+    let judged = removal::judge(
+        &removal::Stream {
+            id,
+            info,
+            read: &read,
+            gaps: &v.gaps,
+        },
+        seen.as_ref(),
+    );
+    if judged.is_ok()
+        && let (Some(dir), Some(info)) = (&state_dir, info)
+    {
+        let now = removal::now();
+        if let Some(next) = removal::remember(info, &read, v.vouched_through, seen.as_ref(), &now)
+            && seen.as_ref() != Some(&next)
+        {
+            next.store(dir, id)?;
+        }
+    }
+    Ok(judged)
 }

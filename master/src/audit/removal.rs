@@ -199,13 +199,19 @@ pub struct Stream<'a> {
     pub gaps: &'a [(u64, u64)],
 }
 
+/// How entries left a stream other than by trimming, in words that
+/// name the stream and what tells.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct Deleted(pub String);
+
 /// Whether entries are gone from the stream other than by trimming:
 /// `Err` says how, `Ok` what cannot be told either way (nothing when
 /// all is known).
-pub fn judge(s: &Stream, seen: Option<&Seen>) -> Result<Vec<String>, String> {
+pub fn judge(s: &Stream, seen: Option<&Seen>) -> Result<Vec<String>, Deleted> {
     let key = stream_key(s.id);
     let Some(info) = s.info else {
-        return Err(match seen {
+        return Err(Deleted(match seen {
             Some(seen) => format!(
                 "{key} is gone: it held checkpoint seq {} when verified at {}; the stream \
                  was deleted (DEL, UNLINK, FLUSHDB, or evicted)",
@@ -215,7 +221,7 @@ pub fn judge(s: &Stream, seen: Option<&Seen>) -> Result<Vec<String>, String> {
                 "{key} does not exist: the maid never wrote to it (is `[audit] stream` on?), \
                  or it was deleted"
             ),
-        });
+        }));
     };
     if let Some(m) = &info.max_deleted
         && entry_id(m).is_some_and(|m| m != (0, 0))
@@ -230,10 +236,10 @@ pub fn judge(s: &Stream, seen: Option<&Seen>) -> Result<Vec<String>, String> {
         } else {
             ""
         };
-        return Err(format!(
+        return Err(Deleted(format!(
             "entries were deleted from {key} with XDEL (the last of them {m}{head}); \
              trimming (MAXLEN, XTRIM) never marks a stream so, and maids never delete"
-        ));
+        )));
     }
     let Some(added) = info.entries_added else {
         return Ok(vec![format!(
@@ -258,65 +264,79 @@ pub fn judge(s: &Stream, seen: Option<&Seen>) -> Result<Vec<String>, String> {
         return Ok(notes);
     };
     if added < seen.entries_added {
-        return Err(format!(
+        return Err(Deleted(format!(
             "{key} was made anew: Redis counts {added} entries ever added to it, fewer than \
              the {} when checkpoint seq {} was verified at {}; it was deleted and written again",
             seen.entries_added, seen.seq, seen.verified_at
-        ));
+        )));
     }
     if let Some(at) = s.read.iter().find(|r| r.seq == seen.seq) {
         if at.sha256 != seen.sha256 {
-            return Err(format!(
+            return Err(Deleted(format!(
                 "seq {} in {key} is not the checkpoint verified there at {}: replaced",
                 seen.seq, seen.verified_at
-            ));
+            )));
         }
         return Ok(Vec::new());
     }
     if first.is_some_and(|f| f.seq < seen.seq) {
-        return Err(format!(
+        return Err(Deleted(format!(
             "checkpoint seq {}, verified in {key} at {}, is missing from it: removed",
             seen.seq, seen.verified_at
-        ));
+        )));
     }
     // The checkpoint is before the stream's first entry. Trimming takes
     // the oldest first: the first entry now is the (added - length + 1)th
     // ever added, and trimming took the checkpoint only if it came before.
     let first_ordinal = added - info.length + 1;
     if first_ordinal <= seen.ordinal {
-        return Err(format!(
+        return Err(Deleted(format!(
             "checkpoint seq {}, verified in {key} at {}, is gone though trimming would have \
              kept it (it was entry {} of {added}, and {} remain): removed",
             seen.seq, seen.verified_at, seen.ordinal, info.length
-        ));
+        )));
     }
     if let Some(first) = first {
-        // Each record after the checkpoint became an entry (one given up
-        // is in a gap record), so at least as many entries were added
-        // between the two as records were written; a stream deleted and
-        // made anew counts from 0 again.
-        let entries = first_ordinal - 1 - seen.ordinal;
-        let records = first.seq.saturating_sub(seen.seq + 1);
-        let given_up: u64 = s
-            .gaps
-            .iter()
-            .map(|&(a, b)| {
-                let (a, b) = (a.max(seen.seq + 1), b.min(first.seq.saturating_sub(1)));
-                if a <= b { b - a + 1 } else { 0 }
-            })
-            .sum();
-        if entries + given_up < records {
-            return Err(format!(
-                "{key} was made anew: Redis counts {entries} entries added after checkpoint \
-                 seq {} (verified at {}) before the first there now, seq {}, but the maid wrote \
-                 {records} records between them ({given_up} given up, as its gap records \
-                 say); it was deleted and written again (or a gap record trimmed away since \
-                 would explain it)",
-                seen.seq, seen.verified_at, first.seq
-            ));
-        }
+        made_anew(&key, s, seen, first, first_ordinal)?;
     }
     Ok(Vec::new())
+}
+
+/// Whether stream `s`, begun at `first` (the `first_ordinal`th entry ever
+/// added) after the remembered checkpoint `seen`, holds too few entries
+/// since it for the records the maid wrote: deleted and made anew.
+fn made_anew(
+    key: &str,
+    s: &Stream,
+    seen: &Seen,
+    first: &Read,
+    first_ordinal: u64,
+) -> Result<(), Deleted> {
+    // Each record after the checkpoint became an entry (one given up
+    // is in a gap record), so at least as many entries were added
+    // between the two as records were written; a stream deleted and
+    // made anew counts from 0 again.
+    let entries = first_ordinal - 1 - seen.ordinal;
+    let records = first.seq.saturating_sub(seen.seq + 1);
+    let given_up: u64 = s
+        .gaps
+        .iter()
+        .map(|&(a, b)| {
+            let (a, b) = (a.max(seen.seq + 1), b.min(first.seq.saturating_sub(1)));
+            if a <= b { b - a + 1 } else { 0 }
+        })
+        .sum();
+    if entries + given_up < records {
+        return Err(Deleted(format!(
+            "{key} was made anew: Redis counts {entries} entries added after checkpoint \
+             seq {} (verified at {}) before the first there now, seq {}, but the maid wrote \
+             {records} records between them ({given_up} given up, as its gap records \
+             say); it was deleted and written again (or a gap record trimmed away since \
+             would explain it)",
+            seen.seq, seen.verified_at, first.seq
+        )));
+    }
+    Ok(())
 }
 
 /// The time to remember a verify by: RFC 3339, UTC, to the second.
@@ -408,22 +428,25 @@ mod tests {
         let x = leak_info(info(40, 100, "1059-0"));
         let tail = leak(read(61, 40, 1060));
         for seen in [None, Some(&seen)] {
-            let e = judge(&s(Some(x), tail), seen).unwrap_err();
+            let e = judge(&s(Some(x), tail), seen).unwrap_err().0;
             assert!(
                 e.contains("XDEL") && e.contains("oldest records are gone"),
                 "{e}"
             );
         }
         // Deleted: gone; then made anew by the maid's next records.
-        let e = judge(&s(None, tail), Some(&seen)).unwrap_err();
+        let e = judge(&s(None, tail), Some(&seen)).unwrap_err().0;
         assert!(e.contains("is gone"), "{e}");
         assert!(
             judge(&s(None, tail), None)
                 .unwrap_err()
+                .0
                 .contains("does not exist")
         );
         let anew = leak(read(101, 5, 2000));
-        let e = judge(&s(Some(leak_info(info(5, 5, "0-0"))), anew), Some(&seen)).unwrap_err();
+        let e = judge(&s(Some(leak_info(info(5, 5, "0-0"))), anew), Some(&seen))
+            .unwrap_err()
+            .0;
         assert!(e.contains("made anew"), "{e}");
         // ... and after as many records as were ever added before: the
         // count alone passes, what the checkpoint remembers does not.
@@ -432,7 +455,8 @@ mod tests {
             &s(Some(leak_info(info(50, 200, "0-0"))), later),
             Some(&seen),
         )
-        .unwrap_err();
+        .unwrap_err()
+        .0;
         assert!(e.contains("made anew"), "{e}");
         // Unremembered, a stream begun mid-chain with nothing ever gone
         // is told, not failed.
@@ -445,7 +469,8 @@ mod tests {
             &s(Some(leak_info(full.clone())), leak(swapped)),
             Some(&seen),
         )
-        .unwrap_err();
+        .unwrap_err()
+        .0;
         assert!(e.contains("replaced"), "{e}");
     }
 
