@@ -44,11 +44,26 @@ fn listed(v: &Value) -> Vec<Value> {
 /// A check's outcome, `(result, comment, skip_watch)`, or `Err` with why
 /// the grants refused the check: a refused check is no answer either way,
 /// so the state fails `Denied` rather than run or be skipped.
-pub type Checked = Result<(bool, String, Option<bool>), String>;
+pub type Checked = Result<(bool, String, Option<bool>), Refused>;
+
+/// Why the grants refused a check, as the host said it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refused(pub String);
+
+impl std::fmt::Display for Refused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
 
 /// A check command's retcode; `fallback` when it raised (Salt's
 /// `CommandExecutionError`); `Err` when the grants refused it.
-fn retcode(cmd: &str, opts: &[(&str, Value)], env: &mut Env, fallback: i64) -> Result<i64, String> {
+fn retcode(
+    cmd: &str,
+    opts: &[(&str, Value)],
+    env: &mut Env,
+    fallback: i64,
+) -> Result<i64, Refused> {
     let mut kw: Vec<(&str, Value)> = vec![
         ("ignore_retcode", json!(true)),
         ("python_shell", json!(true)),
@@ -56,17 +71,17 @@ fn retcode(cmd: &str, opts: &[(&str, Value)], env: &mut Env, fallback: i64) -> R
     kw.extend(opts.iter().cloned());
     match salt(env, "cmd.retcode", &[json!(cmd)], &kw) {
         Ok(v) => Ok(v.as_i64().unwrap_or(fallback)),
-        Err(CallError::Denied(why)) => Err(why),
+        Err(CallError::Denied(why)) => Err(Refused(why)),
         Err(CallError::Failed(_)) => Ok(fallback),
     }
 }
 
 /// A check function's return: `null` when it raised; `Err` when the
 /// grants refused it.
-fn check_return(entry: &Map<String, Value>, env: &mut Env) -> Result<Value, String> {
+fn check_return(entry: &Map<String, Value>, env: &mut Env) -> Result<Value, Refused> {
     match check_function(entry, env) {
         Ok(v) => Ok(v),
-        Err(CallError::Denied(why)) => Err(why),
+        Err(CallError::Denied(why)) => Err(Refused(why)),
         Err(CallError::Failed(_)) => Ok(Value::Null),
     }
 }

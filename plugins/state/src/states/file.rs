@@ -35,12 +35,12 @@ pub use managed::managed;
 pub use recurse::recurse;
 
 /// Whether `path` exists; `Err` when the grants refused the question.
-fn exists(path: &str, env: &mut Env) -> Result<bool, String> {
+fn exists(path: &str, env: &mut Env) -> Result<bool, super::cmd::Refused> {
     let arg = [json!(path)];
     for fun in ["file.file_exists", "file.directory_exists"] {
         match salt(env, fun, &arg, &[]) {
             Ok(Value::Bool(true)) => return Ok(true),
-            Err(CallError::Denied(why)) => return Err(why),
+            Err(CallError::Denied(why)) => return Err(super::cmd::Refused(why)),
             _ => {}
         }
     }

@@ -302,7 +302,7 @@ pub fn salt(
 /// refused a check: that is no answer, so the state neither runs nor is
 /// skipped, but fails `Denied` (maid's own case; Salt's checks are never
 /// refused).
-pub fn run_check(low: &Obj, env: &mut Env) -> Result<Obj, String> {
+pub fn run_check(low: &Obj, env: &mut Env) -> Result<Obj, cmd::Refused> {
     let mut ret = Obj::new();
     ret.insert("result".into(), json!(false));
     ret.insert("comment".into(), json!([]));
