@@ -764,3 +764,20 @@ fn errors_are_said_once_and_name_the_redis_refusing() {
         "{stderr}"
     );
 }
+
+/// docs/states.md quotes `maid init`'s `[plugins.state]`: the quote is the
+/// table `maid init` writes (it lacked the pillar grants once).
+#[test]
+fn the_state_grants_states_md_quotes_are_maid_inits() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let doc = std::fs::read_to_string(root.join("docs/states.md")).unwrap();
+    let start = doc
+        .find("\n[plugins.state]\n")
+        .expect("the quote in docs/states.md")
+        + 1;
+    let end = start + doc[start..].find("```").unwrap();
+    let quoted: toml::Table = toml::from_str(&doc[start..end]).unwrap();
+    let init = std::fs::read_to_string(root.join("config/maid.example.toml")).unwrap();
+    let init: toml::Table = toml::from_str(&init).unwrap();
+    assert_eq!(quoted["plugins"]["state"], init["plugins"]["state"]);
+}
