@@ -134,6 +134,48 @@ impl Fleet {
         pki
     }
 
+    /// Write a `maid api` configuration into `dir` for this fleet's Redis
+    /// and master key, with `[master]` lines `master_toml`, `[api]` lines
+    /// `api_toml`, and users `perms` (each `(name, TOML list)`, all with
+    /// [`PASSWORD`]): its path.
+    pub(crate) fn api_config(
+        &self,
+        dir: &Path,
+        master_toml: &str,
+        api_toml: &str,
+        perms: &[(&str, &str)],
+    ) -> std::path::PathBuf {
+        let config = dir.join("maid.toml");
+        let hash = maid_master::api::auth::hash_password(PASSWORD).unwrap();
+        let users: String = perms
+            .iter()
+            .map(|(user, _)| format!("{user} = \"{hash}\"\n"))
+            .collect();
+        let perms: String = perms
+            .iter()
+            .map(|(user, list)| format!("{user} = {list}\n"))
+            .collect();
+        std::fs::write(
+            &config,
+            format!(
+                "master_topics = [\"{TOPIC}\"]\n[redis]\nurl = \"{}\"\n[master]\nkey = \"{}\"\n\
+                 {master_toml}\n[api]\n{api_toml}\n[api.users]\n{users}[api.perms]\n{perms}",
+                self.redis.url.as_deref().unwrap(),
+                self.dir.path().join("master.key").display(),
+            ),
+        )
+        .unwrap();
+        config
+    }
+
+    /// Start `maid api` with `[master]` lines `master_toml` and users
+    /// `perms` ([`Fleet::api_config`]).
+    pub(crate) fn api_for(&self, master_toml: &str, perms: &[(&str, &str)]) -> ApiServer {
+        let dir = tempfile::tempdir().unwrap();
+        let config = self.api_config(dir.path(), master_toml, "", perms);
+        start_api(dir, &config, &[])
+    }
+
     /// Start `maid api` with `[api]` lines `api_toml` and `extra_args`.
     pub(crate) fn api(&self, api_toml: &str, extra_args: &[&str]) -> ApiServer {
         self.api_with("", api_toml, extra_args)

@@ -68,26 +68,7 @@ impl Api {
 /// everything (`MAID_LOG=trace`) to a file.
 fn start(fleet: &Fleet, api_toml: &str, perms: &[(&str, &str)]) -> Api {
     let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("maid.toml");
-    let hash = maid_master::api::auth::hash_password(PASSWORD).unwrap();
-    let users: String = perms
-        .iter()
-        .map(|(user, _)| format!("{user} = \"{hash}\"\n"))
-        .collect();
-    let perms: String = perms
-        .iter()
-        .map(|(user, list)| format!("{user} = {list}\n"))
-        .collect();
-    std::fs::write(
-        &config,
-        format!(
-            "master_topics = [\"{TOPIC}\"]\n[redis]\nurl = \"{}\"\n[master]\nkey = \"{}\"\n\
-             [api]\n{api_toml}\n[api.users]\n{users}[api.perms]\n{perms}",
-            fleet.redis.url.as_deref().unwrap(),
-            fleet.dir.path().join("master.key").display(),
-        ),
-    )
-    .unwrap();
+    let config = fleet.api_config(dir.path(), "", api_toml, perms);
     let log = dir.path().join("api.log");
     let mut child = crate::common::maid_command()
         .args(["api", "--listen", "127.0.0.1:0", "-c"])

@@ -20,8 +20,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use crate::api::{Fleet, PASSWORD, client, login_as, lowstate, start_api};
-use crate::common::fleet::TOPIC;
+use crate::api::{Fleet, PASSWORD, client, login_as, lowstate};
 use crate::states::maid_call_config;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
@@ -53,21 +52,13 @@ async fn grains_a_job_sets_under_maid_inits_grants_widen_no_api_permission() {
     fleet.agents.extend([db, maid]);
     crate::common::fleet::wait_registered(&fleet.bus, &["db-1", "maid-1"]).await;
 
-    let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("maid.toml");
-    let hash = maid_master::api::auth::hash_password(PASSWORD).unwrap();
-    std::fs::write(
-        &config,
-        format!(
-            "master_topics = [\"{TOPIC}\"]\n[redis]\nurl = \"{}\"\n[master]\nkey = \"{}\"\n\
-             [api]\n[api.users]\nop = \"{hash}\"\n[api.perms]\n\
-             op = [{{ \"maid-1\" = [\"grains.*\"] }}, {{ \"G@role:db\" = [\"cmd.*\", \"test.*\"] }}]\n",
-            fleet.redis.url.as_deref().unwrap(),
-            fleet.dir.path().join("master.key").display(),
-        ),
-    )
-    .unwrap();
-    let api = start_api(dir, &config, &[]);
+    let api = fleet.api_for(
+        "",
+        &[(
+            "op",
+            "[{ \"maid-1\" = [\"grains.*\"] }, { \"G@role:db\" = [\"cmd.*\", \"test.*\"] }]",
+        )],
+    );
     let c = client();
     let (status, body, _) = login_as(&c, &api, "op", PASSWORD).await;
     assert_eq!(status, StatusCode::OK, "{body}");

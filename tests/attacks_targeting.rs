@@ -6,9 +6,7 @@ use std::time::Duration;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use crate::api::{
-    ApiServer, Fleet, PASSWORD, client, lowstate, open_events, read_events, start_api, token_for,
-};
+use crate::api::{ApiServer, Fleet, client, lowstate, open_events, read_events, token_for};
 use crate::common::fleet::wait_registered;
 
 /// The secret the attacks try to learn, db-1's alone.
@@ -31,30 +29,19 @@ async fn fleet_with_a_secret() -> (Fleet, ApiServer) {
     }
     wait_registered(&fleet.bus, &["web-1", "db-1"]).await;
     let pki = fleet.accept_keys();
-    let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("maid.toml");
-    let hash = maid_master::api::auth::hash_password(PASSWORD).unwrap();
-    let users: String = ["admin", "tester", "intern", "watcher", "auditor"]
-        .iter()
-        .map(|u| format!("{u} = \"{hash}\"\n"))
-        .collect();
-    std::fs::write(
-        &config,
-        format!(
-            "master_topics = [\"{}\"]\n[redis]\nurl = \"{}\"\n[master]\nkey = \"{}\"\n\
-             pki_dir = {pki:?}\npillar_roots = [{root:?}]\n\
-             nodegroups = {{ right = \"I@db:password:hun*\", wrong = \"I@db:password:zzz*\" }}\n\
-             [api]\n[api.users]\n{users}\
-             [api.perms]\nadmin = [\".*\"]\ntester = [\"test.*\"]\n\
-             intern = [{{ \"web-*\" = [\"test.*\"] }}]\nwatcher = [\"@runner\"]\n\
-             auditor = [\"@jobs\"]\n",
-            maid_testkit::wire::TOPIC,
-            fleet.redis.url.as_deref().unwrap(),
-            fleet.dir.path().join("master.key").display(),
+    let api = fleet.api_for(
+        &format!(
+            "pki_dir = {pki:?}\npillar_roots = [{root:?}]\n\
+             nodegroups = {{ right = \"I@db:password:hun*\", wrong = \"I@db:password:zzz*\" }}"
         ),
-    )
-    .unwrap();
-    let api = start_api(dir, &config, &[]);
+        &[
+            ("admin", "[\".*\"]"),
+            ("tester", "[\"test.*\"]"),
+            ("intern", "[{ \"web-*\" = [\"test.*\"] }]"),
+            ("watcher", "[\"@runner\"]"),
+            ("auditor", "[\"@jobs\"]"),
+        ],
+    );
     (fleet, api)
 }
 
