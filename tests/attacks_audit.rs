@@ -54,6 +54,27 @@ fn master_toml(fleet: &Fleet, extra: &str) -> PathBuf {
 }
 
 /// The lines of maid `id`'s stream, oldest first, with their entry ids.
+/// Append to maid `id`'s stream a record of `fields` that links to its
+/// last one (the next `seq`, `prev` its line's SHA-256), as any writer
+/// can: its entry's number in the stream.
+async fn append_linked(fleet: &Fleet, id: &str, mut fields: Value) -> usize {
+    let entries = stream(fleet, id).await;
+    let head = maid_protocol::auditchain::Head::of_line(&entries.last().unwrap().1).unwrap();
+    fields["seq"] = json!(head.seq + 1);
+    fields["prev"] = json!(head.sha256);
+    let line = serde_json::to_vec(&fields).unwrap();
+    let mut conn = fleet.bus.connect().await.unwrap();
+    let _: String = redis::cmd("XADD")
+        .arg(format!("maid:audit:{id}"))
+        .arg("*")
+        .arg("line")
+        .arg(&line)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    entries.len() + 1
+}
+
 async fn stream(fleet: &Fleet, id: &str) -> Vec<(String, Vec<u8>)> {
     let mut conn = fleet.bus.connect().await.unwrap();
     let entries: Vec<(String, Vec<Vec<u8>>)> = redis::cmd("XRANGE")
@@ -256,21 +277,14 @@ async fn a_record_in_another_maids_name_is_found_and_marked() {
             .any(|(_, l)| String::from_utf8_lossy(l).contains("test.ping"))
     })
     .await;
-    let entries = stream(&fleet, "web-1").await;
-    let head = maid_protocol::auditchain::Head::of_line(&entries.last().unwrap().1).unwrap();
-    let forged = json!({"seq": head.seq + 1, "prev": head.sha256, "minion": "db-1",
-                        "time": "2026-11-29T02:00:00.000000", "jid": "20261129020000000000",
-                        "fun": "cmd.run", "user": "mallory", "decision": "ran", "retcode": 0});
-    let forged = serde_json::to_vec(&forged).unwrap();
-    let mut conn = fleet.bus.connect().await.unwrap();
-    let _: String = redis::cmd("XADD")
-        .arg("maid:audit:web-1")
-        .arg("*")
-        .arg("line")
-        .arg(&forged)
-        .query_async(&mut conn)
-        .await
-        .unwrap();
+    let at = append_linked(
+        &fleet,
+        "web-1",
+        json!({"minion": "db-1", "time": "2026-11-29T02:00:00.000000",
+               "jid": "20261129020000000000", "fun": "cmd.run", "user": "mallory",
+               "decision": "ran", "retcode": 0}),
+    )
+    .await;
     let key = fleet.dir.path().join("web-1/minion.pub");
     let key = key.to_str().unwrap();
     let (code, out) = said(&maid(
@@ -280,7 +294,7 @@ async fn a_record_in_another_maids_name_is_found_and_marked() {
     ));
     assert_eq!(code, 1, "a record in db-1's name passed: {out}");
     assert!(
-        out.contains(&format!("line {}", entries.len() + 1)) && out.contains("db-1"),
+        out.contains(&format!("line {at}")) && out.contains("db-1"),
         "{out}"
     );
     // Query shows it, marked, whoever looks for it.
@@ -502,18 +516,12 @@ async fn control_characters_in_records_are_printed_escaped() {
     let found: Vec<Value> = serde_json::from_slice(&o.stdout).unwrap();
     assert!(found.iter().any(|r| r["fun"] == fun), "{found:?}");
     // And verify's messages: a record in a name full of escapes.
-    let entries = stream(&fleet, "web-1").await;
-    let head = maid_protocol::auditchain::Head::of_line(&entries.last().unwrap().1).unwrap();
-    let forged = json!({"seq": head.seq + 1, "prev": head.sha256,
-                        "minion": "db\u{1b}[2K\u{7}-1", "decision": "ran"});
-    let _: String = redis::cmd("XADD")
-        .arg("maid:audit:web-1")
-        .arg("*")
-        .arg("line")
-        .arg(serde_json::to_vec(&forged).unwrap())
-        .query_async(&mut conn)
-        .await
-        .unwrap();
+    append_linked(
+        &fleet,
+        "web-1",
+        json!({"minion": "db\u{1b}[2K\u{7}-1", "decision": "ran"}),
+    )
+    .await;
     let o = maid(&fleet, None, &["audit", "verify", "--stream", "web-1"]);
     let text = String::from_utf8_lossy(&o.stdout);
     assert_eq!(o.status.code(), Some(1), "{text}");
